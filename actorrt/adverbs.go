@@ -1,0 +1,143 @@
+package actorrt
+
+import (
+	"fmt"
+	"math/rand/v2"
+)
+
+// The adverbs (Call, CallOne, Broadcast, Stream, Choose and their
+// numbered forms in adverbs_gen.go) are thin typed fronts for the
+// functions here. Each sends one message to the mesh's subject, with the
+// selected region in its header and, unless it is a Broadcast, a reply port
+// of this proc; every member in the region answers on that port.
+
+// meshTarget is a (sliced) mesh as the adverbs see it.
+type meshTarget struct {
+	ref *meshRef
+	reg region
+	err error
+}
+
+// prepare checks the target and finds the endpoint behind fn.
+func prepare(t meshTarget, fn any) (*runtimeT, *method, string, error) {
+	what := "?"
+	if t.ref != nil {
+		what = t.ref.name + ".?"
+	}
+	if t.err != nil {
+		return nil, nil, what, t.err
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return nil, nil, what, err
+	}
+	if t.ref == nil {
+		return nil, nil, what, fmt.Errorf("actorrt: mesh was not spawned (use Spawn)")
+	}
+	m, err := endpointOf(fn, t.ref.typ)
+	if err != nil {
+		return nil, nil, what, err
+	}
+	return rt, m, t.ref.name + "." + m.name, nil
+}
+
+// send publishes one call to the members of reg.
+func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, port uint64) error {
+	h := header{kind: kindActor, target: ref.id, method: m.name, rank: -1}
+	if port != 0 {
+		h.port, h.replyTo = port, rt.procID
+	}
+	if !reg.isWhole() {
+		h.region = &reg
+	}
+	w, err := newFrame(&h)
+	if err != nil {
+		return err
+	}
+	defer w.free()
+	if err := w.enc.EncodeArrayLen(len(args)); err != nil {
+		return err
+	}
+	for i, a := range args {
+		if err := w.enc.Encode(a); err != nil {
+			return fmt.Errorf("%w: %s.%s argument %d: %v", ErrBadArgs, ref.name, m.name, i+1, err)
+		}
+	}
+	return rt.publish(ref.subject, w.bytes())
+}
+
+func callAdverb[R any](t meshTarget, fn any, args []any) *Future[ValueMesh[R]] {
+	rt, m, what, err := prepare(t, fn)
+	if err != nil {
+		return failedFuture[ValueMesh[R]](what, err)
+	}
+	fut := newFuture[ValueMesh[R]](what)
+	port, err := rt.ports.open(newCallPort[R](fut, t.reg.extent()))
+	if err != nil {
+		return failedFuture[ValueMesh[R]](what, err)
+	}
+	if err := rt.send(t.ref, t.reg, m, args, port); err != nil {
+		rt.ports.close(port)
+		fut.resolve(ValueMesh[R]{}, err)
+	}
+	return fut
+}
+
+func callOneAdverb[R any](t meshTarget, fn any, args []any) *Future[R] {
+	if t.err == nil && t.reg.numRanks() != 1 {
+		t.err = fmt.Errorf("%w: %s has extent %v (%d actors)", ErrNotOne, t.ref.name, t.reg.extent(), t.reg.numRanks())
+	}
+	rt, m, what, err := prepare(t, fn)
+	if err != nil {
+		return failedFuture[R](what, err)
+	}
+	fut := newFuture[R](what)
+	port, err := rt.ports.open(&onePort[R]{fut: fut})
+	if err != nil {
+		return failedFuture[R](what, err)
+	}
+	if err := rt.send(t.ref, t.reg, m, args, port); err != nil {
+		rt.ports.close(port)
+		fut.resolve(*new(R), err)
+	}
+	return fut
+}
+
+func broadcastAdverb(t meshTarget, fn any, args []any) error {
+	rt, m, _, err := prepare(t, fn)
+	if err != nil {
+		return err
+	}
+	return rt.send(t.ref, t.reg, m, args, 0)
+}
+
+func streamAdverb[R any](t meshTarget, fn any, args []any) *ReplyStream[R] {
+	rt, m, what, err := prepare(t, fn)
+	failed := func(err error) *ReplyStream[R] {
+		s := &ReplyStream[R]{ch: make(chan streamItem[R], 1), n: 1, what: what}
+		s.ch <- streamItem[R]{err: err}
+		return s
+	}
+	if err != nil {
+		return failed(err)
+	}
+	n := t.reg.numRanks()
+	s := &ReplyStream[R]{ch: make(chan streamItem[R], n), n: n, what: what}
+	port, err := rt.ports.open(&streamPort[R]{s: s, left: n})
+	if err != nil {
+		return failed(err)
+	}
+	if err := rt.send(t.ref, t.reg, m, args, port); err != nil {
+		rt.ports.close(port)
+		return failed(err)
+	}
+	return s
+}
+
+// chooseAdverb calls one member of the region picked at random.
+func chooseAdverb[R any](t meshTarget, fn any, args []any) *Future[R] {
+	if t.err == nil {
+		t.reg = t.reg.single(rand.IntN(t.reg.numRanks()))
+	}
+	return callOneAdverb[R](t, fn, args)
+}

@@ -1,0 +1,85 @@
+package actorrt
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotStarted: the runtime is used before Main started it.
+	ErrNotStarted = errors.New("actorrt: not started (call actorrt.Main first)")
+	// ErrBadExtent: dimensions with an empty or repeated name, or a size < 1.
+	ErrBadExtent = errors.New("actorrt: bad extent")
+	// ErrOutOfRange: a slice, index or rank outside a mesh.
+	ErrOutOfRange = errors.New("actorrt: out of range")
+	// ErrNotRegistered: an actor type that was not registered (or whose
+	// registration failed) is spawned or called.
+	ErrNotRegistered = errors.New("actorrt: actor type not registered")
+	// ErrBadEndpoint: a method the runtime cannot serve, refused at Register,
+	// or a function given to an adverb that is not an endpoint of the mesh's
+	// actor type.
+	ErrBadEndpoint = errors.New("actorrt: bad endpoint")
+	// ErrBadArgs: Spawn arguments that do not match the actor's Init.
+	ErrBadArgs = errors.New("actorrt: bad arguments")
+	// ErrNotOne: CallOne on a mesh that does not hold exactly one actor.
+	ErrNotOne = errors.New("actorrt: CallOne needs a mesh of exactly one actor")
+	// ErrNameTaken: Spawn with a name already used by a live mesh on one of
+	// the procs.
+	ErrNameTaken = errors.New("actorrt: name already used")
+	// ErrDecode: a message or argument that could not be decoded.
+	ErrDecode = errors.New("actorrt: cannot decode")
+	// ErrPanic: an endpoint panicked.
+	ErrPanic = errors.New("actorrt: endpoint panicked")
+	// ErrStopped: the mesh, actor or proc is stopped, or the runtime shut
+	// down, before the message could be handled.
+	ErrStopped = errors.New("actorrt: stopped")
+	// ErrProcFailed: a proc exited or was lost.
+	ErrProcFailed = errors.New("actorrt: proc failed")
+	// ErrBus: the bus connection was lost or dropped messages.
+	ErrBus = errors.New("actorrt: bus fault")
+)
+
+// Codes of ActorError.Code.
+const (
+	CodeError  = ""       // the endpoint returned an error
+	CodePanic  = "panic"  // the endpoint panicked
+	CodeDecode = "decode" // the arguments could not be decoded
+	CodeNoSuch = "nosuch" // no such endpoint on the actor
+)
+
+// ActorError is an error raised by an actor while handling a message,
+// delivered to the caller. errors.Is matches ErrPanic and ErrDecode by Code.
+type ActorError struct {
+	ActorID  string // the failing actor, as mesh[rank]
+	Proc     string // the proc it ran on
+	Endpoint string // the endpoint (method name)
+	Code     string // CodeError, CodePanic, CodeDecode or CodeNoSuch
+	Message  string // the error's text, or the panic value
+	Stack    string // the goroutine stack at a panic; empty otherwise
+}
+
+func (e *ActorError) Error() string {
+	what := "error"
+	switch e.Code {
+	case CodePanic:
+		what = "panic"
+	case CodeDecode:
+		what = "cannot decode arguments"
+	case CodeNoSuch:
+		what = "no such endpoint"
+	}
+	return fmt.Sprintf("actor %s (proc %s) %s: %s: %s", e.ActorID, e.Proc, e.Endpoint, what, e.Message)
+}
+
+// Is matches the sentinel of the error's code.
+func (e *ActorError) Is(target error) bool {
+	switch e.Code {
+	case CodePanic:
+		return target == ErrPanic
+	case CodeDecode:
+		return target == ErrDecode
+	case CodeNoSuch:
+		return target == ErrBadEndpoint
+	}
+	return false
+}

@@ -1,0 +1,149 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"strings"
+	"sync"
+)
+
+// Future is a result that arrives later. Get waits for it; Done can be
+// used in a select. A Future is safe for use from many goroutines, and
+// every Get returns the same value and error.
+type Future[T any] struct {
+	done chan struct{}
+	once sync.Once
+	val  T
+	err  error
+	what string // what is awaited, for errors: "counters.GetValue"
+}
+
+func newFuture[T any](what string) *Future[T] {
+	return &Future[T]{done: make(chan struct{}), what: what}
+}
+
+// failedFuture is a Future that already holds err.
+func failedFuture[T any](what string, err error) *Future[T] {
+	f := newFuture[T](what)
+	f.resolve(*new(T), err)
+	return f
+}
+
+// resolve sets the result once; later calls are ignored.
+func (f *Future[T]) resolve(v T, err error) {
+	f.once.Do(func() {
+		f.val, f.err = v, err
+		close(f.done)
+	})
+}
+
+// Done is closed once the result is in.
+func (f *Future[T]) Done() <-chan struct{} { return f.done }
+
+// Get waits for the result, or for ctx to end.
+func (f *Future[T]) Get(ctx context.Context) (T, error) {
+	select {
+	case <-f.done:
+		return f.val, f.err
+	default:
+	}
+	select {
+	case <-f.done:
+		return f.val, f.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("actorrt: waiting for %s: %w", f.what, ctx.Err())
+	}
+}
+
+// ValueMesh holds one value per member of the mesh (or slice) a call went
+// to, in rank order.
+type ValueMesh[T any] struct {
+	ext  Extent
+	vals []T
+}
+
+// Extent is the shape of the mesh the values came from.
+func (v ValueMesh[T]) Extent() Extent { return v.ext }
+
+// Values returns the values in rank order. The slice is the mesh's own;
+// do not modify it.
+func (v ValueMesh[T]) Values() []T { return v.vals }
+
+// Len is the number of values.
+func (v ValueMesh[T]) Len() int { return len(v.vals) }
+
+// At returns the value at point p of the extent.
+func (v ValueMesh[T]) At(p Point) (T, error) {
+	if !p.ext.Equal(v.ext) {
+		var zero T
+		return zero, fmt.Errorf("%w: point %v is not of extent %v", ErrOutOfRange, p, v.ext)
+	}
+	return v.vals[p.Rank()], nil
+}
+
+// Items iterates over (point, value) in rank order.
+func (v ValueMesh[T]) Items() iter.Seq2[Point, T] {
+	return func(yield func(Point, T) bool) {
+		for r, x := range v.vals {
+			if !yield(v.ext.point(r), x) {
+				return
+			}
+		}
+	}
+}
+
+// String prints the extent and the values: on one line when they are
+// short, one per line with their points otherwise.
+func (v ValueMesh[T]) String() string {
+	strs := make([]string, len(v.vals))
+	short := true
+	for i, x := range v.vals {
+		strs[i] = fmt.Sprint(x)
+		if len(strs[i]) > 16 || strings.ContainsAny(strs[i], " \n") {
+			short = false
+		}
+	}
+	if short {
+		return fmt.Sprintf("ValueMesh%v [%s]", v.ext, strings.Join(strs, " "))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "ValueMesh%v:", v.ext)
+	for r, s := range strs {
+		fmt.Fprintf(&b, "\n  %v: %s", v.ext.point(r), s)
+	}
+	return b.String()
+}
+
+// ReplyStream yields the replies of a Stream call as they arrive.
+type ReplyStream[T any] struct {
+	ch   chan streamItem[T]
+	n    int // replies expected
+	what string
+}
+
+type streamItem[T any] struct {
+	v   T
+	err error
+}
+
+// All yields each member's reply as (value, nil), or (zero, err) for a
+// member that failed, in arrival order, until every member has answered.
+// If ctx ends first, it yields (zero, ctx's error) once and stops.
+func (s *ReplyStream[T]) All(ctx context.Context) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		for i := 0; i < s.n; i++ {
+			select {
+			case it := <-s.ch:
+				if !yield(it.v, it.err) {
+					return
+				}
+			case <-ctx.Done():
+				var zero T
+				yield(zero, fmt.Errorf("actorrt: streaming %s: %d of %d replies: %w", s.what, i, s.n, ctx.Err()))
+				return
+			}
+		}
+	}
+}

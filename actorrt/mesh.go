@@ -1,0 +1,290 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// procInfo is one proc of a ProcMesh.
+type procInfo struct {
+	ID   string `msgpack:"id"`
+	Host string `msgpack:"host"`
+	PID  int    `msgpack:"pid"`
+}
+
+// HostMesh is a mesh of hosts that can start procs. ThisHost() is the
+// machine this process runs on, with the zero Extent.
+type HostMesh struct {
+	ext Extent
+	err error
+}
+
+// ThisHost is the host this process runs on.
+func ThisHost() *HostMesh {
+	if _, err := getRuntime(); err != nil {
+		return &HostMesh{err: err}
+	}
+	return &HostMesh{}
+}
+
+// Extent is the shape of the host mesh.
+func (h *HostMesh) Extent() Extent { return h.ext }
+
+// SpawnProcs starts procs on every host of the mesh: one per point of
+// perHost, each a new OS process running this program in worker mode. The
+// ProcMesh's extent is the host mesh's dimensions followed by perHost's.
+// It waits (at most the spawn timeout) until every proc serves.
+func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
+	if h == nil {
+		return nil, fmt.Errorf("actorrt: SpawnProcs on a nil HostMesh")
+	}
+	if h.err != nil {
+		return nil, h.err
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return nil, err
+	}
+	ext, err := NewExtent(append(h.ext.Dims(), perHost...))
+	if err != nil {
+		return nil, fmt.Errorf("actorrt: SpawnProcs: %w", err)
+	}
+	procs, err := rt.host.spawn(ext)
+	if err != nil {
+		return nil, err
+	}
+	return &ProcMesh{reg: wholeRegion(ext), procs: procs}, nil
+}
+
+// ProcMesh is a mesh of procs (OS processes) that actors can be spawned
+// on. Slicing it selects procs; it is an immutable value, safe to share.
+type ProcMesh struct {
+	reg   region
+	procs []procInfo // by base rank
+	err   error
+}
+
+// ThisProc is this process, as a mesh of one proc with the zero Extent.
+func ThisProc() *ProcMesh {
+	rt, err := getRuntime()
+	if err != nil {
+		return &ProcMesh{err: err}
+	}
+	return &ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{{ID: rt.procID, Host: rt.hostname}}}
+}
+
+// Extent is the shape of the (sliced) mesh.
+func (p *ProcMesh) Extent() Extent { return p.reg.extent() }
+
+// Err is the error a Slice or At left on the mesh, if any; every use of
+// the mesh returns it too.
+func (p *ProcMesh) Err() error { return p.err }
+
+// Slice keeps dimension dim with indices [start, end).
+func (p *ProcMesh) Slice(dim string, start, end int) *ProcMesh {
+	if p.err != nil {
+		return p
+	}
+	r, err := p.reg.slice(dim, start, end)
+	return &ProcMesh{reg: r, procs: p.procs, err: err}
+}
+
+// At fixes dimension dim to index i and drops it.
+func (p *ProcMesh) At(dim string, i int) *ProcMesh {
+	if p.err != nil {
+		return p
+	}
+	r, err := p.reg.at(dim, i)
+	return &ProcMesh{reg: r, procs: p.procs, err: err}
+}
+
+func (p *ProcMesh) String() string { return fmt.Sprintf("ProcMesh%v", p.Extent()) }
+
+// ActorMesh is a mesh of actors of type A, as returned by Spawn, or a slice
+// of one. Messages go to its members through the adverbs (Call, CallOne,
+// Broadcast, Stream, Choose). It is an immutable value, safe to share.
+type ActorMesh[A any] struct {
+	ref *meshRef
+	reg region
+	err error
+}
+
+// meshRef is what identifies a spawned actor mesh.
+type meshRef struct {
+	id      string
+	name    string
+	typ     *actorType
+	subject string
+}
+
+// Name is the name the mesh was spawned with.
+func (m *ActorMesh[A]) Name() string {
+	if m.ref == nil {
+		return ""
+	}
+	return m.ref.name
+}
+
+// Extent is the shape of the (sliced) mesh.
+func (m *ActorMesh[A]) Extent() Extent { return m.reg.extent() }
+
+// Err is the error a Slice or At left on the mesh, if any; every adverb on
+// the mesh returns it too.
+func (m *ActorMesh[A]) Err() error { return m.err }
+
+// Slice keeps dimension dim with indices [start, end) (relative to this
+// mesh). The members keep their ranks; their message rank is relative to
+// the slice.
+func (m *ActorMesh[A]) Slice(dim string, start, end int) *ActorMesh[A] {
+	if m.err != nil {
+		return m
+	}
+	r, err := m.reg.slice(dim, start, end)
+	return &ActorMesh[A]{ref: m.ref, reg: r, err: err}
+}
+
+// At fixes dimension dim to index i and drops it from the extent.
+func (m *ActorMesh[A]) At(dim string, i int) *ActorMesh[A] {
+	if m.err != nil {
+		return m
+	}
+	r, err := m.reg.at(dim, i)
+	return &ActorMesh[A]{ref: m.ref, reg: r, err: err}
+}
+
+func (m *ActorMesh[A]) String() string {
+	return fmt.Sprintf("ActorMesh(%s)%v", m.Name(), m.Extent())
+}
+
+// target is what an adverb needs of a mesh.
+func (m *ActorMesh[A]) target() meshTarget {
+	if m == nil {
+		return meshTarget{err: fmt.Errorf("actorrt: nil ActorMesh")}
+	}
+	return meshTarget{ref: m.ref, reg: m.reg, err: m.err}
+}
+
+// Spawn creates an actor mesh of type T named name with one actor on every
+// proc of procs, and calls each actor's Init with args. It returns when
+// every Init has returned (at most the spawn timeout), or the first error;
+// on error no actor of the mesh is left running.
+func Spawn[T any](procs *ProcMesh, name string, args ...any) (*ActorMesh[T], error) {
+	return SpawnPerProc[T](procs, name, nil, args...)
+}
+
+// SpawnPerProc is Spawn with several actors on each proc: the mesh's extent
+// is the procs' extent followed by perProc. SpawnPerProc(procs, "w",
+// Dims{{"workers", 16}}) on 4 procs gives 64 actors, 16 per proc.
+func SpawnPerProc[T any](procs *ProcMesh, name string, perProc Dims, args ...any) (*ActorMesh[T], error) {
+	at, err := lookupType(reflect.TypeFor[T]())
+	if err != nil {
+		return nil, fmt.Errorf("actorrt: Spawn %q: %w", name, err)
+	}
+	ref, ext, err := spawnMesh(procs, name, at, perProc, args)
+	if err != nil {
+		return nil, err
+	}
+	return &ActorMesh[T]{ref: ref, reg: wholeRegion(ext)}, nil
+}
+
+func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args []any) (*meshRef, Extent, error) {
+	fail := func(err error) (*meshRef, Extent, error) {
+		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return fail(err)
+	}
+	if procs == nil {
+		return fail(fmt.Errorf("nil ProcMesh"))
+	}
+	if procs.err != nil {
+		return fail(procs.err)
+	}
+	if !validName(name) {
+		return fail(fmt.Errorf("%w: name %q: use letters, digits, '_' or '-'", ErrBadArgs, name))
+	}
+	if err := checkInitArgs(at, args); err != nil {
+		return fail(err)
+	}
+	rawArgs, err := msgpack.Marshal(args)
+	if err != nil {
+		return fail(fmt.Errorf("%w: encode: %v", ErrBadArgs, err))
+	}
+	ext, err := NewExtent(append(procs.Extent().Dims(), perProc...))
+	if err != nil {
+		return fail(err)
+	}
+	perN := 1
+	for _, d := range perProc {
+		perN *= d.Size
+	}
+	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at}
+	ref.subject = rt.meshSubjectOf(ref.id)
+
+	fut := newFuture[ValueMesh[Void]]("spawn " + name)
+	port, err := rt.ports.open(newCallPort[Void](fut, ext))
+	if err != nil {
+		return fail(err)
+	}
+	defer rt.ports.close(port)
+	nprocs := procs.reg.numRanks()
+	sentTo := make([]string, 0, nprocs)
+	for v := 0; v < nprocs; v++ {
+		p := procs.procs[procs.reg.baseRank(v)]
+		ranks := make([]int, perN)
+		for i := range ranks {
+			ranks[i] = v*perN + i
+		}
+		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs}
+		if err := rt.sendControl(p.ID, opSpawn, port, &req); err != nil {
+			stopOn(rt, ref.id, sentTo)
+			return fail(err)
+		}
+		sentTo = append(sentTo, p.ID)
+	}
+	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.spawnTimeout)
+	defer cancel()
+	if _, err := fut.Get(ctx); err != nil {
+		stopOn(rt, ref.id, sentTo)
+		return fail(err)
+	}
+	return ref, ext, nil
+}
+
+// stopOn stops a mesh's members on the given procs.
+func stopOn(rt *runtimeT, mesh string, procs []string) {
+	for _, p := range procs {
+		rt.sendControl(p, opStop, 0, &stopReq{Mesh: mesh})
+	}
+}
+
+// checkInitArgs matches Spawn's arguments to the actor's Init.
+func checkInitArgs(at *actorType, args []any) error {
+	if at.init == nil {
+		if len(args) > 0 {
+			return fmt.Errorf("%w: %d arguments, but %s has no Init method to take them", ErrBadArgs, len(args), shortName(at.name))
+		}
+		return nil
+	}
+	want := at.init.args
+	if len(args) != len(want) {
+		return fmt.Errorf("%w: %d arguments for %s.Init, which takes %d", ErrBadArgs, len(args), shortName(at.name), len(want))
+	}
+	for i, a := range args {
+		if a == nil {
+			switch want[i].Kind() {
+			case reflect.Pointer, reflect.Slice, reflect.Map:
+				continue
+			}
+			return fmt.Errorf("%w: argument %d of %s.Init is nil, want %s", ErrBadArgs, i+1, shortName(at.name), want[i])
+		}
+		if t := reflect.TypeOf(a); !t.AssignableTo(want[i]) {
+			return fmt.Errorf("%w: argument %d of %s.Init is %s, want %s", ErrBadArgs, i+1, shortName(at.name), t, want[i])
+		}
+	}
+	return nil
+}

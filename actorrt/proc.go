@@ -1,0 +1,194 @@
+package actorrt
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// procState is the proc side of the runtime: the actor meshes (or parts of
+// them) this process hosts, by mesh id and by name.
+type procState struct {
+	rt     *runtimeT
+	mu     sync.Mutex
+	meshes map[string]*localMesh
+	names  map[string]*localMesh
+}
+
+// localMesh is the part of an actor mesh that lives in this proc: usually
+// one member, several with SpawnPerProc.
+type localMesh struct {
+	rt      *runtimeT
+	id      string
+	name    string
+	typ     *actorType
+	base    Extent
+	whole   *region
+	members []*actor
+	sub     *bus.Subscription
+}
+
+func newProcState(rt *runtimeT) *procState {
+	return &procState{rt: rt, meshes: map[string]*localMesh{}, names: map[string]*localMesh{}}
+}
+
+// Control ops and their bodies.
+const (
+	opSpawn = "spawn" // spawnReq: create members of a mesh here
+	opStop  = "stop"  // stopReq: stop this proc's members of a mesh
+	opExit  = "exit"  // (no body): the proc exits
+)
+
+type spawnReq struct {
+	Mesh  string             `msgpack:"mesh"`
+	Name  string             `msgpack:"name"`
+	Type  string             `msgpack:"type"`
+	Dims  Dims               `msgpack:"dims"`  // the mesh's base extent
+	Ranks []int              `msgpack:"ranks"` // the base ranks hosted here
+	Args  msgpack.RawMessage `msgpack:"args"`  // Init's arguments, as an array
+}
+
+type stopReq struct {
+	Mesh string `msgpack:"mesh"`
+}
+
+// deliver hands a mesh message to each local member in its region.
+func (ps *procState) deliver(f *frame) {
+	ps.mu.Lock()
+	lm := ps.meshes[f.h.target]
+	ps.mu.Unlock()
+	if lm == nil {
+		ps.rt.log.Debug().Str("mesh", f.h.target).Msg("message for a mesh not hosted here")
+		return
+	}
+	view := lm.whole
+	if f.region != nil {
+		r, err := f.region.toRegion(lm.base)
+		if err != nil {
+			ps.rt.log.Warn().Err(err).Str("mesh", lm.name).Msg("dropped a message with a bad region")
+			return
+		}
+		view = &r
+	}
+	for _, a := range lm.members {
+		idx, ok := a.baseRank, true
+		if view != lm.whole {
+			idx, ok = view.messageRank(a.baseRank)
+		}
+		if ok {
+			a.enqueue(envelope{method: f.h.method, payload: f.payload, replyTo: f.h.replyTo, port: f.h.port, view: view, msgIdx: idx})
+		}
+	}
+}
+
+// control runs a control op. It is called on the dispatcher goroutine and
+// must not block: user code (Init) runs on the actors' goroutines.
+func (ps *procState) control(f *frame) {
+	rt := ps.rt
+	switch f.h.method {
+	case opSpawn:
+		var req spawnReq
+		if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(&req) }); err != nil {
+			rt.sendPortError(f.h.replyTo, f.h.port, 0, fmt.Errorf("%w: spawn request: %v", ErrDecode, err))
+			return
+		}
+		if err := ps.spawn(&req, f.h.replyTo, f.h.port); err != nil {
+			rank := 0
+			if len(req.Ranks) > 0 {
+				rank = req.Ranks[0]
+			}
+			rt.sendPortError(f.h.replyTo, f.h.port, rank, err)
+		}
+	case opStop:
+		var req stopReq
+		if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(&req) }); err != nil {
+			rt.log.Warn().Err(err).Msg("bad stop request")
+			return
+		}
+		ps.stopMesh(req.Mesh)
+	case opExit:
+		if rt.procID != clientProcID {
+			rt.exitCode.Store(0)
+			rt.cancel()
+		}
+	default:
+		rt.log.Warn().Str("op", f.h.method).Msg("unknown control op")
+	}
+}
+
+func (ps *procState) spawn(req *spawnReq, replyTo string, port uint64) error {
+	rt := ps.rt
+	at, err := lookupTypeName(req.Type)
+	if err != nil {
+		return err
+	}
+	base, err := NewExtent(req.Dims)
+	if err != nil {
+		return err
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if old := ps.names[req.Name]; old != nil {
+		return fmt.Errorf("%w: %q is a live mesh on proc %s", ErrNameTaken, req.Name, rt.procID)
+	}
+	if ps.meshes[req.Mesh] != nil {
+		return fmt.Errorf("%w: mesh id %s spawned twice on proc %s", ErrNameTaken, req.Mesh, rt.procID)
+	}
+	whole := wholeRegion(base)
+	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole}
+	// Subscribe before the first Init reply goes out: the spawner sends
+	// calls only after every reply, and the server has the SUB by then.
+	if lm.sub, err = rt.conn.Subscribe(rt.meshSubjectOf(req.Mesh)); err != nil {
+		return err
+	}
+	for _, r := range req.Ranks {
+		if r < 0 || r >= base.NumRanks() {
+			lm.sub.Unsubscribe()
+			return fmt.Errorf("%w: rank %d of %v", ErrOutOfRange, r, base)
+		}
+	}
+	for _, r := range req.Ranks {
+		a := newActor(lm, r)
+		lm.members = append(lm.members, a)
+		a.enqueue(envelope{init: true, payload: req.Args, replyTo: replyTo, port: port, msgIdx: r})
+		go a.run()
+	}
+	ps.meshes[lm.id] = lm
+	ps.names[lm.name] = lm
+	return nil
+}
+
+// stopMesh stops this proc's members of a mesh; their queued calls fail
+// with ErrStopped.
+func (ps *procState) stopMesh(id string) {
+	ps.mu.Lock()
+	lm := ps.meshes[id]
+	if lm != nil {
+		delete(ps.meshes, id)
+		if ps.names[lm.name] == lm {
+			delete(ps.names, lm.name)
+		}
+	}
+	ps.mu.Unlock()
+	if lm == nil {
+		return
+	}
+	lm.sub.Unsubscribe()
+	for _, a := range lm.members {
+		a.stop()
+	}
+}
+
+func (ps *procState) stopAll() {
+	ps.mu.Lock()
+	ids := make([]string, 0, len(ps.meshes))
+	for id := range ps.meshes {
+		ids = append(ids, id)
+	}
+	ps.mu.Unlock()
+	for _, id := range ids {
+		ps.stopMesh(id)
+	}
+}

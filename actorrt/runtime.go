@@ -1,0 +1,346 @@
+package actorrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// The environment a proc is started with. MONARCH_PROC marks worker mode.
+const (
+	envJob       = "MONARCH_JOB"
+	envProc      = "MONARCH_PROC"
+	envBusURL    = "MONARCH_BUS_URL"
+	envBusToken  = "MONARCH_BUS_TOKEN"
+	envParent    = "MONARCH_PARENT"
+	envReadyPort = "MONARCH_READY_PORT"
+	envReadyRank = "MONARCH_READY_RANK"
+)
+
+// clientProcID is the proc id of the client, the root of every job.
+const clientProcID = "c"
+
+// runtimeT is this process's part of the job: its bus connection, its
+// proc (the actors it hosts and its ports) and its host agent.
+type runtimeT struct {
+	job      string
+	procID   string
+	hostname string
+	busURL   string // what procs started from here dial
+	token    string
+	opts     options
+	log      zerolog.Logger
+
+	conn   *bus.Conn
+	server *bus.Server // the embedded server, when this process owns it
+
+	ports   portTable
+	local   *procState // actors and meshes hosted here; owned by the dispatcher
+	host    *hostAgent
+	meshSeq atomic.Uint64
+	procSeq atomic.Uint64
+
+	procSubject string
+	ctx         context.Context // ends when the runtime shuts down
+	cancel      context.CancelFunc
+	dispatchEnd chan struct{} // closed when the dispatcher returns
+	exitCode    atomic.Int32  // set by an "exit" control message in a worker
+	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
+	shutOnce    sync.Once
+}
+
+var current atomic.Pointer[runtimeT]
+
+func getRuntime() (*runtimeT, error) {
+	if rt := current.Load(); rt != nil {
+		return rt, nil
+	}
+	return nil, ErrNotStarted
+}
+
+// Option configures Main.
+type Option func(*options) error
+
+type options struct {
+	spawnTimeout time.Duration
+	stopTimeout  time.Duration
+}
+
+func defaultOptions() options {
+	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second}
+}
+
+// WithSpawnTimeout bounds how long SpawnProcs waits for new procs to be
+// ready and Spawn waits for every actor's Init. Default 60s.
+func WithSpawnTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("actorrt: spawn timeout %v must be positive", d)
+		}
+		o.spawnTimeout = d
+		return nil
+	}
+}
+
+// WithStopTimeout bounds how long a stopping proc is given to exit before
+// it is killed. Default 5s.
+func WithStopTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("actorrt: stop timeout %v must be positive", d)
+		}
+		o.stopTimeout = d
+		return nil
+	}
+}
+
+// Main runs the program and exits the process with its status; it does
+// not return.
+//
+// Started directly (or by `monarch local`/`monarch run`), the process is
+// the client: Main connects to the job's bus (starting an embedded,
+// loopback-only one when there is none), runs fn, then stops every proc it
+// started and exits 0, or 1 if fn returned an error (printed to stderr).
+// SIGINT or SIGTERM cancels fn's ctx, tears the job down and exits 130 (or
+// 143).
+//
+// Started as a proc of a job (by SpawnProcs, in the same binary), Main
+// serves actors and never calls fn. Register every actor type before Main.
+func Main(fn func(ctx context.Context) error, opts ...Option) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	if os.Getenv(envProc) != "" {
+		os.Exit(runWorker(o))
+	}
+	os.Exit(runClient(fn, o))
+}
+
+func newLogger() zerolog.Logger {
+	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true, TimeFormat: time.TimeOnly}).
+		Level(zerolog.WarnLevel).With().Timestamp().Logger()
+}
+
+func runClient(fn func(ctx context.Context) error, o options) int {
+	rt, err := startClient(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(rt.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	code := 0
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "error: %v\n", err)
+			code = 1
+		}
+	case sig := <-sigs:
+		// Do not wait for fn: it may ignore ctx. Tear down and leave.
+		cancel()
+		code = 128 + int(sig.(syscall.Signal))
+	}
+	rt.shutdown()
+	return code
+}
+
+func startClient(o options) (*runtimeT, error) {
+	hostname, _ := os.Hostname()
+	rt := &runtimeT{procID: clientProcID, hostname: hostname, opts: o, log: newLogger()}
+	rt.job = os.Getenv(envJob)
+	if rt.job == "" {
+		rt.job = newJobID()
+	}
+	if url := os.Getenv(envBusURL); url != "" {
+		// Under `monarch local` or `monarch run`: the bus is theirs.
+		rt.busURL, rt.token = url, os.Getenv(envBusToken)
+		os.Unsetenv(envBusToken)
+		conn, err := bus.Connect(url, bus.ConnOptions{Name: "client", Token: rt.token, OnError: rt.busFault})
+		if err != nil {
+			return nil, fmt.Errorf("actorrt: client: %w", err)
+		}
+		rt.conn = conn
+	} else {
+		srv, err := bus.StartServer(bus.ServerOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("actorrt: client: %w", err)
+		}
+		conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", OnError: rt.busFault})
+		if err != nil {
+			srv.Shutdown()
+			return nil, fmt.Errorf("actorrt: client: %w", err)
+		}
+		rt.server, rt.conn, rt.busURL, rt.token = srv, conn, srv.URL(), srv.Token()
+	}
+	if err := rt.start(); err != nil {
+		rt.shutdown()
+		return nil, err
+	}
+	return rt, nil
+}
+
+func newJobID() string {
+	return fmt.Sprintf("j%x", time.Now().UnixNano()&0xffffffffff) + bus.NewToken()[:6]
+}
+
+// start subscribes the proc's inbox and runs the dispatcher.
+func (rt *runtimeT) start() error {
+	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	rt.local = newProcState(rt)
+	rt.host = newHostAgent(rt)
+	rt.procSubject = rt.procSubjectOf(rt.procID)
+	if _, err := rt.conn.Subscribe(rt.procSubject); err != nil {
+		return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
+	}
+	rt.dispatchEnd = make(chan struct{})
+	current.Store(rt)
+	go rt.dispatchLoop()
+	return nil
+}
+
+func (rt *runtimeT) dispatchLoop() {
+	defer close(rt.dispatchEnd)
+	err := rt.conn.Run(rt.ctx, rt.dispatch)
+	if errors.Is(err, bus.ErrClosed) {
+		rt.ports.failAll(fmt.Errorf("%w: proc %s lost its bus connection", ErrBus, rt.procID))
+		rt.local.stopAll()
+		rt.cancel()
+	}
+}
+
+// busFault is called by the bus for dropped messages and a lost link.
+// Either breaks the delivery promise, so this proc stops trusting the bus:
+// every waiting call fails now, and the dispatcher ends.
+func (rt *runtimeT) busFault(err error) {
+	rt.log.Error().Err(err).Str("proc", rt.procID).Msg("bus fault")
+	rt.ports.failAll(fmt.Errorf("%w: proc %s: %v", ErrBus, rt.procID, err))
+	if errors.Is(err, bus.ErrSlowConsumer) {
+		go rt.conn.Close()
+	}
+}
+
+func (rt *runtimeT) procSubjectOf(proc string) string { return "mon." + rt.job + ".proc." + proc }
+func (rt *runtimeT) meshSubjectOf(mesh string) string { return "mon." + rt.job + ".mesh." + mesh }
+
+func (rt *runtimeT) newMeshID() string {
+	return rt.procID + ".m" + strconv.FormatUint(rt.meshSeq.Add(1), 10)
+}
+
+func (rt *runtimeT) newProcID() string {
+	return rt.procID + "-" + strconv.FormatUint(rt.procSeq.Add(1), 10)
+}
+
+// dispatch routes one message, on the dispatcher goroutine, in wire order.
+func (rt *runtimeT) dispatch(m bus.Message) {
+	f, err := parseFrame(m.Data)
+	if err != nil {
+		rt.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropped a message that cannot be parsed")
+		return
+	}
+	switch f.h.kind {
+	case kindActor:
+		rt.local.deliver(&f)
+	case kindPort:
+		if h := rt.ports.get(f.h.port); h != nil && !h.deliver(&f) {
+			rt.ports.close(f.h.port)
+		}
+	case kindControl:
+		rt.local.control(&f)
+	default:
+		rt.log.Warn().Uint8("kind", f.h.kind).Str("subject", m.Subject).Msg("dropped a message of unknown kind")
+	}
+}
+
+// sendPort sends a value (or, with flagError, a wireError) to a port.
+func (rt *runtimeT) sendPort(proc string, port uint64, rank int, flags uint8, body func(*msgpack.Encoder) error) error {
+	h := header{kind: kindPort, port: port, rank: rank, flags: flags}
+	w, err := newFrame(&h)
+	if err != nil {
+		return err
+	}
+	defer w.free()
+	if err := body(w.enc); err != nil {
+		return fmt.Errorf("%w: encode reply: %v", ErrDecode, err)
+	}
+	return rt.publish(rt.procSubjectOf(proc), w.bytes())
+}
+
+// sendPortError sends err to a port.
+func (rt *runtimeT) sendPortError(proc string, port uint64, rank int, err error) error {
+	we := toWireError(err)
+	return rt.sendPort(proc, port, rank, flagError, func(e *msgpack.Encoder) error { return e.Encode(&we) })
+}
+
+// sendControl sends a control op to a proc, with an optional reply port.
+func (rt *runtimeT) sendControl(proc, op string, port uint64, body any) error {
+	h := header{kind: kindControl, method: op, port: port, replyTo: rt.procID, rank: -1}
+	w, err := newFrame(&h)
+	if err != nil {
+		return err
+	}
+	defer w.free()
+	if err := w.enc.Encode(body); err != nil {
+		return fmt.Errorf("actorrt: encode %s: %w", op, err)
+	}
+	return rt.publish(rt.procSubjectOf(proc), w.bytes())
+}
+
+func (rt *runtimeT) publish(subject string, data []byte) error {
+	if err := rt.conn.Publish(subject, data); err != nil {
+		if errors.Is(err, bus.ErrClosed) {
+			return fmt.Errorf("%w: %v", ErrStopped, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// shutdown stops the procs started from here, then the connection and the
+// embedded server. Idempotent.
+func (rt *runtimeT) shutdown() {
+	rt.shutOnce.Do(func() {
+		rt.closing.Store(true)
+		rt.local.stopAll()
+		if rt.host != nil {
+			rt.host.stopAll(rt.opts.stopTimeout)
+		}
+		if rt.conn != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			rt.conn.Flush(ctx)
+			cancel()
+			rt.ports.failAll(fmt.Errorf("%w: runtime shut down", ErrStopped))
+			rt.conn.Close()
+		}
+		if rt.cancel != nil {
+			rt.cancel()
+		}
+		if rt.dispatchEnd != nil {
+			<-rt.dispatchEnd
+		}
+		if rt.server != nil {
+			rt.server.Shutdown()
+		}
+		current.CompareAndSwap(rt, nil)
+	})
+}

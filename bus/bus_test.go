@@ -1,0 +1,210 @@
+package bus_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+)
+
+func startServer(t *testing.T, o bus.ServerOptions) *bus.Server {
+	t.Helper()
+	s, err := bus.StartServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+func dial(t *testing.T, s *bus.Server, o bus.ConnOptions) *bus.Conn {
+	t.Helper()
+	o.Token = s.Token()
+	c, err := bus.Connect(s.URL(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// collect runs c and sends every message to the returned channel.
+func collect(t *testing.T, c *bus.Conn, n int) <-chan bus.Message {
+	t.Helper()
+	out := make(chan bus.Message, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx, func(m bus.Message) { out <- m }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return out
+}
+
+func recv(t *testing.T, ch <-chan bus.Message) bus.Message {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message within 10s")
+		return bus.Message{}
+	}
+}
+
+func TestServerDefaultsLoopbackAndToken(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{})
+	if !strings.HasPrefix(s.URL(), "nats://127.0.0.1:") {
+		t.Fatalf("URL = %q, want loopback", s.URL())
+	}
+	if len(s.Token()) < 20 {
+		t.Fatalf("token %q too short", s.Token())
+	}
+	if _, err := bus.Connect(s.URL(), bus.ConnOptions{Token: "wrong"}); err == nil {
+		t.Fatal("connect with a wrong token succeeded")
+	}
+	if _, err := bus.Connect(s.URL(), bus.ConnOptions{}); err == nil {
+		t.Fatal("connect without a token succeeded")
+	}
+}
+
+func TestServerBadOptions(t *testing.T) {
+	for _, o := range []bus.ServerOptions{
+		{MaxPayload: 10},
+		{MaxPayload: 1 << 30},
+		{Port: 70000},
+		{MaxPayload: 2 << 20, MaxPending: 1 << 20},
+	} {
+		if s, err := bus.StartServer(o); err == nil {
+			s.Shutdown()
+			t.Errorf("StartServer(%+v) succeeded", o)
+		}
+	}
+}
+
+// TestOrderAcrossSubscriptions checks the promise of the package doc: one
+// publisher's messages arrive in publish order across every subject the
+// receiver is subscribed to.
+func TestOrderAcrossSubscriptions(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{})
+	pub, err := bus.ConnectInProcess(s, bus.ConnOptions{Name: "pub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub := dial(t, s, bus.ConnOptions{Name: "sub"})
+	subjects := []string{"t.a", "t.b", "t.c"}
+	for _, subj := range subjects {
+		if _, err := sub.Subscribe(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sub.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 30000
+	got := collect(t, sub, n)
+	for i := 0; i < n; i++ {
+		if err := pub.Publish(subjects[i%3], []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		m := recv(t, got)
+		if string(m.Data) != fmt.Sprint(i) || m.Subject != subjects[i%3] {
+			t.Fatalf("message %d: got %q on %s", i, m.Data, m.Subject)
+		}
+	}
+}
+
+func TestOversizeMessageIsChunked(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{MaxPayload: 64 << 10})
+	pub := dial(t, s, bus.ConnOptions{})
+	sub := dial(t, s, bus.ConnOptions{})
+	if _, err := sub.Subscribe("big"); err != nil {
+		t.Fatal(err)
+	}
+	sub.Flush(context.Background())
+	got := collect(t, sub, 4)
+
+	big := bytes.Repeat([]byte("0123456789abcdef"), 20<<10) // 320 KiB: 6 chunks
+	big[len(big)-1] = 'Z'
+	for _, msg := range [][]byte{[]byte("before"), big, []byte("after")} {
+		if err := pub.Publish("big", msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range [][]byte{[]byte("before"), big, []byte("after")} {
+		if m := recv(t, got); !bytes.Equal(m.Data, want) {
+			t.Fatalf("got %d bytes, want %d", len(m.Data), len(want))
+		}
+	}
+}
+
+func TestTooLargeRefused(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{MaxPayload: 64 << 10})
+	pub := dial(t, s, bus.ConnOptions{MaxMessage: 1 << 20})
+	err := pub.Publish("x", make([]byte, 2<<20))
+	if !errors.Is(err, bus.ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}
+
+func TestSlowConsumerReported(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{})
+	pub := dial(t, s, bus.ConnOptions{})
+	errs := make(chan error, 16)
+	sub := dial(t, s, bus.ConnOptions{QueueLen: 4, OnError: func(err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}})
+	if _, err := sub.Subscribe("slow"); err != nil {
+		t.Fatal(err)
+	}
+	sub.Flush(context.Background())
+	// Nobody runs sub: its queue of 4 fills and the rest are dropped.
+	for i := 0; i < 100; i++ {
+		pub.Publish("slow", []byte("x"))
+	}
+	pub.Flush(context.Background())
+	select {
+	case err := <-errs:
+		if !errors.Is(err, bus.ErrSlowConsumer) {
+			t.Fatalf("err = %v, want ErrSlowConsumer", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no slow-consumer report within 10s")
+	}
+}
+
+func TestLostLinkEndsRun(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{})
+	var mu sync.Mutex
+	var reported []error
+	c := dial(t, s, bus.ConnOptions{OnError: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }})
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background(), func(bus.Message) {}) }()
+	s.Shutdown()
+	select {
+	case err := <-done:
+		if !errors.Is(err, bus.ErrClosed) {
+			t.Fatalf("Run = %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end within 10s of the server going away")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) == 0 {
+		t.Fatal("lost link was not reported to OnError")
+	}
+	if err := c.Publish("x", []byte("y")); !errors.Is(err, bus.ErrClosed) {
+		t.Fatalf("Publish after loss = %v, want ErrClosed", err)
+	}
+}

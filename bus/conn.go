@@ -1,0 +1,251 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+const (
+	// DefaultQueueLen is the capacity of a connection's receive queue, in
+	// messages. The reader never blocks on it: a full queue drops the
+	// message and reports ErrSlowConsumer, so it is sized for bursts.
+	DefaultQueueLen = 1 << 18
+	// DefaultMaxMessage is the largest message Publish takes: 1 GiB.
+	DefaultMaxMessage = 1 << 30
+	// DefaultPingInterval and DefaultMaxPingsOut decide how fast a silent
+	// link is declared lost: after about interval x (pings out + 1).
+	DefaultPingInterval = 2 * time.Second
+	DefaultMaxPingsOut  = 3
+	connectTimeout      = 5 * time.Second
+)
+
+// ConnOptions configures Connect and ConnectInProcess.
+type ConnOptions struct {
+	// Name shows in server diagnostics.
+	Name string
+	// Token is the server's secret (Connect only; ConnectInProcess takes it
+	// from the server).
+	Token string
+	// QueueLen is the receive queue capacity. Default DefaultQueueLen.
+	QueueLen int
+	// MaxMessage is the largest message Publish accepts. Default
+	// DefaultMaxMessage.
+	MaxMessage int
+	// PingInterval and MaxPingsOut tune lost-link detection. Defaults
+	// DefaultPingInterval and DefaultMaxPingsOut.
+	PingInterval time.Duration
+	MaxPingsOut  int
+	// OnError receives asynchronous faults: ErrSlowConsumer, ErrBadChunk,
+	// and the cause of a lost link. It is called from the connection's own
+	// goroutines and must not block. May be nil.
+	OnError func(error)
+}
+
+// Message is one message as received. The handler owns Data.
+type Message struct {
+	Subject string
+	Data    []byte
+}
+
+// Conn is a process's connection to the bus. See the package doc for its
+// ordering and delivery guarantees.
+type Conn struct {
+	nc         *nats.Conn
+	queue      chan *nats.Msg
+	closed     chan struct{}
+	closeOnce  sync.Once
+	closing    atomic.Bool // Close was called: the end is not a fault
+	onError    func(error)
+	maxMessage int
+	chunkBase  string
+	chunkSeq   atomic.Uint64
+	partials   map[string]*partial // owned by the Run goroutine
+}
+
+// Connect dials a bus server over TCP.
+func Connect(url string, o ConnOptions) (*Conn, error) {
+	if o.Token == "" {
+		return nil, fmt.Errorf("bus: connect %s: no token", url)
+	}
+	return connect(url, o, nats.Token(o.Token))
+}
+
+// ConnectInProcess connects to a server in this process without TCP.
+func ConnectInProcess(s *Server, o ConnOptions) (*Conn, error) {
+	return connect("", o, nats.InProcessServer(s.ns), nats.Token(s.token))
+}
+
+func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
+	if o.QueueLen <= 0 {
+		o.QueueLen = DefaultQueueLen
+	}
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = DefaultMaxMessage
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = DefaultPingInterval
+	}
+	if o.MaxPingsOut <= 0 {
+		o.MaxPingsOut = DefaultMaxPingsOut
+	}
+	c := &Conn{
+		queue:      make(chan *nats.Msg, o.QueueLen),
+		closed:     make(chan struct{}),
+		onError:    o.OnError,
+		maxMessage: o.MaxMessage,
+		chunkBase:  NewToken()[:12],
+		partials:   map[string]*partial{},
+	}
+	opts := append([]nats.Option{
+		nats.Name(o.Name),
+		nats.NoReconnect(),
+		nats.Timeout(connectTimeout),
+		nats.PingInterval(o.PingInterval),
+		nats.MaxPingsOutstanding(o.MaxPingsOut),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				err = ErrSlowConsumer
+			}
+			c.report(err)
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) {
+			if !c.closing.Load() {
+				cause := nc.LastError()
+				if cause == nil {
+					cause = errors.New("server closed the connection")
+				}
+				c.report(fmt.Errorf("%w: link lost: %w", ErrClosed, cause))
+			}
+			c.markClosed()
+		}),
+	}, extra...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		where := url
+		if where == "" {
+			where = "in-process server"
+		}
+		return nil, fmt.Errorf("bus: connect %s: %w", where, err)
+	}
+	c.nc = nc
+	return c, nil
+}
+
+func (c *Conn) report(err error) {
+	if c.onError != nil {
+		c.onError(err)
+	}
+}
+
+func (c *Conn) markClosed() { c.closeOnce.Do(func() { close(c.closed) }) }
+
+// Subscribe adds subject to the connection's ordered receive path.
+func (c *Conn) Subscribe(subject string) (*Subscription, error) {
+	s, err := c.nc.ChanSubscribe(subject, c.queue)
+	if err != nil {
+		return nil, fmt.Errorf("bus: subscribe %s: %w", subject, mapErr(err))
+	}
+	return &Subscription{s: s}, nil
+}
+
+// Subscription is one subject on the receive path.
+type Subscription struct{ s *nats.Subscription }
+
+// Unsubscribe stops delivery for this subject; messages already queued are
+// still handed to Run's handler.
+func (s *Subscription) Unsubscribe() error {
+	if err := s.s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return fmt.Errorf("bus: unsubscribe %s: %w", s.s.Subject, err)
+	}
+	return nil
+}
+
+// Publish sends data on subject. It does not wait for the server; the
+// bytes are written in order with every other Publish of this Conn. The
+// caller may reuse data once Publish returns. A message over the server's
+// max payload is sent in chunks.
+func (c *Conn) Publish(subject string, data []byte) error {
+	if len(data) <= int(c.nc.MaxPayload()) {
+		return mapErr(c.nc.Publish(subject, data))
+	}
+	return c.publishChunked(subject, data)
+}
+
+// Flush waits until the server has processed everything published so far.
+func (c *Conn) Flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+	}
+	return mapErr(c.nc.FlushWithContext(ctx))
+}
+
+// MaxPayload is the largest message the server takes in one piece.
+func (c *Conn) MaxPayload() int { return int(c.nc.MaxPayload()) }
+
+// Closed is closed once the connection is gone.
+func (c *Conn) Closed() <-chan struct{} { return c.closed }
+
+// Close drains nothing and closes the connection. Idempotent.
+func (c *Conn) Close() {
+	c.closing.Store(true)
+	c.nc.Close()
+	c.markClosed()
+}
+
+// Run hands every received message to handle, one at a time, in wire
+// order, on the calling goroutine. Chunked messages are reassembled first.
+// It returns ctx.Err() when ctx is done, or ErrClosed once the connection
+// is gone and every message received before that was handled.
+func (c *Conn) Run(ctx context.Context, handle func(Message)) error {
+	for {
+		select {
+		case m := <-c.queue:
+			c.deliver(m, handle)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closed:
+			for {
+				select {
+				case m := <-c.queue:
+					c.deliver(m, handle)
+				default:
+					return ErrClosed
+				}
+			}
+		}
+	}
+}
+
+func (c *Conn) deliver(m *nats.Msg, handle func(Message)) {
+	if m.Header == nil {
+		handle(Message{Subject: m.Subject, Data: m.Data})
+		return
+	}
+	whole, err := c.reassemble(m)
+	if err != nil {
+		c.report(err)
+		return
+	}
+	if whole != nil {
+		handle(Message{Subject: m.Subject, Data: whole})
+	}
+}
+
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
+		return ErrClosed
+	default:
+		return err
+	}
+}

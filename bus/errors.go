@@ -1,0 +1,18 @@
+package bus
+
+import "errors"
+
+var (
+	// ErrClosed is returned by Run and Publish once the connection is gone,
+	// whether closed by Close or lost.
+	ErrClosed = errors.New("bus: connection closed")
+	// ErrSlowConsumer reports that messages were dropped because the
+	// receiving queue was full. It goes to ConnOptions.OnError.
+	ErrSlowConsumer = errors.New("bus: slow consumer, messages were dropped")
+	// ErrTooLarge is returned by Publish for a message over the connection's
+	// MaxMessage.
+	ErrTooLarge = errors.New("bus: message too large")
+	// ErrBadChunk reports a chunked message that could not be reassembled
+	// (missing or out of order parts). It goes to ConnOptions.OnError.
+	ErrBadChunk = errors.New("bus: bad chunk")
+)
