@@ -159,6 +159,28 @@ func (h *hostAgent) stopAll(grace time.Duration) {
 		kids = append(kids, c)
 	}
 	h.mu.Unlock()
+	h.stop(kids, grace)
+}
+
+// stopProcs stops the given children of this host; it returns the ids
+// that are not (or no longer) children here.
+func (h *hostAgent) stopProcs(ids []string, grace time.Duration) []string {
+	var kids []*child
+	var unknown []string
+	h.mu.Lock()
+	for _, id := range ids {
+		if c := h.children[id]; c != nil {
+			kids = append(kids, c)
+		} else {
+			unknown = append(unknown, id)
+		}
+	}
+	h.mu.Unlock()
+	h.stop(kids, grace)
+	return unknown
+}
+
+func (h *hostAgent) stop(kids []*child, grace time.Duration) {
 	for _, c := range kids {
 		h.rt.sendControl(c.id, opExit, 0, nil)
 	}

@@ -101,6 +101,30 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 	return &ProcMesh{reg: r, procs: p.procs, err: err}
 }
 
+// Stop stops the procs of the (sliced) mesh: each is asked to exit, and
+// killed if it has not within the stop timeout. Their actors stop with
+// them. Stopping a proc that already exited is not an error; stopping this
+// process (ThisProc) is.
+func (p *ProcMesh) Stop() error {
+	if p.err != nil {
+		return p.err
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, b := range p.reg.baseRanks() {
+		if id := p.procs[b].ID; id == rt.procID {
+			return fmt.Errorf("actorrt: Stop: %s is this process; return from Main instead", id)
+		} else {
+			ids = append(ids, id)
+		}
+	}
+	rt.host.stopProcs(ids, rt.opts.stopTimeout)
+	return nil
+}
+
 func (p *ProcMesh) String() string { return fmt.Sprintf("ProcMesh%v", p.Extent()) }
 
 // ActorMesh is a mesh of actors of type A, as returned by Spawn, or a slice

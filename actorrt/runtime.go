@@ -118,18 +118,29 @@ func WithStopTimeout(d time.Duration) Option {
 // Started as a proc of a job (by SpawnProcs, in the same binary), Main
 // serves actors and never calls fn. Register every actor type before Main.
 func Main(fn func(ctx context.Context) error, opts ...Option) {
+	os.Exit(Run(fn, opts...))
+}
+
+// Run is Main without the exit: it returns the exit status. It suits a
+// TestMain, which must run its tests inside the client and exit with their
+// status: os.Exit(actorrt.Run(...)).
+func Run(fn func(ctx context.Context) error, opts ...Option) int {
 	o := defaultOptions()
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			return 2
 		}
 	}
-	if os.Getenv(envProc) != "" {
-		os.Exit(runWorker(o))
+	if IsProc() {
+		return runWorker(o)
 	}
-	os.Exit(runClient(fn, o))
+	return runClient(fn, o)
 }
+
+// IsProc reports whether this process was started as a proc of a job (in
+// worker mode) rather than as a client.
+func IsProc() bool { return os.Getenv(envProc) != "" }
 
 func newLogger() zerolog.Logger {
 	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true, TimeFormat: time.TimeOnly}).

@@ -1,0 +1,256 @@
+package actorrt_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// spawnProcs starts procs for one test and stops them after it.
+func spawnProcs(t *testing.T, dims actorrt.Dims) *actorrt.ProcMesh {
+	t.Helper()
+	procs, err := actorrt.ThisHost().SpawnProcs(dims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := procs.Stop(); err != nil {
+			t.Errorf("stop procs: %v", err)
+		}
+	})
+	return procs
+}
+
+func spawn[T any](t *testing.T, procs *actorrt.ProcMesh, name string, args ...any) *actorrt.ActorMesh[T] {
+	t.Helper()
+	m, err := actorrt.Spawn[T](procs, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestGuideCounters is the guide's counter walk-through, checked.
+func TestGuideCounters(t *testing.T) {
+	ctx := testCtx(t)
+	counter := spawn[Counter](t, actorrt.ThisProc(), "counter-local", 0)
+	v, err := actorrt.CallOne(counter, (*Counter).GetValue).Get(ctx)
+	if err != nil || v != 0 {
+		t.Fatalf("local counter = %d, %v; want 0", v, err)
+	}
+
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 8}})
+	if got := procs.Extent().String(); got != "{gpus: 8}" {
+		t.Fatalf("procs extent %s", got)
+	}
+	counters := spawn[Counter](t, procs, "counters", 0)
+	if err := actorrt.BroadcastVoid(counters, (*Counter).Increment); err != nil {
+		t.Fatal(err)
+	}
+	if err := actorrt.BroadcastVoid(counters.Slice("gpus", 0, 4), (*Counter).Increment); err != nil {
+		t.Fatal(err)
+	}
+	values, err := actorrt.Call(counters, (*Counter).GetValue).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{2, 2, 2, 2, 1, 1, 1, 1}; !reflect.DeepEqual(values.Values(), want) {
+		t.Fatalf("values %v, want %v", values.Values(), want)
+	}
+	if got := values.String(); got != "ValueMesh{gpus: 8} [2 2 2 2 1 1 1 1]" {
+		t.Errorf("printed as %q", got)
+	}
+	// Arguments and results travel: Add returns the new value.
+	added, err := actorrt.Call1(counters.Slice("gpus", 6, 8), (*Counter).Add, 10).Get(ctx)
+	if err != nil || !reflect.DeepEqual(added.Values(), []int{11, 11}) {
+		t.Fatalf("Add = %v, %v", added, err)
+	}
+}
+
+// TestMessageRanks: a member's message rank is its place in the slice the
+// message went to; its actor rank is its place in the whole mesh.
+func TestMessageRanks(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
+	echo := spawn[Echo](t, procs, "where")
+	got, err := actorrt.Call(echo.Slice("gpus", 1, 2), (*Echo).Where).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"{hosts: 0, gpus: 1} {hosts: 0, gpus: 0}", "{hosts: 1, gpus: 1} {hosts: 1, gpus: 0}"}
+	if !reflect.DeepEqual(got.Values(), want) {
+		t.Fatalf("Where on gpus 1:2 = %q, want %q", got.Values(), want)
+	}
+	one, err := actorrt.CallOne(echo.At("hosts", 1).At("gpus", 0), (*Echo).Where).Get(ctx)
+	if err != nil || one != "{hosts: 1, gpus: 0} {}" {
+		t.Fatalf("Where on hosts=1,gpus=0 = %q, %v", one, err)
+	}
+	// Stream yields every member's reply; Choose picks one member.
+	n := 0
+	for v, err := range actorrt.Stream(echo, (*Echo).Ping).All(ctx) {
+		if err != nil || v != 1 {
+			t.Fatalf("stream item %d, %v", v, err)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Fatalf("stream gave %d replies, want 4", n)
+	}
+	if v, err := actorrt.Choose(echo, (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+		t.Fatalf("Choose = %d, %v", v, err)
+	}
+}
+
+// TestOrdering sends 10,000 messages that mix Broadcast, Call and sliced
+// Broadcast to 8 actors in 4 procs: each actor must see exactly the
+// messages addressed to it, in send order.
+func TestOrdering(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"procs", 4}})
+	rec, err := actorrt.SpawnPerProc[Recorder](procs, "ordering", actorrt.Dims{{"actors", 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Extent().NumRanks() != 8 {
+		t.Fatalf("extent %v", rec.Extent())
+	}
+	const n = 10000
+	want := make([][]int64, 8)
+	var calls []*actorrt.Future[actorrt.ValueMesh[int64]]
+	for i := int64(0); i < n; i++ {
+		// The target, and the ranks (procs*2 + actors) it holds, worked out
+		// here independently of the runtime's own geometry.
+		var target *actorrt.ActorMesh[Recorder]
+		var members []int
+		box := func(p0, p1, a0, a1 int) {
+			for p := p0; p < p1; p++ {
+				for a := a0; a < a1; a++ {
+					members = append(members, p*2+a)
+				}
+			}
+		}
+		switch i % 5 {
+		case 0, 1: // the whole mesh
+			target = rec
+			box(0, 4, 0, 2)
+		case 2: // some procs
+			p := int(i/5) % 3
+			target = rec.Slice("procs", p, 4)
+			box(p, 4, 0, 2)
+		case 3: // one actor on every proc
+			a := int(i/5) % 2
+			target = rec.At("actors", a)
+			box(0, 4, a, a+1)
+		case 4: // a single actor
+			p, a := int(i/5)%4, int(i/7)%2
+			target = rec.At("procs", p).At("actors", a)
+			box(p, p+1, a, a+1)
+		}
+		for _, r := range members {
+			want[r] = append(want[r], i)
+		}
+		if i%10 == 4 {
+			calls = append(calls, actorrt.Call1(target, (*Recorder).NoteCall, i))
+		} else if err := actorrt.BroadcastVoid1(target, (*Recorder).Note, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range calls {
+		if _, err := c.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen, err := actorrt.Call(rec, (*Recorder).Seen).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for r, got := range seen.Values() {
+		total += len(got)
+		if !reflect.DeepEqual(got, want[r]) {
+			t.Errorf("actor %d: got %d messages, want %d; first difference at %d", r, len(got), len(want[r]), firstDiff(got, want[r]))
+		}
+	}
+	t.Logf("%d messages sent, %d deliveries checked", n, total)
+}
+
+func firstDiff(a, b []int64) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestActorsOfAProcRunConcurrently: Wait blocks until Open runs in another
+// actor of the same proc.
+func TestActorsOfAProcRunConcurrently(t *testing.T) {
+	ctx := testCtx(t)
+	a := spawn[Gate](t, actorrt.ThisProc(), "gate-a")
+	b := spawn[Gate](t, actorrt.ThisProc(), "gate-b")
+	waiting := actorrt.CallOne(a, (*Gate).Wait)
+	if _, err := actorrt.CallOneVoid(b, (*Gate).Open).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := waiting.Get(ctx); err != nil || !ok {
+		t.Fatalf("Wait = %v, %v: the gate did not open while another actor was busy", ok, err)
+	}
+}
+
+// TestOneMessageAtATime: many concurrent calls to one actor never overlap.
+func TestOneMessageAtATime(t *testing.T) {
+	ctx := testCtx(t)
+	s := spawn[Sleeper](t, actorrt.ThisProc(), "sleeper")
+	var futs []*actorrt.Future[actorrt.Void]
+	for i := 0; i < 50; i++ {
+		futs = append(futs, actorrt.CallOneVoid(s, (*Sleeper).Nap))
+	}
+	for _, f := range futs {
+		if _, err := f.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if max, _ := actorrt.CallOne(s, (*Sleeper).Max).Get(ctx); max != 1 {
+		t.Fatalf("%d messages ran at once in one actor", max)
+	}
+}
+
+// TestLargeArgument sends 20 MiB, more than the bus takes in one message.
+func TestLargeArgument(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
+	echo := spawn[Echo](t, procs, "digest")
+	big := bytes.Repeat([]byte("monarch!"), 20<<20/8)
+	big[len(big)-1] = '?'
+	sum, err := actorrt.CallOne1(echo, (*Echo).Digest, big).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum != sha256.Sum256(big) {
+		t.Fatal("digest of the 20 MiB argument differs")
+	}
+}
+
+func TestEndpointErrors(t *testing.T) {
+	ctx := testCtx(t)
+	echo := spawn[Echo](t, actorrt.ThisProc(), "errors")
+	_, err := actorrt.CallOneVoid1(echo, (*Echo).Fail, "no thanks").Get(ctx)
+	var ae *actorrt.ActorError
+	if !errors.As(err, &ae) || ae.Endpoint != "Fail" || ae.Message != "no thanks" || ae.ActorID != "errors[0]" {
+		t.Fatalf("err = %#v", err)
+	}
+	_, err = actorrt.CallOneVoid(echo, (*Echo).Panic).Get(ctx)
+	if !errors.Is(err, actorrt.ErrPanic) || !errors.As(err, &ae) || !strings.Contains(ae.Stack, "Panic") {
+		t.Fatalf("panic err = %v", err)
+	}
+	// The actor lives on.
+	if v, err := actorrt.CallOne(echo, (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+		t.Fatalf("after errors: %d, %v", v, err)
+	}
+}

@@ -1,0 +1,54 @@
+package actorrt_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// The test binary is also the program its procs run: SpawnProcs re-executes
+// it in worker mode, where actorrt.Run serves actors instead of running
+// the tests. Helper programs used by some tests are selected with
+// MONARCH_TEST_HELPER.
+func TestMain(m *testing.M) {
+	registerTestActors()
+	if name := os.Getenv("MONARCH_TEST_HELPER"); name != "" && !actorrt.IsProc() {
+		os.Exit(runHelper(name))
+	}
+	code := 0
+	status := actorrt.Run(func(ctx context.Context) error {
+		code = m.Run()
+		return nil
+	}, actorrt.WithSpawnTimeout(60*time.Second))
+	if status != 0 {
+		os.Exit(status)
+	}
+	os.Exit(code)
+}
+
+func registerTestActors() {
+	for _, err := range []error{
+		actorrt.Register[Counter](),
+		actorrt.Register[Recorder](),
+		actorrt.Register[Echo](),
+		actorrt.Register[Gate](),
+		actorrt.Register[Sleeper](),
+	} {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+}
+
+// testCtx is a context bounded for one test step.
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
