@@ -20,6 +20,7 @@ type actor struct {
 	rank     Point
 	mesh     *localMesh
 	val      reflect.Value // *T
+	ptr      any           // the same *T, for calls without reflection
 	ctx      context.Context
 	cancel   context.CancelFunc
 
@@ -45,12 +46,14 @@ type envelope struct {
 
 func newActor(lm *localMesh, baseRank int) *actor {
 	ctx, cancel := context.WithCancel(lm.rt.ctx)
+	val := reflect.New(lm.typ.typ)
 	return &actor{
 		id:       lm.name + "[" + strconv.Itoa(baseRank) + "]",
 		baseRank: baseRank,
 		rank:     lm.base.point(baseRank),
 		mesh:     lm,
-		val:      reflect.New(lm.typ.typ),
+		val:      val,
+		ptr:      val.Interface(),
 		ctx:      ctx,
 		cancel:   cancel,
 		wake:     make(chan struct{}, 1),
@@ -174,17 +177,23 @@ func (a *actor) handleInit(e *envelope) {
 // invoke decodes the arguments and calls the method, turning an error
 // result, a decode failure or a panic into an *ActorError.
 func (a *actor) invoke(m *method, ctx *Context, payload []byte) (out []reflect.Value, aerr *ActorError) {
-	in := make([]reflect.Value, 2+len(m.args))
-	in[0], in[1] = a.val, reflect.ValueOf(ctx)
-	if err := decodeArgs(payload, m.args, in[2:]); err != nil {
-		return nil, a.errorf(m.name, CodeDecode, "%v", err)
-	}
 	defer func() {
 		if r := recover(); r != nil {
 			aerr = a.errorf(m.name, CodePanic, "%v", r)
 			aerr.Stack = string(debug.Stack())
 		}
 	}()
+	if m.void0 != nil && len(payload) == 1 && payload[0] == 0x90 { // no arguments
+		if err := m.void0(a.ptr, ctx); err != nil {
+			return nil, a.errorf(m.name, CodeError, "%v", err)
+		}
+		return nil, nil
+	}
+	in := make([]reflect.Value, 2+len(m.args))
+	in[0], in[1] = a.val, reflect.ValueOf(ctx)
+	if err := decodeArgs(payload, m.args, in[2:]); err != nil {
+		return nil, a.errorf(m.name, CodeDecode, "%v", err)
+	}
 	out = m.fn.Call(in)
 	if err, _ := out[len(out)-1].Interface().(error); err != nil {
 		return nil, a.errorf(m.name, CodeError, "%v", err)

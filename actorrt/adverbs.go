@@ -19,10 +19,10 @@ type meshTarget struct {
 }
 
 // prepare checks the target and finds the endpoint behind fn.
-func prepare(t meshTarget, fn any) (*runtimeT, *method, string, error) {
-	what := "?"
+func prepare(t meshTarget, fn any) (*runtimeT, *method, label, error) {
+	what := label{"?", "?"}
 	if t.ref != nil {
-		what = t.ref.name + ".?"
+		what.mesh = t.ref.name
 	}
 	if t.err != nil {
 		return nil, nil, what, t.err
@@ -38,7 +38,7 @@ func prepare(t meshTarget, fn any) (*runtimeT, *method, string, error) {
 	if err != nil {
 		return nil, nil, what, err
 	}
-	return rt, m, t.ref.name + "." + m.name, nil
+	return rt, m, label{t.ref.name, m.name}, nil
 }
 
 // send publishes one call to the members of reg.

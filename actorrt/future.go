@@ -16,15 +16,27 @@ type Future[T any] struct {
 	once sync.Once
 	val  T
 	err  error
-	what string // what is awaited, for errors: "counters.GetValue"
+	what label // what is awaited, for errors: counters.GetValue
 }
 
-func newFuture[T any](what string) *Future[T] {
+// label names what a future or stream waits for. Its parts are joined only
+// when an error needs them: building the string on every call was a
+// measurable share of a Broadcast.
+type label struct{ mesh, method string }
+
+func (l label) String() string {
+	if l.method == "" {
+		return l.mesh
+	}
+	return l.mesh + "." + l.method
+}
+
+func newFuture[T any](what label) *Future[T] {
 	return &Future[T]{done: make(chan struct{}), what: what}
 }
 
 // failedFuture is a Future that already holds err.
-func failedFuture[T any](what string, err error) *Future[T] {
+func failedFuture[T any](what label, err error) *Future[T] {
 	f := newFuture[T](what)
 	f.resolve(*new(T), err)
 	return f
@@ -120,7 +132,7 @@ func (v ValueMesh[T]) String() string {
 type ReplyStream[T any] struct {
 	ch   chan streamItem[T]
 	n    int // replies expected
-	what string
+	what label
 }
 
 type streamItem[T any] struct {

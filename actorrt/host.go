@@ -63,7 +63,7 @@ func (h *hostAgent) spawn(ext Extent) ([]procInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs: find this program: %w", err)
 	}
-	fut := newFuture[ValueMesh[procReady]]("procs " + ext.String())
+	fut := newFuture[ValueMesh[procReady]](label{mesh: "procs " + ext.String()})
 	port, err := rt.ports.open(newCallPort[procReady](fut, ext))
 	if err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -19,11 +21,20 @@ func TestMain(m *testing.M) {
 	if name := os.Getenv("MONARCH_TEST_HELPER"); name != "" && !actorrt.IsProc() {
 		os.Exit(runHelper(name))
 	}
+	if dir := os.Getenv("MONARCH_TEST_PROC_CPUPROFILE"); dir != "" && actorrt.IsProc() {
+		// Profile the procs too when asked: benchmarks spend half their
+		// time there.
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("proc-%d.prof", os.Getpid())))
+		if err == nil {
+			pprof.StartCPUProfile(f)
+		}
+	}
 	code := 0
 	status := actorrt.Run(func(ctx context.Context) error {
 		code = m.Run()
 		return nil
 	}, actorrt.WithSpawnTimeout(60*time.Second))
+	pprof.StopCPUProfile()
 	if status != 0 {
 		os.Exit(status)
 	}

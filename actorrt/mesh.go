@@ -249,7 +249,7 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at}
 	ref.subject = rt.meshSubjectOf(ref.id)
 
-	fut := newFuture[ValueMesh[Void]]("spawn " + name)
+	fut := newFuture[ValueMesh[Void]](label{mesh: "spawn " + name})
 	port, err := rt.ports.open(newCallPort[Void](fut, ext))
 	if err != nil {
 		return fail(err)

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/vmihailenco/msgpack/v5"
@@ -11,10 +12,22 @@ import (
 // procState is the proc side of the runtime: the actor meshes (or parts of
 // them) this process hosts, by mesh id and by name.
 type procState struct {
-	rt     *runtimeT
+	rt *runtimeT
+	// byID is read on every message without a lock: a map that is never
+	// modified, replaced whole (under mu) when a mesh comes or goes.
+	byID   atomic.Pointer[map[string]*localMesh]
 	mu     sync.Mutex
 	meshes map[string]*localMesh
 	names  map[string]*localMesh
+}
+
+// publish makes the current meshes visible to deliver. Hold mu.
+func (ps *procState) publish() {
+	m := make(map[string]*localMesh, len(ps.meshes))
+	for id, lm := range ps.meshes {
+		m[id] = lm
+	}
+	ps.byID.Store(&m)
 }
 
 // localMesh is the part of an actor mesh that lives in this proc: usually
@@ -55,10 +68,11 @@ type stopReq struct {
 }
 
 // deliver hands a mesh message to each local member in its region.
-func (ps *procState) deliver(f *frame) {
-	ps.mu.Lock()
-	lm := ps.meshes[f.h.target]
-	ps.mu.Unlock()
+func (ps *procState) deliver(f frame) {
+	var lm *localMesh
+	if m := ps.byID.Load(); m != nil {
+		lm = (*m)[f.h.target]
+	}
 	if lm == nil {
 		ps.rt.log.Debug().Str("mesh", f.h.target).Msg("message for a mesh not hosted here")
 		return
@@ -157,6 +171,7 @@ func (ps *procState) spawn(req *spawnReq, replyTo string, port uint64) error {
 	}
 	ps.meshes[lm.id] = lm
 	ps.names[lm.name] = lm
+	ps.publish()
 	return nil
 }
 
@@ -170,6 +185,7 @@ func (ps *procState) stopMesh(id string) {
 		if ps.names[lm.name] == lm {
 			delete(ps.names, lm.name)
 		}
+		ps.publish()
 	}
 	ps.mu.Unlock()
 	if lm == nil {

@@ -46,6 +46,8 @@ func runHelper(name string) int {
 			}
 			return nil
 		})
+	case "raw-rr", "raw-fan", "raw-sink":
+		return runRawHelper(name)
 	case "not-started":
 		_, err := actorrt.Spawn[Echo](actorrt.ThisProc(), "x")
 		fmt.Println(err)

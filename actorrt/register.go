@@ -26,6 +26,9 @@ type method struct {
 	args   []reflect.Type // parameters after the *Context
 	result reflect.Type   // nil for an endpoint that returns only error
 	owner  *actorType
+	// void0, when set, calls a method of no arguments that returns only
+	// error without reflection (the shape of most broadcasts).
+	void0 func(recv any, ctx *Context) error
 }
 
 var (
@@ -54,6 +57,13 @@ func Register[T any]() error {
 	t := reflect.TypeFor[T]()
 	name := typeName(t)
 	at, err := inspect(t)
+	if err == nil {
+		for _, m := range at.endpoints {
+			if f, ok := m.fn.Interface().(func(*T, *Context) error); ok {
+				m.void0 = func(recv any, ctx *Context) error { return f(recv.(*T), ctx) }
+			}
+		}
+	}
 	registry.Lock()
 	defer registry.Unlock()
 	if err != nil {

@@ -19,10 +19,10 @@ import (
 
 // The environment a proc is started with. MONARCH_PROC marks worker mode.
 const (
-	envJob       = "MONARCH_JOB"
+	envJob       = bus.EnvJob
 	envProc      = "MONARCH_PROC"
-	envBusURL    = "MONARCH_BUS_URL"
-	envBusToken  = "MONARCH_BUS_TOKEN"
+	envBusURL    = bus.EnvURL
+	envBusToken  = bus.EnvToken
 	envParent    = "MONARCH_PARENT"
 	envReadyPort = "MONARCH_READY_PORT"
 	envReadyRank = "MONARCH_READY_RANK"
@@ -271,13 +271,16 @@ func (rt *runtimeT) dispatch(m bus.Message) {
 	}
 	switch f.h.kind {
 	case kindActor:
-		rt.local.deliver(&f)
+		rt.local.deliver(f)
 	case kindPort:
-		if h := rt.ports.get(f.h.port); h != nil && !h.deliver(&f) {
-			rt.ports.close(f.h.port)
+		// A copy, so that only this path pays for a frame on the heap.
+		pf := f
+		if h := rt.ports.get(pf.h.port); h != nil && !h.deliver(&pf) {
+			rt.ports.close(pf.h.port)
 		}
 	case kindControl:
-		rt.local.control(&f)
+		cf := f
+		rt.local.control(&cf)
 	default:
 		rt.log.Warn().Uint8("kind", f.h.kind).Str("subject", m.Subject).Msg("dropped a message of unknown kind")
 	}

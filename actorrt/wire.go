@@ -44,81 +44,63 @@ type header struct {
 
 const headerFields = 8
 
-func (h *header) encode(e *msgpack.Encoder) error {
-	if err := e.EncodeArrayLen(headerFields); err != nil {
-		return err
-	}
-	e.EncodeUint8(h.kind)
-	e.EncodeString(h.target)
-	e.EncodeUint64(h.port)
-	e.EncodeString(h.replyTo)
-	e.EncodeString(h.method)
-	e.EncodeInt(int64(h.rank))
-	e.EncodeUint8(h.flags)
+// appendTo appends the header as a msgpack array.
+func (h *header) appendTo(b []byte) []byte {
+	b = appendArrayLen(b, headerFields)
+	b = appendUint(b, uint64(h.kind))
+	b = appendString(b, h.target)
+	b = appendUint(b, h.port)
+	b = appendString(b, h.replyTo)
+	b = appendString(b, h.method)
+	b = appendInt(b, int64(h.rank))
+	b = appendUint(b, uint64(h.flags))
 	if h.region == nil {
-		return e.EncodeNil()
+		return append(b, 0xc0) // nil
 	}
 	r := h.region
-	e.EncodeArrayLen(3 * len(r.start))
+	b = appendArrayLen(b, 3*len(r.start))
 	for i := range r.start {
-		e.EncodeInt(int64(r.start[i]))
-		e.EncodeInt(int64(r.size[i]))
 		k := int64(0)
 		if r.kept[i] {
 			k = 1
 		}
-		e.EncodeInt(k)
+		b = appendInt(appendInt(appendInt(b, int64(r.start[i])), int64(r.size[i])), k)
 	}
-	return nil
+	return b
 }
 
 // wireRegion is a region as sent: start, size and kept per base dimension.
 // The receiver joins it to the base extent it knows for the mesh.
 type wireRegion []int
 
-func (h *header) decode(d *msgpack.Decoder) (wireRegion, error) {
-	n, err := d.DecodeArrayLen()
-	if err != nil {
-		return nil, err
-	}
-	if n != headerFields {
+// read parses a header. Its strings share data.
+func (h *header) read(data []byte) (wireRegion, error) {
+	r := mpReader{b: data}
+	if n := r.arrayLen(); n != headerFields && r.err == nil {
 		return nil, fmt.Errorf("header has %d fields, want %d", n, headerFields)
 	}
-	if h.kind, err = d.DecodeUint8(); err != nil {
-		return nil, err
+	h.kind = uint8(r.int())
+	h.target = r.str()
+	h.port = uint64(r.int())
+	h.replyTo = r.str()
+	h.method = r.str()
+	h.rank = int(r.int())
+	h.flags = uint8(r.int())
+	m := r.arrayLen()
+	if r.err != nil {
+		return nil, r.err
 	}
-	if h.target, err = d.DecodeString(); err != nil {
-		return nil, err
-	}
-	if h.port, err = d.DecodeUint64(); err != nil {
-		return nil, err
-	}
-	if h.replyTo, err = d.DecodeString(); err != nil {
-		return nil, err
-	}
-	if h.method, err = d.DecodeString(); err != nil {
-		return nil, err
-	}
-	if h.rank, err = d.DecodeInt(); err != nil {
-		return nil, err
-	}
-	if h.flags, err = d.DecodeUint8(); err != nil {
-		return nil, err
-	}
-	m, err := d.DecodeArrayLen()
-	if err != nil || m < 0 {
-		return nil, err
+	if m < 0 {
+		return nil, nil
 	}
 	if m%3 != 0 {
 		return nil, fmt.Errorf("region has %d numbers, want a multiple of 3", m)
 	}
 	wr := make(wireRegion, m)
 	for i := range wr {
-		if wr[i], err = d.DecodeInt(); err != nil {
-			return nil, err
-		}
+		wr[i] = int(r.int())
 	}
-	return wr, nil
+	return wr, r.err
 }
 
 // toRegion joins a wire region to the mesh's base extent.
@@ -136,15 +118,31 @@ func (wr wireRegion) toRegion(base Extent) (region, error) {
 	return r, nil
 }
 
-// frameWriter builds one frame in a pooled buffer.
+// frameWriter builds one frame in a pooled buffer: the header by hand,
+// the payload with enc, which appends to the same buffer.
 type frameWriter struct {
-	buf bytes.Buffer
+	buf []byte
 	enc *msgpack.Encoder
 }
 
+func (w *frameWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+func (w *frameWriter) WriteByte(c byte) error {
+	w.buf = append(w.buf, c)
+	return nil
+}
+
+func (w *frameWriter) WriteString(s string) (int, error) {
+	w.buf = append(w.buf, s...)
+	return len(s), nil
+}
+
 var framePool = sync.Pool{New: func() any {
-	w := &frameWriter{}
-	w.enc = msgpack.NewEncoder(&w.buf)
+	w := &frameWriter{buf: make([]byte, 0, 256)}
+	w.enc = msgpack.NewEncoder(w)
 	w.enc.UseCompactInts(true)
 	return w
 }}
@@ -153,20 +151,15 @@ var framePool = sync.Pool{New: func() any {
 // w.enc. Release it with w.free once published.
 func newFrame(h *header) (*frameWriter, error) {
 	w := framePool.Get().(*frameWriter)
-	w.buf.Reset()
-	w.buf.Write([]byte{0, 0, 0, 0})
-	if err := h.encode(w.enc); err != nil {
-		w.free()
-		return nil, fmt.Errorf("actorrt: encode header: %w", err)
-	}
-	binary.BigEndian.PutUint32(w.buf.Bytes()[:4], uint32(w.buf.Len()-4))
+	w.buf = h.appendTo(append(w.buf[:0], 0, 0, 0, 0))
+	binary.BigEndian.PutUint32(w.buf[:4], uint32(len(w.buf)-4))
 	return w, nil
 }
 
-func (w *frameWriter) bytes() []byte { return w.buf.Bytes() }
+func (w *frameWriter) bytes() []byte { return w.buf }
 
 func (w *frameWriter) free() {
-	if w.buf.Cap() > 1<<20 {
+	if cap(w.buf) > 1<<20 {
 		return // do not keep huge buffers alive in the pool
 	}
 	framePool.Put(w)
@@ -189,10 +182,7 @@ func parseFrame(data []byte) (frame, error) {
 	if n > len(data)-4 {
 		return f, fmt.Errorf("%w: header length %d in a frame of %d bytes", ErrDecode, n, len(data))
 	}
-	d := msgpack.GetDecoder()
-	defer msgpack.PutDecoder(d)
-	d.Reset(bytes.NewReader(data[4 : 4+n]))
-	wr, err := f.h.decode(d)
+	wr, err := f.h.read(data[4 : 4+n])
 	if err != nil {
 		return f, fmt.Errorf("%w: header: %v", ErrDecode, err)
 	}

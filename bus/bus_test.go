@@ -169,8 +169,9 @@ func TestSlowConsumerReported(t *testing.T) {
 	}
 	sub.Flush(context.Background())
 	// Nobody runs sub: its queue of 4 fills and the rest are dropped.
+	// (Messages over 4 KiB, so that they are not batched.)
 	for i := 0; i < 100; i++ {
-		pub.Publish("slow", []byte("x"))
+		pub.Publish("slow", make([]byte, 5<<10))
 	}
 	pub.Flush(context.Background())
 	select {
@@ -206,5 +207,54 @@ func TestLostLinkEndsRun(t *testing.T) {
 	}
 	if err := c.Publish("x", []byte("y")); !errors.Is(err, bus.ErrClosed) {
 		t.Fatalf("Publish after loss = %v, want ErrClosed", err)
+	}
+}
+
+// TestBurstsKeepOrder publishes a burst that mixes small messages (which
+// are batched), medium ones (which are not), chunked ones and subjects:
+// everything arrives once, in order.
+func TestBurstsKeepOrder(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{MaxPayload: 64 << 10})
+	pub, err := bus.ConnectInProcess(s, bus.ConnOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub := dial(t, s, bus.ConnOptions{})
+	for _, subj := range []string{"b.x", "b.y"} {
+		if _, err := sub.Subscribe(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub.Flush(context.Background())
+	const n = 20000
+	got := collect(t, sub, n)
+	size := func(i int) int {
+		switch {
+		case i%997 == 0:
+			return 100 << 10 // chunked
+		case i%101 == 0:
+			return 6 << 10 // not batched
+		}
+		return 8 + i%50
+	}
+	subject := func(i int) string {
+		if i%1000 < 500 {
+			return "b.x"
+		}
+		return "b.y"
+	}
+	for i := 0; i < n; i++ {
+		msg := make([]byte, size(i))
+		copy(msg, fmt.Sprintf("%07d", i))
+		if err := pub.Publish(subject(i), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		m := recv(t, got)
+		if len(m.Data) != size(i) || string(m.Data[:7]) != fmt.Sprintf("%07d", i) || m.Subject != subject(i) {
+			t.Fatalf("message %d: got %d bytes %q on %s", i, len(m.Data), m.Data[:min(7, len(m.Data))], m.Subject)
+		}
 	}
 }

@@ -63,9 +63,15 @@ type Conn struct {
 	closing    atomic.Bool // Close was called: the end is not a fault
 	onError    func(error)
 	maxMessage int
+	maxPayload int // the server's, read once: a Conn never reconnects
 	chunkBase  string
 	chunkSeq   atomic.Uint64
 	partials   map[string]*partial // owned by the Run goroutine
+
+	pubMu   sync.Mutex // orders every NATS publish of this Conn
+	pending batch      // see batch.go
+	lastPub time.Duration
+	kick    chan struct{}
 }
 
 // Connect dials a bus server over TCP.
@@ -101,6 +107,7 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		maxMessage: o.MaxMessage,
 		chunkBase:  NewToken()[:12],
 		partials:   map[string]*partial{},
+		kick:       make(chan struct{}, 1),
 	}
 	opts := append([]nats.Option{
 		nats.Name(o.Name),
@@ -134,6 +141,8 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		return nil, fmt.Errorf("bus: connect %s: %w", where, err)
 	}
 	c.nc = nc
+	c.maxPayload = int(nc.MaxPayload())
+	go c.flusher()
 	return c, nil
 }
 
@@ -166,19 +175,14 @@ func (s *Subscription) Unsubscribe() error {
 	return nil
 }
 
-// Publish sends data on subject. It does not wait for the server; the
-// bytes are written in order with every other Publish of this Conn. The
-// caller may reuse data once Publish returns. A message over the server's
-// max payload is sent in chunks.
-func (c *Conn) Publish(subject string, data []byte) error {
-	if len(data) <= int(c.nc.MaxPayload()) {
-		return mapErr(c.nc.Publish(subject, data))
-	}
-	return c.publishChunked(subject, data)
-}
-
 // Flush waits until the server has processed everything published so far.
 func (c *Conn) Flush(ctx context.Context) error {
+	c.pubMu.Lock()
+	err := c.flushPendingLocked()
+	c.pubMu.Unlock()
+	if err != nil {
+		return err
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, connectTimeout)
@@ -188,13 +192,16 @@ func (c *Conn) Flush(ctx context.Context) error {
 }
 
 // MaxPayload is the largest message the server takes in one piece.
-func (c *Conn) MaxPayload() int { return int(c.nc.MaxPayload()) }
+func (c *Conn) MaxPayload() int { return c.maxPayload }
 
 // Closed is closed once the connection is gone.
 func (c *Conn) Closed() <-chan struct{} { return c.closed }
 
 // Close drains nothing and closes the connection. Idempotent.
 func (c *Conn) Close() {
+	c.pubMu.Lock()
+	c.flushPendingLocked()
+	c.pubMu.Unlock()
 	c.closing.Store(true)
 	c.nc.Close()
 	c.markClosed()
@@ -209,6 +216,17 @@ func (c *Conn) Run(ctx context.Context, handle func(Message)) error {
 		select {
 		case m := <-c.queue:
 			c.deliver(m, handle)
+			// Under load, take what is already queued without the cost of
+			// a full select each time; check ctx between bursts.
+			for i := 0; i < 1024; i++ {
+				select {
+				case m := <-c.queue:
+					c.deliver(m, handle)
+					continue
+				default:
+				}
+				break
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.closed:
@@ -227,6 +245,12 @@ func (c *Conn) Run(ctx context.Context, handle func(Message)) error {
 func (c *Conn) deliver(m *nats.Msg, handle func(Message)) {
 	if m.Header == nil {
 		handle(Message{Subject: m.Subject, Data: m.Data})
+		return
+	}
+	if n := m.Header.Get(batchHeader); n != "" {
+		if err := c.unbatch(m, n, handle); err != nil {
+			c.report(err)
+		}
 		return
 	}
 	whole, err := c.reassemble(m)

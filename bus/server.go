@@ -138,3 +138,8 @@ func (s *Server) Shutdown() {
 // NewToken returns a fresh random job secret (26 base32 characters, 130
 // bits).
 func NewToken() string { return rand.Text() }
+
+// InProcessConn opens a connection to the server without TCP. It makes a
+// Server a nats.InProcessConnProvider, for code (benchmarks, tools) that
+// wants a raw nats.go connection beside the bus's own.
+func (s *Server) InProcessConn() (net.Conn, error) { return s.ns.InProcessConn() }

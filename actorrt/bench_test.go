@@ -1,0 +1,267 @@
+package actorrt_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/bus"
+	"github.com/nats-io/nats.go"
+)
+
+// The benchmarks compare the runtime with raw NATS in the same topology,
+// measured in the same run: the caller attached in-process to an embedded
+// server, the callee in another process over loopback TCP. Each prints one
+// line: BENCH <name> ours=<v> floor=<v> ratio=<ours/floor> target<=X (or
+// target>=X for throughput), and rounds of ours and floor alternate so
+// that a noisy neighbour hurts both alike.
+
+const benchRounds = 7
+
+// rawBus is a separate embedded server with a raw nats.go connection in
+// process, for the floors.
+type rawBus struct {
+	srv *bus.Server
+	nc  *nats.Conn
+}
+
+func newRawBus(b *testing.B) *rawBus {
+	srv, err := bus.StartServer(bus.ServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Token(srv.Token()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { nc.Close(); srv.Shutdown() })
+	return &rawBus{srv: srv, nc: nc}
+}
+
+// startRaw runs a raw NATS helper process and waits for it to serve.
+func (r *rawBus) startRaw(b *testing.B, mode string, arg int) {
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "MONARCH_TEST_HELPER="+mode, "RAW_URL="+r.srv.URL(), "RAW_TOKEN="+r.srv.Token(), "RAW_ARG="+strconv.Itoa(arg))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := r.nc.Request("bench.ready."+mode, nil, time.Second); err == nil {
+			return
+		}
+	}
+	b.Fatalf("raw helper %s not ready", mode)
+}
+
+// runRawHelper serves the raw side of a benchmark: "raw-rr" answers
+// requests, "raw-fan" answers with arg subscriptions, "raw-sink" counts.
+func runRawHelper(mode string) int {
+	nc, err := nats.Connect(os.Getenv("RAW_URL"), nats.Token(os.Getenv("RAW_TOKEN")))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	arg, _ := strconv.Atoi(os.Getenv("RAW_ARG"))
+	reply := []byte{0x01}
+	switch mode {
+	case "raw-rr":
+		nc.Subscribe("bench.rr", func(m *nats.Msg) { m.Respond(reply) })
+	case "raw-fan":
+		for i := 0; i < arg; i++ {
+			nc.Subscribe("bench.fan", func(m *nats.Msg) { m.Respond(reply) })
+		}
+	case "raw-sink":
+		count := 0
+		sub, _ := nc.Subscribe("bench.sink", func(m *nats.Msg) {
+			if m.Reply != "" {
+				m.Respond([]byte(strconv.Itoa(count)))
+				return
+			}
+			count++
+		})
+		sub.SetPendingLimits(-1, -1)
+	}
+	nc.Subscribe("bench.ready."+mode, func(m *nats.Msg) { m.Respond(nil) })
+	nc.Flush()
+	select {}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func report(b *testing.B, name string, ours, floor []float64, unit, dir string, target float64) {
+	o, f := median(ours), median(floor)
+	b.ReportMetric(o, unit+"-ours")
+	b.ReportMetric(f, unit+"-floor")
+	fmt.Printf("BENCH %s ours=%.2f floor=%.2f ratio=%.3f target%s%.1f\n", name, o, f, o/f, dir, target)
+}
+
+// latencies times n calls of fn, in microseconds.
+func latencies(b *testing.B, n int, fn func() error) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+		out[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+	}
+	return out
+}
+
+// BenchmarkW1CallOne: CallOne round trip to an actor in another proc,
+// beside raw NATS request-reply; p50 latency in µs.
+func BenchmarkW1CallOne(b *testing.B) {
+	ctx := context.Background()
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer procs.Stop()
+	echo, err := actorrt.Spawn[Echo](procs, "w1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := newRawBus(b)
+	raw.startRaw(b, "raw-rr", 0)
+	ours := func() error { _, err := actorrt.CallOne(echo, (*Echo).Ping).Get(ctx); return err }
+	floor := func() error { _, err := raw.nc.Request("bench.rr", []byte{1}, 5*time.Second); return err }
+	latencies(b, 500, ours) // warm up both paths
+	latencies(b, 500, floor)
+	var o, f []float64
+	b.ResetTimer()
+	for r := 0; r < benchRounds; r++ {
+		o = append(o, latencies(b, 2000, ours)...)
+		f = append(f, latencies(b, 2000, floor)...)
+	}
+	report(b, "W1-callone-p50-us", o, f, "us", "<=", 1.3)
+}
+
+// BenchmarkW3Call64: Call on 64 actors in 4 procs, waiting for all 64
+// replies, beside a raw NATS fan-out to 64 subscribers in 4 processes
+// gathering 64 replies; p50 latency in µs.
+func BenchmarkW3Call64(b *testing.B) {
+	ctx := context.Background()
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"procs", 4}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer procs.Stop()
+	echo, err := actorrt.SpawnPerProc[Echo](procs, "w3", actorrt.Dims{{"actors", 16}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := newRawBus(b)
+	for i := 0; i < 4; i++ {
+		raw.startRaw(b, "raw-fan", 16)
+	}
+	inbox := nats.NewInbox()
+	replies := make(chan *nats.Msg, 1024)
+	sub, err := raw.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	ours := func() error {
+		v, err := actorrt.Call(echo, (*Echo).Ping).Get(ctx)
+		if err == nil && v.Len() != 64 {
+			err = fmt.Errorf("%d replies", v.Len())
+		}
+		return err
+	}
+	floor := func() error {
+		if err := raw.nc.PublishRequest("bench.fan", inbox, []byte{1}); err != nil {
+			return err
+		}
+		timeout := time.After(5 * time.Second)
+		for i := 0; i < 64; i++ {
+			select {
+			case <-replies:
+			case <-timeout:
+				return fmt.Errorf("raw fan-out: %d of 64 replies", i)
+			}
+		}
+		return nil
+	}
+	latencies(b, 200, ours)
+	latencies(b, 200, floor)
+	var o, f []float64
+	b.ResetTimer()
+	for r := 0; r < benchRounds; r++ {
+		o = append(o, latencies(b, 300, ours)...)
+		f = append(f, latencies(b, 300, floor)...)
+	}
+	report(b, "W3-call64-p50-us", o, f, "us", "<=", 1.5)
+}
+
+// BenchmarkW2Broadcast: one-way Broadcast throughput to one actor in
+// another proc, beside raw NATS publish to one subscriber in another
+// process; messages per second until the receiver has counted them all.
+func BenchmarkW2Broadcast(b *testing.B) {
+	ctx := context.Background()
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer procs.Stop()
+	rec, err := actorrt.Spawn[Recorder](procs, "w2")
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw := newRawBus(b)
+	raw.startRaw(b, "raw-sink", 0)
+	const n = 200000
+	sent := 0
+	ours := func() float64 {
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if err := actorrt.BroadcastVoid(rec, (*Recorder).Hit); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sent += n
+		got, err := actorrt.CallOne(rec, (*Recorder).Count).Get(ctx)
+		if err != nil || got != sent {
+			b.Fatalf("actor counted %d of %d: %v", got, sent, err)
+		}
+		return n / time.Since(t0).Seconds()
+	}
+	rawSent := 0
+	payload := []byte{1}
+	floor := func() float64 {
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if err := raw.nc.Publish("bench.sink", payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rawSent += n
+		m, err := raw.nc.Request("bench.sink", nil, 30*time.Second)
+		if err != nil || string(m.Data) != strconv.Itoa(rawSent) {
+			b.Fatalf("raw sink counted %v of %d: %v", m, rawSent, err)
+		}
+		return n / time.Since(t0).Seconds()
+	}
+	ours()
+	floor()
+	var o, f []float64
+	b.ResetTimer()
+	for r := 0; r < benchRounds; r++ {
+		o = append(o, ours())
+		f = append(f, floor())
+	}
+	report(b, "W2-broadcast-msgs-per-s", o, f, "msgs/s", ">=", 0.7)
+}

@@ -1,0 +1,139 @@
+package bus
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Batching. A process that sends many small messages in a burst (a loop of
+// broadcasts, 16 actors answering at once, a chatty log) pays the NATS
+// server and every receiver a fixed cost per message. So while a burst
+// lasts, Publish appends small messages for the same subject to one
+// pending NATS message and a flusher goroutine sends it as soon as it can:
+// under load batches grow by themselves, and an isolated message, which
+// does not look like a burst, goes out at once without the extra hop.
+//
+// Order is kept: at most one batch is pending, every NATS publish happens
+// under pubMu in call order, and a message for another subject (or a large
+// one) first flushes the pending batch.
+const (
+	// batchHeader marks a batch; its value is the number of messages.
+	batchHeader = "Mon-Batch"
+	// burstGap: a Publish within this time of the previous one is part of a
+	// burst.
+	burstGap = 20 * time.Microsecond
+	// batchSmall is the largest message that is batched; larger ones are
+	// not worth a copy.
+	batchSmall = 4 << 10
+	// batchMax bounds a batch's size.
+	batchMax = 64 << 10
+)
+
+// clockBase anchors the monotonic clock readings of lastPub.
+var clockBase = time.Now()
+
+// Publish sends data on subject. It does not wait for the server; the
+// bytes go out in order with every other Publish of this Conn. The caller
+// may reuse data once Publish returns. A message over the server's max
+// payload is sent in chunks.
+func (c *Conn) Publish(subject string, data []byte) error {
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	now := time.Since(clockBase)
+	burst := now-c.lastPub < burstGap
+	c.lastPub = now
+	if c.pending.count > 0 && (subject != c.pending.subject || len(data) > batchSmall || len(c.pending.buf)+len(data) > batchMax) {
+		if err := c.flushPendingLocked(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(data) > c.maxPayload:
+		return c.publishChunked(subject, data)
+	case len(data) > batchSmall || !burst && c.pending.count == 0:
+		return mapErr(c.nc.Publish(subject, data))
+	}
+	p := &c.pending
+	if p.count == 0 {
+		p.subject = subject
+		p.buf = p.buf[:0]
+		p.first = 0
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+	p.buf = binary.AppendUvarint(p.buf, uint64(len(data)))
+	if p.count == 0 {
+		p.first = len(p.buf)
+	}
+	p.buf = append(p.buf, data...)
+	p.count++
+	return nil
+}
+
+// batch is the pending batch: count messages for subject, each as a
+// uvarint length and the bytes.
+type batch struct {
+	subject string
+	buf     []byte
+	first   int // where the first message's bytes start
+	count   int
+}
+
+// flusher sends the pending batch whenever it is kicked.
+func (c *Conn) flusher() {
+	for {
+		select {
+		case <-c.kick:
+		case <-c.closed:
+			return
+		}
+		c.pubMu.Lock()
+		if err := c.flushPendingLocked(); err != nil {
+			c.report(fmt.Errorf("bus: send batch: %w", err))
+		}
+		c.pubMu.Unlock()
+	}
+}
+
+// flushPendingLocked sends the pending batch; hold pubMu.
+func (c *Conn) flushPendingLocked() error {
+	p := &c.pending
+	if p.count == 0 {
+		return nil
+	}
+	n := p.count
+	p.count = 0
+	if n == 1 {
+		// A batch of one is just the message.
+		return mapErr(c.nc.Publish(p.subject, p.buf[p.first:]))
+	}
+	m := &nats.Msg{Subject: p.subject, Data: p.buf, Header: nats.Header{batchHeader: []string{strconv.Itoa(n)}}}
+	return mapErr(c.nc.PublishMsg(m))
+}
+
+// unbatch hands each message of a batch to handle, in order.
+func (c *Conn) unbatch(m *nats.Msg, count string, handle func(Message)) error {
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%w: batch header %q on %s", ErrBadChunk, count, m.Subject)
+	}
+	b := m.Data
+	for i := 0; i < n; i++ {
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return fmt.Errorf("%w: batch on %s: message %d of %d is cut", ErrBadChunk, m.Subject, i+1, n)
+		}
+		b = b[k:]
+		// Three-index slice: a handler that appends cannot overwrite the
+		// next message.
+		handle(Message{Subject: m.Subject, Data: b[:size:size]})
+		b = b[size:]
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/urfave/cli/v2"
+)
+
+// app is the monarch command line. Commands return an exit status through
+// exitCode so that `monarch local` can exit with its program's status.
+type app struct {
+	cli  *cli.App
+	code int
+}
+
+func newApp(stdout, stderr io.Writer) *app {
+	a := &app{}
+	a.cli = &cli.App{
+		Name:                   "monarch",
+		Usage:                  "run programs of many actors on many processes and machines",
+		Writer:                 stdout,
+		ErrWriter:              stderr,
+		HideHelpCommand:        true,
+		UseShortOptionHandling: true,
+		Commands: []*cli.Command{
+			versionCommand(),
+			localCommand(a),
+		},
+		// Errors are printed once, by main.
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+	return a
+}
+
+// run runs the command line and returns the exit status.
+func (a *app) run(ctx context.Context, args []string) (int, error) {
+	err := a.cli.RunContext(ctx, args)
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode(), err
+	}
+	return a.code, err
+}
