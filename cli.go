@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -30,6 +31,10 @@ func newApp(stdout, stderr io.Writer) *app {
 		},
 		// Errors are printed once, by main.
 		ExitErrHandler: func(*cli.Context, error) {},
+		CommandNotFound: func(c *cli.Context, name string) {
+			fmt.Fprintf(c.App.ErrWriter, "monarch: unknown command %q (see monarch --help)\n", name)
+			a.code = 2
+		},
 	}
 	return a
 }

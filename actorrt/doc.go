@@ -1,0 +1,83 @@
+// Package actorrt is the monarch SDK: actors with typed endpoints, meshes
+// of actors over processes and hosts, and the adverbs that message them.
+//
+// # Usage
+//
+// An actor is an ordinary Go type. Its endpoints are the exported methods
+// of its pointer type that take *Context first and return (R, error) or
+// just error; an optional Init receives the arguments of Spawn:
+//
+//	type Counter struct{ value int }
+//
+//	func (c *Counter) Init(ctx *actorrt.Context, initial int) error { c.value = initial; return nil }
+//	func (c *Counter) Increment(ctx *actorrt.Context) error         { c.value++; return nil }
+//	func (c *Counter) GetValue(ctx *actorrt.Context) (int, error)   { return c.value, nil }
+//
+//	func main() {
+//		actorrt.Register[Counter]()
+//		actorrt.Main(func(ctx context.Context) error {
+//			procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 8}})
+//			...
+//			counters, err := actorrt.Spawn[Counter](procs, "counters", 0)
+//			actorrt.BroadcastVoid(counters, (*Counter).Increment)
+//			actorrt.BroadcastVoid(counters.Slice("gpus", 0, 4), (*Counter).Increment)
+//			values, err := actorrt.Call(counters, (*Counter).GetValue).Get(ctx) // [2 2 2 2 1 1 1 1]
+//			...
+//		})
+//	}
+//
+// The program is its own worker: SpawnProcs starts the same binary again,
+// and Main in that process serves actors instead of running the function.
+// Register every actor type before Main, in every run.
+//
+// # Adverbs
+//
+// Adverbs take the mesh, the endpoint as a method expression and its
+// arguments; the compiler checks all three:
+//
+//	Call       every member; a Future of a ValueMesh of the results, by rank
+//	CallOne    the single member of a mesh of one (ErrNotOne otherwise)
+//	Broadcast  every member, no reply
+//	Stream     every member; the results as they arrive
+//	Choose     one member picked at random
+//
+// Go has no variadic type parameters, so each adverb has a form per number
+// of endpoint arguments (Call, Call1, Call2, Call3) and, for endpoints that
+// return only an error, a Void form (CallVoid, BroadcastVoid1, ...).
+//
+// # Meshes
+//
+// A mesh has an Extent: ordered, named dimensions such as {hosts: 2,
+// gpus: 4}; ranks are row-major. Slice keeps a dimension with a smaller
+// range, At fixes one and drops it. A slice is a view: members keep their
+// rank (ActorInstance().Rank()), and a message sent to a slice tells each
+// member its place in the slice (Context.MessageRank()). SpawnPerProc puts
+// several actors of one mesh on each proc.
+//
+// # Ordering and concurrency
+//
+// Messages from one sender to one actor are handled in the order they were
+// sent, whatever the adverbs and slices used: a send to a mesh behaves as
+// one send to each member. Each actor handles one message at a time;
+// actors of one proc run concurrently. Every message travels over the
+// job's bus, serialised with msgpack, even between actors of one proc.
+//
+// # Errors
+//
+// Nothing here panics on bad input: a bad registration, an unregistered
+// type, Init arguments that do not match, a slice out of range, CallOne on
+// several actors, a name already in use or an argument that cannot be
+// decoded each give an error naming the problem; the sentinels are in
+// errors.go. An endpoint's error or panic reaches the caller as an
+// *ActorError with the actor, endpoint, message and, for a panic, the
+// stack; the actor keeps serving.
+//
+// # Processes
+//
+// Procs are started with a parent-death signal from a thread that lives as
+// long as the process, so they die with their parent, and they exit when
+// their bus connection is gone. A proc gets MONARCH_RANK_<DIM> and
+// MONARCH_SIZE_<DIM> for each dimension of its mesh.
+package actorrt
+
+//go:generate go run gen_adverbs.go

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The CLI is tested as users run it: the real binary, built once.
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func build(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "monarch-cli-test")
+		if buildErr != nil {
+			return
+		}
+		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
+			if err != nil {
+				buildErr = err
+				os.Stderr.Write(out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// monarch runs the binary with a bound and returns stdout, stderr and the
+// exit status.
+func monarch(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(build(t), "monarch"), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("monarch %v did not finish within 2 minutes", args)
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestHelpListsOnlyWorkingCommands(t *testing.T) {
+	out, _, code := monarch(t, "--help")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	var commands []string
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(line, "COMMANDS:"):
+			in = true
+		case in && strings.TrimSpace(line) == "":
+			in = false
+		case in:
+			commands = append(commands, strings.Fields(line)[0])
+		}
+	}
+	if got := strings.Join(commands, " "); got != "version local" {
+		t.Fatalf("commands %q, want %q", got, "version local")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := monarch(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "monarch ") {
+		t.Fatalf("exit %d, output %q", code, out)
+	}
+}
+
+func TestLocalExitStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		err  string
+	}{
+		{"status passes through", []string{"local", "--", "sh", "-c", "exit 7"}, 7, ""},
+		{"success", []string{"local", "--", "true"}, 0, ""},
+		{"no program", []string{"local"}, 1, "no program given"},
+		{"missing program", []string{"local", "--", "/no/such/program"}, 1, "/no/such/program"},
+		{"killed by a signal", []string{"local", "--", "sh", "-c", "kill -TERM $$"}, 128 + 15, ""},
+		{"unknown command", []string{"frobnicate"}, 2, "unknown command \"frobnicate\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, stderr, code := monarch(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.err) {
+				t.Fatalf("exit %d, stderr %q; want %d and %q", code, stderr, tt.code, tt.err)
+			}
+		})
+	}
+}
+
+// TestLocalRunsTheExample runs the getting-started example under monarch
+// local (the bus is then monarch's, reached over TCP) and checks the
+// guide's values.
+func TestLocalRunsTheExample(t *testing.T) {
+	out, stderr, code := monarch(t, "local", "--", filepath.Join(build(t), "getting_started"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"Counter value: 0",
+		"ValueMesh{gpus: 8} [2 2 2 2 1 1 1 1]",
+		"{gpus: 3}: Trainer {gpus: 3} taking a step.",
+		"Actor rank: {gpus: 3}, message rank: {gpus: 1}",
+		"recorder {gpus: 1} got 100 messages, in order: true",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
