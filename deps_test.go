@@ -48,4 +48,3 @@ func TestLayering(t *testing.T) {
 		}
 	}
 }
-
