@@ -38,8 +38,7 @@ type envelope struct {
 	init    bool // Init, with the spawn request's arguments
 	method  string
 	payload []byte
-	replyTo string
-	port    uint64 // 0: nobody waits for a reply
+	reply   portRef // where the result goes; zero: nobody waits for it
 	view    *region
 	msgIdx  int
 }
@@ -114,7 +113,7 @@ func (a *actor) refuseQueued() {
 
 func (a *actor) refuse(q []envelope) {
 	for i := range q {
-		if q[i].port != 0 {
+		if !q[i].reply.zero() {
 			a.replyError(&q[i], fmt.Errorf("%w: actor %s", ErrStopped, a.id))
 		}
 	}
@@ -137,17 +136,17 @@ func (a *actor) handle(e *envelope) {
 	ctx := &Context{Context: a.ctx, actor: a, view: e.view, msgIdx: e.msgIdx}
 	out, aerr := a.invoke(m, ctx, e.payload)
 	if aerr != nil {
-		if e.port != 0 {
+		if !e.reply.zero() {
 			a.replyError(e, aerr)
 		} else {
 			a.mesh.rt.log.Error().Err(aerr).Msg("endpoint failed and no caller waits for its reply")
 		}
 		return
 	}
-	if e.port == 0 {
+	if e.reply.zero() {
 		return
 	}
-	err := a.mesh.rt.sendPort(e.replyTo, e.port, e.msgIdx, 0, func(enc *msgpack.Encoder) error {
+	err := a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error {
 		if m.result == nil {
 			return enc.EncodeNil()
 		}
@@ -171,7 +170,7 @@ func (a *actor) handleInit(e *envelope) {
 		a.replyError(e, err)
 		return
 	}
-	a.mesh.rt.sendPort(e.replyTo, e.port, e.msgIdx, 0, func(enc *msgpack.Encoder) error { return enc.EncodeNil() })
+	a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error { return enc.EncodeNil() })
 }
 
 // invoke decodes the arguments and calls the method, turning an error
@@ -206,10 +205,10 @@ func (a *actor) errorf(endpoint, code, format string, args ...any) *ActorError {
 }
 
 func (a *actor) replyError(e *envelope, err error) {
-	if e.port == 0 {
+	if e.reply.zero() {
 		return
 	}
-	a.mesh.rt.sendPortError(e.replyTo, e.port, e.msgIdx, err)
+	a.mesh.rt.sendErrorToPort(e.reply, err)
 }
 
 // decodeArgs decodes an argument array into values of the given types.

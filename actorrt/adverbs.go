@@ -41,11 +41,16 @@ func prepare(t meshTarget, fn any) (*runtimeT, *method, label, error) {
 	return rt, m, label{t.ref.name, m.name}, nil
 }
 
-// send publishes one call to the members of reg.
-func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, port uint64) error {
+// send publishes one call to the members of reg; each answers on reply
+// (a port of any proc) unless it is the zero port. This is the one way
+// calls travel: every adverb is a port and a send.
+func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, reply portRef) error {
+	if err := rt.meshUsable(ref, reg); err != nil {
+		return err
+	}
 	h := header{kind: kindActor, target: ref.id, method: m.name, rank: -1}
-	if port != 0 {
-		h.port, h.replyTo = port, rt.procID
+	if !reply.zero() {
+		h.port, h.replyTo = reply.id, reply.proc
 	}
 	if !reg.isWhole() {
 		h.region = &reg
@@ -72,12 +77,7 @@ func callAdverb[R any](t meshTarget, fn any, args []any) *Future[ValueMesh[R]] {
 		return failedFuture[ValueMesh[R]](what, err)
 	}
 	fut := newFuture[ValueMesh[R]](what)
-	port, err := rt.ports.open(newCallPort[R](fut, t.reg.extent()))
-	if err != nil {
-		return failedFuture[ValueMesh[R]](what, err)
-	}
-	if err := rt.send(t.ref, t.reg, m, args, port); err != nil {
-		rt.ports.close(port)
+	if err := rt.sendOpen(t, m, args, newCallPort[R](fut, t.reg.extent())); err != nil {
 		fut.resolve(ValueMesh[R]{}, err)
 	}
 	return fut
@@ -92,12 +92,7 @@ func callOneAdverb[R any](t meshTarget, fn any, args []any) *Future[R] {
 		return failedFuture[R](what, err)
 	}
 	fut := newFuture[R](what)
-	port, err := rt.ports.open(&onePort[R]{fut: fut})
-	if err != nil {
-		return failedFuture[R](what, err)
-	}
-	if err := rt.send(t.ref, t.reg, m, args, port); err != nil {
-		rt.ports.close(port)
+	if err := rt.sendOpen(t, m, args, &onePort[R]{fut: fut}); err != nil {
 		fut.resolve(*new(R), err)
 	}
 	return fut
@@ -108,7 +103,33 @@ func broadcastAdverb(t meshTarget, fn any, args []any) error {
 	if err != nil {
 		return err
 	}
-	return rt.send(t.ref, t.reg, m, args, 0)
+	return rt.send(t.ref, t.reg, m, args, portRef{})
+}
+
+// sendAdverb is Send: every member answers on the caller's port.
+func sendAdverb(t meshTarget, fn any, port portRef, args []any) error {
+	rt, m, _, err := prepare(t, fn)
+	if err != nil {
+		return err
+	}
+	if port.zero() {
+		return fmt.Errorf("%w: Send to the zero Port (open one with OpenChannel)", ErrBadArgs)
+	}
+	return rt.send(t.ref, t.reg, m, args, port)
+}
+
+// sendOpen opens a port of this proc for h, which waits for the members'
+// procs, and sends the call with it as the reply port.
+func (rt *runtimeT) sendOpen(t meshTarget, m *method, args []any, h portHandler) error {
+	id, err := rt.ports.open(h, t.ref.procsOf(t.reg))
+	if err != nil {
+		return err
+	}
+	if err := rt.send(t.ref, t.reg, m, args, portRef{proc: rt.procID, id: id}); err != nil {
+		rt.ports.close(id)
+		return err
+	}
+	return nil
 }
 
 func streamAdverb[R any](t meshTarget, fn any, args []any) *ReplyStream[R] {
@@ -123,12 +144,7 @@ func streamAdverb[R any](t meshTarget, fn any, args []any) *ReplyStream[R] {
 	}
 	n := t.reg.numRanks()
 	s := &ReplyStream[R]{ch: make(chan streamItem[R], n), n: n, what: what}
-	port, err := rt.ports.open(&streamPort[R]{s: s, left: n})
-	if err != nil {
-		return failed(err)
-	}
-	if err := rt.send(t.ref, t.reg, m, args, port); err != nil {
-		rt.ports.close(port)
+	if err := rt.sendOpen(t, m, args, &streamPort[R]{s: s, left: n}); err != nil {
 		return failed(err)
 	}
 	return s

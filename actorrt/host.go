@@ -14,9 +14,11 @@ import (
 	"time"
 )
 
-// hostAgent starts and watches the procs of this host. In this process it
-// serves ThisHost(); every proc it starts is this same binary in worker
-// mode.
+// hostAgent starts, watches and stops the procs of one host. Every process
+// of a job has one, serving ThisHost(); it is driven by control messages
+// (spawnprocs, stopprocs) on its proc's subject, the same way whoever
+// holds a HostMesh reaches any host. Every proc it starts is the job's
+// program in worker mode.
 type hostAgent struct {
 	rt     *runtimeT
 	starts chan startReq
@@ -26,15 +28,31 @@ type hostAgent struct {
 }
 
 type child struct {
-	id     string
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has been reaped
-	status error         // cmd.Wait's result, set before exited is closed
+	id       string
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when the process has been reaped
+	stopping bool          // a stop was asked for: its end is not a failure (under hostAgent.mu)
 }
 
 type startReq struct {
 	cmd  *exec.Cmd
 	done chan error
+}
+
+// spawnProcsReq asks an agent to start procs. Each new proc reports ready
+// to Ready with its rank.
+type spawnProcsReq struct {
+	IDs   []string   `msgpack:"ids"`
+	Ranks []int      `msgpack:"ranks"` // rank of each in the new ProcMesh
+	Env   [][]string `msgpack:"env"`   // extra environment of each (its place in the mesh)
+	Proc  string     `msgpack:"proc"` // Ready's address
+	Port  uint64     `msgpack:"port"`
+}
+
+// stopProcsReq asks an agent to stop some of its procs.
+type stopProcsReq struct {
+	IDs  []string `msgpack:"ids"`
+	Rank int      `msgpack:"rank"` // the rank of the reply, once they are stopped
 }
 
 func newHostAgent(rt *runtimeT) *hostAgent {
@@ -55,40 +73,30 @@ func (h *hostAgent) starter() {
 	}
 }
 
-// spawn starts one proc per point of ext and waits until every one serves.
-// On any failure it kills those it started and returns the error.
-func (h *hostAgent) spawn(ext Extent) ([]procInfo, error) {
+// spawnProcs starts the requested procs; a proc that cannot be started is
+// reported on the ready port. Readiness itself goes straight from each new
+// proc to the requester.
+func (h *hostAgent) spawnProcs(req spawnProcsReq, reply portRef) {
 	rt := h.rt
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("actorrt: SpawnProcs: find this program: %w", err)
+		rt.sendErrorToPort(reply, fmt.Errorf("actorrt: SpawnProcs: find this program: %w", err))
+		return
 	}
-	fut := newFuture[ValueMesh[procReady]](label{mesh: "procs " + ext.String()})
-	port, err := rt.ports.open(newCallPort[procReady](fut, ext))
-	if err != nil {
-		return nil, err
-	}
-	defer rt.ports.close(port)
-	n := ext.NumRanks()
-	kids := make([]*child, 0, n)
-	fail := func(err error) ([]procInfo, error) {
-		h.kill(kids)
-		return nil, err
-	}
-	for r := 0; r < n; r++ {
-		id := rt.newProcID()
+	for i, id := range req.IDs {
+		to := reply
+		to.rank = req.Ranks[i]
 		cmd := exec.Command(exe, os.Args[1:]...)
 		cmd.Env = append(cleanEnv(os.Environ()),
 			envJob+"="+rt.job,
 			envProc+"="+id,
 			envBusURL+"="+rt.busURL,
 			envBusToken+"="+rt.token,
-			envParent+"="+rt.procID,
-			envReadyPort+"="+strconv.FormatUint(port, 10),
-			envReadyRank+"="+strconv.Itoa(r),
+			envParent+"="+to.proc,
+			envReadyPort+"="+strconv.FormatUint(to.id, 10),
+			envReadyRank+"="+strconv.Itoa(to.rank),
 		)
-		cmd.Env = append(cmd.Env, rankEnv(ext.point(r))...)
-		cmd.Stdin = nil
+		cmd.Env = append(cmd.Env, req.Env[i]...)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		// Own process group: a terminal's Ctrl-C reaches the client only,
 		// which then stops the procs in order.
@@ -96,47 +104,98 @@ func (h *hostAgent) spawn(ext Extent) ([]procInfo, error) {
 		done := make(chan error, 1)
 		h.starts <- startReq{cmd, done}
 		if err := <-done; err != nil {
-			return fail(fmt.Errorf("actorrt: SpawnProcs: start %s: %w", exe, err))
+			rt.sendErrorToPort(to, fmt.Errorf("%w: start proc %s (%s) on %s: %v", ErrProcFailed, id, exe, rt.hostname, err))
+			continue
 		}
 		c := &child{id: id, cmd: cmd, exited: make(chan struct{})}
-		kids = append(kids, c)
 		h.mu.Lock()
 		h.children[id] = c
 		h.mu.Unlock()
-		go h.watch(c, func(status error) {
-			// Exiting before it was ready fails the whole spawn at once.
-			fut.resolve(ValueMesh[procReady]{}, fmt.Errorf("%w: proc %s exited before it was ready: %v", ErrProcFailed, id, status))
-		})
+		go h.watch(c)
 	}
-	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.spawnTimeout)
-	defer cancel()
-	ready, err := fut.Get(ctx)
-	if err != nil {
-		return fail(fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err))
-	}
-	infos := make([]procInfo, n)
-	for r, rd := range ready.Values() {
-		infos[r] = procInfo{ID: kids[r].id, Host: rd.Host, PID: rd.PID}
-	}
-	return infos, nil
 }
 
-// watch reaps a child and reports how it ended.
-func (h *hostAgent) watch(c *child, early func(error)) {
+// watch reaps a child and tells the job how it ended.
+func (h *hostAgent) watch(c *child) {
 	err := c.cmd.Wait()
-	if err == nil {
-		err = errors.New("exit status 0")
-	}
-	c.status = err
-	close(c.exited)
 	h.mu.Lock()
 	delete(h.children, c.id)
+	stopped := c.stopping
 	h.mu.Unlock()
-	early(err)
-	h.rt.procExited(c.id, err)
+	close(c.exited)
+	if h.rt.closing.Load() {
+		return // the whole runtime is going: nobody to tell
+	}
+	reason := "exited with status 0"
+	if err != nil {
+		reason = describeExit(err)
+	}
+	n := goneNotice{Proc: c.id, Reason: reason + " (host " + h.rt.hostname + ")", Stopped: stopped}
+	if !stopped {
+		h.rt.log.Warn().Str("proc", c.id).Str("reason", reason).Msg("proc ended")
+	}
+	// Tell this proc first (it may wait on the child), then everyone.
+	h.rt.procGone(n)
+	h.rt.announceGone(n)
 }
 
-// kill ends children at once and waits (bounded) for them to be reaped.
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return "exited with status " + strconv.Itoa(ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// stopProcs stops the given children of this host: each is asked to exit,
+// and killed once grace has passed.
+func (h *hostAgent) stopProcs(ids []string, grace time.Duration) {
+	var kids []*child
+	h.mu.Lock()
+	for _, id := range ids {
+		if c := h.children[id]; c != nil {
+			c.stopping = true
+			kids = append(kids, c)
+		}
+	}
+	h.mu.Unlock()
+	h.stop(kids, grace)
+}
+
+// stopAll stops every child.
+func (h *hostAgent) stopAll(grace time.Duration) {
+	h.mu.Lock()
+	kids := make([]*child, 0, len(h.children))
+	for _, c := range h.children {
+		c.stopping = true
+		kids = append(kids, c)
+	}
+	h.mu.Unlock()
+	h.stop(kids, grace)
+}
+
+func (h *hostAgent) stop(kids []*child, grace time.Duration) {
+	for _, c := range kids {
+		h.rt.sendControl(c.id, opExit, 0, nil)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	h.rt.conn.Flush(ctx)
+	cancel()
+	deadline := time.After(grace)
+	for _, c := range kids {
+		select {
+		case <-c.exited:
+		case <-deadline:
+		}
+	}
+	h.kill(kids)
+}
+
+// kill ends children at once (their whole process group) and waits,
+// bounded, for them to be reaped.
 func (h *hostAgent) kill(kids []*child) {
 	for _, c := range kids {
 		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
@@ -149,50 +208,6 @@ func (h *hostAgent) kill(kids []*child) {
 			return
 		}
 	}
-}
-
-// stopAll asks every child to exit, waits up to grace, then kills the rest.
-func (h *hostAgent) stopAll(grace time.Duration) {
-	h.mu.Lock()
-	kids := make([]*child, 0, len(h.children))
-	for _, c := range h.children {
-		kids = append(kids, c)
-	}
-	h.mu.Unlock()
-	h.stop(kids, grace)
-}
-
-// stopProcs stops the given children of this host; it returns the ids
-// that are not (or no longer) children here.
-func (h *hostAgent) stopProcs(ids []string, grace time.Duration) []string {
-	var kids []*child
-	var unknown []string
-	h.mu.Lock()
-	for _, id := range ids {
-		if c := h.children[id]; c != nil {
-			kids = append(kids, c)
-		} else {
-			unknown = append(unknown, id)
-		}
-	}
-	h.mu.Unlock()
-	h.stop(kids, grace)
-	return unknown
-}
-
-func (h *hostAgent) stop(kids []*child, grace time.Duration) {
-	for _, c := range kids {
-		h.rt.sendControl(c.id, opExit, 0, nil)
-	}
-	h.rt.conn.Flush(context.Background())
-	deadline := time.After(grace)
-	for _, c := range kids {
-		select {
-		case <-c.exited:
-		case <-deadline:
-		}
-	}
-	h.kill(kids)
 }
 
 // cleanEnv drops the bootstrap variables of this process's own job, so a
@@ -226,13 +241,4 @@ func rankEnv(p Point) []string {
 		env = append(env, "MONARCH_RANK_"+name+"="+strconv.Itoa(p.coords[i]), "MONARCH_SIZE_"+name+"="+strconv.Itoa(d.Size))
 	}
 	return env
-}
-
-// procExited is told of every child's end. Supervision of running procs
-// builds on it.
-func (rt *runtimeT) procExited(id string, status error) {
-	if rt.closing.Load() {
-		return // shutting down: expected
-	}
-	rt.log.Warn().Str("proc", id).Err(status).Msg("proc exited")
 }

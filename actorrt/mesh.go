@@ -4,59 +4,18 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // procInfo is one proc of a ProcMesh.
 type procInfo struct {
-	ID   string `msgpack:"id"`
-	Host string `msgpack:"host"`
-	PID  int    `msgpack:"pid"`
-}
-
-// HostMesh is a mesh of hosts that can start procs. ThisHost() is the
-// machine this process runs on, with the zero Extent.
-type HostMesh struct {
-	ext Extent
-	err error
-}
-
-// ThisHost is the host this process runs on.
-func ThisHost() *HostMesh {
-	if _, err := getRuntime(); err != nil {
-		return &HostMesh{err: err}
-	}
-	return &HostMesh{}
-}
-
-// Extent is the shape of the host mesh.
-func (h *HostMesh) Extent() Extent { return h.ext }
-
-// SpawnProcs starts procs on every host of the mesh: one per point of
-// perHost, each a new OS process running this program in worker mode. The
-// ProcMesh's extent is the host mesh's dimensions followed by perHost's.
-// It waits (at most the spawn timeout) until every proc serves.
-func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
-	if h == nil {
-		return nil, fmt.Errorf("actorrt: SpawnProcs on a nil HostMesh")
-	}
-	if h.err != nil {
-		return nil, h.err
-	}
-	rt, err := getRuntime()
-	if err != nil {
-		return nil, err
-	}
-	ext, err := NewExtent(append(h.ext.Dims(), perHost...))
-	if err != nil {
-		return nil, fmt.Errorf("actorrt: SpawnProcs: %w", err)
-	}
-	procs, err := rt.host.spawn(ext)
-	if err != nil {
-		return nil, err
-	}
-	return &ProcMesh{reg: wholeRegion(ext), procs: procs}, nil
+	ID    string `msgpack:"id"`
+	Host  string `msgpack:"host"`
+	PID   int    `msgpack:"pid"`
+	Agent string `msgpack:"agent"` // the proc whose host agent started it
 }
 
 // ProcMesh is a mesh of procs (OS processes) that actors can be spawned
@@ -102,9 +61,10 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 }
 
 // Stop stops the procs of the (sliced) mesh: each is asked to exit, and
-// killed if it has not within the stop timeout. Their actors stop with
-// them. Stopping a proc that already exited is not an error; stopping this
-// process (ThisProc) is.
+// killed if it has not within the stop timeout; their actors stop with
+// them, and later calls to those actors fail with ErrStopped. Stopping a
+// proc that already ended is not an error; stopping this process
+// (ThisProc) is.
 func (p *ProcMesh) Stop() error {
 	if p.err != nil {
 		return p.err
@@ -113,16 +73,37 @@ func (p *ProcMesh) Stop() error {
 	if err != nil {
 		return err
 	}
-	var ids []string
+	byAgent := map[string][]string{}
 	for _, b := range p.reg.baseRanks() {
-		if id := p.procs[b].ID; id == rt.procID {
-			return fmt.Errorf("actorrt: Stop: %s is this process; return from Main instead", id)
-		} else {
-			ids = append(ids, id)
+		pi := p.procs[b]
+		if pi.ID == rt.procID {
+			return fmt.Errorf("actorrt: Stop: %s is this process; return from Main instead", pi.ID)
+		}
+		byAgent[pi.Agent] = append(byAgent[pi.Agent], pi.ID)
+	}
+	agents := make([]string, 0, len(byAgent))
+	for a := range byAgent {
+		agents = append(agents, a)
+	}
+	ext, _ := NewExtent(Dims{{"agents", max(1, len(agents))}})
+	fut := newFuture[ValueMesh[Void]](label{mesh: "Stop " + p.String()})
+	port, err := rt.ports.open(newCallPort[Void](fut, ext), agents)
+	if err != nil {
+		return err
+	}
+	defer rt.ports.close(port)
+	if len(agents) == 0 {
+		return nil
+	}
+	for i, a := range agents {
+		if err := rt.sendControl(a, opStopProcs, port, &stopProcsReq{IDs: byAgent[a], Rank: i}); err != nil {
+			return err
 		}
 	}
-	rt.host.stopProcs(ids, rt.opts.stopTimeout)
-	return nil
+	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.stopTimeout+10*time.Second)
+	defer cancel()
+	_, err = fut.Get(ctx)
+	return err
 }
 
 func (p *ProcMesh) String() string { return fmt.Sprintf("ProcMesh%v", p.Extent()) }
@@ -142,6 +123,37 @@ type meshRef struct {
 	name    string
 	typ     *actorType
 	subject string
+	procs   []string // the proc of each member, by base rank
+	all     []string // every proc of the mesh, once
+}
+
+// procsOf lists the procs that host members of reg, once each.
+func (r *meshRef) procsOf(reg region) []string {
+	if reg.isWhole() {
+		return r.all
+	}
+	if reg.numRanks() == 1 {
+		return []string{r.procs[reg.baseRank(0)]}
+	}
+	var out []string
+	for _, b := range reg.baseRanks() {
+		if p := r.procs[b]; !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func uniq(procs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range procs {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Name is the name the mesh was spawned with.
@@ -246,16 +258,23 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 	for _, d := range perProc {
 		perN *= d.Size
 	}
-	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at}
+	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks())}
 	ref.subject = rt.meshSubjectOf(ref.id)
 
+	nprocs := procs.reg.numRanks()
+	for v := 0; v < nprocs; v++ {
+		p := procs.procs[procs.reg.baseRank(v)]
+		for i := 0; i < perN; i++ {
+			ref.procs[v*perN+i] = p.ID
+		}
+	}
+	ref.all = uniq(ref.procs)
 	fut := newFuture[ValueMesh[Void]](label{mesh: "spawn " + name})
-	port, err := rt.ports.open(newCallPort[Void](fut, ext))
+	port, err := rt.ports.open(newCallPort[Void](fut, ext), ref.all)
 	if err != nil {
 		return fail(err)
 	}
 	defer rt.ports.close(port)
-	nprocs := procs.reg.numRanks()
 	sentTo := make([]string, 0, nprocs)
 	for v := 0; v < nprocs; v++ {
 		p := procs.procs[procs.reg.baseRank(v)]

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -10,8 +11,9 @@ import (
 
 // A port is an address messages can be sent to: a proc and a number on it.
 // Every reply in the runtime travels to a port: Call opens one that
-// gathers a reply per member, CallOne one that takes a single reply, and so
-// on. The receiving side of a port is a portHandler.
+// gathers a reply per member, CallOne one that takes a single reply, a
+// channel (OpenChannel) one that queues whatever comes. The receiving side
+// of a port is a portHandler.
 type portHandler interface {
 	// deliver takes one message for the port, on the dispatcher goroutine,
 	// in arrival order. It returns false once the port wants no more.
@@ -25,28 +27,33 @@ type portHandler interface {
 type portTable struct {
 	mu   sync.Mutex
 	next uint64
-	m    map[uint64]portHandler
+	m    map[uint64]portEntry
 	err  error // once set (the proc is shutting down), open fails at once
 }
 
-func (t *portTable) open(h portHandler) (uint64, error) {
+type portEntry struct {
+	h     portHandler
+	waits []string // procs whose replies the port waits for: it fails if one dies
+}
+
+func (t *portTable) open(h portHandler, waits []string) (uint64, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err != nil {
 		return 0, t.err
 	}
 	if t.m == nil {
-		t.m = map[uint64]portHandler{}
+		t.m = map[uint64]portEntry{}
 	}
 	t.next++
-	t.m[t.next] = h
+	t.m[t.next] = portEntry{h, waits}
 	return t.next, nil
 }
 
 func (t *portTable) get(id uint64) portHandler {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.m[id]
+	return t.m[id].h
 }
 
 func (t *portTable) close(id uint64) {
@@ -58,10 +65,26 @@ func (t *portTable) close(id uint64) {
 // failAll ends every open port with err, and every later open.
 func (t *portTable) failAll(err error) {
 	t.mu.Lock()
-	hs := t.m
+	es := t.m
 	t.m = nil
 	if t.err == nil {
 		t.err = err
+	}
+	t.mu.Unlock()
+	for _, e := range es {
+		e.h.fail(err)
+	}
+}
+
+// failWaiting ends every port that waits for a reply from proc.
+func (t *portTable) failWaiting(proc string, err error) {
+	var hs []portHandler
+	t.mu.Lock()
+	for id, e := range t.m {
+		if slices.Contains(e.waits, proc) {
+			hs = append(hs, e.h)
+			delete(t.m, id)
+		}
 	}
 	t.mu.Unlock()
 	for _, h := range hs {
@@ -157,9 +180,12 @@ func newCallPort[R any](fut *Future[ValueMesh[R]], ext Extent) *callPort[R] {
 
 func (p *callPort[R]) deliver(f *frame) bool {
 	r := f.h.rank
-	if r < 0 || r >= len(p.vals) || p.got[r] {
+	if r < 0 || r >= len(p.vals) {
 		p.fail(fmt.Errorf("%w: reply for rank %d of %v", ErrDecode, r, p.ext))
 		return false
+	}
+	if p.got[r] {
+		return true // a second answer from one member: the first stands
 	}
 	if err := decodeReply(f, &p.vals[r]); err != nil {
 		p.fail(err)

@@ -52,6 +52,13 @@ const (
 	opSpawn = "spawn" // spawnReq: create members of a mesh here
 	opStop  = "stop"  // stopReq: stop this proc's members of a mesh
 	opExit  = "exit"  // (no body): the proc exits
+	// opGone (goneNotice), on the job's deaths subject: a proc ended.
+	opGone = "gone"
+	// opPortGone (portGone): a port this proc sent to is closed.
+	opPortGone = "portgone"
+	// Host agent ops: start procs (spawnProcsReq), stop some (stopProcsReq).
+	opSpawnProcs = "spawnprocs"
+	opStopProcs  = "stopprocs"
 )
 
 type spawnReq struct {
@@ -92,7 +99,14 @@ func (ps *procState) deliver(f frame) {
 			idx, ok = view.messageRank(a.baseRank)
 		}
 		if ok {
-			a.enqueue(envelope{method: f.h.method, payload: f.payload, replyTo: f.h.replyTo, port: f.h.port, view: view, msgIdx: idx})
+			e := envelope{method: f.h.method, payload: f.payload, view: view, msgIdx: idx}
+			if f.h.port != 0 {
+				e.reply = portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}
+				if f.h.rank >= 0 {
+					e.reply.rank = f.h.rank // the sender chose the rank (remote functions)
+				}
+			}
+			a.enqueue(e)
 		}
 	}
 }
@@ -105,15 +119,15 @@ func (ps *procState) control(f *frame) {
 	case opSpawn:
 		var req spawnReq
 		if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(&req) }); err != nil {
-			rt.sendPortError(f.h.replyTo, f.h.port, 0, fmt.Errorf("%w: spawn request: %v", ErrDecode, err))
+			rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port}, fmt.Errorf("%w: spawn request: %v", ErrDecode, err))
 			return
 		}
-		if err := ps.spawn(&req, f.h.replyTo, f.h.port); err != nil {
-			rank := 0
+		reply := portRef{proc: f.h.replyTo, id: f.h.port}
+		if err := ps.spawn(&req, reply); err != nil {
 			if len(req.Ranks) > 0 {
-				rank = req.Ranks[0]
+				reply.rank = req.Ranks[0]
 			}
-			rt.sendPortError(f.h.replyTo, f.h.port, rank, err)
+			rt.sendErrorToPort(reply, err)
 		}
 	case opStop:
 		var req stopReq
@@ -122,6 +136,34 @@ func (ps *procState) control(f *frame) {
 			return
 		}
 		ps.stopMesh(req.Mesh)
+	case opGone:
+		var n goneNotice
+		if err := decodeBody(f, &n); err == nil {
+			rt.procGone(n)
+		}
+	case opPortGone:
+		var g portGone
+		if err := decodeBody(f, &g); err == nil {
+			rt.portClosed(f.h.replyTo, g.ID)
+		}
+	case opSpawnProcs:
+		var req spawnProcsReq
+		if err := decodeBody(f, &req); err != nil || len(req.Ranks) != len(req.IDs) || len(req.Env) != len(req.IDs) {
+			rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port}, fmt.Errorf("%w: spawnprocs request: %v", ErrDecode, err))
+			return
+		}
+		go rt.host.spawnProcs(req, portRef{proc: req.Proc, id: req.Port})
+	case opStopProcs:
+		var req stopProcsReq
+		if err := decodeBody(f, &req); err != nil {
+			rt.log.Warn().Err(err).Msg("bad stopprocs request")
+			return
+		}
+		reply := portRef{proc: f.h.replyTo, id: f.h.port, rank: req.Rank}
+		go func() {
+			rt.host.stopProcs(req.IDs, rt.opts.stopTimeout)
+			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
+		}()
 	case opExit:
 		if rt.procID != clientProcID {
 			rt.exitCode.Store(0)
@@ -132,7 +174,7 @@ func (ps *procState) control(f *frame) {
 	}
 }
 
-func (ps *procState) spawn(req *spawnReq, replyTo string, port uint64) error {
+func (ps *procState) spawn(req *spawnReq, reply portRef) error {
 	rt := ps.rt
 	at, err := lookupTypeName(req.Type)
 	if err != nil {
@@ -166,7 +208,8 @@ func (ps *procState) spawn(req *spawnReq, replyTo string, port uint64) error {
 	for _, r := range req.Ranks {
 		a := newActor(lm, r)
 		lm.members = append(lm.members, a)
-		a.enqueue(envelope{init: true, payload: req.Args, replyTo: replyTo, port: port, msgIdx: r})
+		reply.rank = r
+		a.enqueue(envelope{init: true, payload: req.Args, reply: reply, msgIdx: r})
 		go a.run()
 	}
 	ps.meshes[lm.id] = lm

@@ -46,6 +46,7 @@ type runtimeT struct {
 	server *bus.Server // the embedded server, when this process owns it
 
 	ports   portTable
+	health  health
 	local   *procState // actors and meshes hosted here; owned by the dispatcher
 	host    *hostAgent
 	meshSeq atomic.Uint64
@@ -221,8 +222,10 @@ func (rt *runtimeT) start() error {
 	rt.local = newProcState(rt)
 	rt.host = newHostAgent(rt)
 	rt.procSubject = rt.procSubjectOf(rt.procID)
-	if _, err := rt.conn.Subscribe(rt.procSubject); err != nil {
-		return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
+	for _, subj := range []string{rt.procSubject, rt.deathsSubject()} {
+		if _, err := rt.conn.Subscribe(subj); err != nil {
+			return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
+		}
 	}
 	rt.dispatchEnd = make(chan struct{})
 	current.Store(rt)
@@ -275,7 +278,10 @@ func (rt *runtimeT) dispatch(m bus.Message) {
 	case kindPort:
 		// A copy, so that only this path pays for a frame on the heap.
 		pf := f
-		if h := rt.ports.get(pf.h.port); h != nil && !h.deliver(&pf) {
+		h := rt.ports.get(pf.h.port)
+		if h == nil {
+			rt.undeliverable(&pf)
+		} else if !h.deliver(&pf) {
 			rt.ports.close(pf.h.port)
 		}
 	case kindControl:
@@ -286,24 +292,32 @@ func (rt *runtimeT) dispatch(m bus.Message) {
 	}
 }
 
-// sendPort sends a value (or, with flagError, a wireError) to a port.
-func (rt *runtimeT) sendPort(proc string, port uint64, rank int, flags uint8, body func(*msgpack.Encoder) error) error {
-	h := header{kind: kindPort, port: port, rank: rank, flags: flags}
+// sendToPort sends a value (or, with flagError, a wireError) to a port.
+// Every reply and every Port.Send goes through here. It fails at once for
+// a port on a proc known to be gone, or a port known to be closed.
+func (rt *runtimeT) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) error) error {
+	if err := rt.portUsable(to); err != nil {
+		return err
+	}
+	if to.once {
+		rt.answered(to)
+	}
+	h := header{kind: kindPort, port: to.id, rank: to.rank, flags: flags, replyTo: rt.procID}
 	w, err := newFrame(&h)
 	if err != nil {
 		return err
 	}
 	defer w.free()
 	if err := body(w.enc); err != nil {
-		return fmt.Errorf("%w: encode reply: %v", ErrDecode, err)
+		return fmt.Errorf("%w: encode a value for %s#%d: %v", ErrDecode, to.proc, to.id, err)
 	}
-	return rt.publish(rt.procSubjectOf(proc), w.bytes())
+	return rt.publish(rt.procSubjectOf(to.proc), w.bytes())
 }
 
-// sendPortError sends err to a port.
-func (rt *runtimeT) sendPortError(proc string, port uint64, rank int, err error) error {
+// sendErrorToPort sends err to a port.
+func (rt *runtimeT) sendErrorToPort(to portRef, err error) error {
 	we := toWireError(err)
-	return rt.sendPort(proc, port, rank, flagError, func(e *msgpack.Encoder) error { return e.Encode(&we) })
+	return rt.sendToPort(to, flagError, func(e *msgpack.Encoder) error { return e.Encode(&we) })
 }
 
 // sendControl sends a control op to a proc, with an optional reply port.

@@ -69,7 +69,8 @@ func startWorker(o options) (*runtimeT, error) {
 	ready := procReady{PID: os.Getpid(), Host: hostname}
 	// Sent after the inbox SUB on the same connection: once the spawner has
 	// it, the server routes messages for this proc.
-	if err := rt.sendPort(parent, port, rank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) }); err != nil {
+	to := portRef{proc: parent, id: port, rank: rank}
+	if err := rt.sendToPort(to, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) }); err != nil {
 		rt.shutdown()
 		return nil, err
 	}

@@ -1,0 +1,185 @@
+package actorrt
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// What a proc knows about the rest of the job's health: procs that are
+// gone (announced on the job's deaths subject by the host agent that saw
+// them end), ports that are closed (learned when a send to them was
+// undeliverable), and the reply ports its explicit-response endpoints
+// still owe an answer.
+
+// goneNotice is published on the deaths subject when a proc ends.
+type goneNotice struct {
+	Proc    string `msgpack:"proc"`
+	Reason  string `msgpack:"reason"`
+	Stopped bool   `msgpack:"stopped"` // ended on request (Stop), not a failure
+}
+
+// portGone tells a sender that a port it sent to is closed.
+type portGone struct {
+	ID uint64 `msgpack:"id"`
+}
+
+type health struct {
+	nGone  atomic.Int32 // len(gone), for a lock-free fast path
+	mu     sync.Mutex
+	gone   map[string]goneNotice
+	closed map[portKey]bool // bounded: reset when it grows past closedMax
+	owed   map[portRef]*actor
+}
+
+type portKey struct {
+	proc string
+	id   uint64
+}
+
+const closedMax = 1 << 14
+
+func (rt *runtimeT) deathsSubject() string { return "mon." + rt.job + ".deaths" }
+
+// procGone records that proc ended and fails everything waiting on it.
+func (rt *runtimeT) procGone(n goneNotice) {
+	rt.health.mu.Lock()
+	if rt.health.gone == nil {
+		rt.health.gone = map[string]goneNotice{}
+	}
+	if _, dup := rt.health.gone[n.Proc]; dup {
+		rt.health.mu.Unlock()
+		return
+	}
+	rt.health.gone[n.Proc] = n
+	rt.health.nGone.Store(int32(len(rt.health.gone)))
+	rt.health.mu.Unlock()
+	rt.ports.failWaiting(n.Proc, goneError(n))
+}
+
+func goneError(n goneNotice) error {
+	if n.Stopped {
+		return fmt.Errorf("%w: proc %s was stopped", ErrStopped, n.Proc)
+	}
+	return fmt.Errorf("%w: proc %s: %s", ErrProcFailed, n.Proc, n.Reason)
+}
+
+// goneProc returns why proc is gone, or nil.
+func (rt *runtimeT) goneProc(proc string) error {
+	if rt.health.nGone.Load() == 0 {
+		return nil
+	}
+	rt.health.mu.Lock()
+	defer rt.health.mu.Unlock()
+	if n, ok := rt.health.gone[proc]; ok {
+		return goneError(n)
+	}
+	return nil
+}
+
+// meshUsable fails a send to a region with a member on a gone proc.
+func (rt *runtimeT) meshUsable(ref *meshRef, reg region) error {
+	if rt.health.nGone.Load() == 0 {
+		return nil
+	}
+	for _, p := range ref.procsOf(reg) {
+		if err := rt.goneProc(p); err != nil {
+			for b, q := range ref.procs {
+				if q == p {
+					return fmt.Errorf("%s: member %v: %w", ref.name, reg.base.point(b), err)
+				}
+			}
+			return fmt.Errorf("%s: %w", ref.name, err)
+		}
+	}
+	return nil
+}
+
+// portUsable fails a send to a port known to be unreachable.
+func (rt *runtimeT) portUsable(to portRef) error {
+	if err := rt.goneProc(to.proc); err != nil {
+		return fmt.Errorf("actorrt: send to port %s#%d: %w", to.proc, to.id, err)
+	}
+	rt.health.mu.Lock()
+	closed := rt.health.closed[portKey{to.proc, to.id}]
+	rt.health.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: port %s#%d is closed", ErrStopped, to.proc, to.id)
+	}
+	return nil
+}
+
+// undeliverable handles a message for a port that is not open here: the
+// sender is told, so that its next send fails.
+func (rt *runtimeT) undeliverable(f *frame) {
+	if f.h.replyTo == "" {
+		return
+	}
+	rt.sendControl(f.h.replyTo, opPortGone, 0, &portGone{ID: f.h.port})
+}
+
+func (rt *runtimeT) portClosed(proc string, id uint64) {
+	rt.health.mu.Lock()
+	defer rt.health.mu.Unlock()
+	if rt.health.closed == nil || len(rt.health.closed) >= closedMax {
+		rt.health.closed = map[portKey]bool{}
+	}
+	rt.health.closed[portKey{proc, id}] = true
+}
+
+// owe records that actor a must answer on port to.
+func (rt *runtimeT) owe(to portRef, a *actor) {
+	rt.health.mu.Lock()
+	defer rt.health.mu.Unlock()
+	if rt.health.owed == nil {
+		rt.health.owed = map[portRef]*actor{}
+	}
+	rt.health.owed[to] = a
+}
+
+// answered records that port to got its answer; it reports whether it was
+// owed.
+func (rt *runtimeT) answered(to portRef) bool {
+	rt.health.mu.Lock()
+	defer rt.health.mu.Unlock()
+	_, ok := rt.health.owed[to]
+	delete(rt.health.owed, to)
+	return ok
+}
+
+// failOwed answers every port actor a still owes with err.
+func (rt *runtimeT) failOwed(a *actor, err error) {
+	var refs []portRef
+	rt.health.mu.Lock()
+	for ref, owner := range rt.health.owed {
+		if owner == a {
+			refs = append(refs, ref)
+			delete(rt.health.owed, ref)
+		}
+	}
+	rt.health.mu.Unlock()
+	for _, ref := range refs {
+		ref.once = false // already struck from the table
+		rt.sendErrorToPort(ref, err)
+	}
+}
+
+// announceGone publishes that proc ended, to every proc of the job.
+func (rt *runtimeT) announceGone(n goneNotice) {
+	h := header{kind: kindControl, method: opGone, replyTo: rt.procID, rank: -1}
+	w, err := newFrame(&h)
+	if err != nil {
+		return
+	}
+	defer w.free()
+	if err := w.enc.Encode(&n); err != nil {
+		return
+	}
+	rt.publish(rt.deathsSubject(), w.bytes())
+}
+
+func decodeBody(f *frame, v any) error {
+	return decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(v) })
+}
