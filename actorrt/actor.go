@@ -100,8 +100,12 @@ func (a *actor) run() {
 	}
 }
 
-// stop ends the actor; messages still queued are refused with ErrStopped.
-func (a *actor) stop() { a.cancel() }
+// stop ends the actor; messages still queued are refused with ErrStopped,
+// and ports it still owes an answer get ErrStopped too.
+func (a *actor) stop() {
+	a.cancel()
+	a.mesh.rt.failOwed(a, fmt.Errorf("%w: actor %s stopped before it answered", ErrStopped, a.id))
+}
 
 func (a *actor) refuseQueued() {
 	a.mu.Lock()
@@ -133,18 +137,27 @@ func (a *actor) handle(e *envelope) {
 		a.replyError(e, a.errorf(e.method, CodeNoSuch, "%s has no endpoint %s", a.mesh.typ.name, e.method))
 		return
 	}
-	ctx := &Context{Context: a.ctx, actor: a, view: e.view, msgIdx: e.msgIdx}
+	ctx := &Context{Context: a.ctx, actor: a, view: e.view, msgIdx: e.msgIdx, reply: e.reply}
 	out, aerr := a.invoke(m, ctx, e.payload)
 	if aerr != nil {
-		if !e.reply.zero() {
+		switch {
+		case m.port != nil && !e.reply.zero():
+			// The port is owed an answer: the error is the answer, unless the
+			// endpoint already sent one.
+			owed := e.reply
+			owed.once = true
+			if a.mesh.rt.answered(owed) {
+				a.replyError(e, aerr)
+			}
+		case !e.reply.zero():
 			a.replyError(e, aerr)
-		} else {
+		default:
 			a.mesh.rt.log.Error().Err(aerr).Msg("endpoint failed and no caller waits for its reply")
 		}
 		return
 	}
-	if e.reply.zero() {
-		return
+	if e.reply.zero() || m.port != nil {
+		return // nobody waits, or the endpoint answers on its port itself
 	}
 	err := a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error {
 		if m.result == nil {
@@ -188,10 +201,17 @@ func (a *actor) invoke(m *method, ctx *Context, payload []byte) (out []reflect.V
 		}
 		return nil, nil
 	}
-	in := make([]reflect.Value, 2+len(m.args))
+	lead := 2
+	if m.port != nil {
+		lead = 3
+	}
+	in := make([]reflect.Value, lead+len(m.args))
 	in[0], in[1] = a.val, reflect.ValueOf(ctx)
-	if err := decodeArgs(payload, m.args, in[2:]); err != nil {
+	if err := decodeArgs(payload, m.args, in[lead:]); err != nil {
 		return nil, a.errorf(m.name, CodeDecode, "%v", err)
+	}
+	if m.port != nil {
+		in[2] = a.explicitPort(m, ctx.reply)
 	}
 	out = m.fn.Call(in)
 	if err, _ := out[len(out)-1].Interface().(error); err != nil {
@@ -209,6 +229,19 @@ func (a *actor) replyError(e *envelope, err error) {
 		return
 	}
 	a.mesh.rt.sendErrorToPort(e.reply, err)
+}
+
+// explicitPort makes the Port[R] an explicit-response endpoint answers on:
+// the caller's reply port, marked once, and owed an answer until it gets
+// one (or the actor stops, which answers it with ErrStopped).
+func (a *actor) explicitPort(m *method, reply portRef) reflect.Value {
+	pv := reflect.New(m.port)
+	if !reply.zero() {
+		reply.once = true
+		a.mesh.rt.owe(reply, a)
+		pv.Interface().(portSetter).setRef(reply)
+	}
+	return pv.Elem()
 }
 
 // decodeArgs decodes an argument array into values of the given types.

@@ -87,6 +87,9 @@ type Sleeper struct{}
 var sleeperActive, sleeperMax atomic.Int32
 var sleeperMu sync.Mutex
 
+// Init takes no arguments.
+func (s *Sleeper) Init(ctx *actorrt.Context) error { return nil }
+
 func (s *Sleeper) Nap(ctx *actorrt.Context) error {
 	n := sleeperActive.Add(1)
 	sleeperMu.Lock()

@@ -16,6 +16,13 @@ func CallVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *Future[Value
 	return callAdverb[Void](m.target(), ep, nil)
 }
 
+// CallPort sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), ep, nil)
+}
+
 // Call1 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 // For an endpoint of 1 argument(s) returning (R, error).
@@ -28,6 +35,13 @@ func Call1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), 
 // For an endpoint of 1 argument(s) returning only error.
 func CallVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1 T1) *Future[ValueMesh[Void]] {
 	return callAdverb[Void](m.target(), ep, []any{a1})
+}
+
+// CallPort1 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), ep, []any{a1})
 }
 
 // Call2 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
@@ -44,6 +58,13 @@ func CallVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) err
 	return callAdverb[Void](m.target(), ep, []any{a1, a2})
 }
 
+// CallPort2 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), ep, []any{a1, a2})
+}
+
 // Call3 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 // For an endpoint of 3 argument(s) returning (R, error).
@@ -58,6 +79,13 @@ func CallVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2,
 	return callAdverb[Void](m.target(), ep, []any{a1, a2, a3})
 }
 
+// CallPort3 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), ep, []any{a1, a2, a3})
+}
+
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 // For an endpoint of 0 argument(s) returning (R, error).
 func CallOne[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *Future[R] {
@@ -68,6 +96,12 @@ func CallOne[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *Futur
 // For an endpoint of 0 argument(s) returning only error.
 func CallOneVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *Future[Void] {
 	return callOneAdverb[Void](m.target(), ep, nil)
+}
+
+// CallOnePort calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallOnePort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *Future[R] {
+	return callOneAdverb[R](m.target(), ep, nil)
 }
 
 // CallOne1 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
@@ -82,6 +116,12 @@ func CallOneVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a
 	return callOneAdverb[Void](m.target(), ep, []any{a1})
 }
 
+// CallOnePort1 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallOnePort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *Future[R] {
+	return callOneAdverb[R](m.target(), ep, []any{a1})
+}
+
 // CallOne2 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 // For an endpoint of 2 argument(s) returning (R, error).
 func CallOne2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) *Future[R] {
@@ -92,6 +132,12 @@ func CallOne2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (
 // For an endpoint of 2 argument(s) returning only error.
 func CallOneVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) *Future[Void] {
 	return callOneAdverb[Void](m.target(), ep, []any{a1, a2})
+}
+
+// CallOnePort2 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallOnePort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *Future[R] {
+	return callOneAdverb[R](m.target(), ep, []any{a1, a2})
 }
 
 // CallOne3 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
@@ -106,6 +152,12 @@ func CallOneVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, 
 	return callOneAdverb[Void](m.target(), ep, []any{a1, a2, a3})
 }
 
+// CallOnePort3 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func CallOnePort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[R] {
+	return callOneAdverb[R](m.target(), ep, []any{a1, a2, a3})
+}
+
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 // For an endpoint of 0 argument(s) returning (R, error).
@@ -117,6 +169,13 @@ func Broadcast[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) erro
 // The returned error is about sending only.
 // For an endpoint of 0 argument(s) returning only error.
 func BroadcastVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) error {
+	return broadcastAdverb(m.target(), ep, nil)
+}
+
+// BroadcastPort sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func BroadcastPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) error {
 	return broadcastAdverb(m.target(), ep, nil)
 }
 
@@ -134,6 +193,13 @@ func BroadcastVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error,
 	return broadcastAdverb(m.target(), ep, []any{a1})
 }
 
+// BroadcastPort1 sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func BroadcastPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) error {
+	return broadcastAdverb(m.target(), ep, []any{a1})
+}
+
 // Broadcast2 sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 // For an endpoint of 2 argument(s) returning (R, error).
@@ -145,6 +211,13 @@ func Broadcast2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2)
 // The returned error is about sending only.
 // For an endpoint of 2 argument(s) returning only error.
 func BroadcastVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) error {
+	return broadcastAdverb(m.target(), ep, []any{a1, a2})
+}
+
+// BroadcastPort2 sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func BroadcastPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) error {
 	return broadcastAdverb(m.target(), ep, []any{a1, a2})
 }
 
@@ -162,6 +235,13 @@ func BroadcastVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1
 	return broadcastAdverb(m.target(), ep, []any{a1, a2, a3})
 }
 
+// BroadcastPort3 sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func BroadcastPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) error {
+	return broadcastAdverb(m.target(), ep, []any{a1, a2, a3})
+}
+
 // Stream sends the call to every member of m and yields their results as they arrive.
 // For an endpoint of 0 argument(s) returning (R, error).
 func Stream[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *ReplyStream[R] {
@@ -172,6 +252,12 @@ func Stream[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *ReplyS
 // For an endpoint of 0 argument(s) returning only error.
 func StreamVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *ReplyStream[Void] {
 	return streamAdverb[Void](m.target(), ep, nil)
+}
+
+// StreamPort sends the call to every member of m and yields their results as they arrive.
+// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func StreamPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), ep, nil)
 }
 
 // Stream1 sends the call to every member of m and yields their results as they arrive.
@@ -186,6 +272,12 @@ func StreamVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1
 	return streamAdverb[Void](m.target(), ep, []any{a1})
 }
 
+// StreamPort1 sends the call to every member of m and yields their results as they arrive.
+// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func StreamPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), ep, []any{a1})
+}
+
 // Stream2 sends the call to every member of m and yields their results as they arrive.
 // For an endpoint of 2 argument(s) returning (R, error).
 func Stream2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) *ReplyStream[R] {
@@ -196,6 +288,12 @@ func Stream2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R
 // For an endpoint of 2 argument(s) returning only error.
 func StreamVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) *ReplyStream[Void] {
 	return streamAdverb[Void](m.target(), ep, []any{a1, a2})
+}
+
+// StreamPort2 sends the call to every member of m and yields their results as they arrive.
+// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func StreamPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), ep, []any{a1, a2})
 }
 
 // Stream3 sends the call to every member of m and yields their results as they arrive.
@@ -210,6 +308,12 @@ func StreamVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T
 	return streamAdverb[Void](m.target(), ep, []any{a1, a2, a3})
 }
 
+// StreamPort3 sends the call to every member of m and yields their results as they arrive.
+// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func StreamPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), ep, []any{a1, a2, a3})
+}
+
 // Choose calls one member of m, picked at random.
 // For an endpoint of 0 argument(s) returning (R, error).
 func Choose[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *Future[R] {
@@ -220,6 +324,12 @@ func Choose[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *Future
 // For an endpoint of 0 argument(s) returning only error.
 func ChooseVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *Future[Void] {
 	return chooseAdverb[Void](m.target(), ep, nil)
+}
+
+// ChoosePort calls one member of m, picked at random.
+// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func ChoosePort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *Future[R] {
+	return chooseAdverb[R](m.target(), ep, nil)
 }
 
 // Choose1 calls one member of m, picked at random.
@@ -234,6 +344,12 @@ func ChooseVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1
 	return chooseAdverb[Void](m.target(), ep, []any{a1})
 }
 
+// ChoosePort1 calls one member of m, picked at random.
+// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func ChoosePort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *Future[R] {
+	return chooseAdverb[R](m.target(), ep, []any{a1})
+}
+
 // Choose2 calls one member of m, picked at random.
 // For an endpoint of 2 argument(s) returning (R, error).
 func Choose2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) *Future[R] {
@@ -246,6 +362,12 @@ func ChooseVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) e
 	return chooseAdverb[Void](m.target(), ep, []any{a1, a2})
 }
 
+// ChoosePort2 calls one member of m, picked at random.
+// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func ChoosePort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *Future[R] {
+	return chooseAdverb[R](m.target(), ep, []any{a1, a2})
+}
+
 // Choose3 calls one member of m, picked at random.
 // For an endpoint of 3 argument(s) returning (R, error).
 func Choose3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), a1 T1, a2 T2, a3 T3) *Future[R] {
@@ -256,4 +378,94 @@ func Choose3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2
 // For an endpoint of 3 argument(s) returning only error.
 func ChooseVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[Void] {
 	return chooseAdverb[Void](m.target(), ep, []any{a1, a2, a3})
+}
+
+// ChoosePort3 calls one member of m, picked at random.
+// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func ChoosePort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[R] {
+	return chooseAdverb[R](m.target(), ep, []any{a1, a2, a3})
+}
+
+// Send sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 0 argument(s) returning (R, error).
+func Send[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error), port Port[R]) error {
+	return sendAdverb(m.target(), ep, port.ref, nil)
+}
+
+// SendVoid sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 0 argument(s) returning only error.
+func SendVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error, port Port[Void]) error {
+	return sendAdverb(m.target(), ep, port.ref, nil)
+}
+
+// SendPort sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func SendPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error, port Port[R]) error {
+	return sendAdverb(m.target(), ep, port.ref, nil)
+}
+
+// Send1 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 1 argument(s) returning (R, error).
+func Send1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), port Port[R], a1 T1) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1})
+}
+
+// SendVoid1 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 1 argument(s) returning only error.
+func SendVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, port Port[Void], a1 T1) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1})
+}
+
+// SendPort1 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func SendPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, port Port[R], a1 T1) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1})
+}
+
+// Send2 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 2 argument(s) returning (R, error).
+func Send2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), port Port[R], a1 T1, a2 T2) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2})
+}
+
+// SendVoid2 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 2 argument(s) returning only error.
+func SendVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, port Port[Void], a1 T1, a2 T2) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2})
+}
+
+// SendPort2 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func SendPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, port Port[R], a1 T1, a2 T2) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2})
+}
+
+// Send3 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 3 argument(s) returning (R, error).
+func Send3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), port Port[R], a1 T1, a2 T2, a3 T3) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2, a3})
+}
+
+// SendVoid3 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 3 argument(s) returning only error.
+func SendVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, port Port[Void], a1 T1, a2 T2, a3 T3) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2, a3})
+}
+
+// SendPort3 sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
+func SendPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, port Port[R], a1 T1, a2 T2, a3 T3) error {
+	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2, a3})
 }

@@ -1,6 +1,10 @@
 package actorrt
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"reflect"
+)
 
 // Context is what an endpoint receives first: the actor's own context (it
 // is done when the actor stops) and where the actor and the message are.
@@ -11,6 +15,7 @@ type Context struct {
 	actor  *actor
 	view   *region // the region the message was sent to; nil for Init
 	msgIdx int     // the actor's rank within view
+	reply  portRef // where the answer goes
 }
 
 // ActorInstance describes the actor running the current endpoint.
@@ -38,3 +43,33 @@ func (i *ActorInstance) ID() string { return i.a.id }
 
 // Proc is the id of the proc the actor runs in.
 func (i *ActorInstance) Proc() string { return i.a.mesh.rt.procID }
+
+// Host is the name of the host the actor runs on.
+func (i *ActorInstance) Host() string { return i.a.mesh.rt.hostname }
+
+// MeshName is the name the actor's mesh was spawned with.
+func (i *ActorInstance) MeshName() string { return i.a.mesh.name }
+
+// MeshExtent is the extent of the whole mesh the actor belongs to.
+func (i *ActorInstance) MeshExtent() Extent { return i.a.mesh.base }
+
+// String prints the actor as "counters[3] {gpus: 3} on proc c-4 (host)".
+func (i *ActorInstance) String() string {
+	return fmt.Sprintf("%s %v on proc %s (%s)", i.a.id, i.a.rank, i.Proc(), i.Host())
+}
+
+// OwnMesh is the whole mesh the running actor belongs to, as a reference
+// it can message (its siblings, or itself with SliceAt(Rank())). It fails
+// if A is not the actor's type.
+func OwnMesh[A any](ctx *Context) (*ActorMesh[A], error) {
+	lm := ctx.actor.mesh
+	if want := typeName(reflect.TypeFor[A]()); want != lm.typ.name {
+		return nil, fmt.Errorf("%w: OwnMesh[%s] in an actor of %s", ErrBadArgs, shortName(want), lm.typ.name)
+	}
+	if lm.procs == nil {
+		return nil, fmt.Errorf("%w: the system actor has no mesh", ErrBadArgs)
+	}
+	rt := lm.rt
+	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.meshSubjectOf(lm.id), procs: lm.procs, all: uniq(lm.procs)}
+	return &ActorMesh[A]{ref: ref, reg: *lm.whole}, nil
+}

@@ -81,6 +81,9 @@ func (rt *runtimeT) goneProc(proc string) error {
 
 // meshUsable fails a send to a region with a member on a gone proc.
 func (rt *runtimeT) meshUsable(ref *meshRef, reg region) error {
+	if ref.stopped.Load() {
+		return fmt.Errorf("%w: mesh %s was stopped", ErrStopped, ref.name)
+	}
 	if rt.health.nGone.Load() == 0 {
 		return nil
 	}

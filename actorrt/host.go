@@ -45,7 +45,7 @@ type spawnProcsReq struct {
 	IDs   []string   `msgpack:"ids"`
 	Ranks []int      `msgpack:"ranks"` // rank of each in the new ProcMesh
 	Env   [][]string `msgpack:"env"`   // extra environment of each (its place in the mesh)
-	Proc  string     `msgpack:"proc"` // Ready's address
+	Proc  string     `msgpack:"proc"`  // Ready's address
 	Port  uint64     `msgpack:"port"`
 }
 

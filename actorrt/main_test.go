@@ -48,6 +48,12 @@ func registerTestActors() {
 		actorrt.Register[Echo](),
 		actorrt.Register[Gate](),
 		actorrt.Register[Sleeper](),
+		actorrt.Register[Hop](),
+		actorrt.Register[Holder](),
+		actorrt.Register[Slow](),
+		actorrt.Register[DataLoader](),
+		actorrt.Register[Trainer](),
+		actorrt.Register[Whoami](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

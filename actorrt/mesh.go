@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -106,6 +107,28 @@ func (p *ProcMesh) Stop() error {
 	return err
 }
 
+// ids lists the procs of the (sliced) mesh.
+func (p *ProcMesh) ids() []string {
+	out := make([]string, 0, p.reg.numRanks())
+	for _, b := range p.reg.baseRanks() {
+		out = append(out, p.procs[b].ID)
+	}
+	return out
+}
+
+// SliceAt selects the proc at point p: every dimension of p is fixed
+// (At), so a point of this mesh's own extent selects a mesh of one.
+func (p *ProcMesh) SliceAt(pt Point) *ProcMesh {
+	r, err := p.reg, p.err
+	for i, d := range pt.ext.dims {
+		if err != nil {
+			break
+		}
+		r, err = r.at(d.Name, pt.coords[i])
+	}
+	return &ProcMesh{reg: r, procs: p.procs, err: err}
+}
+
 func (p *ProcMesh) String() string { return fmt.Sprintf("ProcMesh%v", p.Extent()) }
 
 // ActorMesh is a mesh of actors of type A, as returned by Spawn, or a slice
@@ -125,6 +148,7 @@ type meshRef struct {
 	subject string
 	procs   []string // the proc of each member, by base rank
 	all     []string // every proc of the mesh, once
+	stopped atomic.Bool
 }
 
 // procsOf lists the procs that host members of reg, once each.
@@ -191,6 +215,39 @@ func (m *ActorMesh[A]) At(dim string, i int) *ActorMesh[A] {
 	return &ActorMesh[A]{ref: m.ref, reg: r, err: err}
 }
 
+// Stop stops every actor of the mesh (the whole mesh, even when called on
+// a slice): queued calls and answers they still owe fail with ErrStopped,
+// and the name can be spawned again. It waits until every proc has the
+// request, not for the actors' goroutines to end.
+func (m *ActorMesh[A]) Stop() error {
+	if m.ref == nil {
+		return fmt.Errorf("actorrt: Stop on a mesh that was not spawned")
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	m.ref.stopped.Store(true)
+	stopOn(rt, m.ref.id, m.ref.all)
+	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.stopTimeout)
+	defer cancel()
+	return rt.conn.Flush(ctx)
+}
+
+// SliceAt selects the member at point p: every dimension of p is fixed
+// (At). With the actor's own rank, it picks the member at the same place
+// in another mesh of the same shape: dataloaders.SliceAt(ctx.ActorInstance().Rank()).
+func (m *ActorMesh[A]) SliceAt(p Point) *ActorMesh[A] {
+	r, err := m.reg, m.err
+	for i, d := range p.ext.dims {
+		if err != nil {
+			break
+		}
+		r, err = r.at(d.Name, p.coords[i])
+	}
+	return &ActorMesh[A]{ref: m.ref, reg: r, err: err}
+}
+
 func (m *ActorMesh[A]) String() string {
 	return fmt.Sprintf("ActorMesh(%s)%v", m.Name(), m.Extent())
 }
@@ -246,6 +303,9 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 	if err := checkInitArgs(at, args); err != nil {
 		return fail(err)
 	}
+	if args == nil {
+		args = []any{} // an empty array: a nil one would arrive as no bytes at all
+	}
 	rawArgs, err := msgpack.Marshal(args)
 	if err != nil {
 		return fail(fmt.Errorf("%w: encode: %v", ErrBadArgs, err))
@@ -282,7 +342,7 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 		for i := range ranks {
 			ranks[i] = v*perN + i
 		}
-		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs}
+		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Procs: ref.procs}
 		if err := rt.sendControl(p.ID, opSpawn, port, &req); err != nil {
 			stopOn(rt, ref.id, sentTo)
 			return fail(err)

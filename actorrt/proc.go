@@ -41,6 +41,8 @@ type localMesh struct {
 	whole   *region
 	members []*actor
 	sub     *bus.Subscription
+	procs   []string // the proc of every member, by base rank
+	stopped atomic.Bool
 }
 
 func newProcState(rt *runtimeT) *procState {
@@ -68,6 +70,7 @@ type spawnReq struct {
 	Dims  Dims               `msgpack:"dims"`  // the mesh's base extent
 	Ranks []int              `msgpack:"ranks"` // the base ranks hosted here
 	Args  msgpack.RawMessage `msgpack:"args"`  // Init's arguments, as an array
+	Procs []string           `msgpack:"procs"` // the proc of every member, by base rank
 }
 
 type stopReq struct {
@@ -93,10 +96,17 @@ func (ps *procState) deliver(f frame) {
 		}
 		view = &r
 	}
+	stopped := lm.stopped.Load()
 	for _, a := range lm.members {
 		idx, ok := a.baseRank, true
 		if view != lm.whole {
 			idx, ok = view.messageRank(a.baseRank)
+		}
+		if ok && stopped {
+			if f.h.port != 0 {
+				ps.rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}, fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name))
+			}
+			continue
 		}
 		if ok {
 			e := envelope{method: f.h.method, payload: f.payload, view: view, msgIdx: idx}
@@ -193,7 +203,10 @@ func (ps *procState) spawn(req *spawnReq, reply portRef) error {
 		return fmt.Errorf("%w: mesh id %s spawned twice on proc %s", ErrNameTaken, req.Mesh, rt.procID)
 	}
 	whole := wholeRegion(base)
-	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole}
+	if len(req.Procs) != base.NumRanks() {
+		return fmt.Errorf("%w: spawn of %q: %d procs for %v", ErrDecode, req.Name, len(req.Procs), base)
+	}
+	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, procs: req.Procs}
 	// Subscribe before the first Init reply goes out: the spawner sends
 	// calls only after every reply, and the server has the SUB by then.
 	if lm.sub, err = rt.conn.Subscribe(rt.meshSubjectOf(req.Mesh)); err != nil {
@@ -220,21 +233,19 @@ func (ps *procState) spawn(req *spawnReq, reply portRef) error {
 
 // stopMesh stops this proc's members of a mesh; their queued calls fail
 // with ErrStopped.
+//
+// The mesh stays subscribed as a tombstone: a later call to it, from any
+// holder of a reference, is answered with ErrStopped instead of vanishing.
 func (ps *procState) stopMesh(id string) {
 	ps.mu.Lock()
 	lm := ps.meshes[id]
-	if lm != nil {
-		delete(ps.meshes, id)
-		if ps.names[lm.name] == lm {
-			delete(ps.names, lm.name)
-		}
-		ps.publish()
+	if lm != nil && ps.names[lm.name] == lm {
+		delete(ps.names, lm.name) // the name may be spawned again
 	}
 	ps.mu.Unlock()
-	if lm == nil {
+	if lm == nil || lm.stopped.Swap(true) {
 		return
 	}
-	lm.sub.Unsubscribe()
 	for _, a := range lm.members {
 		a.stop()
 	}

@@ -26,6 +26,9 @@ type method struct {
 	args   []reflect.Type // parameters after the *Context
 	result reflect.Type   // nil for an endpoint that returns only error
 	owner  *actorType
+	// port is the Port[R] type of an explicit-response endpoint, whose
+	// first argument is the port it answers on, later, from anywhere.
+	port reflect.Type
 	// void0, when set, calls a method of no arguments that returns only
 	// error without reflection (the shape of most broadcasts).
 	void0 func(recv any, ctx *Context) error
@@ -102,7 +105,15 @@ func inspect(t reflect.Type) (*actorType, error) {
 			continue // a plain method, not an endpoint
 		}
 		me := &method{name: m.Name, fn: m.Func, owner: at}
-		for j := 2; j < ft.NumIn(); j++ {
+		first := 2
+		if ft.NumIn() > 2 && ft.In(2).Implements(portIface) {
+			if ft.NumOut() != 1 || ft.Out(0) != errorType || m.Name == "Init" {
+				return nil, fmt.Errorf("%w: Register[%s]: method %s takes a %s first, so it answers on that port: it must return only error", ErrBadEndpoint, name, m.Name, ft.In(2))
+			}
+			me.port = ft.In(2)
+			first = 3
+		}
+		for j := first; j < ft.NumIn(); j++ {
 			if ft.IsVariadic() && j == ft.NumIn()-1 {
 				return nil, fmt.Errorf("%w: Register[%s]: method %s is variadic; pass a slice instead", ErrBadEndpoint, name, m.Name)
 			}
@@ -155,8 +166,8 @@ func checkWire(t reflect.Type, seen map[reflect.Type]bool) error {
 	}
 	seen[t] = true
 	pt := reflect.PointerTo(t)
-	if (t.Implements(customEncoder) || pt.Implements(customEncoder)) && pt.Implements(customDecoder) ||
-		(t.Implements(marshaler) || pt.Implements(marshaler)) && pt.Implements(unmarshaler) {
+	either := func(i reflect.Type) bool { return t.Implements(i) || pt.Implements(i) }
+	if either(customEncoder) && either(customDecoder) || either(marshaler) && either(unmarshaler) {
 		return nil
 	}
 	switch t.Kind() {

@@ -220,6 +220,9 @@ func newJobID() string {
 func (rt *runtimeT) start() error {
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.local = newProcState(rt)
+	if err := rt.local.startSystemActor(); err != nil {
+		return err
+	}
 	rt.host = newHostAgent(rt)
 	rt.procSubject = rt.procSubjectOf(rt.procID)
 	for _, subj := range []string{rt.procSubject, rt.deathsSubject()} {

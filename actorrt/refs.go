@@ -1,0 +1,145 @@
+package actorrt
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Meshes travel as endpoint arguments: an *ActorMesh, *ProcMesh or
+// *HostMesh (or a slice of one) passed to an endpoint arrives as a working
+// reference in the receiving proc, and the adverbs work there as they do
+// in the client. What travels is the mesh's identity, shape, selected
+// region and where its members live; ownership stays with the creator.
+
+// wireRegion of a region: the base dimensions and, per dimension, start,
+// size and kept.
+type regionWire struct {
+	Dims Dims  `msgpack:"dims"`
+	Box  []int `msgpack:"box"`
+}
+
+func toRegionWire(r region) regionWire {
+	box := make([]int, 0, 3*len(r.start))
+	for i := range r.start {
+		k := 0
+		if r.kept[i] {
+			k = 1
+		}
+		box = append(box, r.start[i], r.size[i], k)
+	}
+	return regionWire{Dims: r.base.dims, Box: box}
+}
+
+func (w regionWire) region(ranks int) (region, error) {
+	base, err := NewExtent(w.Dims)
+	if err != nil {
+		return region{}, fmt.Errorf("%w: mesh reference: %v", ErrDecode, err)
+	}
+	if base.NumRanks() != ranks {
+		return region{}, fmt.Errorf("%w: mesh reference: extent %v for %d members", ErrDecode, base, ranks)
+	}
+	return wireRegion(w.Box).toRegion(base)
+}
+
+type actorMeshWire struct {
+	ID     string     `msgpack:"id"`
+	Name   string     `msgpack:"name"`
+	Type   string     `msgpack:"type"`
+	Region regionWire `msgpack:"region"`
+	Procs  []string   `msgpack:"procs"`
+}
+
+// EncodeMsgpack sends the mesh reference; a mesh holding an error (a bad
+// slice) cannot be sent.
+func (m *ActorMesh[A]) EncodeMsgpack(e *msgpack.Encoder) error {
+	if m.err != nil {
+		return m.err
+	}
+	if m.ref == nil {
+		return fmt.Errorf("actorrt: a mesh that was not spawned cannot be sent")
+	}
+	return e.Encode(&actorMeshWire{ID: m.ref.id, Name: m.ref.name, Type: m.ref.typ.name, Region: toRegionWire(m.reg), Procs: m.ref.procs})
+}
+
+// DecodeMsgpack rebinds a received mesh reference in this proc.
+func (m *ActorMesh[A]) DecodeMsgpack(d *msgpack.Decoder) error {
+	var w actorMeshWire
+	if err := d.Decode(&w); err != nil {
+		return err
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	at, err := lookupTypeName(w.Type)
+	if err != nil {
+		return err
+	}
+	if want := typeName(reflect.TypeFor[A]()); want != at.name {
+		return fmt.Errorf("%w: a mesh of %s where a mesh of %s was expected", ErrDecode, at.name, want)
+	}
+	reg, err := w.Region.region(len(w.Procs))
+	if err != nil {
+		return err
+	}
+	m.ref = &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.meshSubjectOf(w.ID), procs: w.Procs, all: uniq(w.Procs)}
+	m.reg, m.err = reg, nil
+	return nil
+}
+
+type procMeshWire struct {
+	Region regionWire `msgpack:"region"`
+	Procs  []procInfo `msgpack:"procs"`
+}
+
+// EncodeMsgpack sends the proc mesh reference.
+func (p *ProcMesh) EncodeMsgpack(e *msgpack.Encoder) error {
+	if p.err != nil {
+		return p.err
+	}
+	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: p.procs})
+}
+
+// DecodeMsgpack rebinds a received proc mesh reference.
+func (p *ProcMesh) DecodeMsgpack(d *msgpack.Decoder) error {
+	var w procMeshWire
+	if err := d.Decode(&w); err != nil {
+		return err
+	}
+	reg, err := w.Region.region(len(w.Procs))
+	if err != nil {
+		return err
+	}
+	p.reg, p.procs, p.err = reg, w.Procs, nil
+	return nil
+}
+
+type hostMeshWire struct {
+	Region regionWire `msgpack:"region"`
+	Hosts  []hostInfo `msgpack:"hosts"`
+}
+
+// EncodeMsgpack sends the host mesh reference.
+func (h *HostMesh) EncodeMsgpack(e *msgpack.Encoder) error {
+	if h.err != nil {
+		return h.err
+	}
+	return e.Encode(&hostMeshWire{Region: toRegionWire(h.reg), Hosts: h.hosts})
+}
+
+// DecodeMsgpack rebinds a received host mesh reference: SpawnProcs from
+// here starts procs through the same host agents.
+func (h *HostMesh) DecodeMsgpack(d *msgpack.Decoder) error {
+	var w hostMeshWire
+	if err := d.Decode(&w); err != nil {
+		return err
+	}
+	reg, err := w.Region.region(len(w.Hosts))
+	if err != nil {
+		return err
+	}
+	h.reg, h.hosts, h.err = reg, w.Hosts, nil
+	return nil
+}

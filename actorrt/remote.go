@@ -1,0 +1,225 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Free remote functions: functions registered by name in every process of
+// the program, run on the procs of a ProcMesh without any actor.
+//
+//	var CheckMemory = actorrt.Remote("check_memory", func(ctx context.Context) (uint64, error) { ... })
+//	rss, err := CheckMemory.Call(procs).Get(ctx)
+//
+// Each proc runs its remote functions one at a time, in arrival order, in
+// a system actor of its own.
+
+// remoteFn runs a registered function on decoded arguments.
+type remoteFn struct {
+	args   []reflect.Type
+	invoke func(ctx context.Context, args []reflect.Value) (any, error)
+}
+
+var remotes = struct {
+	sync.RWMutex
+	m map[string]*remoteFn
+}{m: map[string]*remoteFn{}}
+
+func registerRemote(name string, fn *remoteFn) error {
+	if !validName(name) {
+		return fmt.Errorf("%w: remote function name %q: use letters, digits, '_' or '-'", ErrBadArgs, name)
+	}
+	remotes.Lock()
+	defer remotes.Unlock()
+	if remotes.m[name] != nil {
+		return fmt.Errorf("%w: remote function %q registered twice", ErrNameTaken, name)
+	}
+	remotes.m[name] = fn
+	return nil
+}
+
+// RemoteFunc is a function of no arguments registered with Remote.
+type RemoteFunc[R any] struct {
+	name string
+	err  error
+}
+
+// Remote registers fn under name, in this process and (since every process
+// of the program runs the same registration, as a package-level var) in
+// every proc. A bad or repeated name makes every later use fail.
+func Remote[R any](name string, fn func(ctx context.Context) (R, error)) *RemoteFunc[R] {
+	err := registerRemote(name, &remoteFn{invoke: func(ctx context.Context, _ []reflect.Value) (any, error) { return fn(ctx) }})
+	return &RemoteFunc[R]{name: name, err: err}
+}
+
+// Call runs the function on every proc of procs and gathers the results,
+// by rank.
+func (f *RemoteFunc[R]) Call(procs *ProcMesh) *Future[ValueMesh[R]] {
+	return callRemote[R](procs, f.name, f.err, nil)
+}
+
+// Send runs the function on every proc of procs; each result goes to port.
+func (f *RemoteFunc[R]) Send(procs *ProcMesh, port Port[R]) error {
+	return sendRemote(procs, f.name, f.err, port.ref, nil)
+}
+
+// RemoteFunc1 is a function of one argument registered with Remote1.
+type RemoteFunc1[T1, R any] struct {
+	name string
+	err  error
+}
+
+// Remote1 is Remote for a function of one argument.
+func Remote1[T1, R any](name string, fn func(ctx context.Context, a1 T1) (R, error)) *RemoteFunc1[T1, R] {
+	t1 := reflect.TypeFor[T1]()
+	err := checkWire(t1, map[reflect.Type]bool{})
+	if err == nil {
+		err = registerRemote(name, &remoteFn{args: []reflect.Type{t1}, invoke: func(ctx context.Context, a []reflect.Value) (any, error) {
+			return fn(ctx, a[0].Interface().(T1))
+		}})
+	} else {
+		err = fmt.Errorf("%w: remote function %q: argument %s: %v", ErrBadEndpoint, name, t1, err)
+	}
+	return &RemoteFunc1[T1, R]{name: name, err: err}
+}
+
+// Call runs the function with a1 on every proc of procs and gathers the
+// results, by rank.
+func (f *RemoteFunc1[T1, R]) Call(procs *ProcMesh, a1 T1) *Future[ValueMesh[R]] {
+	return callRemote[R](procs, f.name, f.err, []any{a1})
+}
+
+// Send runs the function with a1 on every proc of procs; each result goes
+// to port.
+func (f *RemoteFunc1[T1, R]) Send(procs *ProcMesh, port Port[R], a1 T1) error {
+	return sendRemote(procs, f.name, f.err, port.ref, []any{a1})
+}
+
+func callRemote[R any](procs *ProcMesh, name string, err error, args []any) *Future[ValueMesh[R]] {
+	what := label{mesh: "remote " + name}
+	if err == nil && procs == nil {
+		err = fmt.Errorf("actorrt: remote %s on a nil ProcMesh", name)
+	}
+	if err == nil {
+		err = procs.err
+	}
+	rt, rerr := getRuntime()
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return failedFuture[ValueMesh[R]](what, err)
+	}
+	fut := newFuture[ValueMesh[R]](what)
+	id, err := rt.ports.open(newCallPort[R](fut, procs.Extent()), procs.ids())
+	if err == nil {
+		if err = rt.runRemote(procs, name, args, portRef{proc: rt.procID, id: id}); err != nil {
+			rt.ports.close(id)
+		}
+	}
+	if err != nil {
+		fut.resolve(ValueMesh[R]{}, err)
+	}
+	return fut
+}
+
+func sendRemote(procs *ProcMesh, name string, err error, port portRef, args []any) error {
+	if err != nil {
+		return err
+	}
+	if procs == nil {
+		return fmt.Errorf("actorrt: remote %s on a nil ProcMesh", name)
+	}
+	if procs.err != nil {
+		return procs.err
+	}
+	if port.zero() {
+		return fmt.Errorf("%w: Send to the zero Port (open one with OpenChannel)", ErrBadArgs)
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	return rt.runRemote(procs, name, args, port)
+}
+
+// runRemote asks the system actor of every proc of procs to run name; each
+// answers on reply with its rank in procs.
+func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply portRef) error {
+	if args == nil {
+		args = []any{} // an empty array, not nil: nil would arrive as no bytes at all
+	}
+	raw, err := msgpack.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("%w: remote %s: %v", ErrBadArgs, name, err)
+	}
+	for v := 0; v < procs.reg.numRanks(); v++ {
+		p := procs.procs[procs.reg.baseRank(v)]
+		if err := rt.goneProc(p.ID); err != nil {
+			return fmt.Errorf("actorrt: remote %s on %v: %w", name, procs.reg.extent().point(v), err)
+		}
+		h := header{kind: kindActor, target: sysMesh, method: "Run", port: reply.id, replyTo: reply.proc, rank: v}
+		w, err := newFrame(&h)
+		if err != nil {
+			return err
+		}
+		err = w.enc.EncodeMulti([]any{name, msgpack.RawMessage(raw)})
+		if err == nil {
+			err = rt.publish(rt.procSubjectOf(p.ID), w.bytes())
+		}
+		w.free()
+		if err != nil {
+			return fmt.Errorf("actorrt: remote %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// sysMesh is the id of every proc's system actor, reached on the proc's
+// own subject.
+const sysMesh = "sys"
+
+// procService is the system actor: it runs remote functions.
+type procService struct{}
+
+// Run runs the remote function name on args (an encoded argument list).
+func (procService) Run(ctx *Context, name string, args msgpack.RawMessage) (msgpack.RawMessage, error) {
+	remotes.RLock()
+	fn := remotes.m[name]
+	remotes.RUnlock()
+	if fn == nil {
+		return nil, fmt.Errorf("%w: no remote function %q in this program (register it with actorrt.Remote in a package-level var)", ErrBadEndpoint, name)
+	}
+	in := make([]reflect.Value, len(fn.args))
+	if err := decodeArgs(args, fn.args, in); err != nil {
+		return nil, fmt.Errorf("%w: remote %s: %v", ErrDecode, name, err)
+	}
+	v, err := fn.invoke(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	return msgpack.Marshal(v)
+}
+
+// startSystemActor makes the proc's system actor, a mesh of one reached
+// on the proc's subject.
+func (ps *procState) startSystemActor() error {
+	at, err := inspect(reflect.TypeFor[procService]())
+	if err != nil {
+		return err
+	}
+	whole := wholeRegion(Extent{})
+	lm := &localMesh{rt: ps.rt, id: sysMesh, name: "proc:" + ps.rt.procID, typ: at, base: Extent{}, whole: &whole}
+	a := newActor(lm, 0)
+	lm.members = []*actor{a}
+	go a.run()
+	ps.mu.Lock()
+	ps.meshes[sysMesh] = lm
+	ps.publish()
+	ps.mu.Unlock()
+	return nil
+}
