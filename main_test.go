@@ -138,6 +138,9 @@ func TestLocalRunsTheExample(t *testing.T) {
 		"{gpus: 3}: Trainer {gpus: 3} taking a step.",
 		"Actor rank: {gpus: 3}, message rank: {gpus: 1}",
 		"recorder {gpus: 1} got 100 messages, in order: true",
+		"{gpus: 2}: Step with data <data 1 from loader {gpus: 2}> and input = none",
+		"== Free remote functions",
+		"inferred with: 1\ninferred with: 1\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// Counter is the guide's first actor.
+type Counter struct{ value int }
+
+func (c *Counter) Init(ctx *actorrt.Context, initial int) error { c.value = initial; return nil }
+func (c *Counter) Increment(ctx *actorrt.Context) error         { c.value++; return nil }
+func (c *Counter) GetValue(ctx *actorrt.Context) (int, error)   { return c.value, nil }
+
+// counters: Defining an Actor, Spawning An Actor In The Local Process,
+// Sending A Simple Message, Multiple Actors at Once, Broadcasting Messages,
+// Slicing Meshes.
+func counters(ctx context.Context) error {
+	heading("Spawning an actor in the local process")
+	counter, err := actorrt.Spawn[Counter](actorrt.ThisProc(), "counter", 0)
+	if err != nil {
+		return err
+	}
+
+	heading("Sending a simple message")
+	value, err := actorrt.CallOne(counter, (*Counter).GetValue).Get(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Counter value: %d\n", value)
+
+	heading("Multiple actors at once")
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 8}})
+	if err != nil {
+		return err
+	}
+	defer procs.Stop()
+	counters, err := actorrt.Spawn[Counter](procs, "counters", 0)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Process mesh extent: %v\n", procs.Extent())
+
+	heading("Broadcasting messages")
+	if err := actorrt.BroadcastVoid(counters, (*Counter).Increment); err != nil {
+		return err
+	}
+
+	heading("Slicing meshes")
+	if err := actorrt.BroadcastVoid(counters.Slice("gpus", 0, 4), (*Counter).Increment); err != nil {
+		return err
+	}
+	values, err := actorrt.Call(counters, (*Counter).GetValue).Get(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println(values)
+	return nil
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// DataLoader hands out examples.
+type DataLoader struct{ i int }
+
+func (d *DataLoader) Example(ctx *actorrt.Context) (string, error) {
+	d.i++
+	return fmt.Sprintf("<data %d from loader %v>", d.i, ctx.ActorInstance().Rank()), nil
+}
+
+// DataTrainer gets the whole mesh of data loaders and keeps the one at its
+// own rank.
+type DataTrainer struct {
+	dataloader *actorrt.ActorMesh[DataLoader]
+}
+
+func (t *DataTrainer) Init(ctx *actorrt.Context, dataloaders *actorrt.ActorMesh[DataLoader]) error {
+	t.dataloader = dataloaders.SliceAt(ctx.ActorInstance().Rank())
+	return t.dataloader.Err()
+}
+
+func (t *DataTrainer) Step(ctx *actorrt.Context, input string) (string, error) {
+	data, err := actorrt.CallOne(t.dataloader, (*DataLoader).Example).Get(ctx)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Step with data %s and input = %s", data, input), nil
+}
+
+// references: Actor and Process References.
+func references(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
+	heading("Actor and process references")
+	dataloaders, err := actorrt.Spawn[DataLoader](trainerProcs, "dataloader")
+	if err != nil {
+		return err
+	}
+	dtrainers, err := actorrt.Spawn[DataTrainer](trainerProcs, "dtrainers", dataloaders)
+	if err != nil {
+		return err
+	}
+	steps, err := actorrt.Call1(dtrainers, (*DataTrainer).Step, "none").Get(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println(steps)
+	return nil
+}
