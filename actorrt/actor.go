@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -31,11 +32,15 @@ type actor struct {
 	done  chan struct{}
 
 	failed error // set when Init failed: later messages get this error
+	// dead is set once the actor failed or stopped: the dispatcher then
+	// answers its messages with this error instead of queueing them.
+	dead atomic.Pointer[error]
 }
 
 // envelope is one message in a mailbox.
 type envelope struct {
-	init    bool // Init, with the spawn request's arguments
+	init    bool         // Init, with the spawn request's arguments
+	failure *MeshFailure // a failure of a mesh this actor owns, for Supervise
 	method  string
 	payload []byte
 	reply   portRef // where the result goes; zero: nobody waits for it
@@ -77,6 +82,9 @@ func (a *actor) enqueue(e envelope) {
 
 func (a *actor) run() {
 	defer close(a.done)
+	id := goid()
+	actorGoroutines.Store(id, a)
+	defer actorGoroutines.Delete(id)
 	for {
 		select {
 		case <-a.wake:
@@ -103,8 +111,43 @@ func (a *actor) run() {
 // stop ends the actor; messages still queued are refused with ErrStopped,
 // and ports it still owes an answer get ErrStopped too.
 func (a *actor) stop() {
+	err := fmt.Errorf("%w: actor %s was stopped", ErrStopped, a.id)
+	if !a.dead.CompareAndSwap(nil, &err) {
+		return
+	}
 	a.cancel()
 	a.mesh.rt.failOwed(a, fmt.Errorf("%w: actor %s stopped before it answered", ErrStopped, a.id))
+	a.mesh.rt.stopOwnedBy(a)
+}
+
+// alive reports whether the actor still handles messages.
+func (a *actor) alive() bool { return a.dead.Load() == nil }
+
+// deadErr is why the actor no longer handles messages, or nil.
+func (a *actor) deadErr() error {
+	if p := a.dead.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail ends the actor because of reason (cause, if an endpoint's error or
+// panic): it answers no more, the meshes it owns stop, and its owner gets
+// a MeshFailure.
+func (a *actor) fail(reason string, cause *ActorError) {
+	err := fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, reason)
+	if !a.dead.CompareAndSwap(nil, &err) {
+		return
+	}
+	a.cancel()
+	rt := a.mesh.rt
+	rt.failOwed(a, err)
+	rt.stopOwnedBy(a)
+	lm := a.mesh
+	rt.reportFailure(lm.owner, &MeshFailure{
+		Mesh: lm.name, MeshID: lm.id, ActorID: a.id, Proc: rt.procID, Reason: reason,
+		Dims: lm.base.dims, Coords: a.rank.coords, Base: a.baseRank, Err: cause,
+	})
 }
 
 func (a *actor) refuseQueued() {
@@ -116,9 +159,13 @@ func (a *actor) refuseQueued() {
 }
 
 func (a *actor) refuse(q []envelope) {
+	err := a.deadErr()
+	if err == nil {
+		err = fmt.Errorf("%w: actor %s", ErrStopped, a.id)
+	}
 	for i := range q {
 		if !q[i].reply.zero() {
-			a.replyError(&q[i], fmt.Errorf("%w: actor %s", ErrStopped, a.id))
+			a.replyError(&q[i], err)
 		}
 	}
 }
@@ -126,6 +173,10 @@ func (a *actor) refuse(q []envelope) {
 func (a *actor) handle(e *envelope) {
 	if e.init {
 		a.handleInit(e)
+		return
+	}
+	if e.failure != nil {
+		a.supervise(e.failure)
 		return
 	}
 	if a.failed != nil {
@@ -151,9 +202,11 @@ func (a *actor) handle(e *envelope) {
 			}
 		case !e.reply.zero():
 			a.replyError(e, aerr)
-		default:
-			a.mesh.rt.log.Error().Err(aerr).Msg("endpoint failed and no caller waits for its reply")
+			return // the caller has the error; the actor lives on
 		}
+		// Nobody receives this error (a broadcast, or an explicit-response
+		// endpoint that failed): the actor fails and its owner hears of it.
+		a.fail(fmt.Sprintf("%s %s: %s", m.name, codeWord(aerr.Code), aerr.Message), aerr)
 		return
 	}
 	if e.reply.zero() || m.port != nil {
@@ -229,6 +282,28 @@ func (a *actor) replyError(e *envelope, err error) {
 		return
 	}
 	a.mesh.rt.sendErrorToPort(e.reply, err)
+}
+
+// supervise gives the owner actor a failure of a mesh it owns. Without a
+// Supervise method, or when Supervise returns false or panics, the actor
+// fails in turn.
+func (a *actor) supervise(f *MeshFailure) {
+	handled := false
+	if sv := a.mesh.typ.supervise; sv.IsValid() {
+		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					a.mesh.rt.log.Error().Interface("panic", r).Str("actor", a.id).Msg("Supervise panicked")
+					handled = false
+				}
+			}()
+			handled = sv.Call([]reflect.Value{a.val, reflect.ValueOf(ctx), reflect.ValueOf(f)})[0].Bool()
+		}()
+	}
+	if !handled {
+		a.fail("a mesh it owns failed and it did not handle it: "+f.Error(), nil)
+	}
 }
 
 // explicitPort makes the Port[R] an explicit-response endpoint answers on:

@@ -33,6 +33,9 @@ var (
 	// ErrStopped: the mesh, actor or proc is stopped, or the runtime shut
 	// down, before the message could be handled.
 	ErrStopped = errors.New("actorrt: stopped")
+	// ErrActorFailed: the actor failed (an error nobody received, a
+	// failure it did not supervise, or its proc ended) and answers no more.
+	ErrActorFailed = errors.New("actorrt: actor failed")
 	// ErrProcFailed: a proc exited or was lost.
 	ErrProcFailed = errors.New("actorrt: proc failed")
 	// ErrBus: the bus connection was lost or dropped messages.
@@ -59,16 +62,19 @@ type ActorError struct {
 }
 
 func (e *ActorError) Error() string {
-	what := "error"
-	switch e.Code {
+	return fmt.Sprintf("actor %s (proc %s) %s: %s: %s", e.ActorID, e.Proc, e.Endpoint, codeWord(e.Code), e.Message)
+}
+
+func codeWord(code string) string {
+	switch code {
 	case CodePanic:
-		what = "panic"
+		return "panic"
 	case CodeDecode:
-		what = "cannot decode arguments"
+		return "cannot decode arguments"
 	case CodeNoSuch:
-		what = "no such endpoint"
+		return "no such endpoint"
 	}
-	return fmt.Sprintf("actor %s (proc %s) %s: %s: %s", e.ActorID, e.Proc, e.Endpoint, what, e.Message)
+	return "error"
 }
 
 // Is matches the sentinel of the error's code.

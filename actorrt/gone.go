@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -32,6 +33,9 @@ type health struct {
 	gone   map[string]goneNotice
 	closed map[portKey]bool // bounded: reset when it grows past closedMax
 	owed   map[portRef]*actor
+
+	agentOf  map[string]string    // proc -> the agent that started it
+	lastBeat map[string]time.Time // watched agents -> their last heartbeat
 }
 
 type portKey struct {
@@ -57,6 +61,8 @@ func (rt *runtimeT) procGone(n goneNotice) {
 	rt.health.nGone.Store(int32(len(rt.health.gone)))
 	rt.health.mu.Unlock()
 	rt.ports.failWaiting(n.Proc, goneError(n))
+	rt.failuresOnProc(n)
+	rt.goneWithAgent(n.Proc, n.Reason)
 }
 
 func goneError(n goneNotice) error {

@@ -1,7 +1,6 @@
 package actorrt
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostAgent starts, watches and stops the procs of one host. Every process
@@ -25,6 +27,7 @@ type hostAgent struct {
 
 	mu       sync.Mutex
 	children map[string]*child
+	started  atomic.Bool // it has started a proc: it sends heartbeats from then on
 }
 
 type child struct {
@@ -78,6 +81,7 @@ func (h *hostAgent) starter() {
 // proc to the requester.
 func (h *hostAgent) spawnProcs(req spawnProcsReq, reply portRef) {
 	rt := h.rt
+	h.started.Store(true)
 	exe, err := os.Executable()
 	if err != nil {
 		rt.sendErrorToPort(reply, fmt.Errorf("actorrt: SpawnProcs: find this program: %w", err))
@@ -143,7 +147,7 @@ func describeExit(err error) string {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by signal " + ws.Signal().String()
+			return "killed by " + unix.SignalName(ws.Signal())
 		}
 		return "exited with status " + strconv.Itoa(ee.ExitCode())
 	}
@@ -177,13 +181,12 @@ func (h *hostAgent) stopAll(grace time.Duration) {
 	h.stop(kids, grace)
 }
 
+// stop asks children to end with SIGTERM (a proc then stops its actors and
+// exits), waits up to grace, and kills those still running.
 func (h *hostAgent) stop(kids []*child, grace time.Duration) {
 	for _, c := range kids {
-		h.rt.sendControl(c.id, opExit, 0, nil)
+		c.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	h.rt.conn.Flush(ctx)
-	cancel()
 	deadline := time.After(grace)
 	for _, c := range kids {
 		select {

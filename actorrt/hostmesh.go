@@ -126,5 +126,6 @@ func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
 	for r, rd := range ready.Values() {
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
+	rt.noteAgents(procs)
 	return pm, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,9 @@ func TestMain(m *testing.M) {
 			pprof.StartCPUProfile(f)
 		}
 	}
+	// Tests that make actors fail read the failures from here; the default
+	// hook (exit 1) is tested in a helper process.
+	actorrt.UnhandledFaultHook = failures.record
 	code := 0
 	status := actorrt.Run(func(ctx context.Context) error {
 		code = m.Run()
@@ -54,6 +58,10 @@ func registerTestActors() {
 		actorrt.Register[DataLoader](),
 		actorrt.Register[Trainer](),
 		actorrt.Register[Whoami](),
+		actorrt.Register[Crasher](),
+		actorrt.Register[Supervisor](),
+		actorrt.Register[Breaker](),
+		actorrt.Register[Starter](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -68,4 +76,48 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// failureLog keeps every failure that reached the test client.
+type failureLog struct {
+	mu   sync.Mutex
+	all  []*actorrt.MeshFailure
+	more chan struct{}
+}
+
+var failures = &failureLog{more: make(chan struct{}, 1)}
+
+func (l *failureLog) record(f *actorrt.MeshFailure) error {
+	l.mu.Lock()
+	l.all = append(l.all, f)
+	l.mu.Unlock()
+	select {
+	case l.more <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// waitFailure waits (bounded) for a failure of the named mesh and returns
+// it; each failure is returned once.
+func waitFailure(t *testing.T, mesh string) *actorrt.MeshFailure {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		failures.mu.Lock()
+		for i, f := range failures.all {
+			if f.Mesh == mesh {
+				failures.all = append(failures.all[:i:i], failures.all[i+1:]...)
+				failures.mu.Unlock()
+				return f
+			}
+		}
+		failures.mu.Unlock()
+		select {
+		case <-failures.more:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("no failure of mesh %s within 20s", mesh)
+		}
+	}
 }

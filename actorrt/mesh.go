@@ -329,6 +329,11 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 		}
 	}
 	ref.all = uniq(ref.procs)
+	rt.own(ref, ext)
+	fail = func(err error) (*meshRef, Extent, error) {
+		rt.owned.Delete(ref.id)
+		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
+	}
 	fut := newFuture[ValueMesh[Void]](label{mesh: "spawn " + name})
 	port, err := rt.ports.open(newCallPort[Void](fut, ext), ref.all)
 	if err != nil {
@@ -342,7 +347,7 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 		for i := range ranks {
 			ranks[i] = v*perN + i
 		}
-		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Procs: ref.procs}
+		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Procs: ref.procs, Owner: rt.procID}
 		if err := rt.sendControl(p.ID, opSpawn, port, &req); err != nil {
 			stopOn(rt, ref.id, sentTo)
 			return fail(err)

@@ -97,7 +97,7 @@ var sentinels = map[string]error{}
 
 func init() {
 	for _, e := range []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
-		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrProcFailed, ErrBus} {
+		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed, ErrBus} {
 		sentinels[e.Error()] = e
 	}
 }

@@ -117,9 +117,15 @@ func TestExplicitPortOutOfOrder(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(vm.Values(), []string{"later: y"}) {
 		t.Fatalf("CallPort = %v, %v", vm, err)
 	}
-	// An endpoint that fails instead of answering: its error is the answer.
-	if _, err := actorrt.CallOnePort(h, (*Holder).Refuse).Get(ctx); err == nil || !strings.Contains(err.Error(), "will not answer") {
+	// An endpoint that fails instead of answering: its error is the
+	// answer, and since the endpoint could not answer, the actor fails and
+	// its owner (the client, here) hears of it.
+	r := spawn[Holder](t, procs, "refuser")
+	if _, err := actorrt.CallOnePort(r, (*Holder).Refuse).Get(ctx); err == nil || !strings.Contains(err.Error(), "will not answer") {
 		t.Fatalf("Refuse: %v", err)
+	}
+	if f := waitFailure(t, "refuser"); !strings.Contains(f.Reason, "will not answer") {
+		t.Fatalf("failure: %v", f)
 	}
 }
 

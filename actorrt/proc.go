@@ -42,6 +42,7 @@ type localMesh struct {
 	members []*actor
 	sub     *bus.Subscription
 	procs   []string // the proc of every member, by base rank
+	owner   string   // the owner's proc
 	stopped atomic.Bool
 }
 
@@ -58,6 +59,10 @@ const (
 	opGone = "gone"
 	// opPortGone (portGone): a port this proc sent to is closed.
 	opPortGone = "portgone"
+	// opHeartbeat (nil), on an agent's heartbeat subject.
+	opHeartbeat = "hb"
+	// opFailure (MeshFailure): a member of a mesh owned here failed.
+	opFailure = "failure"
 	// Host agent ops: start procs (spawnProcsReq), stop some (stopProcsReq).
 	opSpawnProcs = "spawnprocs"
 	opStopProcs  = "stopprocs"
@@ -71,6 +76,7 @@ type spawnReq struct {
 	Ranks []int              `msgpack:"ranks"` // the base ranks hosted here
 	Args  msgpack.RawMessage `msgpack:"args"`  // Init's arguments, as an array
 	Procs []string           `msgpack:"procs"` // the proc of every member, by base rank
+	Owner string             `msgpack:"owner"` // the proc that owns the mesh: failures go there
 }
 
 type stopReq struct {
@@ -102,9 +108,18 @@ func (ps *procState) deliver(f frame) {
 		if view != lm.whole {
 			idx, ok = view.messageRank(a.baseRank)
 		}
-		if ok && stopped {
+		if !ok {
+			continue
+		}
+		var refused error
+		if stopped {
+			refused = fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name)
+		} else {
+			refused = a.deadErr()
+		}
+		if refused != nil {
 			if f.h.port != 0 {
-				ps.rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}, fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name))
+				ps.rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}, refused)
 			}
 			continue
 		}
@@ -174,6 +189,15 @@ func (ps *procState) control(f *frame) {
 			rt.host.stopProcs(req.IDs, rt.opts.stopTimeout)
 			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
 		}()
+	case opHeartbeat:
+		rt.sawHeartbeat(f.h.replyTo)
+	case opFailure:
+		var mf MeshFailure
+		if err := decodeBody(f, &mf); err != nil {
+			rt.log.Error().Err(err).Msg("a failure report that cannot be decoded")
+			return
+		}
+		rt.handleFailure(&mf)
 	case opExit:
 		if rt.procID != clientProcID {
 			rt.exitCode.Store(0)
@@ -206,7 +230,7 @@ func (ps *procState) spawn(req *spawnReq, reply portRef) error {
 	if len(req.Procs) != base.NumRanks() {
 		return fmt.Errorf("%w: spawn of %q: %d procs for %v", ErrDecode, req.Name, len(req.Procs), base)
 	}
-	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, procs: req.Procs}
+	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, procs: req.Procs, owner: req.Owner}
 	// Subscribe before the first Init reply goes out: the spawner sends
 	// calls only after every reply, and the server has the SUB by then.
 	if lm.sub, err = rt.conn.Subscribe(rt.meshSubjectOf(req.Mesh)); err != nil {

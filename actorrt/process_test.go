@@ -46,6 +46,10 @@ func runHelper(name string) int {
 			}
 			return nil
 		})
+	case "tree":
+		return helperTree()
+	case "failure":
+		return helperFailure()
 	case "raw-rr", "raw-fan", "raw-sink":
 		return runRawHelper(name)
 	case "not-started":

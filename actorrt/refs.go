@@ -113,6 +113,9 @@ func (p *ProcMesh) DecodeMsgpack(d *msgpack.Decoder) error {
 		return err
 	}
 	p.reg, p.procs, p.err = reg, w.Procs, nil
+	if rt, err := getRuntime(); err == nil {
+		rt.noteAgents(w.Procs)
+	}
 	return nil
 }
 

@@ -13,9 +13,10 @@ import (
 // actorType is a registered actor type: its endpoints, found once by
 // reflection at Register and looked up by name on every message.
 type actorType struct {
-	name      string       // registry key and wire name: import path + "." + type name
-	typ       reflect.Type // T
-	init      *method      // Init, or nil
+	name      string        // registry key and wire name: import path + "." + type name
+	typ       reflect.Type  // T
+	init      *method       // Init, or nil
+	supervise reflect.Value // Supervise(*T, *Context, *MeshFailure) bool, or the zero Value
 	endpoints map[string]*method
 }
 
@@ -98,6 +99,14 @@ func inspect(t reflect.Type) (*actorType, error) {
 	for i := 0; i < pt.NumMethod(); i++ {
 		m := pt.Method(i)
 		ft := m.Type // receiver first
+		if m.Name == "Supervise" {
+			if ft.NumIn() != 3 || ft.In(1) != contextType || ft.In(2) != reflect.TypeFor[*MeshFailure]() ||
+				ft.NumOut() != 1 || ft.Out(0) != reflect.TypeFor[bool]() {
+				return nil, fmt.Errorf("%w: Register[%s]: Supervise must be func(ctx *actorrt.Context, f *actorrt.MeshFailure) bool", ErrBadEndpoint, name)
+			}
+			at.supervise = m.Func
+			continue
+		}
 		if ft.NumIn() < 2 || ft.In(1) != contextType {
 			if m.Name == "Init" {
 				return nil, fmt.Errorf("%w: Register[%s]: Init must take (*actorrt.Context, args...) and return error", ErrBadEndpoint, name)

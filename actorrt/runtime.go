@@ -52,6 +52,12 @@ type runtimeT struct {
 	meshSeq atomic.Uint64
 	procSeq atomic.Uint64
 
+	owned     sync.Map          // mesh id -> *ownership: meshes spawned here
+	faults    chan *MeshFailure // failures for UnhandledFaultHook (client)
+	fatalCh   chan struct{}     // closed when the client must end (an unhandled failure)
+	fatalErr  error
+	fatalOnce sync.Once
+
 	procSubject string
 	ctx         context.Context // ends when the runtime shuts down
 	cancel      context.CancelFunc
@@ -76,10 +82,24 @@ type Option func(*options) error
 type options struct {
 	spawnTimeout time.Duration
 	stopTimeout  time.Duration
+	hostTimeout  time.Duration
 }
 
 func defaultOptions() options {
-	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second}
+	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, hostTimeout: 5 * time.Second}
+}
+
+// WithHostTimeout sets how long a host agent may be silent before its
+// host is declared lost and its procs failed. Default 5s; heartbeats are
+// sent every second.
+func WithHostTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 2*heartbeatInterval {
+			return fmt.Errorf("actorrt: host timeout %v must be at least %v", d, 2*heartbeatInterval)
+		}
+		o.hostTimeout = d
+		return nil
+	}
 }
 
 // WithSpawnTimeout bounds how long SpawnProcs waits for new procs to be
@@ -172,6 +192,10 @@ func runClient(fn func(ctx context.Context) error, o options) int {
 		// Do not wait for fn: it may ignore ctx. Tear down and leave.
 		cancel()
 		code = 128 + int(sig.(syscall.Signal))
+	case <-rt.fatalCh:
+		printUnhandled(rt.fatalErr)
+		cancel()
+		code = 1
 	}
 	rt.shutdown()
 	return code
@@ -219,6 +243,8 @@ func newJobID() string {
 // start subscribes the proc's inbox and runs the dispatcher.
 func (rt *runtimeT) start() error {
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	rt.faults = make(chan *MeshFailure, 4096)
+	rt.fatalCh = make(chan struct{})
 	rt.local = newProcState(rt)
 	if err := rt.local.startSystemActor(); err != nil {
 		return err
@@ -233,6 +259,11 @@ func (rt *runtimeT) start() error {
 	rt.dispatchEnd = make(chan struct{})
 	current.Store(rt)
 	go rt.dispatchLoop()
+	if rt.procID == clientProcID {
+		go rt.hookLoop()
+	}
+	go rt.heartbeats()
+	go rt.watchAgents()
 	return nil
 }
 

@@ -25,8 +25,16 @@ func runWorker(o options) int {
 		fmt.Fprintf(os.Stderr, "monarch proc %s: %v\n", os.Getenv(envProc), err)
 		return 1
 	}
-	// The client owns Ctrl-C; a proc leaves when told to, or with its bus.
+	// The client owns Ctrl-C; a proc leaves when told to (SIGTERM from its
+	// agent, or an exit message), or with its bus.
 	signal.Ignore(syscall.SIGINT)
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		rt.exitCode.Store(0)
+		rt.cancel()
+	}()
 	<-rt.dispatchEnd
 	code := int(rt.exitCode.Load())
 	if code != 0 {

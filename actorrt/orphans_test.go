@@ -1,0 +1,240 @@
+package actorrt_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// helperTree is a client that starts 2 procs, each of which starts 2 procs
+// of its own, prints every pid and waits.
+func helperTree() int {
+	return actorrt.Run(func(ctx context.Context) error {
+		procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"hosts", 2}})
+		if err != nil {
+			return err
+		}
+		starters, err := actorrt.Spawn[Starter](procs, "starters")
+		if err != nil {
+			return err
+		}
+		inner, err := actorrt.Call(starters, (*Starter).Start).Get(ctx)
+		if err != nil {
+			return err
+		}
+		pids, err := actorrt.Call(starters, (*Starter).PID).Get(ctx)
+		if err != nil {
+			return err
+		}
+		for _, p := range pids.Values() {
+			fmt.Println("PID", p)
+		}
+		for _, pm := range inner.Values() {
+			c, err := actorrt.Spawn[Crasher](pm, "c")
+			if err != nil {
+				return err
+			}
+			pid, err := actorrt.CallOne(c, (*Crasher).PID).Get(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Println("PID", pid)
+		}
+		fmt.Println("READY")
+		<-ctx.Done()
+		return nil
+	})
+}
+
+// helperFailure is a client whose actor fails with nobody to handle it:
+// the default hook prints the failure and the client exits 1.
+func helperFailure() int {
+	return actorrt.Run(func(ctx context.Context) error {
+		procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+		if err != nil {
+			return err
+		}
+		e, err := actorrt.Spawn[Echo](procs, "unsupervised")
+		if err != nil {
+			return err
+		}
+		if err := actorrt.BroadcastVoid1(e, (*Echo).Fail, "nobody catches this"); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+		return errors.New("the failure did not end the client")
+	})
+}
+
+// startTree runs the tree helper and returns it with the pids it printed.
+func startTree(t *testing.T) (*exec.Cmd, []int) {
+	t.Helper()
+	cmd := helperCmd(t, "tree")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	defer deadline.Stop()
+	var pids []int
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "READY" {
+		if p, ok := strings.CutPrefix(lines.Text(), "PID "); ok {
+			pid, _ := strconv.Atoi(p)
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 4 {
+		t.Fatalf("helper reported pids %v, want 4", pids)
+	}
+	return cmd, pids
+}
+
+// waitGone waits up to 10s for every pid to be gone and says how long it
+// took.
+func waitGone(t *testing.T, pids []int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 10*time.Second {
+		left := 0
+		for _, p := range pids {
+			if alive(p) {
+				left++
+			}
+		}
+		if left == 0 {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("procs still running 10s later: %v", pids)
+	return 0
+}
+
+// TestNoOrphansAfterSIGKILL: kill the client of a two-level tree of procs;
+// every proc, grandchildren included, exits.
+func TestNoOrphansAfterSIGKILL(t *testing.T) {
+	cmd, pids := startTree(t)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	t.Logf("4 procs in 2 levels gone %v after SIGKILL of the client", waitGone(t, pids).Round(time.Millisecond))
+}
+
+// TestCtrlC: SIGINT to the client tears everything down and exits 130.
+func TestCtrlC(t *testing.T) {
+	cmd, pids := startTree(t)
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Fatalf("client ended with %v, want exit status 130", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("client still running 15s after SIGINT")
+	}
+	t.Logf("procs gone %v after the client exited", waitGone(t, pids).Round(time.Millisecond))
+}
+
+// TestDefaultFaultHook: a failure nobody handles is printed and the client
+// exits 1.
+func TestDefaultFaultHook(t *testing.T) {
+	cmd := helperCmd(t, "failure")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("client ended with %v, want exit status 1; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("client still running 30s after an unhandled failure")
+	}
+	want := "monarch: unhandled failure: mesh unsupervised: actor unsupervised[0] {gpus: 0}"
+	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "nobody catches this") {
+		t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+}
+
+// TestOneReportPerFailure: a member that fails and whose proc then dies is
+// reported once.
+func TestOneReportPerFailure(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
+	e := spawn[Echo](t, procs, "once")
+	c := spawn[Crasher](t, procs, "once-crasher")
+	if err := actorrt.BroadcastVoid1(e, (*Echo).Fail, "first"); err != nil {
+		t.Fatal(err)
+	}
+	waitFailure(t, "once")
+	if err := actorrt.BroadcastVoid1(c, (*Crasher).Crash, "kill"); err != nil {
+		t.Fatal(err)
+	}
+	waitFailure(t, "once-crasher") // reported after the proc's end was processed
+	failures.mu.Lock()
+	defer failures.mu.Unlock()
+	for _, f := range failures.all {
+		if f.Mesh == "once" {
+			t.Fatalf("a second report for the same member: %v", f)
+		}
+	}
+	_ = ctx
+}
+
+// TestProcMeshStop: Stop ends the procs (SIGTERM, then SIGKILL after the
+// grace period); it is not a failure, and calls after it fail clearly.
+func TestProcMeshStop(t *testing.T) {
+	ctx := testCtx(t)
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := spawn[Crasher](t, procs, "stopped-procs")
+	pids, err := actorrt.Call(c, (*Crasher).PID).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := actorrt.CallOne(c.At("gpus", 0), (*Crasher).Block)
+	if err := procs.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pids.Values())
+	if _, err := blocked.Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
+		t.Fatalf("call in flight at Stop: %v", err)
+	}
+	if _, err := actorrt.Call(c, (*Crasher).PID).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
+		t.Fatalf("call after Stop: %v", err)
+	}
+	failures.mu.Lock()
+	defer failures.mu.Unlock()
+	for _, f := range failures.all {
+		if f.Mesh == "stopped-procs" {
+			t.Fatalf("Stop was reported as a failure: %v", f)
+		}
+	}
+}
