@@ -141,6 +141,9 @@ func TestLocalRunsTheExample(t *testing.T) {
 		"{gpus: 2}: Step with data <data 1 from loader {gpus: 2}> and input = none",
 		"== Free remote functions",
 		"inferred with: 1\ninferred with: 1\n",
+		"It didn't say hello (errorful[0].SayHello: I don't want to)",
+		"Failure received: mesh supervised: actor supervised[0] {gpus: 0}",
+		"Mesh failure was not handled: mesh errorful: actor errorful[0]",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

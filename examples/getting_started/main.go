@@ -21,6 +21,8 @@ func main() {
 		actorrt.Register[ContextAwareActor](),
 		actorrt.Register[Recorder](),
 		actorrt.Register[InferenceEngine](),
+		actorrt.Register[Errorful](),
+		actorrt.Register[SupervisorActor](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -42,6 +44,7 @@ func run(ctx context.Context) error {
 	}
 	for _, section := range []func(context.Context, *actorrt.ProcMesh) error{
 		references,
+		supervision,
 		actorContext,
 		remoteFunctions,
 		channels,

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// Errorful refuses to say hello.
+type Errorful struct{}
+
+func (e *Errorful) SayHello(ctx *actorrt.Context) error { return errors.New("I don't want to") }
+
+// SupervisorActor owns a mesh of Errorful actors and handles their
+// failures.
+type SupervisorActor struct {
+	children *actorrt.ActorMesh[Errorful]
+	failures int
+}
+
+// SpawnChildren spawns a mesh owned by this actor (it is spawned while
+// this actor's endpoint runs).
+func (s *SupervisorActor) SpawnChildren(ctx *actorrt.Context, procs *actorrt.ProcMesh) error {
+	var err error
+	s.children, err = actorrt.Spawn[Errorful](procs, "supervised")
+	return err
+}
+
+// Provoke asks a child to say hello with no way to answer: its error has
+// nowhere to go but to this actor, its owner.
+func (s *SupervisorActor) Provoke(ctx *actorrt.Context) error {
+	return actorrt.BroadcastVoid(s.children.Slice("gpus", 0, 1), (*Errorful).SayHello)
+}
+
+// Supervise receives failures of the meshes this actor owns. Returning
+// true handles them; false would fail this actor too, and pass the failure
+// to its own owner.
+func (s *SupervisorActor) Supervise(ctx *actorrt.Context, failure *actorrt.MeshFailure) bool {
+	s.failures++
+	fmt.Printf("Failure received: %v\n", failure)
+	return true
+}
+
+func (s *SupervisorActor) Failures(ctx *actorrt.Context) (int, error) { return s.failures, nil }
+
+// supervision: The Supervision Tree, Broadcasting Without Response,
+// Fine-grained Supervision.
+func supervision(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
+	heading("The supervision tree")
+	e, err := actorrt.Spawn[Errorful](actorrt.ThisProc(), "errorful")
+	if err != nil {
+		return err
+	}
+	if _, err := actorrt.CallOneVoid(e, (*Errorful).SayHello).Get(ctx); err != nil {
+		var ae *actorrt.ActorError
+		if errors.As(err, &ae) {
+			fmt.Printf("It didn't say hello (%s.%s: %s)\n", ae.ActorID, ae.Endpoint, ae.Message)
+		}
+	}
+
+	heading("Fine-grained supervision")
+	sup, err := actorrt.Spawn[SupervisorActor](actorrt.ThisProc(), "supervisor")
+	if err != nil {
+		return err
+	}
+	if _, err := actorrt.CallOneVoid1(sup, (*SupervisorActor).SpawnChildren, trainerProcs).Get(ctx); err != nil {
+		return err
+	}
+	if _, err := actorrt.CallOneVoid(sup, (*SupervisorActor).Provoke).Get(ctx); err != nil {
+		return err
+	}
+	// The failure reaches the supervisor on its own: wait for it.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n, err := actorrt.CallOne(sup, (*SupervisorActor).Failures).Get(ctx); err != nil || n > 0 {
+			break
+		}
+	}
+
+	heading("The unhandled fault hook")
+	// A failure of a mesh the client owns reaches the hook. This one logs
+	// and ignores it; the default prints it and exits 1.
+	seen := make(chan struct{})
+	actorrt.UnhandledFaultHook = func(failure *actorrt.MeshFailure) error {
+		fmt.Printf("Mesh failure was not handled: %v\n", failure)
+		close(seen)
+		return nil
+	}
+	if err := actorrt.BroadcastVoid(e, (*Errorful).SayHello); err != nil { // no response expected
+		return err
+	}
+	select {
+	case <-seen:
+	case <-time.After(10 * time.Second):
+		return errors.New("the failure did not reach the hook")
+	}
+	return nil
+}
