@@ -72,6 +72,18 @@
 // *ActorError with the actor, endpoint, message and, for a panic, the
 // stack; the actor keeps serving.
 //
+// # Supervision
+//
+// Every mesh has one owner: the actor whose endpoint spawned it, or the
+// client. A failure nobody receives (an endpoint error or panic after a
+// Broadcast, a proc that ends, a host agent that falls silent) reaches the
+// owner as a *MeshFailure: an owner actor's Supervise method handles it or
+// passes it up by failing too, and at the client UnhandledFaultHook decides
+// (by default: print it and exit 1). Calls waiting on a proc that ended
+// fail with ErrProcFailed as soon as its host agent sees the exit. Supervise
+// runs in the owner's mailbox like any message: it may call other actors
+// and wait for them, but not itself.
+//
 // # Processes
 //
 // Procs are started with a parent-death signal from a thread that lives as
