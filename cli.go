@@ -27,7 +27,12 @@ func newApp(stdout, stderr io.Writer) *app {
 		UseShortOptionHandling: true,
 		Commands: []*cli.Command{
 			versionCommand(),
+			runCommand(a),
 			localCommand(a),
+			statusCommand(),
+			stopCommand(),
+			configCommand(),
+			agentCommand(a),
 		},
 		// Errors are printed once, by main.
 		ExitErrHandler: func(*cli.Context, error) {},

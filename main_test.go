@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/testcluster"
 )
 
 // The CLI is tested as users run it: the real binary, built once.
@@ -26,7 +28,8 @@ func build(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started"} {
+		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
+			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
 			if err != nil {
 				buildErr = err
@@ -43,6 +46,7 @@ func build(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	testcluster.StopIfStarted()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

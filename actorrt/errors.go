@@ -38,6 +38,9 @@ var (
 	ErrActorFailed = errors.New("actorrt: actor failed")
 	// ErrProcFailed: a proc exited or was lost.
 	ErrProcFailed = errors.New("actorrt: proc failed")
+	// ErrNoHostsConfig: HostsFromConfig found neither a hosts file nor host
+	// agents started by a launcher.
+	ErrNoHostsConfig = errors.New("actorrt: no hosts configured")
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")
 )

@@ -3,6 +3,8 @@ package actorrt
 import (
 	"fmt"
 	"time"
+
+	"github.com/monarch-go/monarch/bus"
 )
 
 // Host loss. A host agent that has started procs publishes a heartbeat on
@@ -16,26 +18,27 @@ import (
 
 const heartbeatInterval = time.Second
 
-func (rt *runtimeT) heartbeatSubject(agent string) string { return "mon." + rt.job + ".hb." + agent }
+func (rt *runtimeT) heartbeatSubject(agent string) string {
+	return bus.JobSubject(rt.job, bus.SubjectHeartbeat, agent)
+}
 
 // heartbeats publishes this agent's heartbeat once it has started a proc.
 func (rt *runtimeT) heartbeats() {
 	t := time.NewTicker(heartbeatInterval)
 	defer t.Stop()
 	for {
+		if rt.host.started.Load() {
+			h := header{kind: kindControl, method: opHeartbeat, replyTo: rt.procID, rank: -1}
+			if w, err := newFrame(&h); err == nil {
+				w.enc.EncodeNil()
+				rt.publish(rt.heartbeatSubject(rt.procID), w.bytes())
+				w.free()
+			}
+		}
 		select {
 		case <-t.C:
 		case <-rt.ctx.Done():
 			return
-		}
-		if !rt.host.started.Load() {
-			continue
-		}
-		h := header{kind: kindControl, method: opHeartbeat, replyTo: rt.procID, rank: -1}
-		if w, err := newFrame(&h); err == nil {
-			w.enc.EncodeNil()
-			rt.publish(rt.heartbeatSubject(rt.procID), w.bytes())
-			w.free()
 		}
 	}
 }

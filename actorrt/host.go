@@ -28,6 +28,13 @@ type hostAgent struct {
 	mu       sync.Mutex
 	children map[string]*child
 	started  atomic.Bool // it has started a proc: it sends heartbeats from then on
+
+	// What a proc runs: this program (os.Executable, os.Args) unless it is
+	// a `monarch agent`, which runs the job's program.
+	program string
+	args    []string
+	dir     string
+	env     []string
 }
 
 type child struct {
@@ -82,16 +89,21 @@ func (h *hostAgent) starter() {
 func (h *hostAgent) spawnProcs(req spawnProcsReq, reply portRef) {
 	rt := h.rt
 	h.started.Store(true)
-	exe, err := os.Executable()
-	if err != nil {
-		rt.sendErrorToPort(reply, fmt.Errorf("actorrt: SpawnProcs: find this program: %w", err))
-		return
+	exe, args := h.program, h.args
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			rt.sendErrorToPort(reply, fmt.Errorf("actorrt: SpawnProcs: find this program: %w", err))
+			return
+		}
+		args = os.Args[1:]
 	}
 	for i, id := range req.IDs {
 		to := reply
 		to.rank = req.Ranks[i]
-		cmd := exec.Command(exe, os.Args[1:]...)
-		cmd.Env = append(cleanEnv(os.Environ()),
+		cmd := exec.Command(exe, args...)
+		cmd.Dir = h.dir
+		cmd.Env = append(append(cleanEnv(os.Environ()), h.env...),
 			envJob+"="+rt.job,
 			envProc+"="+id,
 			envBusURL+"="+rt.busURL,
@@ -218,7 +230,7 @@ func (h *hostAgent) kill(kids []*child) {
 func cleanEnv(env []string) []string {
 	out := env[:0:0]
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "MONARCH_") && isBootstrapVar(kv) {
+		if isBootstrapVar(kv) {
 			continue
 		}
 		out = append(out, kv)
@@ -232,7 +244,9 @@ func isBootstrapVar(kv string) bool {
 			return true
 		}
 	}
-	return strings.HasPrefix(kv, "MONARCH_RANK_") || strings.HasPrefix(kv, "MONARCH_SIZE_")
+	// (The torchrun variables need no cleaning: each proc's own come last
+	// in its environment, and the last value of a key wins.)
+	return strings.HasPrefix(kv, "MONARCH_RANK_") || strings.HasPrefix(kv, "MONARCH_SIZE_") || strings.HasPrefix(kv, envAgents+"=")
 }
 
 // rankEnv tells a proc where it is: MONARCH_RANK_<DIM> and

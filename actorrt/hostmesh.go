@@ -3,6 +3,12 @@ package actorrt
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/monarch-go/monarch/hostsconfig"
 )
 
 // hostInfo is one host of a HostMesh: the proc whose host agent serves it.
@@ -26,6 +32,51 @@ func ThisHost() *HostMesh {
 		return &HostMesh{err: err}
 	}
 	return &HostMesh{reg: wholeRegion(Extent{}), hosts: []hostInfo{{Agent: rt.procID, Name: rt.hostname}}}
+}
+
+// HostsFromConfig returns the job's hosts, as described by the
+// MONARCH_HOSTS file named by the environment variable env (normally
+// "MONARCH_HOSTS"), with extent {hosts: N}.
+//
+// Under `monarch run` (or `monarch local --hosts N`) the launcher has
+// started a host agent on every host: HostsFromConfig waits until all
+// have reported (at most the spawn timeout) and returns them. Run directly,
+// a "local" hosts file gets its simulated hosts started here, as procs of
+// this machine; the other schedulers need the launcher and say so.
+func HostsFromConfig(env string) (*HostMesh, error) {
+	rt, err := getRuntime()
+	if err != nil {
+		return nil, err
+	}
+	if rt.agents.fut != nil {
+		return rt.launchedHosts(rt.ctx)
+	}
+	path := os.Getenv(env)
+	if path == "" {
+		return nil, fmt.Errorf("%w: $%s is not set: name a hosts file there, or run the program with `monarch run job.toml`", ErrNoHostsConfig, env)
+	}
+	cfg, err := hostsconfig.LoadHosts(path)
+	if err != nil {
+		return nil, fmt.Errorf("actorrt: HostsFromConfig: %w", err)
+	}
+	if cfg.Scheduler != hostsconfig.SchedulerLocal {
+		return nil, fmt.Errorf("actorrt: HostsFromConfig: %s: scheduler %q starts its hosts through the launcher: run the program with `monarch run job.toml`", path, cfg.Scheduler)
+	}
+	n := 1
+	if cfg.Local != nil {
+		n = cfg.Local.Hosts
+	}
+	// A simulated host is a proc of this machine: every proc has a host
+	// agent, so its children are that host's procs.
+	agents, err := ThisHost().SpawnProcs(Dims{{"hosts", n}})
+	if err != nil {
+		return nil, err
+	}
+	hosts := make([]hostInfo, n)
+	for i, p := range agents.procs {
+		hosts[i] = hostInfo{Agent: p.ID, Name: p.Host}
+	}
+	return &HostMesh{reg: agents.reg, hosts: hosts}, nil
 }
 
 // Extent is the shape of the (sliced) host mesh.
@@ -98,7 +149,7 @@ func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
 		}
 		req.IDs = append(req.IDs, p.ID)
 		req.Ranks = append(req.Ranks, r)
-		req.Env = append(req.Env, rankEnv(ext.point(r)))
+		req.Env = append(req.Env, append(rankEnv(ext.point(r)), torchEnv(rt.job, ext, r, perN, procs[0].Host)...))
 	}
 	// The ready port fails as soon as a new proc or an agent is gone.
 	fut := newFuture[ValueMesh[procReady]](label{mesh: "SpawnProcs " + ext.String()})
@@ -128,4 +179,54 @@ func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
 	}
 	rt.noteAgents(procs)
 	return pm, nil
+}
+
+// torchEnv is what a training program started by torchrun would find:
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR (the host of
+// rank 0), MASTER_PORT (the same for every proc of the mesh, derived from
+// the job) and, with a "gpus" dimension, CUDA_VISIBLE_DEVICES.
+func torchEnv(job string, ext Extent, rank, perHost int, master string) []string {
+	env := []string{
+		"RANK=" + strconv.Itoa(rank),
+		"LOCAL_RANK=" + strconv.Itoa(rank%perHost),
+		"WORLD_SIZE=" + strconv.Itoa(ext.NumRanks()),
+		"LOCAL_WORLD_SIZE=" + strconv.Itoa(perHost),
+		"MASTER_ADDR=" + master,
+		"MASTER_PORT=" + strconv.Itoa(masterPort(job)),
+	}
+	if g, ok := ext.point(rank).Get("gpus"); ok {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strconv.Itoa(g))
+	}
+	return env
+}
+
+// masterPort picks a port in [20000, 30000) from the job id, so that
+// every proc agrees without talking.
+func masterPort(job string) int {
+	h := fnv.New32a()
+	h.Write([]byte(job))
+	return 20000 + int(h.Sum32()%10000)
+}
+
+// JobProcs is the per-host procs a job file asks for ([procs] in the job,
+// passed by `monarch run` as MONARCH_PROCS="gpus=4"), or def when the
+// program was not started from a job file (or the value cannot be read).
+func JobProcs(def Dims) Dims {
+	s := os.Getenv("MONARCH_PROCS")
+	if s == "" {
+		return def
+	}
+	var dims Dims
+	for _, part := range strings.Split(s, ",") {
+		name, size, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(size)
+		if !ok || err != nil {
+			return def
+		}
+		dims = append(dims, Dim{name, n})
+	}
+	if _, err := NewExtent(dims); err != nil {
+		return def
+	}
+	return dims
 }

@@ -61,6 +61,9 @@ const (
 	opPortGone = "portgone"
 	// opHeartbeat (nil), on an agent's heartbeat subject.
 	opHeartbeat = "hb"
+	// opAgentsHello (nil), on the job's agents subject: the client asks the
+	// host agents to report.
+	opAgentsHello = "hello"
 	// opFailure (MeshFailure): a member of a mesh owned here failed.
 	opFailure = "failure"
 	// Host agent ops: start procs (spawnProcsReq), stop some (stopProcsReq).
@@ -189,6 +192,8 @@ func (ps *procState) control(f *frame) {
 			rt.host.stopProcs(req.IDs, rt.opts.stopTimeout)
 			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
 		}()
+	case opAgentsHello:
+		rt.reportAgent()
 	case opHeartbeat:
 		rt.sawHeartbeat(f.h.replyTo)
 	case opFailure:

@@ -46,6 +46,7 @@ type runtimeT struct {
 	server *bus.Server // the embedded server, when this process owns it
 
 	ports   portTable
+	agents  agentWait // the agents a launcher started (client)
 	health  health
 	local   *procState // actors and meshes hosted here; owned by the dispatcher
 	host    *hostAgent
@@ -62,6 +63,8 @@ type runtimeT struct {
 	ctx         context.Context // ends when the runtime shuts down
 	cancel      context.CancelFunc
 	dispatchEnd chan struct{} // closed when the dispatcher returns
+	agentIndex  int           // a host agent's index in the job
+	agentMode   bool          // a `monarch agent`: heartbeats from the start
 	exitCode    atomic.Int32  // set by an "exit" control message in a worker
 	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
 	shutOnce    sync.Once
@@ -250,6 +253,7 @@ func (rt *runtimeT) start() error {
 		return err
 	}
 	rt.host = newHostAgent(rt)
+	rt.host.started.Store(rt.agentMode) // the client watches agents from the start
 	rt.procSubject = rt.procSubjectOf(rt.procID)
 	for _, subj := range []string{rt.procSubject, rt.deathsSubject()} {
 		if _, err := rt.conn.Subscribe(subj); err != nil {
@@ -260,10 +264,16 @@ func (rt *runtimeT) start() error {
 	current.Store(rt)
 	go rt.dispatchLoop()
 	if rt.procID == clientProcID {
+		if err := rt.openAgentsPort(); err != nil {
+			return err
+		}
 		go rt.hookLoop()
 	}
 	go rt.heartbeats()
 	go rt.watchAgents()
+	if rt.agents.fut != nil {
+		return rt.askAgents() // after the inbox SUB: the answers can come
+	}
 	return nil
 }
 

@@ -82,5 +82,7 @@ func startWorker(o options) (*runtimeT, error) {
 		rt.shutdown()
 		return nil, err
 	}
+	// For launchers counting procs; nobody else listens.
+	rt.publish(bus.JobSubject(rt.job, bus.SubjectUp), []byte(rt.procID))
 	return rt, nil
 }

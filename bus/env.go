@@ -10,3 +10,21 @@ const (
 	EnvToken = "MONARCH_BUS_TOKEN"
 	EnvJob   = "MONARCH_JOB"
 )
+
+// JobSubject names a subject of a job: mon.<job>.<parts...>. The runtime
+// and the launchers agree on these names; the bus gives them no meaning.
+func JobSubject(job string, parts ...string) string {
+	s := "mon." + job
+	for _, p := range parts {
+		s += "." + p
+	}
+	return s
+}
+
+// Subjects a launcher watches for its progress display: every host agent
+// heartbeats on JobSubject(job, "hb", agent), and every new proc announces
+// itself once on JobSubject(job, "up").
+const (
+	SubjectHeartbeat = "hb"
+	SubjectUp        = "up"
+)

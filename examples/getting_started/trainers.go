@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/monarch-go/monarch/actorrt"
@@ -14,11 +15,22 @@ func (t *Trainer) Step(ctx *actorrt.Context) (string, error) {
 	return fmt.Sprintf("Trainer %v taking a step.", ctx.MessageRank()), nil
 }
 
-// trainers: the trainer of Multiple Hosts, on this host. It returns the
-// trainer procs, which the later sections use.
+// trainers: Multiple Hosts. The hosts come from the job's config (run with
+// `monarch run job.toml`, or MONARCH_HOSTS naming a local hosts file);
+// without one, this host. It returns the trainer procs, which the later
+// sections use.
 func trainers(ctx context.Context) (*actorrt.ProcMesh, error) {
-	heading("Trainers")
-	trainerProcs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 4}})
+	heading("Multiple hosts")
+	hosts, err := actorrt.HostsFromConfig("MONARCH_HOSTS")
+	if errors.Is(err, actorrt.ErrNoHostsConfig) {
+		fmt.Println("(no hosts configured: using this host)")
+		hosts, err = actorrt.ThisHost(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("Host mesh extent: %v\n", hosts.Extent())
+	trainerProcs, err := hosts.SpawnProcs(actorrt.Dims{{"gpus", 4}})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,299 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/testcluster"
+)
+
+// The multi-host tests run the real thing: monarch run on a Slurm 22.05
+// cluster and over sshd, with two hosts (h1, h2) in network namespaces of
+// this machine, started by testdata/cluster/start.sh. Where that cannot
+// run they skip, with the reason; MONARCH_REQUIRE_CLUSTER=1 (CI) turns the
+// skip into a failure.
+
+// writeFile writes a file in dir and returns its path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// clusterJob writes a job file for program with the given hosts file
+// content, in a fresh dir, and returns the job path.
+func clusterJob(t *testing.T, program, hosts string, procs string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", hosts)
+	return writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n\n[procs]\n%s\n", program, procs))
+}
+
+// runMonarch runs monarch with a bound, in env, and returns its output.
+func runMonarch(t *testing.T, c *testcluster.Cluster, d time.Duration, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(build(t), "monarch"), args...)
+	cmd.Env = append(append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t)), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("monarch %v did not finish within %v\nstdout:\n%s\nstderr:\n%s", args, d, stdout.String(), stderr.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+var stateDirs = map[*testing.T]string{}
+
+func stateDir(t *testing.T) string {
+	if d, ok := stateDirs[t]; ok {
+		return d
+	}
+	d := t.TempDir()
+	stateDirs[t] = d
+	return d
+}
+
+// checkNothingLeft fails if a process of the job is still running: host
+// agents, or procs running program.
+func checkNothingLeft(t *testing.T, program string) {
+	t.Helper()
+	for _, sub := range []string{"monarch agent", program} {
+		if left := testcluster.WaitNoProcs(sub, 10*time.Second); len(left) > 0 {
+			t.Errorf("still running 10s after the job ended: %v", left)
+		}
+	}
+}
+
+var trainerLine = regexp.MustCompile(`^\{hosts: (\d), gpus: (\d)\}: Trainer \{hosts: \d, gpus: \d\} taking a step on (\S+) \[RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) LOCAL_WORLD_SIZE=(\d+) MASTER_ADDR=(\S*) MASTER_PORT=(\d+) CUDA_VISIBLE_DEVICES=(\d*)\]$`)
+
+// checkTrainers checks the multihost example's output: 2 hosts x 4 procs,
+// on h1 and h2, with consistent torchrun variables.
+func checkTrainers(t *testing.T, out string) {
+	t.Helper()
+	if !strings.Contains(out, "Host mesh extent: {hosts: 2}") || !strings.Contains(out, "Process mesh extent: {hosts: 2, gpus: 4}") {
+		t.Fatalf("extents missing:\n%s", out)
+	}
+	var lines []string
+	ports := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		m := trainerLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		lines = append(lines, line)
+		host, gpu := m[1], m[2]
+		want := map[string]string{
+			"host": "h" + string(rune('1'+host[0]-'0')), "RANK": fmt.Sprint(int(host[0]-'0')*4 + int(gpu[0]-'0')),
+			"LOCAL_RANK": gpu, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "h1", "CUDA": gpu,
+		}
+		got := map[string]string{"host": m[3], "RANK": m[4], "LOCAL_RANK": m[5], "WORLD_SIZE": m[6], "LOCAL_WORLD_SIZE": m[7], "MASTER_ADDR": m[8], "CUDA": m[10]}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s = %q, want %q", line, k, got[k], v)
+			}
+		}
+		ports[m[9]] = true
+	}
+	if len(lines) != 8 {
+		t.Fatalf("%d trainer lines, want 8:\n%s", len(lines), out)
+	}
+	if len(ports) != 1 {
+		t.Errorf("MASTER_PORT differs between procs: %v", ports)
+	}
+}
+
+func TestSlurmRun(t *testing.T) {
+	c := testcluster.Get(t)
+	bin := build(t)
+	program := filepath.Join(bin, "multihost")
+	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\ntime = \"00:05:00\"\n", c.Partition), "gpus = 4")
+	start := time.Now()
+	out, stderr, code := runMonarch(t, c, 3*time.Minute, nil, "run", job)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	t.Logf("monarch run on 2 Slurm hosts x 4 procs: %v", time.Since(start).Round(time.Millisecond))
+	checkTrainers(t, out)
+	if !strings.Contains(stderr, "hosts up 2/2") {
+		t.Errorf("no progress lines on stderr:\n%s", stderr)
+	}
+	checkNothingLeft(t, program)
+}
+
+func TestSSHRun(t *testing.T) {
+	c := testcluster.Get(t)
+	bin := build(t)
+	program := filepath.Join(bin, "multihost")
+	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 4")
+	out, stderr, code := runMonarch(t, c, 3*time.Minute, nil, "run", job)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	checkTrainers(t, out)
+	checkNothingLeft(t, program)
+}
+
+func TestSlurmBadPartition(t *testing.T) {
+	c := testcluster.Get(t)
+	program := filepath.Join(build(t), "multihost")
+	job := clusterJob(t, program, "scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = \"nosuch\"\n", "gpus = 1")
+	start := time.Now()
+	_, stderr, code := runMonarch(t, c, time.Minute, nil, "run", job)
+	if code == 0 || !strings.Contains(stderr, "nosuch") && !strings.Contains(strings.ToLower(stderr), "partition") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the error took %v", took)
+	}
+	t.Logf("bad partition: exit %d after %v: %s", code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr))
+	checkNothingLeft(t, program)
+}
+
+func TestSSHUnreachableHost(t *testing.T) {
+	c := testcluster.Get(t)
+	program := filepath.Join(build(t), "multihost")
+	// 10.213.7.99 is on the test subnet but nobody has it: ssh times out.
+	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, \"10.213.7.99\"]\nconfig_file = %q\nconnect_timeout = \"2s\"\n", c.Hosts[0], c.SSHConfig), "gpus = 1")
+	start := time.Now()
+	_, stderr, code := runMonarch(t, c, time.Minute, nil, "run", job)
+	if code != 1 || !strings.Contains(stderr, "ssh 10.213.7.99 exited with status 255") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	t.Logf("unreachable ssh host: exit %d after %v", code, time.Since(start).Round(time.Millisecond))
+	checkNothingLeft(t, program)
+}
+
+// startHeld starts monarch run of the hold program and returns once it
+// reports its procs.
+func startHeld(t *testing.T, c *testcluster.Cluster, job string) (*exec.Cmd, *strings.Builder, []string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "run", job)
+	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	var procs []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "READY" {
+		if p, ok := strings.CutPrefix(sc.Text(), "PROC "); ok {
+			procs = append(procs, p)
+		}
+	}
+	if len(procs) == 0 {
+		t.Fatalf("held job did not start; stderr:\n%s", stderr.String())
+	}
+	go func() { // keep draining
+		for sc.Scan() {
+		}
+	}()
+	sort.Strings(procs)
+	return cmd, &stderr, procs
+}
+
+// TestKilledAgent kills one host agent of a running job: the client
+// reports the lost host and exits 1, and nothing of the job is left.
+func TestKilledAgent(t *testing.T) {
+	c := testcluster.Get(t)
+	program := filepath.Join(build(t), "hold")
+	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 2")
+	cmd, stderr, procs := startHeld(t, c, job)
+	if len(procs) != 4 {
+		t.Fatalf("procs %v", procs)
+	}
+	var agents []testcluster.Proc
+	for _, p := range testcluster.Procs("monarch agent") {
+		if strings.HasPrefix(p.Cmdline, filepath.Join(build(t), "monarch")+" agent") {
+			agents = append(agents, p) // the agent itself, not the ssh session holding it
+		}
+	}
+	if len(agents) != 2 {
+		t.Fatalf("agents running: %v", agents)
+	}
+	start := time.Now()
+	syscall.Kill(agents[1].PID, syscall.SIGKILL)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "unhandled failure") {
+			t.Fatalf("monarch run ended with %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("job still running 30s after an agent was killed; stderr:\n%s", stderr.String())
+	}
+	t.Logf("killed agent: job failed %v later", time.Since(start).Round(time.Millisecond))
+	checkNothingLeft(t, program)
+}
+
+// TestDetachStatusStop submits a job with --detach, sees it in status,
+// stops it, and sees it stopped with nothing left.
+func TestDetachStatusStop(t *testing.T) {
+	c := testcluster.Get(t)
+	program := filepath.Join(build(t), "hold")
+	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\n", c.Partition), "gpus = 1")
+	out, stderr, code := runMonarch(t, c, time.Minute, nil, "run", "--detach", job)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	id := strings.TrimSpace(out)
+	if !regexp.MustCompile(`^\d+$`).MatchString(id) {
+		t.Fatalf("--detach printed %q, want a Slurm job id", out)
+	}
+	// The batch job's monarch run records its own state; wait for it.
+	var status string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		status, _, _ = runMonarch(t, c, 30*time.Second, nil, "status")
+		if strings.Contains(status, "running") && strings.Count(status, "\n") >= 3 {
+			break
+		}
+	}
+	if !strings.Contains(status, "running") {
+		t.Fatalf("status never showed the job running:\n%s", status)
+	}
+	_, stderr, code = runMonarch(t, c, time.Minute, nil, "stop", id)
+	if code != 0 {
+		t.Fatalf("stop: exit %d: %s", code, stderr)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		status, _, _ = runMonarch(t, c, 30*time.Second, nil, "status")
+		if !strings.Contains(status, " running ") {
+			break
+		}
+	}
+	if strings.Contains(status, " running ") {
+		t.Fatalf("job still running after stop:\n%s", status)
+	}
+	checkNothingLeft(t, program)
+}

@@ -1,0 +1,222 @@
+package hostsconfig
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Describe and its helpers say in words what a launcher does with a
+// configuration, so that `monarch config check` shows users the
+// consequences of what they wrote (how many hosts, which commands,
+// which defaults) before they spend an allocation finding out.
+
+// maxListedHosts bounds the hosts Describe names; the rest are counted.
+const maxListedHosts = 8
+
+// Describe returns a few lines, without a final newline: how the hosts
+// are obtained, how an agent is started on each, and where the job's bus
+// listens. It reads only h, so it says what a launcher would do both
+// inside and outside a Slurm allocation where that differs.
+func (h *Hosts) Describe() string {
+	var lines []string
+	switch h.Scheduler {
+	case SchedulerSlurm:
+		lines = describeSlurm(h.Slurm)
+	case SchedulerSSH:
+		lines = describeSSH(h.SSH)
+	case SchedulerLocal:
+		n := 1
+		if h.Local != nil {
+			n = h.Local.Hosts
+		}
+		lines = []string{fmt.Sprintf("scheduler local: %s on this machine", plural(n, "simulated host"))}
+	default:
+		lines = []string{fmt.Sprintf("scheduler %q: unknown", h.Scheduler)}
+	}
+	return strings.Join(append(lines, describeBus(h.Bus)), "\n")
+}
+
+func describeSlurm(s *Slurm) []string {
+	if s == nil {
+		s = &Slurm{Immediate: DefaultSlurmImmediate}
+	}
+	var lines []string
+	if s.Nodes > 0 {
+		line := "scheduler slurm: " + plural(s.Nodes, "node")
+		if s.Partition != "" {
+			line += " in partition " + s.Partition
+		}
+		if s.Time != "" {
+			line += ", time " + s.Time
+		}
+		if s.Account != "" {
+			line += ", account " + s.Account
+		}
+		if s.GPUsPerNode > 0 {
+			line += ", " + plural(s.GPUsPerNode, "GPU") + " per node"
+		}
+		lines = append(lines,
+			line+" (salloc, or sbatch with --detach), then one srun step with one monarch agent per node",
+			"  inside an allocation: one srun step over all of its nodes")
+	} else {
+		lines = append(lines,
+			"scheduler slurm: all the nodes of the current allocation, one srun step with one monarch agent per node",
+			"  outside an allocation: refused, as slurm.nodes is not set")
+	}
+	lines = append(lines, fmt.Sprintf("  srun and salloc wait at most %v for resources (--immediate)", s.Immediate))
+	if len(s.SbatchArgs) > 0 {
+		lines = append(lines, "  extra salloc and sbatch arguments: "+quoteArgs(s.SbatchArgs))
+	}
+	if len(s.SrunArgs) > 0 {
+		lines = append(lines, "  extra srun arguments: "+quoteArgs(s.SrunArgs))
+	}
+	return append(lines, describeMonarch(s.Monarch, "nodes"))
+}
+
+func describeSSH(s *SSH) []string {
+	if s == nil {
+		s = &SSH{ConnectTimeout: DefaultSSHConnectTimeout, Parallel: DefaultSSHParallel}
+	}
+	line := fmt.Sprintf("scheduler ssh: %s (%s)", plural(len(s.Hosts), "host"), listHosts(s.Hosts))
+	if s.User != "" {
+		line += " as " + s.User
+	}
+	if s.Port != 0 {
+		line += ", port " + strconv.Itoa(s.Port)
+	}
+	line += fmt.Sprintf(", up to %s at once; a monarch agent per host over ssh", plural(s.Parallel, "session"))
+	opts := fmt.Sprintf("  each connection attempt bounded to %v", s.ConnectTimeout)
+	if s.IdentityFile != "" {
+		opts += ", identity file " + s.IdentityFile
+	}
+	if s.ConfigFile != "" {
+		opts += ", ssh config " + s.ConfigFile
+	}
+	if len(s.Options) > 0 {
+		opts += ", options " + strings.Join(s.Options, " ")
+	}
+	return []string{line, opts, describeMonarch(s.Monarch, "hosts")}
+}
+
+func describeMonarch(path, where string) string {
+	if path == "" {
+		return "  monarch binary on the " + where + ": the launcher's own path"
+	}
+	return "  monarch binary on the " + where + ": " + path
+}
+
+func describeBus(b Bus) string {
+	line := "bus: listens on " + b.Listen
+	if strings.HasSuffix(b.Listen, ":0") {
+		line += " (any free port)"
+	}
+	if b.Advertise != "" {
+		line += ", workers dial " + b.Advertise
+	} else {
+		line += ", workers dial an address of this host chosen at launch"
+	}
+	if b.TLSCert == "" {
+		return line + ", no TLS"
+	}
+	line += ", TLS with certificate " + b.TLSCert + " and key " + b.TLSKey
+	if b.TLSCA != "" {
+		line += ", CA " + b.TLSCA
+	}
+	return line
+}
+
+// Describe returns a few lines, without a final newline: the program and
+// how it is run, then, indented, its hosts as Hosts.Describe says them.
+func (j *Job) Describe() string {
+	lines := []string{"program: " + j.Program}
+	if len(j.Args) > 0 {
+		lines = append(lines, "args: "+quoteArgs(j.Args))
+	} else {
+		lines = append(lines, "args: none")
+	}
+	lines = append(lines, "dir: "+j.Dir)
+	if len(j.Env) > 0 {
+		names := make([]string, len(j.Env))
+		for i, kv := range j.Env {
+			names[i], _, _ = strings.Cut(kv, "=")
+		}
+		lines = append(lines, "env: "+strings.Join(names, ", "))
+	} else {
+		lines = append(lines, "env: nothing added")
+	}
+	if len(j.Procs) > 0 {
+		lines = append(lines, "procs per host: "+describeDims(j.Procs))
+	} else {
+		lines = append(lines, "procs per host: not given")
+	}
+	lines = append(lines, "log: "+describeLog(j.Log))
+	switch {
+	case j.Hosts == nil:
+		lines = append(lines, "hosts: $MONARCH_HOSTS if set, else this machine as one host")
+	case j.Hosts.Path == "":
+		lines = append(lines, "hosts: the job file's [hosts] table")
+	default:
+		lines = append(lines, "hosts: "+j.Hosts.Path)
+	}
+	if j.Hosts != nil {
+		for _, l := range strings.Split(j.Hosts.Describe(), "\n") {
+			lines = append(lines, "  "+l)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// describeDims writes dimensions the way meshes print their extents:
+// {gpus: 4} or {b: 2, a: 3}.
+func describeDims(dims []Dim) string {
+	parts := make([]string, len(dims))
+	for i, d := range dims {
+		parts[i] = d.Name + ": " + strconv.Itoa(d.Size)
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func describeLog(l Log) string {
+	var parts []string
+	if l.StreamToClient {
+		parts = append(parts, "procs' output streamed to the client")
+	} else {
+		parts = append(parts, "procs' output not streamed to the client")
+	}
+	if l.AggregateWindow > 0 {
+		parts = append(parts, fmt.Sprintf("similar lines aggregated over %v", l.AggregateWindow))
+	} else {
+		parts = append(parts, "no aggregation")
+	}
+	parts = append(parts, "file level "+l.FileLevel, "stderr level "+l.StderrLevel)
+	return strings.Join(parts, ", ")
+}
+
+// listHosts names the first hosts and counts the rest.
+func listHosts(hosts []string) string {
+	if len(hosts) <= maxListedHosts {
+		return strings.Join(hosts, ", ")
+	}
+	return strings.Join(hosts[:maxListedHosts], ", ") + fmt.Sprintf(" and %d more", len(hosts)-maxListedHosts)
+}
+
+// quoteArgs joins arguments with spaces, quoting those a reader could
+// not otherwise tell apart.
+func quoteArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\r\n\"'\\") {
+			a = strconv.Quote(a)
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}

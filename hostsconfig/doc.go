@@ -1,0 +1,55 @@
+// Package hostsconfig reads the two TOML files of a monarch job: the
+// MONARCH_HOSTS file, which says where the hosts of a job come from
+// (scheduler = "slurm", "ssh" or "local"), and the job file that
+// `monarch run job.toml` reads (the program, its arguments and
+// environment, its procs per host, logging, and its hosts). It decodes
+// them strictly, applies the defaults, checks every value, and says in
+// words what a launcher would do with them (Describe).
+//
+// The package imports nothing else of monarch, so the launcher, the SDK
+// and the command line can all use it.
+//
+// # Usage
+//
+//	job, err := hostsconfig.LoadJob("job.toml")
+//	if err != nil {
+//		return err // job.toml:4: log.aggregate_window: bad duration "3 sec": ...
+//	}
+//	fmt.Println(job.Describe())
+//
+// LoadHosts reads a MONARCH_HOSTS file alone, and Load reads either kind,
+// telling them apart by content. The schemas, with every key explained,
+// are the examples in the repository's testdata/: hosts-slurm.toml,
+// hosts-ssh.toml, hosts-local.toml and job.toml.
+//
+// # Paths
+//
+// Relative paths in a file (a job's program, dir and hosts; a hosts
+// file's identity_file, config_file and TLS files) start at the
+// directory of the file that holds them, not at the working directory,
+// so a job runs the same from anywhere; "~/" is the user's home. The
+// loaded values hold absolute paths. The program, dir and local files
+// are checked to exist when the file is loaded; the monarch binary on
+// remote hosts is only checked to be absolute.
+//
+// # Errors
+//
+// Configuration mistakes are common and users fix them from the message
+// alone, so every error is a *ConfigError naming the file, the line and
+// the dotted key, like a compiler's:
+//
+//	hosts.toml:7: slurm.nodez: unknown key (did you mean "nodes"?)
+//	hosts.toml:2: scheduler: want "slurm", "ssh" or "local", got "pbs"
+//	hosts.toml:9: ssh.port: want an integer, got string "22"
+//	job.toml: program: required key missing
+//
+// Unknown keys, wrong types, values out of range and missing required
+// keys are all errors; nothing is silently ignored. A file with several
+// problems gives them all, joined in file order. TOML syntax errors keep
+// the parser's line.
+//
+// # Concurrency
+//
+// The functions keep no state: they may be called from any goroutine.
+// A loaded Hosts or Job is a plain value, owned by the caller.
+package hostsconfig

@@ -1,0 +1,43 @@
+package hostsconfig_test
+
+import (
+	"fmt"
+
+	"github.com/monarch-go/monarch/hostsconfig"
+)
+
+func ExampleLoadHosts() {
+	h, err := hostsconfig.LoadHosts("testdata/good/ssh.toml")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(h.Describe())
+	// Output:
+	// scheduler ssh: 2 hosts (h1, h2) as root, port 22, up to 16 sessions at once; a monarch agent per host over ssh
+	//   each connection attempt bounded to 5s, options StrictHostKeyChecking=no
+	//   monarch binary on the hosts: the launcher's own path
+	// bus: listens on 0.0.0.0:0 (any free port), workers dial 10.213.7.1, no TLS
+}
+
+func ExampleLoadHosts_error() {
+	_, err := hostsconfig.LoadHosts("testdata/bad/hosts-unknown-key.toml")
+	fmt.Println(err)
+	// Output:
+	// testdata/bad/hosts-unknown-key.toml:7: slurm.nodez: unknown key (did you mean "nodes"?)
+}
+
+func ExampleHosts_Describe() {
+	h := &hostsconfig.Hosts{
+		Scheduler: hostsconfig.SchedulerSlurm,
+		Slurm:     &hostsconfig.Slurm{Nodes: 2, Partition: "debug", Time: "01:00:00", Immediate: hostsconfig.DefaultSlurmImmediate},
+		Bus:       hostsconfig.Bus{Listen: "0.0.0.0:0"},
+	}
+	fmt.Println(h.Describe())
+	// Output:
+	// scheduler slurm: 2 nodes in partition debug, time 01:00:00 (salloc, or sbatch with --detach), then one srun step with one monarch agent per node
+	//   inside an allocation: one srun step over all of its nodes
+	//   srun and salloc wait at most 30s for resources (--immediate)
+	//   monarch binary on the nodes: the launcher's own path
+	// bus: listens on 0.0.0.0:0 (any free port), workers dial an address of this host chosen at launch, no TLS
+}

@@ -1,0 +1,55 @@
+// Command hold is a job program for launcher tests: it starts procs on the
+// job's hosts, reports them, and holds them until it is stopped (or a
+// failure nobody handles ends it, through the default fault hook).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// Holder reports its proc.
+type Holder struct{}
+
+func (h *Holder) Where(ctx *actorrt.Context) (string, error) {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid()), nil
+}
+
+func main() {
+	if err := actorrt.Register[Holder](); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	actorrt.Main(func(ctx context.Context) error {
+		hosts, err := actorrt.HostsFromConfig("MONARCH_HOSTS")
+		if err != nil {
+			return err
+		}
+		procs, err := hosts.SpawnProcs(actorrt.JobProcs(actorrt.Dims{{"gpus", 2}}))
+		if err != nil {
+			return err
+		}
+		h, err := actorrt.Spawn[Holder](procs, "holders")
+		if err != nil {
+			return err
+		}
+		where, err := actorrt.Call(h, (*Holder).Where).Get(ctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range where.Values() {
+			fmt.Println("PROC", w)
+		}
+		fmt.Println("READY")
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Minute):
+		}
+		return nil
+	})
+}
