@@ -92,8 +92,9 @@ func TestHelpListsOnlyWorkingCommands(t *testing.T) {
 			commands = append(commands, strings.Fields(line)[0])
 		}
 	}
-	if got := strings.Join(commands, " "); got != "version local" {
-		t.Fatalf("commands %q, want %q", got, "version local")
+	want := "version run local status stop config" // agent is for launchers only: hidden
+	if got := strings.Join(commands, " "); got != want {
+		t.Fatalf("commands %q, want %q", got, want)
 	}
 }
 
