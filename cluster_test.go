@@ -297,3 +297,26 @@ func TestDetachStatusStop(t *testing.T) {
 	}
 	checkNothingLeft(t, program)
 }
+
+// TestCtrlCRun: SIGINT to monarch run tears the whole job down (client,
+// ssh sessions, agents, procs) and exits 130.
+func TestCtrlCRun(t *testing.T) {
+	c := testcluster.Get(t)
+	program := filepath.Join(build(t), "hold")
+	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 2")
+	cmd, stderr, _ := startHeld(t, c, job)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Fatalf("monarch run ended with %v, want exit status 130; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("monarch run still running 15s after SIGINT")
+	}
+	checkNothingLeft(t, program)
+	t.Logf("Ctrl-C: job torn down in %v", time.Since(start).Round(time.Millisecond))
+}

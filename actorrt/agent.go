@@ -69,7 +69,7 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 		job: cfg.Job, procID: AgentID(cfg.Index), busURL: cfg.BusURL, token: cfg.Token,
 		hostname: hostname, opts: defaultOptions(), log: newLogger(),
 	}
-	conn, err := bus.Connect(cfg.BusURL, bus.ConnOptions{Name: "agent " + rt.procID, Token: cfg.Token, OnError: rt.busFault})
+	conn, err := bus.Connect(cfg.BusURL, tlsOptions(bus.ConnOptions{Name: "agent " + rt.procID, Token: cfg.Token, OnError: rt.busFault}))
 	if err != nil {
 		return err
 	}

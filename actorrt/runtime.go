@@ -215,7 +215,7 @@ func startClient(o options) (*runtimeT, error) {
 		// Under `monarch local` or `monarch run`: the bus is theirs.
 		rt.busURL, rt.token = url, os.Getenv(envBusToken)
 		os.Unsetenv(envBusToken)
-		conn, err := bus.Connect(url, bus.ConnOptions{Name: "client", Token: rt.token, OnError: rt.busFault})
+		conn, err := bus.Connect(url, tlsOptions(bus.ConnOptions{Name: "client", Token: rt.token, OnError: rt.busFault}))
 		if err != nil {
 			return nil, fmt.Errorf("actorrt: client: %w", err)
 		}
@@ -415,4 +415,11 @@ func (rt *runtimeT) shutdown() {
 		}
 		current.CompareAndSwap(rt, nil)
 	})
+}
+
+// tlsOptions adds the bus's TLS settings from the environment, which the
+// launcher sets when the job's bus uses TLS.
+func tlsOptions(o bus.ConnOptions) bus.ConnOptions {
+	o.TLSCA, o.TLSName = os.Getenv(bus.EnvTLSCA), os.Getenv(bus.EnvTLSName)
+	return o
 }

@@ -65,7 +65,7 @@ func startWorker(o options) (*runtimeT, error) {
 	if rt.job == "" || rt.busURL == "" || parent == "" || err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("incomplete bootstrap environment (%s, %s, %s, %s, %s)", envJob, envBusURL, envParent, envReadyPort, envReadyRank)
 	}
-	conn, err := bus.Connect(rt.busURL, bus.ConnOptions{Name: "proc " + rt.procID, Token: rt.token, OnError: rt.busFault})
+	conn, err := bus.Connect(rt.busURL, tlsOptions(bus.ConnOptions{Name: "proc " + rt.procID, Token: rt.token, OnError: rt.busFault}))
 	if err != nil {
 		return nil, err
 	}

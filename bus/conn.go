@@ -2,8 +2,11 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +44,11 @@ type ConnOptions struct {
 	// DefaultPingInterval and DefaultMaxPingsOut.
 	PingInterval time.Duration
 	MaxPingsOut  int
+	// TLSCA is the CA (PEM file) that signed the server's TLS certificate;
+	// TLSName the name the certificate must carry (default: the URL's
+	// host). Either turns TLS on (Connect only); without TLSCA the
+	// system's roots are used.
+	TLSCA, TLSName string
 	// OnError receives asynchronous faults: ErrSlowConsumer, ErrBadChunk,
 	// and the cause of a lost link. It is called from the connection's own
 	// goroutines and must not block. May be nil.
@@ -79,7 +87,22 @@ func Connect(url string, o ConnOptions) (*Conn, error) {
 	if o.Token == "" {
 		return nil, fmt.Errorf("bus: connect %s: no token", url)
 	}
-	return connect(url, o, nats.Token(o.Token))
+	opts := []nats.Option{nats.Token(o.Token)}
+	if o.TLSCA != "" || o.TLSName != "" {
+		cfg := &tls.Config{ServerName: o.TLSName, MinVersion: tls.VersionTLS12}
+		if o.TLSCA != "" {
+			pem, err := os.ReadFile(o.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("bus: connect %s: TLS CA: %w", url, err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("bus: connect %s: TLS CA %s holds no PEM certificate", url, o.TLSCA)
+			}
+		}
+		opts = append(opts, nats.Secure(cfg))
+	}
+	return connect(url, o, opts...)
 }
 
 // ConnectInProcess connects to a server in this process without TCP.

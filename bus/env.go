@@ -9,6 +9,9 @@ const (
 	EnvURL   = "MONARCH_BUS_URL"
 	EnvToken = "MONARCH_BUS_TOKEN"
 	EnvJob   = "MONARCH_JOB"
+	// With TLS: the CA file and the server name to verify (see ConnOptions).
+	EnvTLSCA   = "MONARCH_BUS_TLS_CA"
+	EnvTLSName = "MONARCH_BUS_TLS_NAME"
 )
 
 // JobSubject names a subject of a job: mon.<job>.<parts...>. The runtime

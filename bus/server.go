@@ -2,6 +2,7 @@ package bus
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -42,6 +43,9 @@ type ServerOptions struct {
 	MaxPending int64
 	// NoListen starts a server that takes in-process connections only.
 	NoListen bool
+	// TLSCert and TLSKey (PEM files), when set, make every TCP connection
+	// use TLS with this certificate.
+	TLSCert, TLSKey string
 }
 
 // Server is an embedded NATS server. It is safe for concurrent use.
@@ -91,6 +95,14 @@ func StartServer(o ServerOptions) (*Server, error) {
 		NoSigs:        true,
 		// No HTTP monitor, no JetStream: a plain core-NATS bus.
 		HTTPPort: 0,
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("bus: TLS certificate %s, key %s: %w", o.TLSCert, o.TLSKey, err)
+		}
+		opts.TLS, opts.TLSTimeout = true, 5
+		opts.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

@@ -127,12 +127,12 @@ func (a *agents) running(cmds []*exec.Cmd) bool {
 }
 
 // startLocal starts n agents on this machine, as simulated hosts.
-func startLocal(n int, monarch, jobID, url, token string, job *hostsconfig.Job, stderr io.Writer) (*agents, error) {
+func startLocal(n int, monarch, jobID, url, token string, dialEnv []string, job *hostsconfig.Job, stderr io.Writer) (*agents, error) {
 	a := &agents{n: n, ended: make(chan agentEnd, n)}
 	for i := 0; i < n; i++ {
 		argv := agentCommand(monarch, jobID, job, strconv.Itoa(i))
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token)
+		cmd.Env = append(append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token), dialEnv...)
 		cmd.Stdout = os.Stdout
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		if err := a.start("agent h"+strconv.Itoa(i), cmd, stderr); err != nil {

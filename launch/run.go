@@ -153,11 +153,19 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
-	srv, err := bus.StartServer(bus.ServerOptions{Host: listenHost, Port: port})
+	srv, err := bus.StartServer(bus.ServerOptions{Host: listenHost, Port: port, TLSCert: busCfg.TLSCert, TLSKey: busCfg.TLSKey})
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
 	defer srv.Shutdown()
+	// Everyone who dials the bus: how (TLS) and with what secret.
+	var dialEnv []string
+	if busCfg.TLSCert != "" {
+		dialEnv = append(dialEnv, bus.EnvTLSName+"="+adv)
+		if busCfg.TLSCA != "" {
+			dialEnv = append(dialEnv, bus.EnvTLSCA+"="+busCfg.TLSCA)
+		}
+	}
 	jobID := NewJobID()
 	advURL := "nats://" + net.JoinHostPort(adv, strconv.Itoa(srv.Port()))
 	localURL := "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Port()))
@@ -181,12 +189,12 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 	switch sched {
 	case hostsconfig.SchedulerLocal:
 		if cfg.Hosts != nil {
-			ag, err = startLocal(nhosts, cfg.Monarch, jobID, advURL, srv.Token(), job, cfg.Stderr)
+			ag, err = startLocal(nhosts, cfg.Monarch, jobID, advURL, srv.Token(), dialEnv, job, cfg.Stderr)
 		}
 	case hostsconfig.SchedulerSlurm:
-		ag, err = startSrun(nodes, cfg, jobID, advURL, srv.Token(), cfg.Stderr)
+		ag, err = startSrun(nodes, cfg, jobID, advURL, srv.Token(), dialEnv, cfg.Stderr)
 	case hostsconfig.SchedulerSSH:
-		ag, err = startSSH(cfg, jobID, advURL, srv.Token(), watch.hostsUp, cfg.Stderr)
+		ag, err = startSSH(cfg, jobID, advURL, srv.Token(), dialEnv, watch.hostsUp, cfg.Stderr)
 	}
 	if err != nil {
 		st.finish(cfg.StateDir, StateFailed, 1)
@@ -204,6 +212,7 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 	client.Env = append(append(os.Environ(), job.Env...),
 		bus.EnvURL+"="+localURL, bus.EnvToken+"="+srv.Token(), bus.EnvJob+"="+jobID,
 		"MONARCH_PROCS="+procsSpec(job.Procs))
+	client.Env = append(client.Env, dialEnv...)
 	if cfg.HostsPath != "" {
 		client.Env = append(client.Env, "MONARCH_HOSTS="+cfg.HostsPath)
 	}

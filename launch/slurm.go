@@ -114,7 +114,7 @@ func submit(cfg RunConfig) (string, error) {
 
 // startSrun starts the agents as one srun step over every node of the
 // allocation.
-func startSrun(nodes []string, cfg RunConfig, jobID, url, token string, stderr io.Writer) (*agents, error) {
+func startSrun(nodes []string, cfg RunConfig, jobID, url, token string, dialEnv []string, stderr io.Writer) (*agents, error) {
 	s := cfg.Hosts.Slurm
 	args := []string{"--overlap", "--nodes=" + strconv.Itoa(len(nodes)), "--ntasks=" + strconv.Itoa(len(nodes)),
 		"--ntasks-per-node=1", "--kill-on-bad-exit=1", immediate(s), "--export=ALL"}
@@ -124,7 +124,7 @@ func startSrun(nodes []string, cfg RunConfig, jobID, url, token string, stderr i
 	args = append(args, agentCommand(cfg.Monarch, jobID, cfg.Job, "slurm")...)
 	cmd := exec.Command("srun", args...)
 	// The secret travels in the step's environment, never in argv.
-	cmd.Env = append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token)
+	cmd.Env = append(append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token), dialEnv...)
 	cmd.Stdout = os.Stdout
 	a := &agents{n: len(nodes), ended: make(chan agentEnd, 1)}
 	if err := a.start("srun step", cmd, stderr); err != nil {

@@ -47,7 +47,7 @@ func sshArgs(s *hostsconfig.SSH, host string) []string {
 
 // startSSH starts an agent on every host, at most Parallel session setups
 // at a time.
-func startSSH(cfg RunConfig, jobID, url, token string, up func() int, stderr io.Writer) (*agents, error) {
+func startSSH(cfg RunConfig, jobID, url, token string, dialEnv []string, up func() int, stderr io.Writer) (*agents, error) {
 	s := cfg.Hosts.SSH
 	a := &agents{n: len(s.Hosts), ended: make(chan agentEnd, len(s.Hosts))}
 	parallel := s.Parallel
@@ -60,7 +60,7 @@ func startSSH(cfg RunConfig, jobID, url, token string, up func() int, stderr io.
 		for wait := time.Now().Add(10 * time.Second); i-up() >= parallel && time.Now().Before(wait); {
 			time.Sleep(10 * time.Millisecond)
 		}
-		remote := []string{"env", bus.EnvURL + "=" + url}
+		remote := append([]string{"env", bus.EnvURL + "=" + url}, dialEnv...)
 		argv := agentCommand(cfg.Monarch, jobID, cfg.Job, strconv.Itoa(i))
 		argv = append(argv[:2], append([]string{"--token-stdin"}, argv[2:]...)...)
 		remote = append(remote, argv...)

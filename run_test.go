@@ -1,0 +1,90 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunLocalJob runs a job file on two simulated hosts with monarch run:
+// the local scheduler, progress lines, the job's procs, state for status.
+func TestRunLocalJob(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 2\n")
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n[procs]\ngpus = 2\n", filepath.Join(build(t), "multihost")))
+	state := t.TempDir()
+	out, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + state}, "run", job)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	if !strings.Contains(out, "Process mesh extent: {hosts: 2, gpus: 2}") || strings.Count(out, "taking a step") != 4 {
+		t.Fatalf("output:\n%s", out)
+	}
+	if !strings.Contains(stderr, "hosts up 2/2") {
+		t.Errorf("no progress lines:\n%s", stderr)
+	}
+	status, _, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + state}, "status")
+	if code != 0 || !strings.Contains(status, "done (exit 0)") || !strings.Contains(status, "local") {
+		t.Fatalf("status:\n%s", status)
+	}
+	if _, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + state}, "stop", "nosuchjob"); code != 1 || !strings.Contains(stderr, "known jobs") {
+		t.Fatalf("stop of an unknown job: %d %s", code, stderr)
+	}
+}
+
+// TestRunLocalTLS runs a job whose bus uses TLS: every connection (client,
+// agents, procs) verifies the bus's certificate.
+func TestRunLocalTLS(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := selfSignedLoopback(t, dir)
+	writeFile(t, dir, "hosts.toml", fmt.Sprintf("scheduler = \"local\"\n[local]\nhosts = 2\n[bus]\ntls_cert = %q\ntls_key = %q\ntls_ca = %q\n", cert, key, cert))
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n[procs]\ngpus = 1\n", filepath.Join(build(t), "multihost")))
+	out, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + t.TempDir()}, "run", job)
+	if code != 0 || strings.Count(out, "taking a step") != 2 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// monarchEnv is monarch with extra environment (set for this test).
+func monarchEnv(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	return monarch(t, args...)
+}
+
+func selfSignedLoopback(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kd, _ := x509.MarshalECPrivateKey(k)
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), 0o600)
+	return cert, key
+}
