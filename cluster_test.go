@@ -155,20 +155,29 @@ func TestSSHRun(t *testing.T) {
 	checkNothingLeft(t, program)
 }
 
-func TestSlurmBadPartition(t *testing.T) {
+// TestSlurmRefuses: requests Slurm refuses come back at once, in Slurm's
+// own words, with nothing left behind.
+func TestSlurmRefuses(t *testing.T) {
 	c := testcluster.Get(t)
 	program := filepath.Join(build(t), "multihost")
-	job := clusterJob(t, program, "scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = \"nosuch\"\n", "gpus = 1")
-	start := time.Now()
-	_, stderr, code := runMonarch(t, c, time.Minute, nil, "run", job)
-	if code == 0 || !strings.Contains(stderr, "nosuch") && !strings.Contains(strings.ToLower(stderr), "partition") {
-		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	for _, tt := range []struct{ name, slurm, want string }{
+		{"bad partition", "nodes = 2\npartition = \"nosuch\"", "invalid partition"},
+		{"impossible request", "nodes = 3", "Node count specification invalid"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := clusterJob(t, program, "scheduler = \"slurm\"\n[slurm]\n"+tt.slurm+"\n", "gpus = 1")
+			start := time.Now()
+			_, stderr, code := runMonarch(t, c, time.Minute, nil, "run", job)
+			if code == 0 || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+			}
+			if took := time.Since(start); took > 20*time.Second {
+				t.Errorf("the error took %v", took)
+			}
+			t.Logf("%s: exit %d after %v: %s", tt.name, code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr))
+			checkNothingLeft(t, program)
+		})
 	}
-	if took := time.Since(start); took > 20*time.Second {
-		t.Errorf("the error took %v", took)
-	}
-	t.Logf("bad partition: exit %d after %v: %s", code, time.Since(start).Round(time.Millisecond), strings.TrimSpace(stderr))
-	checkNothingLeft(t, program)
 }
 
 func TestSSHUnreachableHost(t *testing.T) {
