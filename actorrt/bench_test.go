@@ -1,6 +1,7 @@
 package actorrt_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -264,4 +265,65 @@ func BenchmarkW2Broadcast(b *testing.B) {
 		f = append(f, floor())
 	}
 	report(b, "W2-broadcast-msgs-per-s", o, f, "msgs/s", ">=", 0.7)
+}
+
+// Flooder writes lines as fast as it can.
+type Flooder struct{}
+
+func (f *Flooder) Flood(ctx *actorrt.Context, d time.Duration) (int, error) {
+	w := bufio.NewWriterSize(os.Stdout, 64<<10)
+	r := ctx.ActorInstance().Rank().Rank()
+	n := 0
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := 0; i < 256; i++ {
+			fmt.Fprintf(w, "flood %d line %d with some payload to look like a log line\n", r, n)
+			n++
+		}
+	}
+	return n, w.Flush()
+}
+
+// BenchmarkLogsEndToEnd: 16 procs write as fast as they can for 5 s; every
+// line written must reach the client. Printed as received lines/s against
+// written lines/s: the ratio must be 1.
+func BenchmarkLogsEndToEnd(b *testing.B) {
+	ctx := context.Background()
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"procs", 16}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer procs.Stop()
+	// Recorded, not printed: the benchmark's own output stays readable.
+	if err := procs.LoggingOption(ctx, actorrt.LogOptions{StreamToClient: false}); err != nil {
+		b.Fatal(err)
+	}
+	f, err := actorrt.Spawn[Flooder](procs, "flooders")
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := actorrt.ClientLogStats().Lines
+	const d = 5 * time.Second
+	t0 := time.Now()
+	counts, err := actorrt.Call1(f, (*Flooder).Flood, d).Get(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	written := 0
+	for _, n := range counts.Values() {
+		written += n
+	}
+	// Wait (bounded) until the client has every line.
+	for deadline := time.Now().Add(60 * time.Second); actorrt.ClientLogStats().Lines-before < int64(written) && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(t0).Seconds()
+	received := actorrt.ClientLogStats().Lines - before
+	if st := actorrt.ClientLogStats(); st.Bad != 0 {
+		b.Errorf("%d undecodable log messages", st.Bad)
+	}
+	fmt.Printf("BENCH logs-e2e-16procs ours=%.0f floor=%.0f ratio=%.3f target>=1.0\n", float64(received)/took, float64(written)/took, float64(received)/float64(written))
+	fmt.Printf("logs end to end: %d lines written by 16 procs in %v, %d received by the client\n", written, d, received)
+	if received != int64(written) {
+		b.Fatalf("%d lines written, %d received", written, received)
+	}
 }

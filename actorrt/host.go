@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monarch-go/monarch/logagg"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,9 +40,13 @@ type hostAgent struct {
 
 type child struct {
 	id       string
+	rank     int
 	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the process has been reaped
+	exited   chan struct{} // closed when the process has been reaped and its output sent
 	stopping bool          // a stop was asked for: its end is not a failure (under hostAgent.mu)
+	outputs  []*os.File    // read ends of its stdout and stderr pipes
+	captured sync.WaitGroup
+	waiting  [2]atomic.Bool // each capture is blocked reading its pipe: it has sent every whole line read
 }
 
 type startReq struct {
@@ -113,17 +118,40 @@ func (h *hostAgent) spawnProcs(req spawnProcsReq, reply portRef) {
 			envReadyRank+"="+strconv.Itoa(to.rank),
 		)
 		cmd.Env = append(cmd.Env, req.Env[i]...)
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		c := &child{id: id, rank: to.rank, cmd: cmd, exited: make(chan struct{})}
+		// The proc writes to its own stdout and stderr; this agent reads
+		// them and sends every line to the job's log subject.
+		var writeEnds []*os.File
+		for range 2 {
+			r, w, err := os.Pipe()
+			if err != nil {
+				rt.sendErrorToPort(to, fmt.Errorf("%w: proc %s: output pipe: %v", ErrProcFailed, id, err))
+				return
+			}
+			c.outputs = append(c.outputs, r)
+			writeEnds = append(writeEnds, w)
+		}
+		cmd.Stdout, cmd.Stderr = writeEnds[0], writeEnds[1]
 		// Own process group: a terminal's Ctrl-C reaches the client only,
 		// which then stops the procs in order.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		done := make(chan error, 1)
 		h.starts <- startReq{cmd, done}
-		if err := <-done; err != nil {
+		err := <-done
+		for _, w := range writeEnds {
+			w.Close() // the child has its copies
+		}
+		if err != nil {
+			for _, r := range c.outputs {
+				r.Close()
+			}
 			rt.sendErrorToPort(to, fmt.Errorf("%w: start proc %s (%s) on %s: %v", ErrProcFailed, id, exe, rt.hostname, err))
 			continue
 		}
-		c := &child{id: id, cmd: cmd, exited: make(chan struct{})}
+		for s, r := range c.outputs {
+			c.captured.Add(1)
+			go h.capture(c, logagg.Stream(s+1), r)
+		}
 		h.mu.Lock()
 		h.children[id] = c
 		h.mu.Unlock()
@@ -131,9 +159,98 @@ func (h *hostAgent) spawnProcs(req spawnProcsReq, reply portRef) {
 	}
 }
 
+// outputGrace bounds how long an ended proc's output may stay open.
+const outputGrace = 2 * time.Second
+
+// capture sends one output of a child to the job's log, line by line, in
+// order.
+func (h *hostAgent) capture(c *child, stream logagg.Stream, r *os.File) {
+	defer c.captured.Done()
+	defer r.Close()
+	rt := h.rt
+	subject := rt.logSubject()
+	var buf []byte
+	logagg.Capture(&idleReader{r: r, idle: &c.waiting[stream-1]}, func(text string) {
+		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: rt.hostname, Proc: c.id, Rank: c.rank, Stream: stream, Text: text})
+		rt.publish(subject, buf)
+	})
+}
+
+// idleReader marks when its reader waits on the pipe: the capture then
+// has no whole line left unsent.
+type idleReader struct {
+	r    *os.File
+	idle *atomic.Bool
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	ir.idle.Store(true)
+	n, err := ir.r.Read(p)
+	ir.idle.Store(false)
+	return n, err
+}
+
+// syncOutput waits (bounded) until every line the child wrote so far has
+// been sent: both pipes empty and both captures waiting on them.
+func (c *child) syncOutput(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		done := true
+		for i, r := range c.outputs {
+			if unread(r) > 0 || !c.waiting[i].Load() {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+	}
+}
+
+// unread is the number of bytes waiting in a pipe (FIONREAD). It goes
+// through SyscallConn, which leaves the file in non-blocking mode (Fd
+// would not).
+func unread(f *os.File) int {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	sc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return n
+}
+
+// syncLogs waits until every line the given children wrote so far has
+// been sent on the log subject.
+func (h *hostAgent) syncLogs(ids []string) {
+	var kids []*child
+	h.mu.Lock()
+	for _, id := range ids {
+		if c := h.children[id]; c != nil {
+			kids = append(kids, c)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range kids {
+		c.syncOutput(5 * time.Second)
+	}
+}
+
 // watch reaps a child and tells the job how it ended.
 func (h *hostAgent) watch(c *child) {
 	err := c.cmd.Wait()
+	// Its last lines first: everything it wrote is sent before anyone
+	// hears that it ended. A grandchild holding the pipes open gets
+	// outputGrace, not forever.
+	drained := make(chan struct{})
+	go func() { c.captured.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(outputGrace):
+		for _, r := range c.outputs {
+			r.Close()
+		}
+		<-drained
+	}
 	h.mu.Lock()
 	delete(h.children, c.id)
 	stopped := c.stopping

@@ -178,6 +178,11 @@ func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
 	rt.noteAgents(procs)
+	if rt.logs != nil {
+		rt.spawnedMu.Lock()
+		rt.spawned = append(rt.spawned, pm)
+		rt.spawnedMu.Unlock()
+	}
 	return pm, nil
 }
 

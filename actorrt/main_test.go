@@ -62,6 +62,8 @@ func registerTestActors() {
 		actorrt.Register[Supervisor](),
 		actorrt.Register[Breaker](),
 		actorrt.Register[Starter](),
+		actorrt.Register[Printer](),
+		actorrt.Register[Flooder](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

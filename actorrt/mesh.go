@@ -65,20 +65,39 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 // killed if it has not within the stop timeout; their actors stop with
 // them, and later calls to those actors fail with ErrStopped. Stopping a
 // proc that already ended is not an error; stopping this process
-// (ThisProc) is.
+// (ThisProc) is. Every line the procs wrote is printed (or recorded)
+// before Stop returns.
 func (p *ProcMesh) Stop() error {
-	if p.err != nil {
-		return p.err
-	}
 	rt, err := getRuntime()
 	if err != nil {
 		return err
+	}
+	return p.askAgents(rt, opStopProcs, rt.opts.stopTimeout+10*time.Second)
+}
+
+// FlushLogs returns once every line the procs wrote before the call has
+// reached the client and been printed (or recorded): a flush barrier for
+// output, say before printing a result after a call.
+func (p *ProcMesh) FlushLogs(ctx context.Context) error {
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	return p.askAgents(rt, opSyncLogs, 10*time.Second)
+}
+
+// askAgents sends op for the procs of the mesh to their host agents and
+// waits (at most d) for every agent's answer; then, in the client, it
+// prints the lines that came before the answers.
+func (p *ProcMesh) askAgents(rt *runtimeT, op string, d time.Duration) error {
+	if p.err != nil {
+		return p.err
 	}
 	byAgent := map[string][]string{}
 	for _, b := range p.reg.baseRanks() {
 		pi := p.procs[b]
 		if pi.ID == rt.procID {
-			return fmt.Errorf("actorrt: Stop: %s is this process; return from Main instead", pi.ID)
+			return fmt.Errorf("actorrt: %s: %s is this process; return from Main instead", op, pi.ID)
 		}
 		byAgent[pi.Agent] = append(byAgent[pi.Agent], pi.ID)
 	}
@@ -86,24 +105,28 @@ func (p *ProcMesh) Stop() error {
 	for a := range byAgent {
 		agents = append(agents, a)
 	}
-	ext, _ := NewExtent(Dims{{"agents", max(1, len(agents))}})
-	fut := newFuture[ValueMesh[Void]](label{mesh: "Stop " + p.String()})
+	if len(agents) == 0 {
+		return nil
+	}
+	ext, _ := NewExtent(Dims{{"agents", len(agents)}})
+	fut := newFuture[ValueMesh[Void]](label{mesh: op + " " + p.String()})
 	port, err := rt.ports.open(newCallPort[Void](fut, ext), agents)
 	if err != nil {
 		return err
 	}
 	defer rt.ports.close(port)
-	if len(agents) == 0 {
-		return nil
-	}
 	for i, a := range agents {
-		if err := rt.sendControl(a, opStopProcs, port, &stopProcsReq{IDs: byAgent[a], Rank: i}); err != nil {
+		if err := rt.sendControl(a, op, port, &stopProcsReq{IDs: byAgent[a], Rank: i}); err != nil {
 			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.stopTimeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(rt.ctx, d)
 	defer cancel()
 	_, err = fut.Get(ctx)
+	if rt.logs != nil {
+		// The procs' lines came before their agents' answers: print them.
+		rt.logs.flush()
+	}
 	return err
 }
 

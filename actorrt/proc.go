@@ -69,6 +69,9 @@ const (
 	// Host agent ops: start procs (spawnProcsReq), stop some (stopProcsReq).
 	opSpawnProcs = "spawnprocs"
 	opStopProcs  = "stopprocs"
+	// opSyncLogs (stopProcsReq): answer once every line the procs wrote
+	// so far has been sent.
+	opSyncLogs = "synclogs"
 )
 
 type spawnReq struct {
@@ -203,6 +206,17 @@ func (ps *procState) control(f *frame) {
 			return
 		}
 		rt.handleFailure(&mf)
+	case opSyncLogs:
+		var req stopProcsReq
+		if err := decodeBody(f, &req); err != nil {
+			rt.log.Warn().Err(err).Msg("bad synclogs request")
+			return
+		}
+		reply := portRef{proc: f.h.replyTo, id: f.h.port, rank: req.Rank}
+		go func() {
+			rt.host.syncLogs(req.IDs)
+			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
+		}()
 	case opExit:
 		if rt.procID != clientProcID {
 			rt.exitCode.Store(0)

@@ -46,6 +46,8 @@ func runHelper(name string) int {
 			}
 			return nil
 		})
+	case "loglines":
+		return helperLogLines()
 	case "tree":
 		return helperTree()
 	case "failure":

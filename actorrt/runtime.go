@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/logagg"
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -41,12 +43,17 @@ type runtimeT struct {
 	token    string
 	opts     options
 	log      zerolog.Logger
+	logFile  io.Closer
 
 	conn   *bus.Conn
 	server *bus.Server // the embedded server, when this process owns it
 
 	ports   portTable
-	agents  agentWait // the agents a launcher started (client)
+	agents  agentWait   // the agents a launcher started (client)
+	logs    *clientLogs // the job's output (client)
+
+	spawnedMu sync.Mutex
+	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
 	health  health
 	local   *procState // actors and meshes hosted here; owned by the dispatcher
 	host    *hostAgent
@@ -60,6 +67,7 @@ type runtimeT struct {
 	fatalOnce sync.Once
 
 	procSubject string
+	logSubj     string
 	ctx         context.Context // ends when the runtime shuts down
 	cancel      context.CancelFunc
 	dispatchEnd chan struct{} // closed when the dispatcher returns
@@ -67,6 +75,7 @@ type runtimeT struct {
 	agentMode   bool          // a `monarch agent`: heartbeats from the start
 	exitCode    atomic.Int32  // set by an "exit" control message in a worker
 	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
+	stopLogs    context.CancelFunc
 	shutOnce    sync.Once
 }
 
@@ -166,9 +175,15 @@ func Run(fn func(ctx context.Context) error, opts ...Option) int {
 // worker mode) rather than as a client.
 func IsProc() bool { return os.Getenv(envProc) != "" }
 
-func newLogger() zerolog.Logger {
-	return zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true, TimeFormat: time.TimeOnly}).
-		Level(zerolog.WarnLevel).With().Timestamp().Logger()
+// openSystemLog points rt.log at the job's system log for role (see
+// logagg.SystemLogger): a file under /tmp/$USER, and stderr for warnings.
+func (rt *runtimeT) openSystemLog(role string) error {
+	l, closer, err := logagg.SystemLogger(rt.job, role)
+	if err != nil {
+		return fmt.Errorf("actorrt: %w", err)
+	}
+	rt.log, rt.logFile = l, closer
+	return nil
 }
 
 func runClient(fn func(ctx context.Context) error, o options) int {
@@ -206,10 +221,13 @@ func runClient(fn func(ctx context.Context) error, o options) int {
 
 func startClient(o options) (*runtimeT, error) {
 	hostname, _ := os.Hostname()
-	rt := &runtimeT{procID: clientProcID, hostname: hostname, opts: o, log: newLogger()}
+	rt := &runtimeT{procID: clientProcID, hostname: hostname, opts: o}
 	rt.job = os.Getenv(envJob)
 	if rt.job == "" {
 		rt.job = newJobID()
+	}
+	if err := rt.openSystemLog("client"); err != nil {
+		return nil, err
 	}
 	if url := os.Getenv(envBusURL); url != "" {
 		// Under `monarch local` or `monarch run`: the bus is theirs.
@@ -255,6 +273,7 @@ func (rt *runtimeT) start() error {
 	rt.host = newHostAgent(rt)
 	rt.host.started.Store(rt.agentMode) // the client watches agents from the start
 	rt.procSubject = rt.procSubjectOf(rt.procID)
+	rt.logSubj = rt.logSubject()
 	for _, subj := range []string{rt.procSubject, rt.deathsSubject()} {
 		if _, err := rt.conn.Subscribe(subj); err != nil {
 			return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
@@ -268,6 +287,13 @@ func (rt *runtimeT) start() error {
 			return err
 		}
 		go rt.hookLoop()
+		rt.logs = newClientLogs(rt)
+		if _, err := rt.conn.Subscribe(rt.logSubject()); err != nil {
+			return err
+		}
+		logCtx, stopLogs := context.WithCancel(context.Background())
+		rt.stopLogs = stopLogs
+		go rt.logs.run(logCtx)
 	}
 	go rt.heartbeats()
 	go rt.watchAgents()
@@ -311,6 +337,10 @@ func (rt *runtimeT) newProcID() string {
 
 // dispatch routes one message, on the dispatcher goroutine, in wire order.
 func (rt *runtimeT) dispatch(m bus.Message) {
+	if rt.logs != nil && len(m.Subject) == len(rt.logSubj) && m.Subject == rt.logSubj {
+		rt.logs.receive(m.Data)
+		return
+	}
 	f, err := parseFrame(m.Data)
 	if err != nil {
 		rt.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropped a message that cannot be parsed")
@@ -393,6 +423,14 @@ func (rt *runtimeT) publish(subject string, data []byte) error {
 func (rt *runtimeT) shutdown() {
 	rt.shutOnce.Do(func() {
 		rt.closing.Store(true)
+		// The procs this client started anywhere, through their agents:
+		// their last lines arrive before the agents' replies.
+		if rt.logs != nil {
+			rt.stopSpawned()
+			rt.logs.flush()
+			rt.stopLogs()
+			<-rt.logs.done
+		}
 		rt.local.stopAll()
 		if rt.host != nil {
 			rt.host.stopAll(rt.opts.stopTimeout)
@@ -413,6 +451,9 @@ func (rt *runtimeT) shutdown() {
 		if rt.server != nil {
 			rt.server.Shutdown()
 		}
+		if rt.logFile != nil {
+			rt.logFile.Close()
+		}
 		current.CompareAndSwap(rt, nil)
 	})
 }
@@ -422,4 +463,19 @@ func (rt *runtimeT) shutdown() {
 func tlsOptions(o bus.ConnOptions) bus.ConnOptions {
 	o.TLSCA, o.TLSName = os.Getenv(bus.EnvTLSCA), os.Getenv(bus.EnvTLSName)
 	return o
+}
+
+// stopSpawned stops every proc mesh this client started (it returns when
+// their agents have confirmed, or the stop timeout has passed).
+func (rt *runtimeT) stopSpawned() {
+	rt.spawnedMu.Lock()
+	pms := rt.spawned
+	rt.spawned = nil
+	rt.spawnedMu.Unlock()
+	var wg sync.WaitGroup
+	for _, pm := range pms {
+		wg.Add(1)
+		go func() { defer wg.Done(); pm.Stop() }()
+	}
+	wg.Wait()
 }

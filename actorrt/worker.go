@@ -53,7 +53,6 @@ func startWorker(o options) (*runtimeT, error) {
 		token:    os.Getenv(envBusToken),
 		hostname: hostname,
 		opts:     o,
-		log:      newLogger(),
 	}
 	// The secret stays in the runtime; user code and its children do not
 	// inherit it.
@@ -64,6 +63,9 @@ func startWorker(o options) (*runtimeT, error) {
 	rank, err2 := strconv.Atoi(os.Getenv(envReadyRank))
 	if rt.job == "" || rt.busURL == "" || parent == "" || err1 != nil || err2 != nil {
 		return nil, fmt.Errorf("incomplete bootstrap environment (%s, %s, %s, %s, %s)", envJob, envBusURL, envParent, envReadyPort, envReadyRank)
+	}
+	if err := rt.openSystemLog("proc-" + rt.procID); err != nil {
+		return nil, err
 	}
 	conn, err := bus.Connect(rt.busURL, tlsOptions(bus.ConnOptions{Name: "proc " + rt.procID, Token: rt.token, OnError: rt.busFault}))
 	if err != nil {

@@ -158,8 +158,14 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
 	defer srv.Shutdown()
-	// Everyone who dials the bus: how (TLS) and with what secret.
+	// Everyone who dials the bus (agents, client, procs): how (TLS), and
+	// the job's system log levels.
 	var dialEnv []string
+	for _, kv := range logEnv(job.Log) {
+		if strings.HasPrefix(kv, "MONARCH_FILE_LOG=") || strings.HasPrefix(kv, "MONARCH_STDERR_LOG=") {
+			dialEnv = append(dialEnv, kv)
+		}
+	}
 	if busCfg.TLSCert != "" {
 		dialEnv = append(dialEnv, bus.EnvTLSName+"="+adv)
 		if busCfg.TLSCA != "" {
@@ -213,6 +219,7 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 		bus.EnvURL+"="+localURL, bus.EnvToken+"="+srv.Token(), bus.EnvJob+"="+jobID,
 		"MONARCH_PROCS="+procsSpec(job.Procs))
 	client.Env = append(client.Env, dialEnv...)
+	client.Env = append(client.Env, logEnv(job.Log)...)
 	if cfg.HostsPath != "" {
 		client.Env = append(client.Env, "MONARCH_HOSTS="+cfg.HostsPath)
 	}
@@ -362,4 +369,22 @@ func isAgentID(s string) bool {
 	}
 	_, err := strconv.Atoi(s[1:])
 	return err == nil
+}
+
+// logEnv passes the job file's [log] options to the client (and through
+// it, the procs); the environment, when it sets a level, wins.
+func logEnv(l hostsconfig.Log) []string {
+	if l == (hostsconfig.Log{}) {
+		l = hostsconfig.Log{StreamToClient: true} // a job made up on the command line
+	}
+	env := []string{"MONARCH_LOG_STREAM=" + strconv.FormatBool(l.StreamToClient)}
+	if l.AggregateWindow > 0 {
+		env = append(env, "MONARCH_LOG_WINDOW="+l.AggregateWindow.String())
+	}
+	for k, v := range map[string]string{"MONARCH_FILE_LOG": l.FileLevel, "MONARCH_STDERR_LOG": l.StderrLevel} {
+		if v != "" && os.Getenv(k) == "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }

@@ -9,11 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monarch-go/monarch/hostsconfig"
 )
 
 // Job states, as `monarch status` shows them.
@@ -46,19 +47,8 @@ type JobState struct {
 	saved time.Time
 }
 
-// DefaultStateDir is $MONARCH_STATE_DIR, else ~/.monarch/jobs (home is
-// usually shared across a cluster's nodes, so a detached job's state is
-// visible from the login node).
-func DefaultStateDir() string {
-	if d := os.Getenv("MONARCH_STATE_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), "monarch-"+strconv.Itoa(os.Getuid()), "jobs")
-	}
-	return filepath.Join(home, ".monarch", "jobs")
-}
+// DefaultStateDir is hostsconfig.StateDir().
+func DefaultStateDir() string { return hostsconfig.StateDir() }
 
 func (s *JobState) save(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {

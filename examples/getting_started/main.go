@@ -43,6 +43,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	for _, section := range []func(context.Context, *actorrt.ProcMesh) error{
+		logging,
 		references,
 		supervision,
 		actorContext,

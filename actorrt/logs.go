@@ -1,0 +1,302 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/logagg"
+)
+
+// Logs. Every proc's stdout and stderr are read by its host agent, cut in
+// lines and sent on the job's log subject (see host.go). The client
+// receives them all: it records them in the job's log (for `monarch logs`)
+// and prints them, raw with a [rank] prefix or, for procs given an
+// aggregation window, grouped: "[37 similar log lines] [3] step 100 ...".
+// Printing happens off the dispatcher, so a slow terminal never holds up
+// messages to actors.
+
+// LogOptions says how the client shows the output of a mesh's procs.
+type LogOptions struct {
+	// StreamToClient prints the procs' lines on the client's stdout and
+	// stderr. Lines are recorded in the job's log either way.
+	StreamToClient bool
+	// AggregateWindow, when positive, groups similar lines written within
+	// each window and prints one line per group.
+	AggregateWindow time.Duration
+}
+
+func (rt *runtimeT) logSubject() string { return bus.JobSubject(rt.job, "log") }
+
+// LoggingOption sets how the client shows the output of these procs
+// (every proc of the mesh, slices included). Call it from the client.
+func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
+	if p.err != nil {
+		return p.err
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	if rt.logs == nil {
+		return fmt.Errorf("actorrt: LoggingOption is the client's: call it from Main's function")
+	}
+	if o.AggregateWindow < 0 {
+		return fmt.Errorf("%w: aggregate window %v", ErrBadArgs, o.AggregateWindow)
+	}
+	// Lines written so far keep the options they were written under.
+	if err := p.FlushLogs(ctx); err != nil {
+		return err
+	}
+	rt.logs.setOptions(p.ids(), o)
+	return nil
+}
+
+// clientLogs receives, records and prints the job's lines.
+type clientLogs struct {
+	store   *logagg.Writer
+	def     LogOptions
+	stdout  *lineWriter
+	stderr  *lineWriter
+	color   bool
+	flushes chan flushReq
+	wake    chan struct{}
+	done    chan struct{}
+
+	mu    sync.Mutex
+	queue []logagg.Line
+	opts  map[string]LogOptions
+
+	lines atomic.Int64 // lines received
+	bad   atomic.Int64 // messages that could not be decoded
+}
+
+// LogStats counts what the client received of its procs' output.
+type LogStats struct {
+	Lines int64 // lines received (each recorded, and printed if streamed)
+	Bad   int64 // messages that could not be decoded
+}
+
+// ClientLogStats returns the client's counts so far; zero outside the
+// client.
+func ClientLogStats() LogStats {
+	rt, err := getRuntime()
+	if err != nil || rt.logs == nil {
+		return LogStats{}
+	}
+	return LogStats{Lines: rt.logs.lines.Load(), Bad: rt.logs.bad.Load()}
+}
+
+func newClientLogs(rt *runtimeT) *clientLogs {
+	l := &clientLogs{
+		def:     LogOptions{StreamToClient: true},
+		stdout:  &lineWriter{w: os.Stdout},
+		stderr:  &lineWriter{w: os.Stderr},
+		color:   isatty.IsTerminal(os.Stdout.Fd()),
+		flushes: make(chan flushReq),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		opts:    map[string]LogOptions{},
+	}
+	// A launcher passes the job file's [log] options.
+	if v := os.Getenv("MONARCH_LOG_STREAM"); v != "" {
+		l.def.StreamToClient, _ = strconv.ParseBool(v)
+	}
+	if v := os.Getenv("MONARCH_LOG_WINDOW"); v != "" {
+		l.def.AggregateWindow, _ = time.ParseDuration(v)
+	}
+	store, err := logagg.NewWriter(hostsconfig.StateDir(), rt.job, logagg.DefaultMaxBytes)
+	if err != nil {
+		rt.log.Warn().Err(err).Msg("the job's log will not be recorded")
+	} else {
+		l.store = store
+	}
+	return l
+}
+
+// receive takes one line message, on the dispatcher goroutine.
+func (l *clientLogs) receive(data []byte) {
+	line, err := logagg.ParseLine(data)
+	if err != nil {
+		l.bad.Add(1)
+		return
+	}
+	l.lines.Add(1)
+	l.mu.Lock()
+	l.queue = append(l.queue, line)
+	first := len(l.queue) == 1
+	l.mu.Unlock()
+	if first {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// setOptions applies new options to procs, on the printer goroutine, once
+// the lines received so far are printed under the old ones.
+func (l *clientLogs) setOptions(procs []string, o LogOptions) {
+	l.request(func() {
+		l.mu.Lock()
+		for _, p := range procs {
+			l.opts[p] = o
+		}
+		l.mu.Unlock()
+	})
+}
+
+// flush prints (and records) every line received so far, including
+// pending aggregation groups: the flush barrier. Bounded.
+func (l *clientLogs) flush() { l.request(nil) }
+
+// flushReq asks the printer to print everything it has, then run then.
+type flushReq struct {
+	then func()
+	ack  chan struct{}
+}
+
+func (l *clientLogs) request(then func()) {
+	ack := make(chan struct{})
+	select {
+	case l.flushes <- flushReq{then, ack}:
+	case <-l.done:
+		return
+	case <-time.After(5 * time.Second):
+		return
+	}
+	select {
+	case <-ack:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// run prints until ctx ends, then flushes one last time.
+func (l *clientLogs) run(ctx context.Context) {
+	defer close(l.done)
+	aggs := map[time.Duration]*windowAgg{}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.wake:
+			l.drain(aggs)
+		case now := <-tick.C:
+			for _, a := range aggs {
+				if now.After(a.due) {
+					l.emitGroups(a)
+					a.due = now.Add(a.window)
+				}
+			}
+			l.flushOut()
+		case req := <-l.flushes:
+			l.drain(aggs)
+			for _, a := range aggs {
+				l.emitGroups(a)
+			}
+			l.flushOut()
+			if l.store != nil {
+				l.store.Flush()
+			}
+			if req.then != nil {
+				req.then()
+			}
+			close(req.ack)
+		case <-ctx.Done():
+			l.drain(aggs)
+			for _, a := range aggs {
+				l.emitGroups(a)
+			}
+			l.flushOut()
+			if l.store != nil {
+				l.store.Close()
+			}
+			return
+		}
+	}
+}
+
+type windowAgg struct {
+	window time.Duration
+	agg    *logagg.Aggregator
+	due    time.Time
+}
+
+func (l *clientLogs) drain(aggs map[time.Duration]*windowAgg) {
+	l.mu.Lock()
+	q := l.queue
+	l.queue = nil
+	l.mu.Unlock()
+	for _, line := range q {
+		if l.store != nil {
+			l.store.Write(line)
+		}
+		o, ok := l.opts[line.Proc] // written only on this goroutine (setOptions' then)
+		if !ok {
+			o = l.def
+		}
+		switch {
+		case !o.StreamToClient:
+		case o.AggregateWindow <= 0:
+			l.out(line.Stream).line(logagg.FormatLine(line, l.color))
+		default:
+			a := aggs[o.AggregateWindow]
+			if a == nil {
+				a = &windowAgg{window: o.AggregateWindow, agg: logagg.NewAggregator(), due: time.Now().Add(o.AggregateWindow)}
+				aggs[o.AggregateWindow] = a
+			}
+			a.agg.Add(line)
+		}
+	}
+	l.flushOut()
+}
+
+func (l *clientLogs) emitGroups(a *windowAgg) {
+	for _, g := range a.agg.Flush() {
+		l.out(g.First.Stream).line(logagg.FormatGroup(g, l.color))
+	}
+}
+
+func (l *clientLogs) out(s logagg.Stream) *lineWriter {
+	if s == logagg.Stderr {
+		return l.stderr
+	}
+	return l.stdout
+}
+
+func (l *clientLogs) flushOut() {
+	l.stdout.flush()
+	l.stderr.flush()
+}
+
+// lineWriter buffers whole lines and writes at most pipeAtomic bytes at a
+// time, so that the client program's own writes to the same stdout (which
+// the kernel keeps whole up to that size) never land inside a proc's line.
+type lineWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+const pipeAtomic = 4096 // PIPE_BUF on Linux
+
+func (w *lineWriter) line(s string) {
+	if len(w.buf)+len(s)+1 > pipeAtomic {
+		w.flush()
+	}
+	w.buf = append(append(w.buf, s...), '\n')
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.w.Write(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
