@@ -48,17 +48,17 @@ type runtimeT struct {
 	conn   *bus.Conn
 	server *bus.Server // the embedded server, when this process owns it
 
-	ports   portTable
-	agents  agentWait   // the agents a launcher started (client)
-	logs    *clientLogs // the job's output (client)
+	ports  portTable
+	agents agentWait   // the agents a launcher started (client)
+	logs   *clientLogs // the job's output (client)
 
 	spawnedMu sync.Mutex
 	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
-	health  health
-	local   *procState // actors and meshes hosted here; owned by the dispatcher
-	host    *hostAgent
-	meshSeq atomic.Uint64
-	procSeq atomic.Uint64
+	health    health
+	local     *procState // actors and meshes hosted here; owned by the dispatcher
+	host      *hostAgent
+	meshSeq   atomic.Uint64
+	procSeq   atomic.Uint64
 
 	owned     sync.Map          // mesh id -> *ownership: meshes spawned here
 	faults    chan *MeshFailure // failures for UnhandledFaultHook (client)
