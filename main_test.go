@@ -92,7 +92,7 @@ func TestHelpListsOnlyWorkingCommands(t *testing.T) {
 			commands = append(commands, strings.Fields(line)[0])
 		}
 	}
-	want := "version run local status stop config" // agent is for launchers only: hidden
+	want := "version run local status stop logs config" // agent is for launchers only: hidden
 	if got := strings.Join(commands, " "); got != want {
 		t.Fatalf("commands %q, want %q", got, want)
 	}

@@ -29,8 +29,13 @@ const bigWindow = 4096
 type groupState struct {
 	Group
 	lastRank int
-	ranks    map[int]struct{} // made when a second rank appears
+	seen     []uint64         // ranks 0..maxBitRank, a bit each; made when a second rank appears
+	others   map[int]struct{} // any other ranks
 }
+
+// maxBitRank bounds the ranks kept in a group's bit set (8 KiB at most);
+// larger or negative ones, which a proc mesh does not have, go to a map.
+const maxBitRank = 1<<16 - 1
 
 // NewAggregator returns an empty Aggregator.
 func NewAggregator() *Aggregator {
@@ -56,16 +61,36 @@ func (a *Aggregator) Add(l Line) {
 }
 
 // addRank counts r if the group has not seen it. Consecutive lines of one
-// rank, the common case, skip the set.
+// rank, the common case, do not get here.
 func (g *groupState) addRank(r int) {
-	if g.ranks == nil {
-		g.ranks = map[int]struct{}{g.lastRank: {}}
+	if g.seen == nil && g.others == nil {
+		g.markRank(g.lastRank)
 	}
 	g.lastRank = r
-	if _, ok := g.ranks[r]; !ok {
-		g.ranks[r] = struct{}{}
+	if g.markRank(r) {
 		g.Ranks++
 	}
+}
+
+// markRank records r and reports whether it is new.
+func (g *groupState) markRank(r int) bool {
+	if r < 0 || r > maxBitRank {
+		if g.others == nil {
+			g.others = make(map[int]struct{})
+		}
+		_, seen := g.others[r]
+		g.others[r] = struct{}{}
+		return !seen
+	}
+	w, bit := r/64, uint64(1)<<(r%64)
+	if w >= len(g.seen) {
+		g.seen = append(g.seen, make([]uint64, w+1-len(g.seen))...)
+	}
+	if g.seen[w]&bit != 0 {
+		return false
+	}
+	g.seen[w] |= bit
+	return true
 }
 
 // Flush returns the groups added since the last Flush, in order of their

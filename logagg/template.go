@@ -13,18 +13,21 @@ package logagg
 // the whole line costs O(len). Tokens without a digit, the common case,
 // are copied as they are after a single scan.
 
-// Masks written in place of a variable token.
+// Masks written in place of a variable token. Hex values share the mask
+// of numbers: they are numbers in base 16, and an id field that happens to
+// be all decimal digits must stay in its group.
 const (
-	maskNumber = "<N>"  // integers, floats, exponents, signed, percentages, 12ms, 3.5GiB
-	maskHex    = "<H>"  // 0x1f, and hex strings of 8+ characters with a digit and a letter
+	maskNumber = "<N>"  // 42, -0.5, 1e-4, 97%, 12ms, 3.5GiB, 0x1f, 3fa9c2d1e8, 1b000
 	maskUUID   = "<U>"  // 8-4-4-4-12 hex
 	maskIP     = "<IP>" // IPv4, with an optional :port or /prefix
 	maskTime   = "<T>"  // 2026-12-02, 2026-12-02T10:00:00.5Z, 10:00:00.123, 10:00
 )
 
 // Template returns the grouping key of a log line: its tokens separated by
-// single spaces, with numbers, hex, UUIDs, IPv4 addresses, timestamps and
-// the digit runs of mixed tokens (step100, worker-12) masked. Tokens are
+// single spaces, with numbers, hex values (0x1f, and hex strings of 8+
+// characters with a digit and a letter a-f), UUIDs, IPv4 addresses,
+// timestamps and the digit runs of mixed tokens (step100, worker-12)
+// masked. Tokens are
 // split on ASCII whitespace and on = , ( ) [ ] and :, which are kept in the
 // key as tokens of their own; a ':' between two digits (10:00:00, an
 // address's port) does not split. Non-ASCII text is kept as it is, and
@@ -40,37 +43,64 @@ func appendTemplate(dst []byte, s string) []byte {
 	n := len(s)
 	for i := 0; i < n; {
 		c := s[i]
-		if isSpace(c) {
+		cl := byteClass[c]
+		if cl&clsSpace != 0 {
 			i++
 			continue
 		}
 		if len(dst) > start {
 			dst = append(dst, ' ')
 		}
-		if splitsAt(s, i) {
+		if cl&clsSep != 0 && (c != ':' || colonSplits(s, i)) {
 			dst = append(dst, c)
 			i++
 			continue
 		}
-		j := i + 1
-		for j < n && !isSpace(s[j]) && !splitsAt(s, j) {
-			j++
+		// One pass finds the token's end and counts what appendToken
+		// needs to know to skip the checks that cannot match.
+		j, digits, hexLetters := i, 0, 0
+		for ; j < n; j++ {
+			cl := byteClass[s[j]]
+			if cl&(clsSpace|clsSep) != 0 && (s[j] != ':' || colonSplits(s, j)) {
+				break
+			}
+			digits += int(cl & clsDigit)
+			hexLetters += int(cl&clsHexLetter) >> 1
 		}
-		dst = appendToken(dst, s[i:j])
+		dst = appendToken(dst, s[i:j], digits, hexLetters)
 		i = j
 	}
 	return dst
 }
 
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
-}
+// Byte classes, looked up once per byte of a line.
+const (
+	clsDigit     = 1 << iota // 0-9 (must be 1: it is added as a count)
+	clsHexLetter             // a-f A-F (must be 2)
+	clsSpace                 // ASCII whitespace
+	clsSep                   // = , ( ) [ ] : (a ':' between digits excepted)
+)
+
+// byteClass is a constant table, computed once.
+var byteClass = func() (t [256]uint8) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = clsDigit
+	}
+	for _, c := range "abcdefABCDEF" {
+		t[c] = clsHexLetter
+	}
+	for _, c := range " \t\n\r\v\f" {
+		t[c] = clsSpace
+	}
+	for _, c := range "=,()[]:" {
+		t[c] = clsSep
+	}
+	return t
+}()
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
-func isHexDigit(c byte) bool {
-	return isDigit(c) || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
+func isHexDigit(c byte) bool { return byteClass[c]&(clsDigit|clsHexLetter) != 0 }
 
 // isWordByte reports whether c belongs to the alphanumeric part of a token;
 // bytes of multi-byte UTF-8 characters count as letters.
@@ -78,35 +108,19 @@ func isWordByte(c byte) bool {
 	return isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c >= 0x80
 }
 
-// splitsAt reports whether s[i] is a separator token.
-func splitsAt(s string, i int) bool {
-	switch s[i] {
-	case '=', ',', '(', ')', '[', ']':
-		return true
-	case ':':
-		return i == 0 || i+1 >= len(s) || !isDigit(s[i-1]) || !isDigit(s[i+1])
-	}
-	return false
+// colonSplits reports whether the ':' at s[i] separates tokens: it does
+// unless it sits between two digits (10:00:00, 10.0.0.1:29500).
+func colonSplits(s string, i int) bool {
+	return i == 0 || i+1 >= len(s) || !isDigit(s[i-1]) || !isDigit(s[i+1])
 }
 
-// appendToken appends tok, or its mask.
-func appendToken(dst []byte, tok string) []byte {
-	digits, hexLetters := 0, 0
-	for i := 0; i < len(tok); i++ {
-		c := tok[i]
-		switch {
-		case isDigit(c):
-			digits++
-		case 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F':
-			hexLetters++
-		}
-	}
+// appendToken appends tok, or its mask; digits and hexLetters count its
+// bytes 0-9 and a-f A-F.
+func appendToken(dst []byte, tok string, digits, hexLetters int) []byte {
 	switch {
 	case digits == 0:
 		return append(dst, tok...)
-	case isHex(tok, digits, hexLetters): // before numbers: 1e400000 is a hash, not 10^400000
-		return append(dst, maskHex...)
-	case isNumber(tok):
+	case isHex(tok, digits, hexLetters), isNumber(tok):
 		return append(dst, maskNumber...)
 	case isUUID(tok):
 		return append(dst, maskUUID...)
@@ -119,9 +133,10 @@ func appendToken(dst []byte, tok string) []byte {
 }
 
 // appendMixed masks the variable parts of a token that is not one value as
-// a whole: within each alphanumeric run, a hex string of 8+ characters
-// becomes <H> and every digit run <N>; other bytes are kept (worker-12 →
-// worker-<N>, /data/shard-00042.tar → /data/shard-<N>.tar).
+// a whole. Within each alphanumeric run, a run of hex digits with a
+// decimal digit among them is one value; otherwise each digit run is. The
+// other bytes are kept: worker-12 → worker-<N>, step100 → step<N>,
+// /data/shard-00042.tar → /data/shard-<N>.tar, 5[1b000] → <N>[<N>].
 func appendMixed(dst []byte, tok string) []byte {
 	for i := 0; i < len(tok); {
 		if !isWordByte(tok[i]) {
@@ -134,8 +149,8 @@ func appendMixed(dst []byte, tok string) []byte {
 			j++
 		}
 		run := tok[i:j]
-		if len(run) >= 8 && allHexMixed(run) {
-			dst = append(dst, maskHex...)
+		if hexValue(run) {
+			dst = append(dst, maskNumber...)
 		} else {
 			for k := 0; k < len(run); {
 				if !isDigit(run[k]) {
@@ -154,22 +169,18 @@ func appendMixed(dst []byte, tok string) []byte {
 	return dst
 }
 
-// allHexMixed reports whether s is all hex digits with at least one digit
-// and one letter a-f.
-func allHexMixed(s string) bool {
-	digit, letter := false, false
+// hexValue reports whether s is all hex digits with at least one decimal
+// digit: a value, even when short (NCCL bus ids such as 1b000, 5f).
+func hexValue(s string) bool {
+	digit := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		switch {
-		case isDigit(c):
-			digit = true
-		case isHexDigit(c):
-			letter = true
-		default:
+		if !isHexDigit(c) {
 			return false
 		}
+		digit = digit || isDigit(c)
 	}
-	return digit && letter
+	return digit
 }
 
 // isHex: 0x followed by hex digits, or 8+ hex digits with a digit and a

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/monarch-go/monarch/logagg"
+	"github.com/urfave/cli/v2"
+)
+
+func logsCommand() *cli.Command {
+	cmd := &cli.Command{
+		Name:      "logs",
+		Usage:     "print a job's output (the newest job's without JOB), or follow it while it runs",
+		ArgsUsage: "[JOB]",
+		Description: "Replays the log the client keeps of every line the job's procs wrote, as [rank] text\n" +
+			"(stderr lines on stderr). With --follow it then waits for new lines until the job ends.\n" +
+			"With --aggregate, similar lines are printed once per window with their count. Flags may\n" +
+			"come before or after JOB.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "wait for new lines until the job ends"},
+			&cli.StringFlag{Name: "since", Usage: "only lines from this long ago (10m) or since this RFC3339 time"},
+			&cli.StringSliceFlag{Name: "host", Usage: "only lines of this host (repeat for more)"},
+			&cli.IntSliceFlag{Name: "rank", Usage: "only lines of this rank (repeat for more)"},
+			&cli.StringFlag{Name: "stream", Usage: "only stdout or stderr"},
+			&cli.StringFlag{Name: "grep", Usage: "only lines matching this regular expression (Go syntax)"},
+			&cli.BoolFlag{Name: "raw", Usage: "print every line (the default)"},
+			&cli.StringFlag{Name: "aggregate", Usage: "group similar lines per `WINDOW` (3s) of their timestamps, of wall time when following"},
+		},
+	}
+	cmd.Action = func(c *cli.Context) error {
+		args, err := logsTrailingFlags(c, cmd.Flags)
+		if err != nil {
+			return err
+		}
+		if len(args) > 1 {
+			return fmt.Errorf("logs: want at most one job, got %q (usage: monarch logs [JOB] [flags])", args)
+		}
+		opts, err := logsOptionsFrom(c, time.Now())
+		if err != nil {
+			return err
+		}
+		dir := logsStateDir()
+		job := ""
+		if len(args) == 1 {
+			job = args[0]
+		} else {
+			jobs, err := logagg.Jobs(dir)
+			if err != nil {
+				return err
+			}
+			if len(jobs) == 0 {
+				return fmt.Errorf("logs: no jobs in %s", dir)
+			}
+			job = jobs[0]
+		}
+		return runLogs(c.Context, dir, job, opts, c.App.Writer, c.App.ErrWriter)
+	}
+	return cmd
+}
+
+// logsStateDir is where the jobs' logs are: $MONARCH_STATE_DIR, else
+// ~/.monarch/jobs.
+func logsStateDir() string {
+	if d := os.Getenv("MONARCH_STATE_DIR"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), fmt.Sprintf("monarch-%d", os.Getuid()), "jobs")
+	}
+	return filepath.Join(home, ".monarch", "jobs")
+}
+
+// logsTrailingFlags applies the flags written after JOB (monarch logs j1
+// -f --rank 3), where the flag package stops parsing, and returns the
+// other arguments. Everything after "--" is an argument.
+func logsTrailingFlags(c *cli.Context, flags []cli.Flag) ([]string, error) {
+	args := c.Args().Slice()
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var flag cli.Flag
+		for _, f := range flags {
+			for _, n := range f.Names() {
+				if n == name {
+					flag = f
+				}
+			}
+		}
+		if flag == nil {
+			return nil, fmt.Errorf("logs: unknown flag %s (see monarch logs --help)", a)
+		}
+		if _, isBool := flag.(*cli.BoolFlag); isBool && !hasValue {
+			value = "true"
+		} else if !hasValue {
+			if i+1 == len(args) {
+				return nil, fmt.Errorf("logs: flag %s needs a value", a)
+			}
+			i++
+			value = args[i]
+		}
+		if err := c.Set(flag.Names()[0], value); err != nil {
+			return nil, fmt.Errorf("logs: %s %s: %w", a, value, err)
+		}
+	}
+	return rest, nil
+}
+
+// logsOptions is what the flags ask for.
+type logsOptions struct {
+	filter logagg.Filter
+	follow bool
+	window time.Duration // 0: raw
+}
+
+func logsOptionsFrom(c *cli.Context, now time.Time) (logsOptions, error) {
+	o := logsOptions{follow: c.Bool("follow")}
+	if s := c.String("since"); s != "" {
+		t, err := parseSince(s, now)
+		if err != nil {
+			return o, err
+		}
+		o.filter.Since = t
+	}
+	o.filter.Hosts = c.StringSlice("host")
+	o.filter.Ranks = c.IntSlice("rank")
+	switch s := c.String("stream"); s {
+	case "":
+	case "stdout":
+		o.filter.Stream = logagg.Stdout
+	case "stderr":
+		o.filter.Stream = logagg.Stderr
+	default:
+		return o, fmt.Errorf("logs: --stream %q: want stdout or stderr", s)
+	}
+	if s := c.String("grep"); s != "" {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return o, fmt.Errorf("logs: --grep: %w", err)
+		}
+		o.filter.Grep = re
+	}
+	if s := c.String("aggregate"); s != "" {
+		if c.Bool("raw") {
+			return o, errors.New("logs: --raw and --aggregate: choose one")
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("logs: --aggregate %q: want a window such as 3s or 500ms", s)
+		}
+		o.window = d
+	}
+	return o, nil
+}
+
+// parseSince reads --since: a duration back from now, or an RFC3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("logs: --since %q: want a duration back from now (10m, 1h30m) or an RFC3339 time (2026-12-02T10:00:00Z)", s)
+}
+
+// colorFor: ANSI colors only on a terminal, and not when NO_COLOR is set.
+func colorFor(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}
+
+func runLogs(ctx context.Context, dir, job string, o logsOptions, stdout, stderr io.Writer) error {
+	p := &logsPrinter{out: stdout, err: stderr, colorOut: colorFor(stdout), colorErr: colorFor(stderr), window: o.window}
+	var emit func(logagg.Line) error
+	stop := func() {}
+	if o.window == 0 {
+		emit = p.raw
+	} else {
+		p.agg = logagg.NewAggregator()
+		emit = p.add
+		if o.follow {
+			stop = p.tick(o.window)
+		}
+	}
+	err := logagg.Read(ctx, dir, job, o.filter, o.follow, emit)
+	stop()
+	p.flush()
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil // the user stopped following
+	case errors.Is(err, logagg.ErrCorrupt):
+		fmt.Fprintf(stderr, "monarch: %v\n", err) // a warning: the rest was printed
+		return nil
+	}
+	return err
+}
+
+// logsPrinter writes lines, or groups of lines, to stdout and stderr by
+// their stream.
+type logsPrinter struct {
+	out, err           io.Writer
+	colorOut, colorErr bool
+
+	mu     sync.Mutex // the aggregator and the writers, shared with tick
+	agg    *logagg.Aggregator
+	window time.Duration
+	start  time.Time // of the current window, in the lines' time
+}
+
+func (p *logsPrinter) writer(s logagg.Stream) (io.Writer, bool) {
+	if s == logagg.Stderr {
+		return p.err, p.colorErr
+	}
+	return p.out, p.colorOut
+}
+
+func (p *logsPrinter) raw(l logagg.Line) error {
+	w, color := p.writer(l.Stream)
+	_, err := fmt.Fprintln(w, logagg.FormatLine(l, color))
+	return err
+}
+
+// add puts l in the current window, first closing the window if l is
+// past its end. Replayed lines are thus grouped by their own timestamps.
+func (p *logsPrinter) add(l logagg.Line) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.agg.Pending() > 0 && !l.Time.Before(p.start.Add(p.window)) {
+		p.flushLocked()
+	}
+	if p.agg.Pending() == 0 {
+		p.start = l.Time
+	}
+	p.agg.Add(l)
+	return nil
+}
+
+// tick also closes the window every window of wall time, for lines that
+// arrive while following; the returned func stops it and waits for it.
+func (p *logsPrinter) tick(window time.Duration) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(window)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				p.flush()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped // returns at once: the loop only waits on done and the ticker
+	}
+}
+
+func (p *logsPrinter) flush() {
+	if p.agg == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flushLocked()
+}
+
+func (p *logsPrinter) flushLocked() {
+	for _, g := range p.agg.Flush() {
+		w, color := p.writer(g.First.Stream)
+		fmt.Fprintln(w, logagg.FormatGroup(g, color))
+	}
+}

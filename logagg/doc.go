@@ -1,0 +1,46 @@
+// Package logagg carries the output of a job's procs to the user: it
+// captures each proc's stdout and stderr line by line, groups similar
+// lines so that hundreds of ranks printing the same thing read as one
+// line, and keeps every line of a job in a file that `monarch logs` can
+// replay or follow.
+//
+// # Capture
+//
+// A proc's host agent reads its stdout and stderr and splits them into
+// [Line]s: one per line of output, without the newline, cut at [MaxLine]
+// bytes so that one runaway line cannot hold up the rest, tagged with
+// host, proc, rank, stream and time. Lines travel to the client on the
+// bus in order per proc and stream.
+//
+// # Aggregation
+//
+// The client prints lines as they come (`[3] step 100 loss=0.42`) or, with
+// an aggregation window, prints each group of similar lines once per
+// window:
+//
+//	[37 similar log lines] [3] step 100 loss=0.42
+//
+// Two lines are similar when they come from the same stream and have the
+// same [Template]: the line's tokens with numbers, hex values, UUIDs,
+// addresses and timestamps masked. Computing a template costs time linear
+// in the length of the line and nothing per group, where comparing each
+// line with every group by edit distance costs O(groups × length²). The
+// [Aggregator] holds one window of groups; its owner decides when the
+// window ends and calls Flush. [FormatLine] and [FormatGroup] render
+// lines and groups, with ANSI colors when the output is a terminal.
+//
+// # Store
+//
+// The client appends every line of the job to <dir>/<job>.log with a
+// [Writer]: JSON lines, bounded in size by rotation to <job>.log.1,
+// private to the user (0600 in a 0700 dir). [Read] replays a job's log
+// through a [Filter] and can follow it while the job runs, until the
+// writer closes it or its process is gone; [Jobs] lists the jobs with a
+// log, newest first.
+//
+// # Concurrency
+//
+// An Aggregator is for one goroutine. A Writer may be shared. Read calls
+// its emit function from the calling goroutine, and every wait in it ends
+// with its context.
+package logagg
