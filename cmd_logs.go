@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"os/signal"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/logagg"
 	"github.com/urfave/cli/v2"
 )
@@ -49,7 +50,7 @@ func logsCommand() *cli.Command {
 		if err != nil {
 			return err
 		}
-		dir := logsStateDir()
+		dir := hostsconfig.StateDir()
 		job := ""
 		if len(args) == 1 {
 			job = args[0]
@@ -63,22 +64,12 @@ func logsCommand() *cli.Command {
 			}
 			job = jobs[0]
 		}
-		return runLogs(c.Context, dir, job, opts, c.App.Writer, c.App.ErrWriter)
+		// Ctrl-C ends a follow cleanly: the last window is still printed.
+		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
+		defer stop()
+		return runLogs(ctx, dir, job, opts, c.App.Writer, c.App.ErrWriter)
 	}
 	return cmd
-}
-
-// logsStateDir is where the jobs' logs are: $MONARCH_STATE_DIR, else
-// ~/.monarch/jobs.
-func logsStateDir() string {
-	if d := os.Getenv("MONARCH_STATE_DIR"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(os.TempDir(), fmt.Sprintf("monarch-%d", os.Getuid()), "jobs")
-	}
-	return filepath.Join(home, ".monarch", "jobs")
 }
 
 // logsTrailingFlags applies the flags written after JOB (monarch logs j1

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +159,7 @@ func TestLogsAggregate(t *testing.T) {
 // While following, windows close on wall time: groups appear without
 // waiting for the job to end, and the command returns when it does.
 func TestLogsFollowAggregate(t *testing.T) {
+	before := runtime.NumGoroutine()
 	dir := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", dir)
 	w, err := logagg.NewWriter(dir, "live", 0)
@@ -192,6 +194,11 @@ func TestLogsFollowAggregate(t *testing.T) {
 	}
 	if errw.String() != "[9] bye\n" {
 		t.Errorf("stderr %q", errw.String())
+	}
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before: the window ticker or the follower leaked", runtime.NumGoroutine(), before)
+		}
 	}
 }
 

@@ -153,13 +153,21 @@ func NewWriter(dir, job string, maxBytes int64) (*Writer, error) {
 
 // open opens the current file and writes a start record.
 func (w *Writer) open() error {
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("logagg: open log: %w", err)
 	}
 	fi, err := f.Stat()
 	if err == nil {
 		err = f.Chmod(0o600) // an older file may have been made with other modes
+	}
+	var torn bool
+	if err == nil && fi.Size() > 0 {
+		// A writer that crashed mid-record left a line without its
+		// newline: end it, so that our start record stays whole.
+		var last [1]byte
+		_, err = f.ReadAt(last[:], fi.Size()-1)
+		torn = last[0] != '\n'
 	}
 	if err != nil {
 		f.Close()
@@ -173,7 +181,11 @@ func (w *Writer) open() error {
 	}
 	pid := os.Getpid()
 	pst, _, _ := procStat(pid)
-	b := append(w.rec[:0], `{"t":`...)
+	b := w.rec[:0]
+	if torn {
+		b = append(b, '\n')
+	}
+	b = append(b, `{"t":`...)
 	b = appendJSONTime(b, time.Now())
 	b = append(b, `,"k":"start","job":`...)
 	b = appendJSONString(b, w.job)

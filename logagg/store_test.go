@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -230,7 +231,19 @@ func (f *follower) end(t *testing.T, within time.Duration) error {
 	}
 }
 
+// checkNoGoroutineLeak fails if, within a bound, the goroutines are not
+// back to n.
+func checkNoGoroutineLeak(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before", runtime.NumGoroutine(), n)
+		}
+	}
+}
+
 func TestStoreFollow(t *testing.T) {
+	defer checkNoGoroutineLeak(t, runtime.NumGoroutine())
 	dir := t.TempDir()
 	w, err := logagg.NewWriter(dir, "f", 0)
 	if err != nil {
@@ -466,6 +479,36 @@ func TestStoreOnlyRotatedFile(t *testing.T) {
 	if err := f.end(t, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A writer that appends to the log of one that crashed mid-record starts
+// on a line of its own: only the torn record is lost.
+func TestStoreAppendAfterTornRecord(t *testing.T) {
+	dir := t.TempDir()
+	lines := sampleLines()[:2]
+	w, err := logagg.NewWriter(dir, "t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(lines[0])
+	w.Flush()
+	f, err := os.OpenFile(filepath.Join(dir, "t.log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"t":"2026-12-02T10:00:00Z","h":"h","p":"p","r":1,"s":"std`)
+	f.Close()
+	writeLog(t, dir, "t", 0, lines[1:])
+	var got []logagg.Line
+	err = logagg.Read(context.Background(), dir, "t", logagg.Filter{}, true, func(l logagg.Line) error {
+		got = append(got, l)
+		return nil
+	})
+	var ce *logagg.CorruptError
+	if !errors.As(err, &ce) || ce.Records != 1 || !sameLines(got, lines) {
+		t.Fatalf("err %v, lines %v", err, got)
+	}
+	w.Close()
 }
 
 func TestStoreEmitError(t *testing.T) {

@@ -23,15 +23,17 @@ const (
 	maskTime   = "<T>"  // 2026-12-02, 2026-12-02T10:00:00.5Z, 10:00:00.123, 10:00
 )
 
-// Template returns the grouping key of a log line: its tokens separated by
-// single spaces, with numbers, hex values (0x1f, and hex strings of 8+
-// characters with a digit and a letter a-f), UUIDs, IPv4 addresses,
-// timestamps and the digit runs of mixed tokens (step100, worker-12)
-// masked. Tokens are
-// split on ASCII whitespace and on = , ( ) [ ] and :, which are kept in the
-// key as tokens of their own; a ':' between two digits (10:00:00, an
-// address's port) does not split. Non-ASCII text is kept as it is, and
-// only ASCII digits count as digits.
+// Template returns the grouping key of a log line: its tokens separated
+// by single spaces, with the variable ones masked. Tokens are split on
+// ASCII whitespace and on = , ( ) [ ] and :, which are kept in the key as
+// tokens of their own; a ':' between two digits (10:00:00, an address's
+// port) does not split. A token that is a number (with sign, exponent,
+// percent or unit: 12ms, 3.5GiB), a hex value (0x1f, or 8+ hex digits
+// with a digit and a letter a-f), a UUID, an IPv4 address or a timestamp
+// is masked whole; in any other token each run of digits, or of hex
+// digits with a digit among them, is masked (step100 → step<N>, worker-12
+// → worker-<N>). Non-ASCII text is kept as it is, and only ASCII digits
+// count as digits, so a key holds no digit at all.
 func Template(text string) string {
 	return string(appendTemplate(nil, text))
 }
