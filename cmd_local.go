@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/monarch-go/monarch/hostsconfig"
@@ -44,25 +42,19 @@ func localCommand(a *app) *cli.Command {
 						nhosts = h.Local.Hosts
 					}
 				}
-			} else if nhosts == 0 {
-				code, err := launch.Local(c.Context, launch.LocalConfig{
-					Program: args[0], Args: args[1:], Stdout: c.App.Writer, Stderr: c.App.ErrWriter,
-				})
-				a.code = code
-				return err
 			} else {
-				program, err := exec.LookPath(args[0])
+				job, err := launch.LocalJob(args[0], args[1:])
 				if err != nil {
 					return err
 				}
-				if program, err = filepath.Abs(program); err != nil {
-					return err
-				}
-				dir, _ := os.Getwd()
-				cfg.Job = &hostsconfig.Job{Program: program, Args: args[1:], Dir: dir}
+				cfg.Job = job
 			}
-			// This machine, as nhosts simulated hosts, whatever the file says.
-			cfg.Hosts = &hostsconfig.Hosts{Scheduler: hostsconfig.SchedulerLocal, Local: &hostsconfig.Local{Hosts: nhosts}}
+			// This machine, as nhosts simulated hosts whatever the file says,
+			// or, for a program without --hosts, just its ThisHost().
+			cfg.Hosts = nil
+			if nhosts > 0 {
+				cfg.Hosts = &hostsconfig.Hosts{Scheduler: hostsconfig.SchedulerLocal, Local: &hostsconfig.Local{Hosts: nhosts}}
+			}
 			cfg.Stdout, cfg.Stderr, cfg.Progress = c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
 			code, err := launch.Run(c.Context, cfg)
 			a.code = code

@@ -4,77 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/hostsconfig"
 )
 
 // DefaultGrace is how long an interrupted client has to stop its procs and
 // exit before it is killed.
 const DefaultGrace = 10 * time.Second
 
-// LocalConfig describes a job run on this machine.
-type LocalConfig struct {
-	// Program and Args: the client, a program built with the SDK.
-	Program string
-	Args    []string
-	// Env is added to this process's environment for the client.
-	Env []string
-	// Dir is the client's working directory; empty for this one.
-	Dir string
-	// Stdout and Stderr receive the client's output (and its procs').
-	// Default os.Stdout and os.Stderr.
-	Stdout, Stderr io.Writer
-	// Grace: see DefaultGrace.
-	Grace time.Duration
-}
-
-// Local runs a job on this machine: it starts a loopback-only bus, runs the
-// client against it and returns the client's exit status (128+n if it died
-// of signal n). ctx ending, SIGINT or SIGTERM interrupts the client.
-func Local(ctx context.Context, cfg LocalConfig) (int, error) {
-	if cfg.Program == "" {
-		return 0, errors.New("launch: local: no program to run")
+// LocalJob is a job made up from a command line, to run on this machine:
+// the program in the current directory, output streamed to the client.
+func LocalJob(program string, args []string) (*hostsconfig.Job, error) {
+	if program == "" {
+		return nil, errors.New("launch: local: no program to run")
 	}
-	path, err := exec.LookPath(cfg.Program)
+	path, err := exec.LookPath(program)
 	if err != nil {
-		return 0, fmt.Errorf("launch: local: %w", err)
+		return nil, fmt.Errorf("launch: local: %w", err)
 	}
-	if cfg.Stdout == nil {
-		cfg.Stdout = os.Stdout
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, fmt.Errorf("launch: local: %w", err)
 	}
-	if cfg.Stderr == nil {
-		cfg.Stderr = os.Stderr
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultGrace
-	}
-	srv, err := bus.StartServer(bus.ServerOptions{})
+	dir, err := os.Getwd()
 	if err != nil {
-		return 0, fmt.Errorf("launch: local: %w", err)
+		return nil, fmt.Errorf("launch: local: %w", err)
 	}
-	defer srv.Shutdown()
-
-	cmd := exec.Command(path, cfg.Args...)
-	cmd.Dir = cfg.Dir
-	cmd.Stdin = os.Stdin
-	cmd.Stdout, cmd.Stderr = cfg.Stdout, cfg.Stderr
-	cmd.Env = append(append(os.Environ(), cfg.Env...),
-		bus.EnvURL+"="+srv.URL(),
-		bus.EnvToken+"="+srv.Token(),
-		bus.EnvJob+"="+NewJobID(),
-	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := startOnLockedThread(cmd); err != nil {
-		return 0, fmt.Errorf("launch: local: start %s: %w", cfg.Program, err)
-	}
-	return wait(ctx, cmd, cfg.Grace), nil
+	return &hostsconfig.Job{Program: path, Args: args, Dir: dir, Log: hostsconfig.Log{StreamToClient: true}}, nil
 }
 
 // wait returns the client's status, passing on interrupts.

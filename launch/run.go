@@ -184,7 +184,11 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 	if err := st.save(cfg.StateDir); err != nil {
 		return 0, err
 	}
-	prog := newProgress(cfg.Progress, jobID, sched, nhosts)
+	progressTo := cfg.Progress
+	if cfg.Hosts == nil {
+		progressTo = io.Discard // a program on this machine, no hosts to report
+	}
+	prog := newProgress(progressTo, jobID, sched, nhosts)
 	watch, err := watchJob(srv, jobID, prog, st, cfg.StateDir)
 	if err != nil {
 		return 0, err
