@@ -149,6 +149,7 @@ func TestLocalRunsTheExample(t *testing.T) {
 		"It didn't say hello (errorful[0].SayHello: I don't want to)",
 		"Failure received: mesh supervised: actor supervised[0] {gpus: 0}",
 		"Mesh failure was not handled: mesh errorful: actor errorful[0]",
+		"worker synced 4000000 bytes via shm, sha256 ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -23,6 +23,8 @@ func main() {
 		actorrt.Register[InferenceEngine](),
 		actorrt.Register[Errorful](),
 		actorrt.Register[SupervisorActor](),
+		actorrt.Register[ParameterServer](),
+		actorrt.Register[Worker](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -46,6 +48,7 @@ func run(ctx context.Context) error {
 		logging,
 		references,
 		supervision,
+		rdma,
 		actorContext,
 		remoteFunctions,
 		channels,

@@ -1,0 +1,200 @@
+package ibverbs_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/ibverbs"
+)
+
+// The test binary doubles as a buffer owner in another process: it makes
+// a buffer, fills it, prints its handle, then answers "sum" with the
+// buffer's digest and "close" by closing it.
+func TestMain(m *testing.M) {
+	if os.Getenv("IBVERBS_OWNER") != "" {
+		os.Exit(owner())
+	}
+	os.Exit(m.Run())
+}
+
+func owner() int {
+	size := 4 << 20
+	fmt.Sscan(os.Getenv("IBVERBS_SIZE"), &size)
+	b, err := ibverbs.NewBuffer(size)
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	pattern(b.Bytes(), 1)
+	h, _ := json.Marshal(b.Handle())
+	fmt.Printf("HANDLE %s\n", h)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		switch in.Text() {
+		case "sum":
+			s := sha256.Sum256(b.Bytes())
+			fmt.Println("SUM", hex.EncodeToString(s[:]))
+		case "close":
+			b.Close()
+			fmt.Println("CLOSED")
+		}
+	}
+	return 0
+}
+
+func pattern(b []byte, seed byte) {
+	for i := range b {
+		b[i] = byte(i*7) ^ seed
+	}
+}
+
+type ownerProc struct {
+	cmd *exec.Cmd
+	in  *os.File
+	out *bufio.Scanner
+	h   ibverbs.Handle
+}
+
+func startOwner(t *testing.T) *ownerProc { return startOwnerSize(t, 4<<20) }
+
+func startOwnerSize(t testing.TB, size int) *ownerProc {
+	t.Helper()
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "IBVERBS_OWNER=1", fmt.Sprintf("IBVERBS_SIZE=%d", size))
+	pr, pw, _ := os.Pipe()
+	cmd.Stdin = pr
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	t.Cleanup(func() { pw.Close(); cmd.Process.Kill(); cmd.Wait() })
+	o := &ownerProc{cmd: cmd, in: pw, out: bufio.NewScanner(out)}
+	line := o.line(t)
+	js, ok := strings.CutPrefix(line, "HANDLE ")
+	if !ok {
+		t.Fatalf("owner said %q", line)
+	}
+	if err := json.Unmarshal([]byte(js), &o.h); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func (o *ownerProc) line(t testing.TB) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		if o.out.Scan() {
+			got <- o.out.Text()
+		}
+		close(got)
+	}()
+	select {
+	case l := <-got:
+		return l
+	case <-time.After(20 * time.Second):
+		t.Fatal("owner silent for 20s")
+		return ""
+	}
+}
+
+func (o *ownerProc) ask(t *testing.T, cmd string) string {
+	t.Helper()
+	fmt.Fprintln(o.in, cmd)
+	return o.line(t)
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return "SUM " + hex.EncodeToString(s[:])
+}
+
+// TestOneSided reads and writes another process's buffer, through each
+// backend, without that process doing anything but exist.
+func TestOneSided(t *testing.T) {
+	ctx := context.Background()
+	for _, backend := range []string{"shm", "tcp"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Setenv(ibverbs.EnvBackend, backend)
+			o := startOwner(t)
+			if got := o.h.Backend(); got != backend {
+				t.Fatalf("Backend() = %s", got)
+			}
+			want := make([]byte, o.h.Size)
+			pattern(want, 1)
+			got := make([]byte, o.h.Size)
+			if err := o.h.ReadInto(ctx, got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatal("read different bytes")
+			}
+			// A shorter read takes the start.
+			part := make([]byte, 1000)
+			if err := o.h.ReadInto(ctx, part); err != nil || !bytes.Equal(part, want[:1000]) {
+				t.Fatalf("partial read: %v", err)
+			}
+			pattern(want, 2)
+			if err := o.h.WriteFrom(ctx, want); err != nil {
+				t.Fatal(err)
+			}
+			if s := o.ask(t, "sum"); s != sum(want) {
+				t.Fatalf("owner holds %s after the write, want %s", s, sum(want))
+			}
+			if err := o.h.ReadInto(ctx, make([]byte, o.h.Size+1)); !errors.Is(err, ibverbs.ErrRange) {
+				t.Fatalf("oversized read: %v", err)
+			}
+			if o.ask(t, "close") != "CLOSED" {
+				t.Fatal("owner did not close")
+			}
+			if err := o.h.ReadInto(ctx, got); !errors.Is(err, ibverbs.ErrClosed) {
+				t.Fatalf("read after close: %v", err)
+			}
+		})
+	}
+}
+
+func TestOwnBuffer(t *testing.T) {
+	b, err := ibverbs.NewBuffer(1 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern(b.Bytes(), 3)
+	got := make([]byte, 1<<10)
+	if err := b.Handle().ReadInto(context.Background(), got); err != nil || !bytes.Equal(got, b.Bytes()) {
+		t.Fatalf("read own buffer: %v", err)
+	}
+	b.Close()
+	b.Close()
+	if err := b.Handle().ReadInto(context.Background(), got); !errors.Is(err, ibverbs.ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	if _, err := ibverbs.NewBuffer(0); !errors.Is(err, ibverbs.ErrRange) {
+		t.Fatalf("size 0: %v", err)
+	}
+}
+
+// TestUnreachableOwner: a handle whose owner is gone fails, bounded.
+func TestUnreachableOwner(t *testing.T) {
+	t.Setenv(ibverbs.EnvBackend, "tcp")
+	h := ibverbs.Handle{Size: 10, Key: 1, Addr: "127.0.0.1:1"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.ReadInto(ctx, make([]byte, 10)); err == nil {
+		t.Fatal("read from nowhere succeeded")
+	}
+}
