@@ -150,6 +150,9 @@ func TestLocalRunsTheExample(t *testing.T) {
 		"Failure received: mesh supervised: actor supervised[0] {gpus: 0}",
 		"Mesh failure was not handled: mesh errorful: actor errorful[0]",
 		"worker synced 4000000 bytes via shm, sha256 ",
+		"DTensor(shard (3, 4) on {gpus: 4})",
+		"{gpus: 3}: Step with input [",
+		"relu(linear.forward.rref(t)) {gpus: 0} (3, 4)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

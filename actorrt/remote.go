@@ -99,6 +99,24 @@ func (f *RemoteFunc1[T1, R]) Send(procs *ProcMesh, port Port[R], a1 T1) error {
 	return sendRemote(procs, f.name, f.err, port.ref, []any{a1})
 }
 
+// Broadcast runs the function with a1 on every proc of procs and does
+// not wait. The function must not fail: an error nobody receives fails
+// the proc's system actor (see Supervision), so a function meant for
+// Broadcast records its errors where a later call can find them.
+func (f *RemoteFunc1[T1, R]) Broadcast(procs *ProcMesh, a1 T1) error {
+	if f.err != nil {
+		return f.err
+	}
+	if procs == nil || procs.err != nil {
+		return fmt.Errorf("actorrt: remote %s: bad ProcMesh", f.name)
+	}
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	return rt.runRemote(procs, f.name, []any{a1}, portRef{})
+}
+
 func callRemote[R any](procs *ProcMesh, name string, err error, args []any) *Future[ValueMesh[R]] {
 	what := label{mesh: "remote " + name}
 	if err == nil && procs == nil {

@@ -25,6 +25,7 @@ func main() {
 		actorrt.Register[SupervisorActor](),
 		actorrt.Register[ParameterServer](),
 		actorrt.Register[Worker](),
+		actorrt.Register[LinearActor](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -49,6 +50,7 @@ func run(ctx context.Context) error {
 		references,
 		supervision,
 		rdma,
+		tensors,
 		actorContext,
 		remoteFunctions,
 		channels,

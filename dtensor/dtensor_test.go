@@ -1,0 +1,220 @@
+package dtensor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/dtensor"
+	"gorgonia.org/tensor"
+)
+
+// Linear multiplies its input by 2·I, so results are easy to check.
+type Linear struct{ w *tensor.Dense }
+
+func (l *Linear) Init(ctx *actorrt.Context, n int) error {
+	data := make([]float64, n*n)
+	for i := 0; i < n; i++ {
+		data[i*n+i] = 2
+	}
+	l.w = tensor.New(tensor.WithShape(n, n), tensor.WithBacking(data))
+	return nil
+}
+
+func (l *Linear) Forward(ctx *actorrt.Context, x dtensor.Shard) (dtensor.Shard, error) {
+	out, err := tensor.MatMul(x.T, l.w)
+	if err != nil {
+		return dtensor.Shard{}, err
+	}
+	return dtensor.NewShard(out.(*tensor.Dense)), nil
+}
+
+// Broken fails on every shard.
+func (l *Linear) Broken(ctx *actorrt.Context, x dtensor.Shard) (dtensor.Shard, error) {
+	return dtensor.Shard{}, errors.New("broken layer")
+}
+
+// Sum reports the sum of the shard it was given: its own proc's.
+func (l *Linear) Sum(ctx *actorrt.Context, x dtensor.Shard) (float64, error) {
+	s := 0.0
+	for _, v := range x.T.Float64s() {
+		s += v
+	}
+	return s, nil
+}
+
+var (
+	forward = dtensor.Endpoint("test.forward", (*Linear).Forward, func(s tensor.Shape) tensor.Shape { return s })
+	broken  = dtensor.Endpoint("test.broken", (*Linear).Broken, func(s tensor.Shape) tensor.Shape { return s })
+)
+
+func TestMain(m *testing.M) {
+	if err := actorrt.Register[Linear](); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := 0
+	status := actorrt.Run(func(ctx context.Context) error { code = m.Run(); return nil })
+	if status != 0 {
+		os.Exit(status)
+	}
+	os.Exit(code)
+}
+
+func setup(t *testing.T) (context.Context, *actorrt.ProcMesh, *dtensor.Mesh) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { procs.Stop() })
+	return ctx, procs, dtensor.Activate(procs)
+}
+
+func must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// shards fetches every shard of x, by rank.
+func shards(t *testing.T, ctx context.Context, x *dtensor.Tensor) []*tensor.Dense {
+	t.Helper()
+	var out []*tensor.Dense
+	for _, p := range x.Mesh().Extent().Points() {
+		out = append(out, must[*tensor.Dense](t)(dtensor.FetchShard(ctx, x, p)))
+	}
+	return out
+}
+
+func near(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Abs(a[i]-b[i]) > 1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestOps(t *testing.T) {
+	ctx, _, m := setup(t)
+	x := must[*dtensor.Tensor](t)(m.Rand(3, 4))
+	xs := shards(t, ctx, x)
+	if near(xs[0].Float64s(), xs[1].Float64s()) {
+		t.Fatal("two procs hold the same random shard")
+	}
+	xt := must[*dtensor.Tensor](t)(x.T())
+	d := must[*dtensor.Tensor](t)(x.MatMul(xt))
+	if !d.Shape().Eq(tensor.Shape{3, 3}) {
+		t.Fatalf("matmul shape %v", d.Shape())
+	}
+	r := must[*dtensor.Tensor](t)(must[*dtensor.Tensor](t)(x.Scale(-1)).Add(x))
+	row := must[*dtensor.Tensor](t)(d.Row(1))
+	relu := must[*dtensor.Tensor](t)(must[*dtensor.Tensor](t)(x.Scale(-1)).Relu())
+	for i, got := range shards(t, ctx, d) {
+		xi := xs[i].Clone().(*tensor.Dense)
+		xit := xi.Clone().(*tensor.Dense)
+		xit.T()
+		want, _ := tensor.MatMul(xi, xit)
+		if !near(got.Float64s(), want.(*tensor.Dense).Float64s()) {
+			t.Fatalf("proc %d: x·xᵀ = %v, want %v", i, got, want)
+		}
+		gotRow := must[*tensor.Dense](t)(dtensor.FetchShard(ctx, row, x.Mesh().Extent().Points()[i]))
+		if !near(gotRow.Float64s(), want.(*tensor.Dense).Float64s()[3:6]) {
+			t.Fatalf("proc %d: row 1 = %v", i, gotRow)
+		}
+	}
+	for _, z := range shards(t, ctx, r) {
+		if !near(z.Float64s(), make([]float64, 12)) {
+			t.Fatalf("-x + x = %v", z)
+		}
+	}
+	for _, z := range shards(t, ctx, relu) {
+		if !near(z.Float64s(), make([]float64, 12)) { // relu(-x) with x in [0, 1)
+			t.Fatalf("relu(-x) = %v", z)
+		}
+	}
+	if _, err := x.MatMul(x); !errors.Is(err, dtensor.ErrShape) {
+		t.Fatalf("(3x4)(3x4): %v", err)
+	}
+}
+
+func TestReduce(t *testing.T) {
+	ctx, _, m := setup(t)
+	x := must[*dtensor.Tensor](t)(m.Rand(2, 2))
+	xs := shards(t, ctx, x)
+	sum := must[*dtensor.Tensor](t)(dtensor.Reduce(ctx, x, []string{"gpus"}, dtensor.Sum))
+	max := must[*dtensor.Tensor](t)(dtensor.Reduce(ctx, x, nil, dtensor.Max))
+	for i, got := range shards(t, ctx, sum) {
+		host := i / 2
+		want := make([]float64, 4)
+		for j := range want {
+			want[j] = xs[host*2].Float64s()[j] + xs[host*2+1].Float64s()[j]
+		}
+		if !near(got.Float64s(), want) {
+			t.Fatalf("proc %d: sum over gpus %v, want %v", i, got.Float64s(), want)
+		}
+	}
+	for _, got := range shards(t, ctx, max) {
+		for j := 0; j < 4; j++ {
+			w := math.Max(math.Max(xs[0].Float64s()[j], xs[1].Float64s()[j]), math.Max(xs[2].Float64s()[j], xs[3].Float64s()[j]))
+			if math.Abs(got.Float64s()[j]-w) > 1e-9 {
+				t.Fatalf("max = %v", got.Float64s())
+			}
+		}
+	}
+	if _, err := dtensor.Reduce(ctx, x, []string{"nodes"}, dtensor.Sum); !errors.Is(err, dtensor.ErrShape) {
+		t.Fatalf("unknown dim: %v", err)
+	}
+}
+
+// TestShardsToActors: an actor given t.Shard() gets its own proc's shard;
+// RRef keeps an endpoint's results where they are, as a new tensor.
+func TestShardsToActors(t *testing.T) {
+	ctx, procs, m := setup(t)
+	x := must[*dtensor.Tensor](t)(m.Rand(2, 3))
+	xs := shards(t, ctx, x)
+	lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Spawn[Linear](procs, "linear", 3))
+	sums := must[actorrt.ValueMesh[float64]](t)(actorrt.Call1(lin, (*Linear).Sum, x.Shard()).Get(ctx))
+	for i, s := range sums.Values() {
+		want := 0.0
+		for _, v := range xs[i].Float64s() {
+			want += v
+		}
+		if math.Abs(s-want) > 1e-9 {
+			t.Fatalf("actor %d summed %v, want %v (its own shard)", i, s, want)
+		}
+	}
+	y := must[*dtensor.Tensor](t)(forward.RRef(lin, x))
+	o := must[*dtensor.Tensor](t)(y.Relu())
+	for i, got := range shards(t, ctx, o) {
+		want := make([]float64, 6)
+		for j, v := range xs[i].Float64s() {
+			want[j] = 2 * v
+		}
+		if !near(got.Float64s(), want) {
+			t.Fatalf("relu(forward(x)) on %d = %v, want %v", i, got.Float64s(), want)
+		}
+	}
+	// A failing endpoint poisons its result: using it fails at fetch.
+	b := must[*dtensor.Tensor](t)(broken.RRef(lin, x))
+	after := must[*dtensor.Tensor](t)(b.Relu())
+	_, err := dtensor.FetchShard(ctx, after, procs.Extent().Points()[0])
+	if err == nil || !strings.Contains(err.Error(), "broken layer") {
+		t.Fatalf("fetch of a poisoned tensor: %v", err)
+	}
+}

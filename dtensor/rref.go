@@ -1,0 +1,96 @@
+package dtensor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/monarch-go/monarch/actorrt"
+	"github.com/vmihailenco/msgpack/v5"
+	"gorgonia.org/tensor"
+)
+
+// RRef endpoints: an actor endpoint that maps a shard to a shard, run by
+// every actor of a mesh on its own proc's shard, its results kept where
+// they are as a new distributed tensor. The propagate function gives the
+// result's shape from the input's, so the new tensor can be used at once,
+// without waiting for the actors.
+
+// RRefEndpoint is an endpoint registered with Endpoint.
+type RRefEndpoint[A any] struct {
+	name      string
+	propagate func(tensor.Shape) tensor.Shape
+	err       error
+}
+
+// rrefRunner calls a registered endpoint, on the proc, for one actor.
+type rrefRunner func(ctx context.Context, mesh []byte, rank int, in *tensor.Dense) (*tensor.Dense, error)
+
+var rrefs = struct {
+	sync.RWMutex
+	m map[string]rrefRunner
+}{m: map[string]rrefRunner{}}
+
+// Endpoint registers ep (an endpoint of actor type A) for RRef under name,
+// in every process: declare it as a package-level var.
+func Endpoint[A any](name string, ep func(*A, *actorrt.Context, Shard) (Shard, error), propagate func(tensor.Shape) tensor.Shape) *RRefEndpoint[A] {
+	e := &RRefEndpoint[A]{name: name, propagate: propagate}
+	rrefs.Lock()
+	defer rrefs.Unlock()
+	if rrefs.m[name] != nil {
+		e.err = fmt.Errorf("dtensor: endpoint %q registered twice", name)
+		return e
+	}
+	rrefs.m[name] = func(ctx context.Context, raw []byte, rank int, in *tensor.Dense) (*tensor.Dense, error) {
+		var m *actorrt.ActorMesh[A]
+		if err := msgpack.Unmarshal(raw, &m); err != nil {
+			return nil, err
+		}
+		p, err := m.Extent().Point(rank)
+		if err != nil {
+			return nil, err
+		}
+		out, err := actorrt.CallOne1(m.SliceAt(p), ep, NewShard(in)).Get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return out.T, nil
+	}
+	return e
+}
+
+// RRef runs the endpoint on every actor of m with its proc's shard of t,
+// and returns the results as a new tensor on t's mesh. m must be spawned
+// on t's procs (the same extent).
+func (e *RRefEndpoint[A]) RRef(m *actorrt.ActorMesh[A], t *Tensor) (*Tensor, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	if !m.Extent().Equal(t.mesh.Extent()) {
+		return nil, fmt.Errorf("%w: actors of extent %v for a tensor on %v", ErrShape, m.Extent(), t.mesh.Extent())
+	}
+	raw, err := msgpack.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	out := &Tensor{mesh: t.mesh, id: newID(), shape: e.propagate(t.shape.Clone())}
+	for r, p := range t.mesh.Extent().Points() {
+		o := op{Kind: "rref", Out: out.id, In: []uint64{t.id}, Name: e.name, Mesh: raw, Rank: r}
+		if err := opFn.Broadcast(t.mesh.procs.SliceAt(p), o); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// runRRef is the "rref" op on a proc: call the actor at this rank and keep
+// its result.
+func runRRef(ctx context.Context, o op, in *tensor.Dense) (*tensor.Dense, error) {
+	rrefs.RLock()
+	run := rrefs.m[o.Name]
+	rrefs.RUnlock()
+	if run == nil {
+		return nil, fmt.Errorf("dtensor: no endpoint %q in this program (register it with dtensor.Endpoint in a package-level var)", o.Name)
+	}
+	return run(ctx, o.Mesh, o.Rank, in)
+}
