@@ -116,4 +116,3 @@ func tensors(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	fmt.Printf("relu(linear.forward.rref(t)) %v %v\n%v\n", first[0], o.Shape(), o0)
 	return nil
 }
-
