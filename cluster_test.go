@@ -264,6 +264,7 @@ func TestKilledAgent(t *testing.T) {
 	}
 	t.Logf("killed agent: job failed %v later", time.Since(start).Round(time.Millisecond))
 	checkNothingLeft(t, program)
+	t.Logf("killed agent: nothing left %v later", time.Since(start).Round(time.Millisecond))
 }
 
 // TestDetachStatusStop submits a job with --detach, sees it in status,

@@ -103,7 +103,10 @@ func (p *ProcMesh) askAgents(rt *runtimeT, op string, d time.Duration) error {
 	}
 	agents := make([]string, 0, len(byAgent))
 	for a := range byAgent {
-		agents = append(agents, a)
+		// An agent that is gone took its procs with it: nothing to ask.
+		if rt.goneProc(a) == nil {
+			agents = append(agents, a)
+		}
 	}
 	if len(agents) == 0 {
 		return nil

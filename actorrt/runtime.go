@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -66,17 +67,18 @@ type runtimeT struct {
 	fatalErr  error
 	fatalOnce sync.Once
 
-	procSubject string
-	logSubj     string
-	ctx         context.Context // ends when the runtime shuts down
-	cancel      context.CancelFunc
-	dispatchEnd chan struct{} // closed when the dispatcher returns
-	agentIndex  int           // a host agent's index in the job
-	agentMode   bool          // a `monarch agent`: heartbeats from the start
-	exitCode    atomic.Int32  // set by an "exit" control message in a worker
-	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
-	stopLogs    context.CancelFunc
-	shutOnce    sync.Once
+	procSubject   string
+	logSubj       string
+	agentGoneSubj string          // prefix: JobSubject(job, agentgone) + "."
+	ctx           context.Context // ends when the runtime shuts down
+	cancel        context.CancelFunc
+	dispatchEnd   chan struct{} // closed when the dispatcher returns
+	agentIndex    int           // a host agent's index in the job
+	agentMode     bool          // a `monarch agent`: heartbeats from the start
+	exitCode      atomic.Int32  // set by an "exit" control message in a worker
+	closing       atomic.Bool   // shutdown has begun: procs ending now is expected
+	stopLogs      context.CancelFunc
+	shutOnce      sync.Once
 }
 
 var current atomic.Pointer[runtimeT]
@@ -274,6 +276,7 @@ func (rt *runtimeT) start() error {
 	rt.host.started.Store(rt.agentMode) // the client watches agents from the start
 	rt.procSubject = rt.procSubjectOf(rt.procID)
 	rt.logSubj = rt.logSubject()
+	rt.agentGoneSubj = bus.JobSubject(rt.job, bus.SubjectAgentGone) + "."
 	for _, subj := range []string{rt.procSubject, rt.deathsSubject()} {
 		if _, err := rt.conn.Subscribe(subj); err != nil {
 			return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
@@ -285,6 +288,11 @@ func (rt *runtimeT) start() error {
 	if rt.procID == clientProcID {
 		if err := rt.openAgentsPort(); err != nil {
 			return err
+		}
+		if rt.agents.fut != nil {
+			if _, err := rt.conn.Subscribe(rt.agentGoneSubj + "*"); err != nil {
+				return err
+			}
 		}
 		go rt.hookLoop()
 		rt.logs = newClientLogs(rt)
@@ -339,6 +347,14 @@ func (rt *runtimeT) newProcID() string {
 func (rt *runtimeT) dispatch(m bus.Message) {
 	if rt.logs != nil && len(m.Subject) == len(rt.logSubj) && m.Subject == rt.logSubj {
 		rt.logs.receive(m.Data)
+		return
+	}
+	if agent, ok := strings.CutPrefix(m.Subject, rt.agentGoneSubj); ok && rt.agents.fut != nil {
+		// The launcher saw an agent's process end: no need to wait for
+		// its heartbeats to stop.
+		n := goneNotice{Proc: agent, Reason: "host agent ended: " + string(m.Data)}
+		rt.procGone(n)
+		rt.announceGone(n)
 		return
 	}
 	f, err := parseFrame(m.Data)

@@ -30,4 +30,7 @@ func JobSubject(job string, parts ...string) string {
 const (
 	SubjectHeartbeat = "hb"
 	SubjectUp        = "up"
+	// SubjectAgentGone: a launcher saw a host agent's process end; the
+	// last token is the agent, the payload says how.
+	SubjectAgentGone = "agentgone"
 )

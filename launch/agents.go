@@ -31,9 +31,10 @@ type agents struct {
 // agentEnd reports a launcher process that ended: which host (or "srun"),
 // how, and the last lines it wrote to stderr.
 type agentEnd struct {
-	what string
-	err  error
-	tail string
+	what   string
+	agents []string // the agents this process held: one, or a whole srun step
+	err    error
+	tail   string
 }
 
 func (e agentEnd) String() string {
@@ -74,7 +75,7 @@ func agentCommand(monarch, jobID string, job *hostsconfig.Job, index string) []s
 
 // start runs cmd and reports its end on a.ended, with the tail of its
 // stderr (which also goes to w).
-func (a *agents) start(what string, cmd *exec.Cmd, w io.Writer) error {
+func (a *agents) start(what string, ids []string, cmd *exec.Cmd, w io.Writer) error {
 	tail := &tailWriter{max: 4}
 	cmd.Stderr = io.MultiWriter(w, tail)
 	if err := startOnLockedThread(cmd); err != nil {
@@ -85,7 +86,7 @@ func (a *agents) start(what string, cmd *exec.Cmd, w io.Writer) error {
 	a.mu.Unlock()
 	go func() {
 		err := cmd.Wait()
-		a.ended <- agentEnd{what: what, err: err, tail: tail.String()}
+		a.ended <- agentEnd{what: what, agents: ids, err: err, tail: tail.String()}
 	}()
 	return nil
 }
@@ -135,7 +136,7 @@ func startLocal(n int, monarch, jobID, url, token string, dialEnv []string, job 
 		cmd.Env = append(append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token), dialEnv...)
 		cmd.Stdout = os.Stdout
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := a.start("agent h"+strconv.Itoa(i), cmd, stderr); err != nil {
+		if err := a.start("agent h"+strconv.Itoa(i), []string{"h" + strconv.Itoa(i)}, cmd, stderr); err != nil {
 			a.stop(time.Second)
 			return nil, err
 		}

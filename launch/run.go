@@ -289,7 +289,12 @@ func supervise(ctx context.Context, cfg RunConfig, client *exec.Cmd, ag *agents,
 				failure = fmt.Errorf("launch: host agents could not start: %s", e)
 				interrupt(syscall.SIGTERM)
 			} else {
+				// Tell the client now rather than after the heartbeat
+				// timeout: its supervision takes it from there.
 				fmt.Fprintf(cfg.Progress, "monarch: %s\n", e)
+				for _, id := range e.agents {
+					watch.conn.Publish(bus.JobSubject(watch.job, bus.SubjectAgentGone, id), []byte(e.String()))
+				}
 			}
 		case <-kill:
 			client.Process.Kill()
@@ -314,6 +319,7 @@ func hostname() string {
 // procs came up; it feeds the progress display and the state file.
 type jobWatch struct {
 	conn *bus.Conn
+	job  string
 	stop context.CancelFunc
 
 	mu    sync.Mutex
@@ -334,7 +340,7 @@ func watchJob(srv *bus.Server, jobID string, prog *progress, st *JobState, state
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &jobWatch{conn: conn, stop: cancel, hosts: map[string]bool{}}
+	w := &jobWatch{conn: conn, job: jobID, stop: cancel, hosts: map[string]bool{}}
 	go conn.Run(ctx, func(m bus.Message) {
 		w.mu.Lock()
 		if agent, ok := strings.CutPrefix(m.Subject, hb); ok {

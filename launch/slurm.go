@@ -127,7 +127,11 @@ func startSrun(nodes []string, cfg RunConfig, jobID, url, token string, dialEnv 
 	cmd.Env = append(append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token), dialEnv...)
 	cmd.Stdout = os.Stdout
 	a := &agents{n: len(nodes), ended: make(chan agentEnd, 1)}
-	if err := a.start("srun step", cmd, stderr); err != nil {
+	ids := make([]string, len(nodes))
+	for i := range ids {
+		ids[i] = "h" + strconv.Itoa(i)
+	}
+	if err := a.start("srun step", ids, cmd, stderr); err != nil {
 		return nil, fmt.Errorf("slurm: %w", err)
 	}
 	return a, nil

@@ -76,7 +76,7 @@ func startSSH(cfg RunConfig, jobID, url, token string, dialEnv []string, up func
 			a.stop(time.Second)
 			return nil, err
 		}
-		if err := a.start("ssh "+host, cmd, stderr); err != nil {
+		if err := a.start("ssh "+host, []string{"h" + strconv.Itoa(i)}, cmd, stderr); err != nil {
 			a.stop(time.Second)
 			return nil, err
 		}
