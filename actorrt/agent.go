@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"sync"
 	"syscall"
 
 	"github.com/monarch-go/monarch/bus"
@@ -116,9 +115,8 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 
 // agentWait collects the agents' reports at the client.
 type agentWait struct {
-	once sync.Once
-	fut  *Future[ValueMesh[procReady]]
-	n    int
+	fut *Future[ValueMesh[procReady]]
+	n   int
 }
 
 // openAgentsPort opens the agents' port when the launcher started agents.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"reflect"
 	"runtime"
 	"strconv"
 	"sync"
@@ -212,8 +211,6 @@ func goid() uint64 {
 	n, _ := strconv.ParseUint(string(b), 10, 64)
 	return n
 }
-
-var superviseType = reflect.TypeFor[func(*Context, *MeshFailure) bool]()
 
 // printUnhandled is how the client reports a failure nobody handled.
 func printUnhandled(err error) {
