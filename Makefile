@@ -3,7 +3,7 @@
 GO  ?= go
 BIN := bin
 
-.PHONY: all build run test vet bench generate clean
+.PHONY: all build run test vet lint bench generate clean
 
 all: build
 
@@ -17,6 +17,9 @@ run: build
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+lint: vet
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 test: vet
 	$(GO) test -race -count=1 -timeout 40m ./...

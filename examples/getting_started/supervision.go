@@ -12,7 +12,10 @@ import (
 // Errorful refuses to say hello.
 type Errorful struct{}
 
-func (e *Errorful) SayHello(ctx *actorrt.Context) error { return errors.New("I don't want to") }
+func (e *Errorful) SayHello(ctx *actorrt.Context) error {
+	//lint:ignore ST1005 the guide's own words
+	return errors.New("I don't want to")
+}
 
 // SupervisorActor owns a mesh of Errorful actors and handles their
 // failures.
