@@ -28,11 +28,12 @@ type portGone struct {
 }
 
 type health struct {
-	nGone  atomic.Int32 // len(gone), for a lock-free fast path
-	mu     sync.Mutex
-	gone   map[string]goneNotice
-	closed map[portKey]bool // bounded: reset when it grows past closedMax
-	owed   map[portRef]*actor
+	nGone   atomic.Int32 // len(gone), for a lock-free fast path
+	nClosed atomic.Int32 // len(closed), likewise
+	mu      sync.Mutex
+	gone    map[string]goneNotice
+	closed  map[portKey]bool // bounded: reset when it grows past closedMax
+	owed    map[portRef]*actor
 
 	agentOf  map[string]string    // proc -> the agent that started it
 	lastBeat map[string]time.Time // watched agents -> their last heartbeat
@@ -111,6 +112,9 @@ func (rt *runtimeT) portUsable(to portRef) error {
 	if err := rt.goneProc(to.proc); err != nil {
 		return fmt.Errorf("actorrt: send to port %s#%d: %w", to.proc, to.id, err)
 	}
+	if rt.health.nClosed.Load() == 0 {
+		return nil // the common case: no send of this proc was ever undeliverable
+	}
 	rt.health.mu.Lock()
 	closed := rt.health.closed[portKey{to.proc, to.id}]
 	rt.health.mu.Unlock()
@@ -136,6 +140,7 @@ func (rt *runtimeT) portClosed(proc string, id uint64) {
 		rt.health.closed = map[portKey]bool{}
 	}
 	rt.health.closed[portKey{proc, id}] = true
+	rt.health.nClosed.Store(int32(len(rt.health.closed)))
 }
 
 // owe records that actor a must answer on port to.
