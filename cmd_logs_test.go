@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -159,6 +160,10 @@ func TestLogsAggregate(t *testing.T) {
 // While following, windows close on wall time: groups appear without
 // waiting for the job to end, and the command returns when it does.
 func TestLogsFollowAggregate(t *testing.T) {
+	// The command watches for Ctrl-C: the signal package's goroutine, once
+	// started, stays for good; start it before counting.
+	_, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	stop()
 	before := runtime.NumGoroutine()
 	dir := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", dir)

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestLogsOfAJob runs the example as a job with a known id, then attaches
@@ -38,4 +43,88 @@ func TestLogsOfAJob(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "replayjob") {
 		t.Fatalf("unknown job: exit %d: %s", code, stderr)
 	}
+}
+
+// TestLogsFollow attaches monarch logs -f to a running job: it replays the
+// lines so far, then ends by itself when the job does.
+func TestLogsFollow(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	job := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", "1", "--", filepath.Join(build(t), "hold"))
+	var jobErr strings.Builder
+	job.Stderr = &jobErr
+	out, err := job.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	jobDone := make(chan struct{})
+	defer func() { job.Process.Kill(); <-jobDone }()
+	sc := bufio.NewScanner(out)
+	timer := time.AfterFunc(60*time.Second, func() { job.Process.Kill() })
+	defer timer.Stop()
+	for sc.Scan() && sc.Text() != "READY" {
+	}
+	go func() {
+		for sc.Scan() {
+		}
+		job.Wait()
+		close(jobDone)
+	}()
+	id := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(jobErr.String())
+	if id == nil {
+		t.Fatalf("no job id on stderr:\n%s", jobErr.String())
+	}
+	follow := exec.Command(filepath.Join(build(t), "monarch"), "logs", "-f", id[1])
+	var fout syncBuilder
+	follow.Stdout = &fout
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- follow.Wait() }()
+	// The replay comes first; then the job ends and so does the follow.
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(fout.load(), "holding on") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the follow printed no replay within 20s:\n%s", fout.load())
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("follow ended while the job runs: %v", err)
+	default:
+	}
+	job.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		follow.Process.Kill()
+		t.Fatal("follow still running 30s after the job was stopped")
+	}
+	if n := strings.Count(fout.load(), "holding on"); n != 2 {
+		t.Fatalf("followed %d lines, want 2 (2 procs):\n%s", n, fout.load())
+	}
+}
+
+// syncBuilder is a strings.Builder safe to read while a process writes it.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) load() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

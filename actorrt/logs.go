@@ -197,6 +197,9 @@ func (l *clientLogs) run(ctx context.Context) {
 				}
 			}
 			l.flushOut()
+			if l.store != nil {
+				l.store.Flush() // a follower (monarch logs -f) sees lines within a tick
+			}
 		case req := <-l.flushes:
 			l.drain(aggs)
 			for _, a := range aggs {

@@ -17,6 +17,7 @@ type Holder struct{}
 
 func (h *Holder) Where(ctx *actorrt.Context) (string, error) {
 	host, _ := os.Hostname()
+	fmt.Printf("holding on %s\n", host) // a line for the job's log
 	return fmt.Sprintf("%s/%d", host, os.Getpid()), nil
 }
 
