@@ -51,7 +51,7 @@ func TestLogsFollow(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
 	job := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", "1", "--", filepath.Join(build(t), "hold"))
-	var jobErr strings.Builder
+	var jobErr syncBuilder
 	job.Stderr = &jobErr
 	out, err := job.StdoutPipe()
 	if err != nil {
@@ -73,9 +73,9 @@ func TestLogsFollow(t *testing.T) {
 		job.Wait()
 		close(jobDone)
 	}()
-	id := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(jobErr.String())
+	id := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(jobErr.load())
 	if id == nil {
-		t.Fatalf("no job id on stderr:\n%s", jobErr.String())
+		t.Fatalf("no job id on stderr:\n%s", jobErr.load())
 	}
 	follow := exec.Command(filepath.Join(build(t), "monarch"), "logs", "-f", id[1])
 	var fout syncBuilder
