@@ -54,7 +54,6 @@ func newProcState(rt *runtimeT) *procState {
 const (
 	opSpawn = "spawn" // spawnReq: create members of a mesh here
 	opStop  = "stop"  // stopReq: stop this proc's members of a mesh
-	opExit  = "exit"  // (no body): the proc exits
 	// opGone (goneNotice), on the job's deaths subject: a proc ended.
 	opGone = "gone"
 	// opPortGone (portGone): a port this proc sent to is closed.
@@ -129,16 +128,14 @@ func (ps *procState) deliver(f frame) {
 			}
 			continue
 		}
-		if ok {
-			e := envelope{method: f.h.method, payload: f.payload, view: view, msgIdx: idx}
-			if f.h.port != 0 {
-				e.reply = portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}
-				if f.h.rank >= 0 {
-					e.reply.rank = f.h.rank // the sender chose the rank (remote functions)
-				}
+		e := envelope{method: f.h.method, payload: f.payload, view: view, msgIdx: idx}
+		if f.h.port != 0 {
+			e.reply = portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}
+			if f.h.rank >= 0 {
+				e.reply.rank = f.h.rank // the sender chose the rank (remote functions)
 			}
-			a.enqueue(e)
 		}
+		a.enqueue(e)
 	}
 }
 
@@ -217,11 +214,6 @@ func (ps *procState) control(f *frame) {
 			rt.host.syncLogs(req.IDs)
 			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
 		}()
-	case opExit:
-		if rt.procID != clientProcID {
-			rt.exitCode.Store(0)
-			rt.cancel()
-		}
 	default:
 		rt.log.Warn().Str("op", f.h.method).Msg("unknown control op")
 	}

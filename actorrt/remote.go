@@ -104,31 +104,30 @@ func (f *RemoteFunc1[T1, R]) Send(procs *ProcMesh, port Port[R], a1 T1) error {
 // the proc's system actor (see Supervision), so a function meant for
 // Broadcast records its errors where a later call can find them.
 func (f *RemoteFunc1[T1, R]) Broadcast(procs *ProcMesh, a1 T1) error {
-	if f.err != nil {
-		return f.err
-	}
-	if procs == nil || procs.err != nil {
-		return fmt.Errorf("actorrt: remote %s: bad ProcMesh", f.name)
-	}
-	rt, err := getRuntime()
+	rt, err := remoteTarget(procs, f.name, f.err)
 	if err != nil {
 		return err
 	}
 	return rt.runRemote(procs, f.name, []any{a1}, portRef{})
 }
 
-func callRemote[R any](procs *ProcMesh, name string, err error, args []any) *Future[ValueMesh[R]] {
+// remoteTarget checks a remote call: the function registered, the procs
+// usable, the runtime started.
+func remoteTarget(procs *ProcMesh, name string, regErr error) (*runtimeT, error) {
+	switch {
+	case regErr != nil:
+		return nil, regErr
+	case procs == nil:
+		return nil, fmt.Errorf("actorrt: remote %s on a nil ProcMesh", name)
+	case procs.err != nil:
+		return nil, procs.err
+	}
+	return getRuntime()
+}
+
+func callRemote[R any](procs *ProcMesh, name string, regErr error, args []any) *Future[ValueMesh[R]] {
 	what := label{mesh: "remote " + name}
-	if err == nil && procs == nil {
-		err = fmt.Errorf("actorrt: remote %s on a nil ProcMesh", name)
-	}
-	if err == nil {
-		err = procs.err
-	}
-	rt, rerr := getRuntime()
-	if err == nil {
-		err = rerr
-	}
+	rt, err := remoteTarget(procs, name, regErr)
 	if err != nil {
 		return failedFuture[ValueMesh[R]](what, err)
 	}
@@ -145,22 +144,13 @@ func callRemote[R any](procs *ProcMesh, name string, err error, args []any) *Fut
 	return fut
 }
 
-func sendRemote(procs *ProcMesh, name string, err error, port portRef, args []any) error {
+func sendRemote(procs *ProcMesh, name string, regErr error, port portRef, args []any) error {
+	rt, err := remoteTarget(procs, name, regErr)
 	if err != nil {
 		return err
-	}
-	if procs == nil {
-		return fmt.Errorf("actorrt: remote %s on a nil ProcMesh", name)
-	}
-	if procs.err != nil {
-		return procs.err
 	}
 	if port.zero() {
 		return fmt.Errorf("%w: Send to the zero Port (open one with OpenChannel)", ErrBadArgs)
-	}
-	rt, err := getRuntime()
-	if err != nil {
-		return err
 	}
 	return rt.runRemote(procs, name, args, port)
 }

@@ -75,7 +75,7 @@ type runtimeT struct {
 	dispatchEnd   chan struct{} // closed when the dispatcher returns
 	agentIndex    int           // a host agent's index in the job
 	agentMode     bool          // a `monarch agent`: heartbeats from the start
-	exitCode      atomic.Int32  // set by an "exit" control message in a worker
+	exitCode      atomic.Int32  // a worker's exit status: 0 once asked to stop (SIGTERM)
 	closing       atomic.Bool   // shutdown has begun: procs ending now is expected
 	stopLogs      context.CancelFunc
 	shutOnce      sync.Once

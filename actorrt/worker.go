@@ -26,7 +26,7 @@ func runWorker(o options) int {
 		return 1
 	}
 	// The client owns Ctrl-C; a proc leaves when told to (SIGTERM from its
-	// agent, or an exit message), or with its bus.
+	// agent), or with its bus.
 	signal.Ignore(syscall.SIGINT)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
@@ -57,7 +57,7 @@ func startWorker(o options) (*runtimeT, error) {
 	// The secret stays in the runtime; user code and its children do not
 	// inherit it.
 	os.Unsetenv(envBusToken)
-	rt.exitCode.Store(1) // unless an "exit" op says otherwise
+	rt.exitCode.Store(1) // unless SIGTERM asks it to stop
 	parent := os.Getenv(envParent)
 	port, err1 := strconv.ParseUint(os.Getenv(envReadyPort), 10, 64)
 	rank, err2 := strconv.Atoi(os.Getenv(envReadyRank))

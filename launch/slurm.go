@@ -62,7 +62,7 @@ func allocArgs(s *hostsconfig.Slurm) ([]string, error) {
 }
 
 func immediate(s *hostsconfig.Slurm) string {
-	d := 30 * time.Second
+	d := hostsconfig.DefaultSlurmImmediate
 	if s != nil && s.Immediate > 0 {
 		d = s.Immediate
 	}

@@ -24,7 +24,7 @@ func sshArgs(s *hostsconfig.SSH, host string) []string {
 	args := []string{"-T", "-o", "BatchMode=yes"}
 	timeout := s.ConnectTimeout
 	if timeout <= 0 {
-		timeout = 10 * time.Second
+		timeout = hostsconfig.DefaultSSHConnectTimeout
 	}
 	args = append(args, "-o", "ConnectTimeout="+strconv.Itoa(int((timeout+time.Second-1)/time.Second)))
 	if s.ConfigFile != "" {
@@ -52,7 +52,7 @@ func startSSH(cfg RunConfig, jobID, url, token string, dialEnv []string, up func
 	a := &agents{n: len(s.Hosts), ended: make(chan agentEnd, len(s.Hosts))}
 	parallel := s.Parallel
 	if parallel < 1 {
-		parallel = 32
+		parallel = hostsconfig.DefaultSSHParallel
 	}
 	for i, host := range s.Hosts {
 		// Bound the sessions being set up: wait while too many started
