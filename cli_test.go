@@ -53,8 +53,10 @@ func commandPaths() []string {
 func TestCLIFlagsAfterArguments(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
+	t.Setenv("MONARCH_HOSTS", "")
 	hosts := writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n")
-	job := shJob(t, dir, "echo ran", hosts)
+	// No hosts: in-process, a host agent would be this test binary.
+	job := shJob(t, dir, "echo ran", "")
 	prog := writeFile(t, dir, "prog.toml", "#!/bin/sh\necho prog ran\n")
 	if err := os.Chmod(prog, 0o755); err != nil {
 		t.Fatal(err)
