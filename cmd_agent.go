@@ -23,15 +23,22 @@ func agentCommand(a *app) *cli.Command {
 		Usage:     "serve as a job's host agent (started by monarch run)",
 		ArgsUsage: "-- [PROGRAM ARGS...]",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "job", Required: true, Usage: "job id"},
-			&cli.IntFlag{Name: "index", Value: -1, Usage: "this host's index in the job"},
+			&cli.StringFlag{Name: "job", Usage: "the job's `ID` (required)"},
+			&cli.IntFlag{Name: "index", Value: -1, Usage: "this host's `INDEX` in the job", DefaultText: "none", Action: atLeast("index", 0, "")},
 			&cli.BoolFlag{Name: "slurm", Usage: "take the index from the Slurm step (node name in the job's node list)"},
-			&cli.StringFlag{Name: "program", Required: true, Usage: "the job's program, run in worker mode for each proc"},
-			&cli.StringFlag{Name: "dir", Usage: "working directory of the procs"},
-			&cli.StringSliceFlag{Name: "env", Usage: "KEY=VALUE for the procs (repeatable)"},
+			&cli.StringFlag{Name: "program", Usage: "the job's `PROGRAM`, run in worker mode for each proc (required)"},
+			&cli.StringFlag{Name: "dir", Usage: "working `DIR` of the procs"},
+			&cli.StringSliceFlag{Name: "env", Usage: "`KEY=VALUE` for the procs (repeatable)"},
 			&cli.BoolFlag{Name: "token-stdin", Usage: "read the job secret from the first line of stdin, and exit at EOF"},
 		},
 		Action: func(c *cli.Context) error {
+			// Checked here rather than with Required, whose error prints
+			// the whole help.
+			for _, name := range []string{"job", "program"} {
+				if c.String(name) == "" {
+					return usagef(c, "--%s is required", name)
+				}
+			}
 			cfg := actorrt.AgentConfig{
 				Job: c.String("job"), Index: c.Int("index"), BusURL: os.Getenv(bus.EnvURL),
 				Program: c.String("program"), Args: c.Args().Slice(), Dir: c.String("dir"), Env: c.StringSlice("env"),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -25,9 +24,7 @@ func configCommand() *cli.Command {
 				"checks every key and value, and prints what `monarch run` would do with it. Each problem\n" +
 				"is reported as FILE:LINE: KEY: what is wrong; the exit status is 1 if there is any.",
 			Action: func(c *cli.Context) error {
-				if c.NArg() != 1 {
-					return errors.New("config check: want one file (usage: monarch config check FILE)")
-				}
+				// One argument: prepare checks the count ArgsUsage shows.
 				return checkConfig(c.App.Writer, c.Args().First())
 			},
 		}},

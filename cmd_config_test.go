@@ -2,15 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/urfave/cli/v2"
 )
 
-// TestConfigCheck runs `monarch config check` through its Action, without
-// building the binary.
+// TestConfigCheck runs `monarch config check` in-process.
 func TestConfigCheck(t *testing.T) {
 	good, err := filepath.Abs("hostsconfig/testdata/good")
 	if err != nil {
@@ -74,20 +72,19 @@ func TestConfigCheck(t *testing.T) {
 		{
 			name: "no file",
 			args: nil,
-			err:  "config check: want one file (usage: monarch config check FILE)",
+			err:  "config check: missing FILE\nusage: monarch config check FILE",
 		},
 		{
 			name: "two files",
 			args: []string{"a.toml", "b.toml"},
-			err:  "config check: want one file (usage: monarch config check FILE)",
+			err:  "config check: too many arguments: \"b.toml\"\nusage: monarch config check FILE",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var out bytes.Buffer
-			app := &cli.App{Commands: []*cli.Command{configCommand()}, Writer: &out, ErrWriter: &out}
-			err := app.Run(append([]string{"monarch", "config", "check"}, tt.args...))
-			if got := errString(err); got != tt.err {
+			var out, errOut bytes.Buffer
+			newApp(&out, &errOut).run(context.Background(), append([]string{"monarch", "config", "check"}, tt.args...))
+			if got := strings.TrimPrefix(strings.TrimSpace(errOut.String()), "monarch: "); got != tt.err {
 				t.Errorf("error:\n%s\nwant:\n%s", got, tt.err)
 			}
 			if got := out.String(); got != tt.out {
@@ -95,11 +92,4 @@ func TestConfigCheck(t *testing.T) {
 			}
 		})
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return strings.TrimSpace(err.Error())
 }

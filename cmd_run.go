@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,9 +23,7 @@ func runCommand(a *app) *cli.Command {
 			&cli.BoolFlag{Name: "detach", Usage: "submit the job with sbatch and print its Slurm job id (Slurm only)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return errors.New("run: want one job file (usage: monarch run JOB.toml [--detach])")
-			}
+			// One argument: prepare checks the count ArgsUsage shows.
 			cfg, err := loadRun(c.Args().First())
 			if err != nil {
 				return err
@@ -46,7 +43,7 @@ func loadRun(path string) (launch.RunConfig, error) {
 	if err != nil {
 		return launch.RunConfig{}, err
 	}
-	job, err := hostsconfig.LoadJob(abs)
+	job, err := hostsconfig.LoadJob(path) // errors name the file as the user did
 	if err != nil {
 		return launch.RunConfig{}, err
 	}

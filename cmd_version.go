@@ -13,13 +13,16 @@ const version = "0.1.0"
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version of monarch",
-		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "monarch %s%s (%s)\n", version, revision(), runtime.Version())
-			return nil
-		},
+		Name:   "version",
+		Usage:  "print the version of monarch",
+		Action: printVersion,
 	}
+}
+
+// printVersion is `monarch version` and `monarch --version`.
+func printVersion(c *cli.Context) error {
+	_, err := fmt.Fprintf(c.App.Writer, "monarch %s%s (%s)\n", version, revision(), runtime.Version())
+	return err
 }
 
 func revision() string {

@@ -1,24 +1,14 @@
-// Command monarch runs programs built with the monarch SDK: on this machine
-// (monarch local), and later on Slurm clusters and over ssh.
+// Command monarch runs programs built with the monarch SDK: on this
+// machine (monarch local), on Slurm clusters and over ssh (monarch run).
 package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	code, err := newApp(os.Stdout, os.Stderr).run(ctx, os.Args)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "monarch:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	// No signal is caught here: the commands that have something to tear
+	// down catch what they need (see tearsDown).
+	os.Exit(newApp(os.Stdout, os.Stderr).run(context.Background(), os.Args))
 }

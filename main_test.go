@@ -114,7 +114,7 @@ func TestLocalExitStatus(t *testing.T) {
 	}{
 		{"status passes through", []string{"local", "--", "sh", "-c", "exit 7"}, 7, ""},
 		{"success", []string{"local", "--", "true"}, 0, ""},
-		{"no program", []string{"local"}, 1, "no program given"},
+		{"no program", []string{"local"}, 2, "no job file or program given"},
 		{"missing program", []string{"local", "--", "/no/such/program"}, 1, "/no/such/program"},
 		{"killed by a signal", []string{"local", "--", "sh", "-c", "kill -TERM $$"}, 128 + 15, ""},
 		{"unknown command", []string{"frobnicate"}, 2, "unknown command \"frobnicate\""},

@@ -125,7 +125,7 @@ func LoadHosts(path string) (*Hosts, error) {
 
 func loadHosts(path string, errs *errorList) *Hosts {
 	t := parseFile(path, errs)
-	if t == nil {
+	if t == nil || t.isJobFile() {
 		return nil
 	}
 	h := readHosts(t)

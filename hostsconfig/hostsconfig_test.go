@@ -186,8 +186,8 @@ func TestProcsOrder(t *testing.T) {
 	}
 }
 
-// TestLoaderKinds: each loader refuses the other kind of file, naming the
-// key that gives it away.
+// TestLoaderKinds: each loader refuses the other kind of file, saying
+// what it is and the key that gives it away.
 func TestLoaderKinds(t *testing.T) {
 	tests := []struct {
 		name string
@@ -197,10 +197,10 @@ func TestLoaderKinds(t *testing.T) {
 	}{
 		{"hosts loader, job file", func(p string) error { _, err := LoadHosts(p); return err },
 			"testdata/good/job-minimal.toml",
-			"testdata/good/job-minimal.toml: scheduler: required key missing\ntestdata/good/job-minimal.toml:1: program: unknown key"},
+			"testdata/good/job-minimal.toml: this is a job file (it sets program), not a MONARCH_HOSTS file: run it with monarch run testdata/good/job-minimal.toml"},
 		{"job loader, hosts file", func(p string) error { _, err := LoadJob(p); return err },
 			"testdata/good/local.toml",
-			"testdata/good/local.toml: program: required key missing\ntestdata/good/local.toml:1: scheduler: unknown key\ntestdata/good/local.toml:3: local: unknown key"},
+			`testdata/good/local.toml: this is a MONARCH_HOSTS file (it sets scheduler), not a job file: a job file names it with hosts = "testdata/good/local.toml"`},
 		{"no such file", func(p string) error { _, err := Load(p); return err },
 			"testdata/nothere.toml", "testdata/nothere.toml: no such file or directory"},
 	}

@@ -80,7 +80,7 @@ func ParseLevel(s string) (string, error) {
 func LoadJob(path string) (*Job, error) {
 	var errs errorList
 	var j *Job
-	if t := parseFile(path, &errs); t != nil {
+	if t := parseFile(path, &errs); t != nil && !t.isHostsFile() {
 		j = readJob(t)
 	}
 	if err := errs.err(); err != nil {
