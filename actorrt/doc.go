@@ -65,7 +65,9 @@
 // range, At fixes one and drops it. A slice is a view: members keep their
 // rank (ActorInstance().Rank()), and a message sent to a slice tells each
 // member its place in the slice (Context.MessageRank()). SpawnPerProc puts
-// several actors of one mesh on each proc.
+// several actors of one mesh on each proc. An extent with no dimensions
+// has exactly one point and prints as {}: ThisHost() is such a mesh, and
+// its SpawnProcs gives just the dimensions asked for.
 //
 // # Ordering and concurrency
 //
