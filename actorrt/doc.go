@@ -27,8 +27,11 @@
 //	}
 //
 // The program is its own worker: SpawnProcs starts the same binary again,
-// and Main in that process serves actors instead of running the function.
-// Register every actor type before Main, in every run.
+// with the same arguments, and Main in that process serves actors instead
+// of running the function. Register every actor type before Main, in
+// every run. Everything else before Main runs once per proc too: put work
+// with side effects (flags that start something, files, banners) inside
+// Main's function, or after an IsProc check.
 //
 // # Adverbs
 //
@@ -41,9 +44,19 @@
 //	Stream     every member; the results as they arrive
 //	Choose     one member picked at random
 //
-// Go has no variadic type parameters, so each adverb has a form per number
-// of endpoint arguments (Call, Call1, Call2, Call3) and, for endpoints that
-// return only an error, a Void form (CallVoid, BroadcastVoid1, ...).
+// Go has no variadic type parameters, so the endpoint's shape picks the
+// form of each adverb:
+//
+//	returns (R, error)              Call, CallOne, Broadcast, Stream, Choose, Send
+//	returns only error              the Void forms: CallVoid, BroadcastVoid, ... (R is Void)
+//	takes a Port[R] first           the Port forms: CallPort, CallOnePort, ...
+//	takes N more arguments (1..3)   the suffix N: Call1, CallOneVoid2, SendPort3, ...
+//
+// A wrong pick does not compile: "type func(c *Counter, ctx
+// *actorrt.Context) error of (*Counter).Increment does not match inferred
+// type func(*Counter, *actorrt.Context) (R, error)" means the endpoint
+// returns only error, so the Void form is the one; "too many arguments in
+// call to actorrt.Call" means the form with the argument count's suffix.
 //
 // # Meshes
 //
@@ -52,7 +65,9 @@
 // range, At fixes one and drops it. A slice is a view: members keep their
 // rank (ActorInstance().Rank()), and a message sent to a slice tells each
 // member its place in the slice (Context.MessageRank()). SpawnPerProc puts
-// several actors of one mesh on each proc.
+// several actors of one mesh on each proc. An extent with no dimensions
+// has exactly one point and prints as {}: ThisHost() is such a mesh, and
+// its SpawnProcs gives just the dimensions asked for.
 //
 // # Ordering and concurrency
 //
@@ -83,6 +98,11 @@
 // fail with ErrProcFailed as soon as its host agent sees the exit. Supervise
 // runs in the owner's mailbox like any message: it may call other actors
 // and wait for them, but not itself.
+//
+// Restarts are the supervisor's own code: Supervise can Stop the failed
+// mesh and Spawn a new one on the same procs (or on new procs, when the
+// proc died), keep it, and return true. Actors may spawn procs and meshes
+// from their endpoints; they own what they spawn.
 //
 // # Processes
 //

@@ -1,0 +1,155 @@
+package actorrt_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// Restarting a failed mesh from Supervise, as the package doc describes:
+// the supervisor keeps the mesh it spawned, and on a failure stops it and
+// spawns a new one under a new name on the same procs.
+
+// Flaky fails when told to, with nobody waiting (a Broadcast): that fails
+// the actor and sends a MeshFailure to its owner.
+type Flaky struct{ generation int }
+
+func (f *Flaky) Init(ctx *actorrt.Context, generation int) error {
+	f.generation = generation
+	return nil
+}
+func (f *Flaky) Generation(ctx *actorrt.Context) (int, error) { return f.generation, nil }
+func (f *Flaky) Break(ctx *actorrt.Context) error             { return errors.New("broken") }
+
+// Restarter owns a mesh of Flaky and replaces it whenever a member fails.
+type Restarter struct {
+	procs      *actorrt.ProcMesh
+	workers    *actorrt.ActorMesh[Flaky]
+	generation int
+	restarts   int
+}
+
+func (r *Restarter) Init(ctx *actorrt.Context, procs *actorrt.ProcMesh) error {
+	r.procs = procs
+	return r.start()
+}
+
+func (r *Restarter) start() error {
+	r.generation++
+	w, err := actorrt.Spawn[Flaky](r.procs, fmt.Sprintf("flaky-%d", r.generation), r.generation)
+	if err != nil {
+		return err
+	}
+	r.workers = w
+	return nil
+}
+
+func (r *Restarter) Supervise(ctx *actorrt.Context, f *actorrt.MeshFailure) bool {
+	if f.Mesh != r.workers.Name() {
+		return false // not ours to restart: pass it up
+	}
+	// Stop the rest of the failed mesh, then spawn a fresh one.
+	if err := r.workers.Stop(); err != nil {
+		return false
+	}
+	if err := r.start(); err != nil {
+		return false
+	}
+	r.restarts++
+	return true
+}
+
+func (r *Restarter) Workers(ctx *actorrt.Context) (*actorrt.ActorMesh[Flaky], error) {
+	return r.workers, nil
+}
+
+func (r *Restarter) Restarts(ctx *actorrt.Context) (int, error) { return r.restarts, nil }
+
+func init() {
+	for _, err := range []error{actorrt.Register[Flaky](), actorrt.Register[Restarter]()} {
+		if err != nil {
+			panic(err)
+		}
+	}
+}
+
+func TestSuperviseRestartsAMesh(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	sup := spawn[Restarter](t, actorrt.ThisProc(), "restarter", procs)
+	first, err := actorrt.CallOne(sup, (*Restarter).Workers).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := actorrt.BroadcastVoid(first.At("gpus", 1), (*Flaky).Break); err != nil {
+		t.Fatal(err)
+	}
+	// Supervise runs in the restarter's mailbox, before the next message.
+	var second *actorrt.ActorMesh[Flaky]
+	for second == nil {
+		n, err := actorrt.CallOne(sup, (*Restarter).Restarts).Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			second, err = actorrt.CallOne(sup, (*Restarter).Workers).Get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no restart before the test's deadline")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	gens, err := actorrt.Call(second, (*Flaky).Generation).Get(ctx)
+	if err != nil || fmt.Sprint(gens.Values()) != "[2 2]" {
+		t.Fatalf("new mesh answers %v, %v; want [2 2]", gens, err)
+	}
+	if _, err := actorrt.Call(first, (*Flaky).Generation).Get(ctx); !errors.Is(err, actorrt.ErrStopped) && !errors.Is(err, actorrt.ErrActorFailed) {
+		t.Fatalf("old mesh: %v, want ErrStopped or ErrActorFailed", err)
+	}
+}
+
+// Nester spawns procs and actors of its own from an endpoint.
+type Nester struct{}
+
+func (n *Nester) Grow(ctx *actorrt.Context, size int) ([]int, error) {
+	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"inner", size}})
+	if err != nil {
+		return nil, err
+	}
+	defer procs.Stop()
+	echo, err := actorrt.Spawn[Echo](procs, "nested-echo")
+	if err != nil {
+		return nil, err
+	}
+	v, err := actorrt.Call(echo, (*Echo).Ping).Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return v.Values(), nil
+}
+
+func init() {
+	if err := actorrt.Register[Nester](); err != nil {
+		panic(err)
+	}
+}
+
+// TestActorSpawnsProcs: an endpoint may start procs of its own on its
+// host and spawn actors there, as the README says.
+func TestActorSpawnsProcs(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
+	n := spawn[Nester](t, procs, "nester")
+	got, err := actorrt.CallOne1(n, (*Nester).Grow, 3).Get(ctx)
+	if err != nil || fmt.Sprint(got) != "[1 1 1]" {
+		t.Fatalf("Grow: %v, %v; want [1 1 1]", got, err)
+	}
+}
