@@ -50,7 +50,7 @@ func parseFile(path string, errs *errorList) *table {
 		return nil
 	}
 	src := string(data)
-	// Before the library sees it: see Limits.
+	// Before the library sees it: see the limits in limits.go.
 	if le := checkLimits(src); le != nil {
 		errs.add(&ConfigError{File: path, Line: le.line, Msg: le.err.Error() + limitMsg})
 		return nil
@@ -363,7 +363,7 @@ func suggest(k string, known []string) string {
 	best, bestDist, limit := "", math.MaxInt, max(1, len(k)/3)
 	lower := strings.ToLower(k)
 	for _, c := range known {
-		if abs(len(k)-len(c)) > limit {
+		if abs(len(lower)-len(c)) > limit {
 			continue // at least that many edits: too far, and not worth computing
 		}
 		d := editDistance(lower, c)
