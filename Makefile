@@ -3,7 +3,7 @@
 GO  ?= go
 BIN := bin
 
-.PHONY: all build run test vet lint bench generate clean
+.PHONY: all build run test vet lint bench fuzz generate clean
 
 all: build
 
@@ -31,6 +31,20 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./... | tee $(BIN)/bench.txt
 	@echo "== summary"
 	@grep '^BENCH' $(BIN)/bench.txt
+
+# Every Fuzz* target of every package, found by `go test -list`, for
+# FUZZTIME each; not part of test, which already runs their seed corpora.
+FUZZTIME ?= 30s
+fuzz:
+	@mkdir -p $(BIN)
+	$(GO) test -list '^Fuzz' ./... > $(BIN)/fuzz-list.txt
+	@awk '/^Fuzz/ { t[++n] = $$1; next } /^ok/ { for (i = 1; i <= n; i++) print $$2, t[i]; n = 0 }' \
+		$(BIN)/fuzz-list.txt > $(BIN)/fuzz-targets.txt
+	@test -s $(BIN)/fuzz-targets.txt || { echo "no fuzz targets found"; exit 1; }
+	@while read pkg target; do \
+		echo "== $$pkg $$target ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done < $(BIN)/fuzz-targets.txt
 
 generate:
 	$(GO) generate ./...

@@ -36,13 +36,23 @@ type doc struct {
 // parseFile reads and parses path. On failure it records the error in
 // errs and returns nil.
 func parseFile(path string, errs *errorList) *table {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := readLimited(path)
+	switch {
+	case errors.Is(err, errSize):
+		errs.add(&ConfigError{File: path, Msg: err.Error() + limitMsg})
+		return nil
+	case err != nil:
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is already in ConfigError.File
 		}
 		errs.add(&ConfigError{File: path, Msg: err.Error()})
+		return nil
+	}
+	src := string(data)
+	// Before the library sees it: see the limits in limits.go.
+	if le := checkLimits(src); le != nil {
+		errs.add(&ConfigError{File: path, Line: le.line, Msg: le.err.Error() + limitMsg})
 		return nil
 	}
 	dir, err := filepath.Abs(filepath.Dir(path))
@@ -51,7 +61,7 @@ func parseFile(path string, errs *errorList) *table {
 		return nil
 	}
 	var root map[string]any
-	md, err := toml.Decode(string(data), &root)
+	md, err := toml.Decode(src, &root)
 	if err != nil {
 		e := &ConfigError{File: path, Msg: err.Error()}
 		var pe toml.ParseError
@@ -61,7 +71,7 @@ func parseFile(path string, errs *errorList) *table {
 		errs.add(e)
 		return nil
 	}
-	d := &doc{file: path, dir: dir, keys: md.Keys(), lines: indexLines(string(data)), errs: errs}
+	d := &doc{file: path, dir: dir, keys: md.Keys(), lines: indexLines(src), errs: errs}
 	return &table{doc: d, m: root}
 }
 
@@ -237,15 +247,17 @@ func (t *table) sub(k string) *table {
 // children returns the keys of t in the order the file writes them.
 func (t *table) children() []string {
 	var out []string
+	seen := map[string]bool{} // a set, not slices.Contains: a table may have thousands of keys
 	for _, k := range t.doc.keys {
 		if len(k) > len(t.key) && slices.Equal(k[:len(t.key)], t.key) {
-			if c := k[len(t.key)]; !slices.Contains(out, c) {
+			if c := k[len(t.key)]; !seen[c] {
+				seen[c] = true
 				out = append(out, c)
 			}
 		}
 	}
 	for _, c := range slices.Sorted(maps.Keys(t.m)) { // not expected: the library lists every key
-		if !slices.Contains(out, c) {
+		if !seen[c] {
 			out = append(out, c)
 		}
 	}
@@ -311,6 +323,13 @@ func (t *table) existingFile(k string, dst *string) {
 	}
 }
 
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
 func elem(i int) string { return "[" + strconv.Itoa(i) + "]" }
 
 // describeValue names a decoded TOML value's type, with the value when
@@ -341,14 +360,18 @@ func describeValue(v any) string {
 // suggest returns the known key closest to k, if one is close enough to
 // be a likely typo, or "".
 func suggest(k string, known []string) string {
-	best, bestDist := "", math.MaxInt
+	best, bestDist, limit := "", math.MaxInt, max(1, len(k)/3)
+	lower := strings.ToLower(k)
 	for _, c := range known {
-		d := editDistance(strings.ToLower(k), c)
+		if abs(len(lower)-len(c)) > limit {
+			continue // at least that many edits: too far, and not worth computing
+		}
+		d := editDistance(lower, c)
 		if d < bestDist {
 			best, bestDist = c, d
 		}
 	}
-	if best != "" && bestDist <= max(1, len(k)/3) {
+	if best != "" && bestDist <= limit {
 		return best
 	}
 	for _, c := range known { // "timeout" for "connect_timeout"
@@ -362,8 +385,14 @@ func suggest(k string, known []string) string {
 // editDistance is the edit distance between a and b, in bytes, counting
 // a swap of two neighbours as one edit ("prot" for "port").
 func editDistance(a, b string) int {
-	// Rows i-2, i-1 and i of the table of distances between prefixes.
-	prev2, prev, cur := make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)
+	// Rows i-2, i-1 and i of the table of distances between prefixes,
+	// on the stack for the short keys of a schema.
+	var buf [3 * 32]int
+	rows := buf[:]
+	if n := 3 * (len(b) + 1); n > len(rows) {
+		rows = make([]int, n)
+	}
+	prev2, prev, cur := rows[:len(b)+1], rows[len(b)+1:2*(len(b)+1)], rows[2*(len(b)+1):3*(len(b)+1)]
 	for j := range prev {
 		prev[j] = j
 	}

@@ -48,6 +48,21 @@
 // problems gives them all, joined in file order. TOML syntax errors keep
 // the parser's line.
 //
+// # Limits
+//
+// A configuration file is small, so a file that is not one is refused
+// before it can cost much memory or time: a file over MaxFileSize (1 MiB)
+// is refused without being read whole, and the rest is scanned for more
+// than 10000 lines, nesting more than 10 levels deep (tables, dotted key
+// parts, arrays and inline tables each add one: hosts.ssh.hosts[0] is
+// 4), more than 2000 keys (each part of a dotted key or table header
+// counts), more than 5000 values (each array element counts), and keys
+// or unquoted values (numbers, dates) longer than 128 bytes. The error
+// names the limit and, but for the size, the line:
+//
+//	job.toml:12: nested more than 10 levels deep (tables, dotted keys, arrays and inline tables), the limit for a configuration file
+//	hosts.toml: larger than 1 MiB, the limit for a configuration file
+//
 // # Concurrency
 //
 // The functions keep no state: they may be called from any goroutine.
