@@ -19,8 +19,8 @@ import (
 // pointer map key to a new pointer. The rules below follow what msgpack
 // does, type by type, so that a type the check accepts arrives as sent.
 
-// wireProblems lists, one per line, why values of t cannot travel in a
-// message; none if they can.
+// wireProblems lists why values of t cannot travel in a message, one
+// problem each; none if they can.
 func wireProblems(t reflect.Type) []string {
 	c := wireChecker{seen: map[wireSeen]bool{}}
 	c.check(t, false, "")
@@ -118,7 +118,7 @@ func (c *wireChecker) structFields(holder, t reflect.Type, addr bool, path strin
 	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		name, _ := parseTag(f.Tag.Get("msgpack"))
+		name, opts := parseTag(f.Tag.Get("msgpack"))
 		fp := join(path, f.Name)
 		switch {
 		case name == "-":
@@ -137,6 +137,10 @@ func (c *wireChecker) structFields(holder, t reflect.Type, addr bool, path strin
 		case !f.IsExported():
 			c.add("field %s (%s) is unexported, so it would arrive as its zero value: export it, tag it `msgpack:\"-\"` to leave it out, or %s",
 				fp, f.Type, codecHint(holder))
+		case opts["intern"] && f.Type.Kind() != reflect.String:
+			c.add("field %s (%s): msgpack interns only strings, and panics on a %s: drop the intern option", fp, f.Type, f.Type.Kind())
+		case f.Anonymous && opts["inline"] && f.Type.Kind() != reflect.Struct:
+			c.add("embedded field %s (%s): msgpack inlines only a struct, and panics on a %s: drop the inline option", fp, f.Type, f.Type.Kind())
 		default:
 			if f.Anonymous && f.Type.Kind() == reflect.Pointer && inlines(f) {
 				c.add("embedded field %s (%s): msgpack inlines its fields, so a nil %s would arrive as a pointer to a zero %s: tag it `msgpack:\",noinline\"`, or embed %s by value",

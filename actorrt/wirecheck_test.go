@@ -82,7 +82,14 @@ type (
 		*WCPublic `msgpack:",noinline"`
 		Z         int
 	}
-	wcPtrKey struct{ P *int }
+	wcPtrKey    struct{ P *int }
+	wcInlinePtr struct {
+		*WCPublic `msgpack:",inline"`
+		Z         int
+	}
+	wcInternInt struct {
+		N int `msgpack:",intern"`
+	}
 
 	// Types with codecs of their own.
 	wcOwnCodec   struct{ secret int }
@@ -195,6 +202,8 @@ func TestWireCheck(t *testing.T) {
 		{v: wcEmbedInt{}, mention: "embedded field wcEmbedInt.wcSecretInt (actorrt.wcSecretInt) has an unexported type"},
 		{v: wcEmbedPtr{}, mention: "embedded field wcEmbedPtr.wcPublicInner (*actorrt.wcPublicInner) has an unexported type"},
 		{v: wcEmbedPubPtr{}, mention: "a nil WCPublic would arrive as a pointer to a zero actorrt.WCPublic"},
+		{v: wcInlinePtr{}, mention: "msgpack inlines only a struct, and panics on a ptr"},
+		{v: wcInternInt{}, mention: "msgpack interns only strings, and panics on a int"},
 		{v: map[*int]int{}, mention: "map key type *int holds pointers"},
 		{v: map[wcPtrKey]int{}, mention: "map key type actorrt.wcPtrKey holds pointers"},
 		{v: wcPtrCodec{}, mention: "has EncodeMsgpack on *actorrt.wcPtrCodec only"},
@@ -473,3 +482,31 @@ func TestValueCodecsRefuseBadBytes(t *testing.T) {
 }
 
 type arr int
+
+// wcLossless has endpoints whose values all travel.
+type wcLossless struct{}
+
+func (*wcLossless) Skip(ctx *Context, s wcSkip, p *[2]wcPlain) (time.Time, error) {
+	return time.Time{}, nil
+}
+func (*wcLossless) Own(ctx *Context, o []wcOwnCodec) (map[wcKey]ValueMesh[Point], error) {
+	return nil, nil
+}
+func (*wcLossless) Answer(ctx *Context, p Port[ValueMesh[Extent]], n int) error { return nil }
+
+// PortPtr takes a *Port first: a plain argument, not a port to answer on
+// (the Port adverbs take a Port).
+func (*wcLossless) PortPtr(ctx *Context, p *Port[string]) error { return nil }
+
+func TestInspectAcceptsWhatTravels(t *testing.T) {
+	at, err := inspect(reflect.TypeFor[wcLossless]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := at.endpoints["Answer"]; m == nil || m.port == nil || len(m.args) != 1 {
+		t.Errorf("Answer: %+v", m)
+	}
+	if m := at.endpoints["PortPtr"]; m == nil || m.port != nil || len(m.args) != 1 {
+		t.Errorf("PortPtr: %+v", m)
+	}
+}
