@@ -250,7 +250,7 @@ func (a *actor) invoke(m *method, ctx *Context, payload []byte) (out []reflect.V
 	}()
 	if m.void0 != nil && len(payload) == 1 && payload[0] == 0x90 { // no arguments
 		if err := m.void0(a.ptr, ctx); err != nil {
-			return nil, a.errorf(m.name, CodeError, "%v", err)
+			return nil, a.endpointError(m.name, err)
 		}
 		return nil, nil
 	}
@@ -268,9 +268,16 @@ func (a *actor) invoke(m *method, ctx *Context, payload []byte) (out []reflect.V
 	}
 	out = m.fn.Call(in)
 	if err, _ := out[len(out)-1].Interface().(error); err != nil {
-		return nil, a.errorf(m.name, CodeError, "%v", err)
+		return nil, a.endpointError(m.name, err)
 	}
 	return out, nil
+}
+
+// endpointError is the error an endpoint returned, as the caller gets it.
+func (a *actor) endpointError(endpoint string, err error) *ActorError {
+	ae := a.errorf(endpoint, CodeError, "%v", err)
+	ae.Sentinel = sentinelOf(err)
+	return ae
 }
 
 func (a *actor) errorf(endpoint, code, format string, args ...any) *ActorError {

@@ -17,7 +17,7 @@ func TestRegisterRefusesBadEndpoints(t *testing.T) {
 		register func() error
 		mention  string
 	}{
-		{"result without error", actorrt.Register[BadResult], "method Get returns (int)"},
+		{"result without error", actorrt.Register[BadResult], "BadResult.Get returns (int)"},
 		{"channel parameter", actorrt.Register[BadParam], "chan"},
 		{"interface parameter", actorrt.Register[BadInterface], "interface"},
 		{"Init returning a value", actorrt.Register[BadInit], "Init must return only error"},

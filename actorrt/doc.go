@@ -85,7 +85,12 @@
 // decoded each give an error naming the problem; the sentinels are in
 // errors.go. An endpoint's error or panic reaches the caller as an
 // *ActorError with the actor, endpoint, message and, for a panic, the
-// stack; the actor keeps serving.
+// stack; the actor keeps serving. errors.Is finds in it the sentinel of
+// this package the endpoint's error wrapped, if any.
+//
+// Arguments and results travel as msgpack, and Register refuses a type
+// whose values would not arrive as sent (an unexported field, say), listing
+// every problem of the actor type at once; see Register.
 //
 // # Supervision
 //

@@ -62,6 +62,10 @@ type ActorError struct {
 	Code     string // CodeError, CodePanic, CodeDecode or CodeNoSuch
 	Message  string // the error's text, or the panic value
 	Stack    string // the goroutine stack at a panic; empty otherwise
+	// Sentinel is the text of the sentinel of this package (ErrStopped,
+	// ...) that the endpoint's error wrapped, if any: errors.Is still finds
+	// it once the error has reached the caller.
+	Sentinel string
 }
 
 func (e *ActorError) Error() string {
@@ -80,8 +84,12 @@ func codeWord(code string) string {
 	return "error"
 }
 
-// Is matches the sentinel of the error's code.
+// Is matches the sentinel of the error's code, and the one the endpoint's
+// error wrapped.
 func (e *ActorError) Is(target error) bool {
+	if e.Sentinel != "" && sentinels[e.Sentinel] == target {
+		return true
+	}
 	switch e.Code {
 	case CodePanic:
 		return target == ErrPanic

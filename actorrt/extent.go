@@ -3,6 +3,8 @@ package actorrt
 import (
 	"fmt"
 	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Dim is one named dimension of a mesh and its size. It is an alias of an
@@ -203,4 +205,122 @@ func (p Point) String() string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// Extents and points travel as endpoint arguments and results: an extent
+// as its names and sizes, a point as its extent and coordinates. What
+// arrives is checked as NewExtent and NewPoint check it.
+
+// EncodeMsgpack sends the extent as [name, size, name, size, ...].
+func (e Extent) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(2 * len(e.dims)); err != nil {
+		return err
+	}
+	for _, d := range e.dims {
+		if err := enc.EncodeString(d.Name); err != nil {
+			return err
+		}
+		if err := enc.EncodeInt(int64(d.Size)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack reads an extent sent by EncodeMsgpack.
+func (e *Extent) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n == -1 { // nil: the zero Extent, as msgpack decodes nil into any struct
+		*e = Extent{}
+		return nil
+	}
+	if n%2 != 0 {
+		return fmt.Errorf("%w: extent of %d values, want (name, size) pairs", ErrDecode, n)
+	}
+	var dims Dims // grown as read: n comes from the peer
+	for i := 0; i < n/2; i++ {
+		name, err := dec.DecodeString()
+		if err != nil {
+			return err
+		}
+		size, err := dec.DecodeInt()
+		if err != nil {
+			return err
+		}
+		dims = append(dims, Dim{name, size})
+	}
+	ext, err := NewExtent(dims)
+	if err != nil {
+		return fmt.Errorf("%w: extent: %v", ErrDecode, err)
+	}
+	*e = ext
+	return nil
+}
+
+// EncodeMsgpack sends the point as [extent, [coordinates]].
+func (p Point) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := p.ext.EncodeMsgpack(enc); err != nil {
+		return err
+	}
+	if err := enc.EncodeArrayLen(len(p.coords)); err != nil {
+		return err
+	}
+	for _, c := range p.coords {
+		if err := enc.EncodeInt(int64(c)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack reads a point sent by EncodeMsgpack.
+func (p *Point) DecodeMsgpack(dec *msgpack.Decoder) error {
+	if ok, err := decodeTuple(dec, "point", 2); !ok {
+		*p = Point{}
+		return err
+	}
+	var ext Extent
+	if err := ext.DecodeMsgpack(dec); err != nil {
+		return err
+	}
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if max(n, 0) != len(ext.dims) {
+		return fmt.Errorf("%w: point of %d coordinates in %v", ErrDecode, n, ext)
+	}
+	coords := make([]int, len(ext.dims))
+	for i := range coords {
+		if coords[i], err = dec.DecodeInt(); err != nil {
+			return err
+		}
+	}
+	pt, err := NewPoint(ext, coords...)
+	if err != nil {
+		return fmt.Errorf("%w: point: %v", ErrDecode, err)
+	}
+	*p = pt
+	return nil
+}
+
+// decodeTuple reads the header of an array of n values; false, with no
+// error, for nil (which stands for the zero value).
+func decodeTuple(dec *msgpack.Decoder, what string, n int) (bool, error) {
+	got, err := dec.DecodeArrayLen()
+	switch {
+	case err != nil:
+		return false, err
+	case got == -1:
+		return false, nil
+	case got != n:
+		return false, fmt.Errorf("%w: %s of %d values, want %d", ErrDecode, what, got, n)
+	}
+	return true, nil
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Future is a result that arrives later. Get waits for it; Done can be
@@ -127,6 +130,68 @@ func (v ValueMesh[T]) String() string {
 	}
 	return b.String()
 }
+
+// A ValueMesh travels as an endpoint argument or result, as [extent,
+// [values...]]; the zero ValueMesh as nil. T must travel too: Register
+// checks it.
+
+// EncodeMsgpack sends the extent and the values.
+func (v ValueMesh[T]) EncodeMsgpack(e *msgpack.Encoder) error {
+	if v.vals == nil && len(v.ext.dims) == 0 {
+		return e.EncodeNil()
+	}
+	if len(v.vals) != v.ext.NumRanks() {
+		return fmt.Errorf("actorrt: a ValueMesh of %d values for extent %v cannot be sent", len(v.vals), v.ext)
+	}
+	if err := e.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := v.ext.EncodeMsgpack(e); err != nil {
+		return err
+	}
+	if err := e.EncodeArrayLen(len(v.vals)); err != nil {
+		return err
+	}
+	for i := range v.vals {
+		if err := e.Encode(&v.vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack reads a ValueMesh sent by EncodeMsgpack: one value per
+// point of its extent.
+func (v *ValueMesh[T]) DecodeMsgpack(d *msgpack.Decoder) error {
+	if ok, err := decodeTuple(d, "ValueMesh", 2); !ok {
+		*v = ValueMesh[T]{}
+		return err
+	}
+	var ext Extent
+	if err := ext.DecodeMsgpack(d); err != nil {
+		return err
+	}
+	n, err := d.DecodeArrayLen()
+	if err != nil {
+		return err
+	}
+	if n != ext.NumRanks() {
+		return fmt.Errorf("%w: ValueMesh of %d values for extent %v", ErrDecode, n, ext)
+	}
+	vals := make([]T, 0, min(n, 1024)) // grown as read: n comes from the peer
+	for i := 0; i < n; i++ {
+		var x T
+		if err := d.Decode(&x); err != nil {
+			return err
+		}
+		vals = append(vals, x)
+	}
+	*v = ValueMesh[T]{ext: ext, vals: vals}
+	return nil
+}
+
+// valueElem tells Register what a ValueMesh[T] carries.
+func (ValueMesh[T]) valueElem() reflect.Type { return reflect.TypeFor[T]() }
 
 // ReplyStream yields the replies of a Stream call as they arrive.
 type ReplyStream[T any] struct {

@@ -158,6 +158,9 @@ func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
 		return nil, err
 	}
 	defer rt.ports.close(port)
+	if err := anyGone(rt, agents); err != nil {
+		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
+	}
 	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs}
 	for _, a := range agents {
 		req := reqs[a]

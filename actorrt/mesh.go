@@ -366,6 +366,9 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 		return fail(err)
 	}
 	defer rt.ports.close(port)
+	if err := anyGone(rt, ref.all); err != nil {
+		return fail(err)
+	}
 	sentTo := make([]string, 0, nprocs)
 	for v := 0; v < nprocs; v++ {
 		p := procs.procs[procs.reg.baseRank(v)]
@@ -387,6 +390,19 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 		return fail(err)
 	}
 	return ref, ext, nil
+}
+
+// anyGone tells why one of procs is gone (stopped or failed), or nil. A
+// proc known to be gone would never answer a spawn; one that goes later
+// fails the port that waits for it. So the check comes after the port is
+// open, and between them they miss nothing.
+func anyGone(rt *runtimeT, procs []string) error {
+	for _, p := range procs {
+		if err := rt.goneProc(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stopOn stops a mesh's members on the given procs.

@@ -92,14 +92,28 @@ func (t *portTable) failWaiting(proc string, err error) {
 	}
 }
 
-// sentinels travel by name so that errors.Is works after the trip.
-var sentinels = map[string]error{}
+// Sentinels travel by their text so that errors.Is works after the trip.
+var (
+	sentinelList = []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
+		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed,
+		ErrNoHostsConfig, ErrBus}
+	sentinels = map[string]error{}
+)
 
 func init() {
-	for _, e := range []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
-		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed, ErrBus} {
+	for _, e := range sentinelList {
 		sentinels[e.Error()] = e
 	}
+}
+
+// sentinelOf is the text of the first sentinel err matches, or "".
+func sentinelOf(err error) string {
+	for _, s := range sentinelList {
+		if errors.Is(err, s) {
+			return s.Error()
+		}
+	}
+	return ""
 }
 
 func toWireError(err error) wireError {
@@ -107,14 +121,7 @@ func toWireError(err error) wireError {
 	if errors.As(err, &ae) {
 		return wireError{Actor: ae}
 	}
-	we := wireError{Message: err.Error()}
-	for name, s := range sentinels {
-		if errors.Is(err, s) {
-			we.Sentinel = name
-			break
-		}
-	}
-	return we
+	return wireError{Message: err.Error(), Sentinel: sentinelOf(err)}
 }
 
 func (we wireError) toError() error {

@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // actorType is a registered actor type: its endpoints, found once by
@@ -53,10 +51,21 @@ var registry = struct {
 // the job. Call it in main before Main, once per type.
 //
 // The exported methods of *T whose first parameter is *Context are T's
-// endpoints. An endpoint returns (R, error) or just error, and its other
-// parameters and R must be encodable: no channels, functions or interfaces.
-// An optional method Init(ctx *Context, args...) error receives Spawn's
-// arguments. Register refuses a method it could not serve, naming it.
+// endpoints. An endpoint returns (R, error) or just error. An optional
+// method Init(ctx *Context, args...) error receives Spawn's arguments.
+//
+// The other parameters and R travel as msgpack and must arrive as they
+// were sent. Register refuses a type that would not: a channel, function
+// or interface; a struct field that is unexported (unless it is tagged
+// `msgpack:"-"`, or the struct has a msgpack codec of its own: EncodeMsgpack
+// and DecodeMsgpack, or MarshalMsgpack and UnmarshalMsgpack, ...); two
+// fields msgpack would send under one name; a codec only an embedded field
+// lends; a map keyed by pointers. Meshes (by pointer: *ActorMesh, *ProcMesh,
+// *HostMesh), ports, points, extents, value meshes and errors all travel.
+//
+// Register refuses a method it could not serve, and lists every problem of
+// every method of T in one error (ErrBadEndpoint), one per line, each with
+// the endpoint, the parameter or result, the field's path and the fix.
 func Register[T any]() error {
 	t := reflect.TypeFor[T]()
 	name := typeName(t)
@@ -95,62 +104,83 @@ func inspect(t reflect.Type) (*actorType, error) {
 		return nil, fmt.Errorf("%w: Register[%s]: an actor type is a named non-pointer type (Register[Counter], not Register[*Counter])", ErrBadEndpoint, t)
 	}
 	at := &actorType{name: name, typ: t, endpoints: map[string]*method{}}
+	// Every problem of every method, so that one run shows them all.
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	pt := reflect.PointerTo(t)
 	for i := 0; i < pt.NumMethod(); i++ {
 		m := pt.Method(i)
 		ft := m.Type // receiver first
+		ep := t.Name() + "." + m.Name
 		if m.Name == "Supervise" {
 			if ft.NumIn() != 3 || ft.In(1) != contextType || ft.In(2) != reflect.TypeFor[*MeshFailure]() ||
 				ft.NumOut() != 1 || ft.Out(0) != reflect.TypeFor[bool]() {
-				return nil, fmt.Errorf("%w: Register[%s]: Supervise must be func(ctx *actorrt.Context, f *actorrt.MeshFailure) bool", ErrBadEndpoint, name)
+				bad("%s must be func(ctx *actorrt.Context, f *actorrt.MeshFailure) bool", ep)
+				continue
 			}
 			at.supervise = m.Func
 			continue
 		}
 		if ft.NumIn() < 2 || ft.In(1) != contextType {
 			if m.Name == "Init" {
-				return nil, fmt.Errorf("%w: Register[%s]: Init must take (*actorrt.Context, args...) and return error", ErrBadEndpoint, name)
+				bad("%s must take (*actorrt.Context, args...) and return error", ep)
 			}
 			continue // a plain method, not an endpoint
 		}
 		me := &method{name: m.Name, fn: m.Func, owner: at}
+		n := len(problems)
 		first := 2
-		if ft.NumIn() > 2 && ft.In(2).Implements(portIface) {
+		if ft.NumIn() > 2 && ft.In(2).Kind() != reflect.Pointer && ft.In(2).Implements(portIface) {
 			if ft.NumOut() != 1 || ft.Out(0) != errorType || m.Name == "Init" {
-				return nil, fmt.Errorf("%w: Register[%s]: method %s takes a %s first, so it answers on that port: it must return only error", ErrBadEndpoint, name, m.Name, ft.In(2))
+				bad("%s takes a %s first, so it answers on that port: it must return only error", ep, ft.In(2))
+				continue
 			}
 			me.port = ft.In(2)
 			first = 3
+			r := reflect.Zero(me.port).Interface().(portType).portElem()
+			for _, p := range wireProblems(r) {
+				bad("%s, result (%s, sent on its %s): %s", ep, r, me.port, p)
+			}
 		}
 		for j := first; j < ft.NumIn(); j++ {
 			if ft.IsVariadic() && j == ft.NumIn()-1 {
-				return nil, fmt.Errorf("%w: Register[%s]: method %s is variadic; pass a slice instead", ErrBadEndpoint, name, m.Name)
+				bad("%s is variadic; pass a slice instead", ep)
+				break
 			}
-			if err := checkWire(ft.In(j), map[reflect.Type]bool{}); err != nil {
-				return nil, fmt.Errorf("%w: Register[%s]: method %s, parameter %d (%s): %v", ErrBadEndpoint, name, m.Name, j-1, ft.In(j), err)
+			for _, p := range wireProblems(ft.In(j)) {
+				bad("%s, parameter %d (%s): %s", ep, j-1, ft.In(j), p)
 			}
 			me.args = append(me.args, ft.In(j))
 		}
 		switch {
 		case ft.NumOut() == 1 && ft.Out(0) == errorType:
 		case ft.NumOut() == 2 && ft.Out(1) == errorType:
-			if err := checkWire(ft.Out(0), map[reflect.Type]bool{}); err != nil {
-				return nil, fmt.Errorf("%w: Register[%s]: method %s, result %s: %v", ErrBadEndpoint, name, m.Name, ft.Out(0), err)
+			for _, p := range wireProblems(ft.Out(0)) {
+				bad("%s, result (%s): %s", ep, ft.Out(0), p)
 			}
 			me.result = ft.Out(0)
 		default:
-			return nil, fmt.Errorf("%w: Register[%s]: method %s returns %s; an endpoint returns (R, error) or error", ErrBadEndpoint, name, m.Name, outs(ft))
+			bad("%s returns %s; an endpoint returns (R, error) or error", ep, outs(ft))
+		}
+		if m.Name == "Init" && me.result != nil {
+			bad("%s must return only error", ep)
+		}
+		if len(problems) > n {
+			continue
 		}
 		if m.Name == "Init" {
-			if me.result != nil {
-				return nil, fmt.Errorf("%w: Register[%s]: Init must return only error", ErrBadEndpoint, name)
-			}
 			at.init = me
 			continue
 		}
 		at.endpoints[m.Name] = me
 	}
-	return at, nil
+	switch len(problems) {
+	case 0:
+		return at, nil
+	case 1:
+		return nil, fmt.Errorf("%w: Register[%s]: %s", ErrBadEndpoint, t, problems[0])
+	}
+	return nil, fmt.Errorf("%w: Register[%s]: %d problems:\n\t%s", ErrBadEndpoint, t, len(problems), strings.Join(problems, "\n\t"))
 }
 
 func outs(ft reflect.Type) string {
@@ -159,50 +189,6 @@ func outs(ft reflect.Type) string {
 		s = append(s, ft.Out(i).String())
 	}
 	return "(" + strings.Join(s, ", ") + ")"
-}
-
-var (
-	customEncoder = reflect.TypeFor[msgpack.CustomEncoder]()
-	customDecoder = reflect.TypeFor[msgpack.CustomDecoder]()
-	marshaler     = reflect.TypeFor[msgpack.Marshaler]()
-	unmarshaler   = reflect.TypeFor[msgpack.Unmarshaler]()
-)
-
-// checkWire tells why values of t cannot travel in a message, or nil.
-func checkWire(t reflect.Type, seen map[reflect.Type]bool) error {
-	if seen[t] {
-		return nil
-	}
-	seen[t] = true
-	pt := reflect.PointerTo(t)
-	either := func(i reflect.Type) bool { return t.Implements(i) || pt.Implements(i) }
-	if either(customEncoder) && either(customDecoder) || either(marshaler) && either(unmarshaler) {
-		return nil
-	}
-	switch t.Kind() {
-	case reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Uintptr, reflect.Complex64, reflect.Complex128:
-		return fmt.Errorf("a %s cannot be sent in a message", t.Kind())
-	case reflect.Interface:
-		return fmt.Errorf("interface type %s cannot be decoded without a concrete type; use a concrete type", t)
-	case reflect.Pointer, reflect.Slice, reflect.Array:
-		return checkWire(t.Elem(), seen)
-	case reflect.Map:
-		if err := checkWire(t.Key(), seen); err != nil {
-			return err
-		}
-		return checkWire(t.Elem(), seen)
-	case reflect.Struct:
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			if !f.IsExported() || f.Tag.Get("msgpack") == "-" {
-				continue
-			}
-			if err := checkWire(f.Type, seen); err != nil {
-				return fmt.Errorf("field %s: %w", f.Name, err)
-			}
-		}
-	}
-	return nil
 }
 
 // lookupType returns the registered type of T, or why it is not there.

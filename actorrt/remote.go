@@ -52,8 +52,20 @@ type RemoteFunc[R any] struct {
 // of the program runs the same registration, as a package-level var) in
 // every proc. A bad or repeated name makes every later use fail.
 func Remote[R any](name string, fn func(ctx context.Context) (R, error)) *RemoteFunc[R] {
-	err := registerRemote(name, &remoteFn{invoke: func(ctx context.Context, _ []reflect.Value) (any, error) { return fn(ctx) }})
+	err := checkRemoteResult[R](name)
+	if err == nil {
+		err = registerRemote(name, &remoteFn{invoke: func(ctx context.Context, _ []reflect.Value) (any, error) { return fn(ctx) }})
+	}
 	return &RemoteFunc[R]{name: name, err: err}
+}
+
+// checkRemoteResult refuses a result type that would not arrive as sent.
+func checkRemoteResult[R any](name string) error {
+	r := reflect.TypeFor[R]()
+	if err := checkWire(r); err != nil {
+		return fmt.Errorf("%w: remote function %q: result %s: %v", ErrBadEndpoint, name, r, err)
+	}
+	return nil
 }
 
 // Call runs the function on every proc of procs and gathers the results,
@@ -76,13 +88,13 @@ type RemoteFunc1[T1, R any] struct {
 // Remote1 is Remote for a function of one argument.
 func Remote1[T1, R any](name string, fn func(ctx context.Context, a1 T1) (R, error)) *RemoteFunc1[T1, R] {
 	t1 := reflect.TypeFor[T1]()
-	err := checkWire(t1, map[reflect.Type]bool{})
-	if err == nil {
+	err := checkWire(t1)
+	if err != nil {
+		err = fmt.Errorf("%w: remote function %q: argument %s: %v", ErrBadEndpoint, name, t1, err)
+	} else if err = checkRemoteResult[R](name); err == nil {
 		err = registerRemote(name, &remoteFn{args: []reflect.Type{t1}, invoke: func(ctx context.Context, a []reflect.Value) (any, error) {
 			return fn(ctx, a[0].Interface().(T1))
 		}})
-	} else {
-		err = fmt.Errorf("%w: remote function %q: argument %s: %v", ErrBadEndpoint, name, t1, err)
 	}
 	return &RemoteFunc1[T1, R]{name: name, err: err}
 }
