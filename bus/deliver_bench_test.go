@@ -10,7 +10,7 @@ import (
 
 // benchConn is a Conn with only what deliver needs: no server.
 func benchConn() *Conn {
-	return &Conn{partials: map[string]*partial{}, maxMessage: DefaultMaxMessage}
+	return &Conn{partials: map[string]*partial{}, maxMessage: DefaultMaxMessage, maxReassembly: DefaultMaxReassembly}
 }
 
 // BenchmarkDeliverBatch unpacks a batch of 500 small messages.
