@@ -23,12 +23,15 @@ type portHandler interface {
 	fail(err error)
 }
 
-// portTable holds the open ports of this proc.
+// portTable holds the open ports of this proc. Port ids are handed out in
+// order and never reused, so the ids ever opened are those up to next,
+// and the fixed ones opened with openAt.
 type portTable struct {
-	mu   sync.Mutex
-	next uint64
-	m    map[uint64]portEntry
-	err  error // once set (the proc is shutting down), open fails at once
+	mu    sync.Mutex
+	next  uint64
+	fixed []uint64 // ids opened with openAt
+	m     map[uint64]portEntry
+	err   error // once set (the proc is shutting down), open fails at once
 }
 
 type portEntry struct {
@@ -48,6 +51,24 @@ func (t *portTable) open(h portHandler, waits []string) (uint64, error) {
 	t.next++
 	t.m[t.next] = portEntry{h, waits}
 	return t.next, nil
+}
+
+// openAt opens a port at a fixed id, known to its senders in advance.
+func (t *portTable) openAt(id uint64, h portHandler, waits []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[uint64]portEntry{}
+	}
+	t.m[id] = portEntry{h, waits}
+	t.fixed = append(t.fixed, id)
+}
+
+// wasOpened reports whether id was ever opened here.
+func (t *portTable) wasOpened(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return id != 0 && id <= t.next || slices.Contains(t.fixed, id)
 }
 
 func (t *portTable) get(id uint64) portHandler {
@@ -97,7 +118,7 @@ var sentinels = map[string]error{}
 
 func init() {
 	for _, e := range []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
-		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed, ErrBus} {
+		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed, ErrTooLarge, ErrBus} {
 		sentinels[e.Error()] = e
 	}
 }

@@ -1,6 +1,10 @@
 package actorrt
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/monarch-go/monarch/bus"
+)
 
 // BenchmarkParseFrame decodes the frame of a call to a whole mesh and of a
 // call to a slice: the work done on every message received.
@@ -15,7 +19,7 @@ func BenchmarkParseFrame(b *testing.B) {
 		{"slice", header{kind: kindActor, target: "c.m12", method: "Step", port: 77, replyTo: "c", rank: -1, region: &sliced}},
 		{"reply", header{kind: kindPort, port: 77, replyTo: "c-3", rank: 5}},
 	} {
-		w, _ := newFrame(&bc.h)
+		w, _ := newFrame(&bc.h, bus.DefaultMaxMessage)
 		w.enc.Encode([]any{1, "x"})
 		data := append([]byte(nil), w.bytes()...)
 		w.free()
