@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,5 +222,5 @@ func (rt *runtimeT) announceGone(n goneNotice) {
 }
 
 func decodeBody(f *frame, v any) error {
-	return decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(v) })
+	return decodePayload(f.payload, []reflect.Type{reflect.TypeOf(v)}, func(d *msgpack.Decoder) error { return d.Decode(v) })
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"unsafe"
 )
 
@@ -215,20 +216,28 @@ var errDeep = errors.New("msgpack: values nest deeper than 10000")
 // the size of the elements it decodes into (msgpack/v5 allocates a slice
 // of the claimed length before reading it). It allocates nothing for the
 // first 16 levels of nesting.
-func checkMsgpack(b []byte) error {
+//
+// One thing the walk cannot settle alone: decoding into a Go map,
+// msgpack/v5 skips an extension header and reads a map from the
+// extension's data (DecodeMapLen), data the walk took as opaque. quirk
+// reports such an extension; the caller refuses it where a map is decoded.
+func checkMsgpack(b []byte) (quirk bool, err error) {
 	var small [16]int
 	open := small[:0] // values still to come in each open array or map
 	need := 0         // the sum of open: every one takes a byte at least
 	for len(b) > 0 || len(open) > 0 {
 		if len(b) == 0 {
-			return errShort
+			return quirk, errShort
 		}
 		head, body, elems, ok := valueSize(b)
 		if !ok || body > len(b)-head {
 			if !ok && b[0] == 0xc1 {
-				return errors.New("msgpack: reserved code 0xc1")
+				return quirk, errors.New("msgpack: reserved code 0xc1")
 			}
-			return errShort
+			return quirk, errShort
+		}
+		if isExt(b[0]) && body > 0 && isMap(b[head]) {
+			quirk = true
 		}
 		b = b[head+body:]
 		if len(open) > 0 {
@@ -237,10 +246,10 @@ func checkMsgpack(b []byte) error {
 		}
 		if elems > 0 {
 			if elems > len(b)-need {
-				return fmt.Errorf("msgpack: %d values claimed, %d bytes left", elems, len(b)-need)
+				return quirk, fmt.Errorf("msgpack: %d values claimed, %d bytes left", elems, len(b)-need)
 			}
 			if len(open) == maxDepth {
-				return errDeep
+				return quirk, errDeep
 			}
 			open = append(open, elems)
 			need += elems
@@ -249,7 +258,44 @@ func checkMsgpack(b []byte) error {
 			open = open[:len(open)-1]
 		}
 	}
-	return nil
+	return quirk, nil
+}
+
+func isExt(c byte) bool { return c >= 0xc7 && c <= 0xc9 || c >= 0xd4 && c <= 0xd8 }
+
+func isMap(c byte) bool { return c&0xf0 == 0x80 || c == 0xde || c == 0xdf }
+
+// hasMap reports whether a value of one of types can hold a Go map. (An
+// interface decodes through DecodeInterface, which reads an extension as
+// one.)
+func hasMap(types []reflect.Type) bool {
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type) bool
+	walk = func(t reflect.Type) bool {
+		if seen[t] {
+			return false
+		}
+		seen[t] = true
+		switch t.Kind() {
+		case reflect.Map:
+			return true
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			return walk(t.Elem())
+		case reflect.Struct:
+			for i := range t.NumField() {
+				if walk(t.Field(i).Type) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, t := range types {
+		if walk(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // valueSize reads the head of the value at b[0]: the bytes of its head,

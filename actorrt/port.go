@@ -3,6 +3,7 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -161,7 +162,7 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 // replyError decodes the error payload of a port message.
 func replyError(f *frame) error {
 	var we wireError
-	if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(&we) }); err != nil {
+	if err := decodePayload(f.payload, nil, func(d *msgpack.Decoder) error { return d.Decode(&we) }); err != nil {
 		return fmt.Errorf("%w: error reply: %v", ErrDecode, err)
 	}
 	return we.toError()
@@ -176,7 +177,7 @@ func decodeReply[T any](f *frame, v *T) error {
 	if _, void := any(v).(*Void); void {
 		return nil
 	}
-	if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
+	if err := decodePayload(f.payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
 		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
 	}
 	return nil

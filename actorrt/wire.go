@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -139,7 +140,7 @@ func (wr wireRegion) toRegion(base Extent) (region, error) {
 	r := region{base: base, start: make([]int, len(base.dims)), size: make([]int, len(base.dims)), kept: make([]bool, len(base.dims))}
 	for i, d := range base.dims {
 		r.start[i], r.size[i], r.kept[i] = wr[3*i], wr[3*i+1], wr[3*i+2] == 1
-		if r.start[i] < 0 || r.size[i] < 1 || r.start[i]+r.size[i] > d.Size {
+		if r.start[i] < 0 || r.size[i] < 1 || r.start[i]+r.size[i] > d.Size || wr[3*i+2]&^1 != 0 {
 			return region{}, fmt.Errorf("%w: region %v of %v", ErrDecode, []int(wr), base)
 		}
 	}
@@ -159,6 +160,8 @@ type frameWriter struct {
 }
 
 var errFrameFull = errors.New("frame full")
+
+var errExtQuirk = errors.New("msgpack: an extension whose data is a map, where a map is decoded (msgpack/v5 would read that map unchecked)")
 
 func (w *frameWriter) fits(n int) bool {
 	if len(w.buf)+n > w.limit {
@@ -276,10 +279,15 @@ func parseFrame(data []byte) (frame, error) {
 }
 
 // decodePayload runs fn with a decoder over p, once p is known to hold
-// only lengths that fit its bytes (checkMsgpack).
-func decodePayload(p []byte, fn func(*msgpack.Decoder) error) error {
-	if err := checkMsgpack(p); err != nil {
+// only lengths that fit its bytes (checkMsgpack). types are the Go types
+// fn decodes into.
+func decodePayload(p []byte, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
+	quirk, err := checkMsgpack(p)
+	if err != nil {
 		return err
+	}
+	if quirk && hasMap(types) {
+		return errExtQuirk
 	}
 	d := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(d)
