@@ -328,7 +328,7 @@ func (a *actor) explicitPort(m *method, reply portRef) reflect.Value {
 
 // decodeArgs decodes an argument array into values of the given types.
 func decodeArgs(p []byte, types []reflect.Type, into []reflect.Value) error {
-	return decodePayload(p, func(d *msgpack.Decoder) error {
+	return decodePayload(p, types, func(d *msgpack.Decoder) error {
 		n, err := d.DecodeArrayLen()
 		if err != nil {
 			return fmt.Errorf("argument list: %v", err)

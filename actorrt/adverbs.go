@@ -55,7 +55,7 @@ func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, reply 
 	if !reg.isWhole() {
 		h.region = &reg
 	}
-	w, err := newFrame(&h)
+	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,11 @@ func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, reply 
 	}
 	for i, a := range args {
 		if err := w.enc.Encode(a); err != nil {
-			return fmt.Errorf("%w: %s.%s argument %d: %v", ErrBadArgs, ref.name, m.name, i+1, err)
+			what := fmt.Sprintf("%s.%s argument %d", ref.name, m.name, i+1)
+			if tl := w.tooLarge(what, err); tl != nil {
+				return tl
+			}
+			return fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err)
 		}
 	}
 	return rt.publish(ref.subject, w.bytes())

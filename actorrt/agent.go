@@ -136,12 +136,7 @@ func (rt *runtimeT) openAgentsPort() error {
 	for i := range waits {
 		waits[i] = AgentID(i)
 	}
-	rt.ports.mu.Lock()
-	defer rt.ports.mu.Unlock()
-	if rt.ports.m == nil {
-		rt.ports.m = map[uint64]portEntry{}
-	}
-	rt.ports.m[agentsPort] = portEntry{h: newCallPort[procReady](rt.agents.fut, ext), waits: waits}
+	rt.ports.openAt(agentsPort, newCallPort[procReady](rt.agents.fut, ext), waits)
 	return nil
 }
 
@@ -176,7 +171,7 @@ func (rt *runtimeT) reportAgent() error {
 // askAgents asks every agent of the job to report (client).
 func (rt *runtimeT) askAgents() error {
 	h := header{kind: kindControl, method: opAgentsHello, replyTo: rt.procID, rank: -1}
-	w, err := newFrame(&h)
+	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}

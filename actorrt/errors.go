@@ -41,6 +41,10 @@ var (
 	// ErrNoHostsConfig: HostsFromConfig found neither a hosts file nor host
 	// agents started by a launcher.
 	ErrNoHostsConfig = errors.New("actorrt: no hosts configured")
+	// ErrTooLarge: a message (call arguments, a reply, a value sent to a
+	// port) that would pass the bus's largest message (WithMaxMessage). It
+	// is refused before it is copied.
+	ErrTooLarge = errors.New("actorrt: message too large")
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")
 )

@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,15 +125,26 @@ func (rt *runtimeT) portUsable(to portRef) error {
 	return nil
 }
 
-// undeliverable handles a message for a port that is not open here: the
-// sender is told, so that its next send fails.
-func (rt *runtimeT) undeliverable(f *frame) {
-	if f.h.replyTo == "" {
+// undeliverable handles a message for a port that is not open here. If
+// the port was opened here and has closed since, the sender is told, so
+// that its next send fails. A port that was never opened here is not
+// closed: saying it is would make the sender refuse, for good, the answer
+// to the call that opens it later (port ids are handed out in order). Such
+// a message is misrouted or forged; it is dropped.
+func (rt *runtimeT) undeliverable(f *frame, subject string) {
+	if f.h.port == 0 || !rt.ports.wasOpened(f.h.port) {
+		rt.drop(dropIDs, subject, fmt.Errorf("a message for port %d, never opened here (from %.40q)", f.h.port, f.h.replyTo))
 		return
+	}
+	if !validID(f.h.replyTo) {
+		return // nobody to tell
 	}
 	rt.sendControl(f.h.replyTo, opPortGone, 0, &portGone{ID: f.h.port})
 }
 
+// portClosed records that a port of proc is closed: sends to it fail from
+// now on. The table is bounded: past closedMax entries it starts again,
+// and a forgotten port is learned again at its next send.
 func (rt *runtimeT) portClosed(proc string, id uint64) {
 	rt.health.mu.Lock()
 	defer rt.health.mu.Unlock()
@@ -141,6 +153,21 @@ func (rt *runtimeT) portClosed(proc string, id uint64) {
 	}
 	rt.health.closed[portKey{proc, id}] = true
 	rt.health.nClosed.Store(int32(len(rt.health.closed)))
+}
+
+// portNamedOpen unmarks a port its own proc names as a reply port: it is
+// open, whatever a notice said before (ids are never reused, so a port
+// that really closed is never named again).
+func (rt *runtimeT) portNamedOpen(proc string, id uint64) {
+	if rt.health.nClosed.Load() == 0 {
+		return // the common case: nothing marked closed
+	}
+	rt.health.mu.Lock()
+	defer rt.health.mu.Unlock()
+	if rt.health.closed[portKey{proc, id}] {
+		delete(rt.health.closed, portKey{proc, id})
+		rt.health.nClosed.Store(int32(len(rt.health.closed)))
+	}
 }
 
 // owe records that actor a must answer on port to.
@@ -183,7 +210,7 @@ func (rt *runtimeT) failOwed(a *actor, err error) {
 // announceGone publishes that proc ended, to every proc of the job.
 func (rt *runtimeT) announceGone(n goneNotice) {
 	h := header{kind: kindControl, method: opGone, replyTo: rt.procID, rank: -1}
-	w, err := newFrame(&h)
+	w, err := rt.newFrame(&h)
 	if err != nil {
 		return
 	}
@@ -195,5 +222,5 @@ func (rt *runtimeT) announceGone(n goneNotice) {
 }
 
 func decodeBody(f *frame, v any) error {
-	return decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(v) })
+	return decodePayload(f.payload, []reflect.Type{reflect.TypeOf(v)}, func(d *msgpack.Decoder) error { return d.Decode(v) })
 }

@@ -29,7 +29,7 @@ func (rt *runtimeT) heartbeats() {
 	for {
 		if rt.host.started.Load() {
 			h := header{kind: kindControl, method: opHeartbeat, replyTo: rt.procID, rank: -1}
-			if w, err := newFrame(&h); err == nil {
+			if w, err := rt.newFrame(&h); err == nil {
 				w.enc.EncodeNil()
 				rt.publish(rt.heartbeatSubject(rt.procID), w.bytes())
 				w.free()

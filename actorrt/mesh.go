@@ -2,13 +2,12 @@ package actorrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // procInfo is one proc of a ProcMesh.
@@ -332,8 +331,11 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 	if args == nil {
 		args = []any{} // an empty array: a nil one would arrive as no bytes at all
 	}
-	rawArgs, err := msgpack.Marshal(args)
+	rawArgs, err := marshalLimited(args, rt.conn.MaxMessage(), "Init arguments")
 	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return fail(err)
+		}
 		return fail(fmt.Errorf("%w: encode: %v", ErrBadArgs, err))
 	}
 	ext, err := NewExtent(append(procs.Extent().Dims(), perProc...))

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -23,12 +24,15 @@ type portHandler interface {
 	fail(err error)
 }
 
-// portTable holds the open ports of this proc.
+// portTable holds the open ports of this proc. Port ids are handed out in
+// order and never reused, so the ids ever opened are those up to next,
+// and the fixed ones opened with openAt.
 type portTable struct {
-	mu   sync.Mutex
-	next uint64
-	m    map[uint64]portEntry
-	err  error // once set (the proc is shutting down), open fails at once
+	mu    sync.Mutex
+	next  uint64
+	fixed []uint64 // ids opened with openAt
+	m     map[uint64]portEntry
+	err   error // once set (the proc is shutting down), open fails at once
 }
 
 type portEntry struct {
@@ -48,6 +52,24 @@ func (t *portTable) open(h portHandler, waits []string) (uint64, error) {
 	t.next++
 	t.m[t.next] = portEntry{h, waits}
 	return t.next, nil
+}
+
+// openAt opens a port at a fixed id, known to its senders in advance.
+func (t *portTable) openAt(id uint64, h portHandler, waits []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[uint64]portEntry{}
+	}
+	t.m[id] = portEntry{h, waits}
+	t.fixed = append(t.fixed, id)
+}
+
+// wasOpened reports whether id was ever opened here.
+func (t *portTable) wasOpened(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return id != 0 && id <= t.next || slices.Contains(t.fixed, id)
 }
 
 func (t *portTable) get(id uint64) portHandler {
@@ -96,7 +118,7 @@ func (t *portTable) failWaiting(proc string, err error) {
 var (
 	sentinelList = []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
 		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed,
-		ErrNoHostsConfig, ErrBus}
+		ErrTooLarge, ErrNoHostsConfig, ErrBus}
 	sentinels = map[string]error{}
 )
 
@@ -147,7 +169,7 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 // replyError decodes the error payload of a port message.
 func replyError(f *frame) error {
 	var we wireError
-	if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(&we) }); err != nil {
+	if err := decodePayload(f.payload, nil, func(d *msgpack.Decoder) error { return d.Decode(&we) }); err != nil {
 		return fmt.Errorf("%w: error reply: %v", ErrDecode, err)
 	}
 	return we.toError()
@@ -162,7 +184,7 @@ func decodeReply[T any](f *frame, v *T) error {
 	if _, void := any(v).(*Void); void {
 		return nil
 	}
-	if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
+	if err := decodePayload(f.payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
 		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
 	}
 	return nil

@@ -89,23 +89,30 @@ type stopReq struct {
 }
 
 // deliver hands a mesh message to each local member in its region.
-func (ps *procState) deliver(f frame) {
+func (ps *procState) deliver(f frame, subject string) {
 	var lm *localMesh
 	if m := ps.byID.Load(); m != nil {
 		lm = (*m)[f.h.target]
 	}
 	if lm == nil {
-		ps.rt.log.Debug().Str("mesh", f.h.target).Msg("message for a mesh not hosted here")
+		ps.rt.drop(dropIDs, subject, fmt.Errorf("a call to mesh %.40q, not hosted here", f.h.target))
+		return
+	}
+	if f.h.port != 0 && !validID(f.h.replyTo) {
+		ps.rt.drop(dropIDs, subject, fmt.Errorf("a call to mesh %s with reply port %.40q#%d", lm.name, f.h.replyTo, f.h.port))
 		return
 	}
 	view := lm.whole
 	if f.region != nil {
 		r, err := f.region.toRegion(lm.base)
 		if err != nil {
-			ps.rt.log.Warn().Err(err).Str("mesh", lm.name).Msg("dropped a message with a bad region")
+			ps.rt.drop(dropRegion, subject, fmt.Errorf("mesh %s: %w", lm.name, err))
 			return
 		}
 		view = &r
+	}
+	if f.h.port != 0 {
+		ps.rt.portNamedOpen(f.h.replyTo, f.h.port)
 	}
 	stopped := lm.stopped.Load()
 	for _, a := range lm.members {
@@ -139,57 +146,51 @@ func (ps *procState) deliver(f frame) {
 	}
 }
 
-// control runs a control op. It is called on the dispatcher goroutine and
-// must not block: user code (Init) runs on the actors' goroutines.
-func (ps *procState) control(f *frame) {
+// control runs a control op, once readControl has checked it. It is
+// called on the dispatcher goroutine and must not block: user code (Init)
+// runs on the actors' goroutines.
+func (ps *procState) control(f *frame, subject string) {
 	rt := ps.rt
+	body, kind, err := readControl(f)
+	if err != nil {
+		rt.drop(kind, subject, err)
+		if controlReplies(f.h.method) && f.h.port != 0 && validID(f.h.replyTo) {
+			rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port}, fmt.Errorf("%w: %v", ErrDecode, err))
+		}
+		return
+	}
+	reply := portRef{proc: f.h.replyTo, id: f.h.port}
+	if controlReplies(f.h.method) {
+		rt.portNamedOpen(reply.proc, reply.id)
+	}
 	switch f.h.method {
 	case opSpawn:
-		var req spawnReq
-		if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(&req) }); err != nil {
-			rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port}, fmt.Errorf("%w: spawn request: %v", ErrDecode, err))
-			return
-		}
-		reply := portRef{proc: f.h.replyTo, id: f.h.port}
-		if err := ps.spawn(&req, reply); err != nil {
-			if len(req.Ranks) > 0 {
-				reply.rank = req.Ranks[0]
-			}
+		req := body.(*spawnReq)
+		if err := ps.spawn(req, reply); err != nil {
+			reply.rank = req.Ranks[0]
 			rt.sendErrorToPort(reply, err)
 		}
 	case opStop:
-		var req stopReq
-		if err := decodePayload(f.payload, func(d *msgpack.Decoder) error { return d.Decode(&req) }); err != nil {
-			rt.log.Warn().Err(err).Msg("bad stop request")
-			return
-		}
-		ps.stopMesh(req.Mesh)
+		ps.stopMesh(body.(*stopReq).Mesh)
 	case opGone:
-		var n goneNotice
-		if err := decodeBody(f, &n); err == nil {
-			rt.procGone(n)
-		}
+		rt.procGone(*body.(*goneNotice))
 	case opPortGone:
-		var g portGone
-		if err := decodeBody(f, &g); err == nil {
-			rt.portClosed(f.h.replyTo, g.ID)
-		}
+		rt.portClosed(f.h.replyTo, body.(*portGone).ID)
 	case opSpawnProcs:
-		var req spawnProcsReq
-		if err := decodeBody(f, &req); err != nil || len(req.Ranks) != len(req.IDs) || len(req.Env) != len(req.IDs) {
-			rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port}, fmt.Errorf("%w: spawnprocs request: %v", ErrDecode, err))
-			return
-		}
-		go rt.host.spawnProcs(req, portRef{proc: req.Proc, id: req.Port})
+		req := body.(*spawnProcsReq)
+		go rt.host.spawnProcs(*req, portRef{proc: req.Proc, id: req.Port})
 	case opStopProcs:
-		var req stopProcsReq
-		if err := decodeBody(f, &req); err != nil {
-			rt.log.Warn().Err(err).Msg("bad stopprocs request")
-			return
-		}
-		reply := portRef{proc: f.h.replyTo, id: f.h.port, rank: req.Rank}
+		req := body.(*stopProcsReq)
+		reply.rank = req.Rank
 		go func() {
 			rt.host.stopProcs(req.IDs, rt.opts.stopTimeout)
+			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
+		}()
+	case opSyncLogs:
+		req := body.(*stopProcsReq)
+		reply.rank = req.Rank
+		go func() {
+			rt.host.syncLogs(req.IDs)
 			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
 		}()
 	case opAgentsHello:
@@ -197,25 +198,7 @@ func (ps *procState) control(f *frame) {
 	case opHeartbeat:
 		rt.sawHeartbeat(f.h.replyTo)
 	case opFailure:
-		var mf MeshFailure
-		if err := decodeBody(f, &mf); err != nil {
-			rt.log.Error().Err(err).Msg("a failure report that cannot be decoded")
-			return
-		}
-		rt.handleFailure(&mf)
-	case opSyncLogs:
-		var req stopProcsReq
-		if err := decodeBody(f, &req); err != nil {
-			rt.log.Warn().Err(err).Msg("bad synclogs request")
-			return
-		}
-		reply := portRef{proc: f.h.replyTo, id: f.h.port, rank: req.Rank}
-		go func() {
-			rt.host.syncLogs(req.IDs)
-			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
-		}()
-	default:
-		rt.log.Warn().Str("op", f.h.method).Msg("unknown control op")
+		rt.handleFailure(body.(*MeshFailure))
 	}
 }
 

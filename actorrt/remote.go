@@ -2,10 +2,12 @@ package actorrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 
+	"github.com/monarch-go/monarch/bus"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -173,8 +175,11 @@ func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply po
 	if args == nil {
 		args = []any{} // an empty array, not nil: nil would arrive as no bytes at all
 	}
-	raw, err := msgpack.Marshal(args)
+	raw, err := marshalLimited(args, rt.conn.MaxMessage(), "remote "+name+" arguments")
 	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return err
+		}
 		return fmt.Errorf("%w: remote %s: %v", ErrBadArgs, name, err)
 	}
 	for v := 0; v < procs.reg.numRanks(); v++ {
@@ -183,11 +188,14 @@ func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply po
 			return fmt.Errorf("actorrt: remote %s on %v: %w", name, procs.reg.extent().point(v), err)
 		}
 		h := header{kind: kindActor, target: sysMesh, method: "Run", port: reply.id, replyTo: reply.proc, rank: v}
-		w, err := newFrame(&h)
+		w, err := rt.newFrame(&h)
 		if err != nil {
 			return err
 		}
 		err = w.enc.EncodeMulti([]any{name, msgpack.RawMessage(raw)})
+		if tl := w.tooLarge("remote "+name+" arguments", err); tl != nil {
+			err = tl
+		}
 		if err == nil {
 			err = rt.publish(rt.procSubjectOf(p.ID), w.bytes())
 		}
@@ -222,7 +230,11 @@ func (procService) Run(ctx *Context, name string, args msgpack.RawMessage) (msgp
 	if err != nil {
 		return nil, err
 	}
-	return msgpack.Marshal(v)
+	limit := bus.DefaultMaxMessage
+	if rt, err := getRuntime(); err == nil {
+		limit = rt.conn.MaxMessage()
+	}
+	return marshalLimited(v, limit, "the result of remote "+name)
 }
 
 // startSystemActor makes the proc's system actor, a mesh of one reached

@@ -50,6 +50,7 @@ type runtimeT struct {
 	server *bus.Server // the embedded server, when this process owns it
 
 	ports  portTable
+	drops  drops       // malformed messages dropped, by kind (drops.go)
 	agents agentWait   // the agents a launcher started (client)
 	logs   *clientLogs // the job's output (client)
 
@@ -97,6 +98,7 @@ type options struct {
 	spawnTimeout time.Duration
 	stopTimeout  time.Duration
 	hostTimeout  time.Duration
+	maxMessage   int // 0: the bus's default
 }
 
 func defaultOptions() options {
@@ -124,6 +126,22 @@ func WithSpawnTimeout(d time.Duration) Option {
 			return fmt.Errorf("actorrt: spawn timeout %v must be positive", d)
 		}
 		o.spawnTimeout = d
+		return nil
+	}
+}
+
+// WithMaxMessage sets the largest message this process sends and takes:
+// a call's arguments, a reply, a value sent to a port. A larger one is
+// refused at once with ErrTooLarge, the limit in the error, without being
+// copied. Default bus.DefaultMaxMessage (1 GiB). Every process of the job
+// must agree (a receiver drops a message over its own limit); procs that
+// run this program's Main with the same options do.
+func WithMaxMessage(bytes int) Option {
+	return func(o *options) error {
+		if bytes < 64<<10 {
+			return fmt.Errorf("actorrt: max message %d must be at least 64 KiB", bytes)
+		}
+		o.maxMessage = bytes
 		return nil
 	}
 }
@@ -235,7 +253,7 @@ func startClient(o options) (*runtimeT, error) {
 		// Under `monarch local` or `monarch run`: the bus is theirs.
 		rt.busURL, rt.token = url, os.Getenv(envBusToken)
 		os.Unsetenv(envBusToken)
-		conn, err := bus.Connect(url, tlsOptions(bus.ConnOptions{Name: "client", Token: rt.token, OnError: rt.busFault}))
+		conn, err := bus.Connect(url, tlsOptions(bus.ConnOptions{Name: "client", Token: rt.token, MaxMessage: o.maxMessage, OnError: rt.busFault}))
 		if err != nil {
 			return nil, fmt.Errorf("actorrt: client: %w", err)
 		}
@@ -245,7 +263,7 @@ func startClient(o options) (*runtimeT, error) {
 		if err != nil {
 			return nil, fmt.Errorf("actorrt: client: %w", err)
 		}
-		conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", OnError: rt.busFault})
+		conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", MaxMessage: o.maxMessage, OnError: rt.busFault})
 		if err != nil {
 			srv.Shutdown()
 			return nil, fmt.Errorf("actorrt: client: %w", err)
@@ -322,9 +340,18 @@ func (rt *runtimeT) dispatchLoop() {
 }
 
 // busFault is called by the bus for dropped messages and a lost link.
-// Either breaks the delivery promise, so this proc stops trusting the bus:
-// every waiting call fails now, and the dispatcher ends.
+// A message lost to a full queue, or a lost link, breaks the delivery
+// promise, so this proc stops trusting the bus: every waiting call fails
+// now, and the dispatcher ends. A malformed message the bus dropped is no
+// fault of the link: the bus reports the first of each kind, and it is
+// logged like the dispatcher's own drops.
 func (rt *runtimeT) busFault(err error) {
+	var de *bus.DropError
+	if errors.As(err, &de) {
+		rt.log.Warn().Err(err).Str("drop", "bus-"+de.Kind.String()).Str("subject", de.Subject).
+			Msg("dropped a malformed message; later ones of this kind are counted, not logged")
+		return
+	}
 	rt.log.Error().Err(err).Str("proc", rt.procID).Msg("bus fault")
 	rt.ports.failAll(fmt.Errorf("%w: proc %s: %v", ErrBus, rt.procID, err))
 	if errors.Is(err, bus.ErrSlowConsumer) {
@@ -359,26 +386,26 @@ func (rt *runtimeT) dispatch(m bus.Message) {
 	}
 	f, err := parseFrame(m.Data)
 	if err != nil {
-		rt.log.Warn().Err(err).Str("subject", m.Subject).Msg("dropped a message that cannot be parsed")
+		rt.drop(dropFrame, m.Subject, err)
 		return
 	}
 	switch f.h.kind {
 	case kindActor:
-		rt.local.deliver(f)
+		rt.local.deliver(f, m.Subject)
 	case kindPort:
 		// A copy, so that only this path pays for a frame on the heap.
 		pf := f
 		h := rt.ports.get(pf.h.port)
 		if h == nil {
-			rt.undeliverable(&pf)
+			rt.undeliverable(&pf, m.Subject)
 		} else if !h.deliver(&pf) {
 			rt.ports.close(pf.h.port)
 		}
 	case kindControl:
 		cf := f
-		rt.local.control(&cf)
+		rt.local.control(&cf, m.Subject)
 	default:
-		rt.log.Warn().Uint8("kind", f.h.kind).Str("subject", m.Subject).Msg("dropped a message of unknown kind")
+		rt.drop(dropKindOf, m.Subject, fmt.Errorf("a message of kind %d", f.h.kind))
 	}
 }
 
@@ -393,13 +420,17 @@ func (rt *runtimeT) sendToPort(to portRef, flags uint8, body func(*msgpack.Encod
 		rt.answered(to)
 	}
 	h := header{kind: kindPort, port: to.id, rank: to.rank, flags: flags, replyTo: rt.procID}
-	w, err := newFrame(&h)
+	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}
 	defer w.free()
 	if err := body(w.enc); err != nil {
-		return fmt.Errorf("%w: encode a value for %s#%d: %v", ErrDecode, to.proc, to.id, err)
+		what := fmt.Sprintf("a value for %s#%d", to.proc, to.id)
+		if tl := w.tooLarge(what, err); tl != nil {
+			return tl
+		}
+		return fmt.Errorf("%w: encode %s: %v", ErrDecode, what, err)
 	}
 	return rt.publish(rt.procSubjectOf(to.proc), w.bytes())
 }
@@ -413,15 +444,23 @@ func (rt *runtimeT) sendErrorToPort(to portRef, err error) error {
 // sendControl sends a control op to a proc, with an optional reply port.
 func (rt *runtimeT) sendControl(proc, op string, port uint64, body any) error {
 	h := header{kind: kindControl, method: op, port: port, replyTo: rt.procID, rank: -1}
-	w, err := newFrame(&h)
+	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}
 	defer w.free()
 	if err := w.enc.Encode(body); err != nil {
+		if tl := w.tooLarge(op+" request", err); tl != nil {
+			return tl
+		}
 		return fmt.Errorf("actorrt: encode %s: %w", op, err)
 	}
 	return rt.publish(rt.procSubjectOf(proc), w.bytes())
+}
+
+// newFrame starts a frame that may not pass the bus's largest message.
+func (rt *runtimeT) newFrame(h *header) (*frameWriter, error) {
+	return newFrame(h, rt.conn.MaxMessage())
 }
 
 func (rt *runtimeT) publish(subject string, data []byte) error {

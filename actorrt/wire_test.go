@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/monarch-go/monarch/bus"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -26,7 +28,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w, err := newFrame(&tt.h)
+			w, err := newFrame(&tt.h, bus.DefaultMaxMessage)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,7 +67,7 @@ func startWorker(o options) (*runtimeT, error) {
 	if err := rt.openSystemLog("proc-" + rt.procID); err != nil {
 		return nil, err
 	}
-	conn, err := bus.Connect(rt.busURL, tlsOptions(bus.ConnOptions{Name: "proc " + rt.procID, Token: rt.token, OnError: rt.busFault}))
+	conn, err := bus.Connect(rt.busURL, tlsOptions(bus.ConnOptions{Name: "proc " + rt.procID, Token: rt.token, MaxMessage: o.maxMessage, OnError: rt.busFault}))
 	if err != nil {
 		return nil, err
 	}

@@ -39,8 +39,12 @@ var clockBase = time.Now()
 // Publish sends data on subject. It does not wait for the server; the
 // bytes go out in order with every other Publish of this Conn. The caller
 // may reuse data once Publish returns. A message over the server's max
-// payload is sent in chunks.
+// payload is sent in chunks; one over MaxMessage is refused with
+// ErrTooLarge before anything is sent.
 func (c *Conn) Publish(subject string, data []byte) error {
+	if len(data) > c.maxMessage {
+		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, len(data), subject, c.maxMessage)
+	}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	now := time.Since(clockBase)
@@ -59,6 +63,11 @@ func (c *Conn) Publish(subject string, data []byte) error {
 	}
 	p := &c.pending
 	if p.count == 0 {
+		// A batch is sent later, by the flusher: a subject NATS refuses
+		// must fail here, in the caller, not there.
+		if !validSubject(subject) {
+			return fmt.Errorf("bus: publish on %q: %w", subject, nats.ErrBadSubject)
+		}
 		p.subject = subject
 		p.buf = p.buf[:0]
 		p.first = 0
@@ -117,17 +126,28 @@ func (c *Conn) flushPendingLocked() error {
 	return mapErr(c.nc.PublishMsg(m))
 }
 
-// unbatch hands each message of a batch to handle, in order.
-func (c *Conn) unbatch(m *nats.Msg, count string, handle func(Message)) error {
+// unbatch hands each message of a batch to handle, in order. A batch whose
+// count is not a number, or larger than its bytes could hold, is dropped
+// whole; one cut short, or with bytes left over, is dropped from the fault
+// on (the messages before it were whole and are handled).
+func (c *Conn) unbatch(m *nats.Msg, count string, handle func(Message)) {
 	n, err := strconv.Atoi(count)
-	if err != nil || n < 1 {
-		return fmt.Errorf("%w: batch header %q on %s", ErrBadChunk, count, m.Subject)
+	// Every message takes at least its one-byte length.
+	if err != nil || n < 1 || n > len(m.Data) {
+		c.drop(DropBatch, m.Subject, "batch header %q for %d bytes", count, len(m.Data))
+		return
 	}
 	b := m.Data
 	for i := 0; i < n; i++ {
-		size, k := binary.Uvarint(b)
+		size, k := uint64(0), 0
+		if len(b) > 0 && b[0] < 0x80 {
+			size, k = uint64(b[0]), 1 // the common one-byte length
+		} else {
+			size, k = binary.Uvarint(b)
+		}
 		if k <= 0 || size > uint64(len(b)-k) {
-			return fmt.Errorf("%w: batch on %s: message %d of %d is cut", ErrBadChunk, m.Subject, i+1, n)
+			c.drop(DropBatch, m.Subject, "batch of %d messages in %d bytes: message %d is cut", n, len(m.Data), i+1)
+			return
 		}
 		b = b[k:]
 		// Three-index slice: a handler that appends cannot overwrite the
@@ -135,5 +155,22 @@ func (c *Conn) unbatch(m *nats.Msg, count string, handle func(Message)) error {
 		handle(Message{Subject: m.Subject, Data: b[:size:size]})
 		b = b[size:]
 	}
-	return nil
+	if len(b) > 0 {
+		c.drop(DropBatch, m.Subject, "batch of %d messages in %d bytes: %d bytes left over", n, len(m.Data), len(b))
+	}
+}
+
+// validSubject reports whether NATS takes subject for a publish: not
+// empty, no whitespace (nats.go refuses those).
+func validSubject(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ' ', '\t', '\r', '\n':
+			return false
+		}
+	}
+	return true
 }

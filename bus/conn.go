@@ -37,9 +37,15 @@ type ConnOptions struct {
 	Token string
 	// QueueLen is the receive queue capacity. Default DefaultQueueLen.
 	QueueLen int
-	// MaxMessage is the largest message Publish accepts. Default
-	// DefaultMaxMessage.
+	// MaxMessage is the largest message Publish accepts and Run
+	// reassembles. Default DefaultMaxMessage. Give every process of a job
+	// the same value: a receiver drops a chunked message over its own.
 	MaxMessage int
+	// MaxReassembly bounds the bytes held, over all senders, for chunked
+	// messages whose parts are still arriving; a part that would pass it
+	// drops its message (DropChunkLimit). Default twice MaxMessage; it may
+	// not be less than MaxMessage.
+	MaxReassembly int
 	// PingInterval and MaxPingsOut tune lost-link detection. Defaults
 	// DefaultPingInterval and DefaultMaxPingsOut.
 	PingInterval time.Duration
@@ -49,9 +55,10 @@ type ConnOptions struct {
 	// host). Either turns TLS on (Connect only); without TLSCA the
 	// system's roots are used.
 	TLSCA, TLSName string
-	// OnError receives asynchronous faults: ErrSlowConsumer, ErrBadChunk,
-	// and the cause of a lost link. It is called from the connection's own
-	// goroutines and must not block. May be nil.
+	// OnError receives asynchronous faults: ErrSlowConsumer, the cause of
+	// a lost link, and the first dropped message of each DropKind (a
+	// *DropError, which wraps ErrMalformed). It is called from the
+	// connection's own goroutines and must not block. May be nil.
 	OnError func(error)
 }
 
@@ -74,7 +81,12 @@ type Conn struct {
 	maxPayload int // the server's, read once: a Conn never reconnects
 	chunkBase  string
 	chunkSeq   atomic.Uint64
-	partials   map[string]*partial // owned by the Run goroutine
+	drops      drops
+
+	// Reassembly, owned by the Run goroutine (see chunk.go).
+	partials      map[string]*partial
+	held          int // bytes the partials count against maxReassembly
+	maxReassembly int
 
 	pubMu   sync.Mutex // orders every NATS publish of this Conn
 	pending batch      // see batch.go
@@ -117,6 +129,12 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = DefaultMaxMessage
 	}
+	if o.MaxReassembly <= 0 {
+		o.MaxReassembly = 2 * o.MaxMessage
+	}
+	if o.MaxReassembly < o.MaxMessage {
+		return nil, fmt.Errorf("bus: max reassembly %d is below max message %d", o.MaxReassembly, o.MaxMessage)
+	}
 	if o.PingInterval <= 0 {
 		o.PingInterval = DefaultPingInterval
 	}
@@ -129,8 +147,10 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		onError:    o.OnError,
 		maxMessage: o.MaxMessage,
 		chunkBase:  NewToken()[:12],
-		partials:   map[string]*partial{},
 		kick:       make(chan struct{}, 1),
+
+		partials:      map[string]*partial{},
+		maxReassembly: o.MaxReassembly,
 	}
 	opts := append([]nats.Option{
 		nats.Name(o.Name),
@@ -138,11 +158,21 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		nats.Timeout(connectTimeout),
 		nats.PingInterval(o.PingInterval),
 		nats.MaxPingsOutstanding(o.MaxPingsOut),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrSlowConsumer) {
-				err = ErrSlowConsumer
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			switch {
+			case errors.Is(err, nats.ErrSlowConsumer):
+				c.report(ErrSlowConsumer)
+			case errors.Is(err, nats.ErrBadHeaderMsg):
+				// nats.go passed the message on without its headers; Run
+				// sees its bytes as a whole message.
+				subject := ""
+				if sub != nil {
+					subject = sub.Subject
+				}
+				c.drop(DropHeader, subject, "NATS headers that cannot be decoded (the bytes were passed on without them)")
+			default:
+				c.report(err)
 			}
-			c.report(err)
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			if !c.closing.Load() {
@@ -217,6 +247,9 @@ func (c *Conn) Flush(ctx context.Context) error {
 // MaxPayload is the largest message the server takes in one piece.
 func (c *Conn) MaxPayload() int { return c.maxPayload }
 
+// MaxMessage is the largest message Publish takes (ConnOptions.MaxMessage).
+func (c *Conn) MaxMessage() int { return c.maxMessage }
+
 // Closed is closed once the connection is gone.
 func (c *Conn) Closed() <-chan struct{} { return c.closed }
 
@@ -235,6 +268,8 @@ func (c *Conn) Close() {
 // It returns ctx.Err() when ctx is done, or ErrClosed once the connection
 // is gone and every message received before that was handled.
 func (c *Conn) Run(ctx context.Context, handle func(Message)) error {
+	expiry := time.NewTicker(PartialTTL / 4)
+	defer expiry.Stop()
 	for {
 		select {
 		case m := <-c.queue:
@@ -249,6 +284,10 @@ func (c *Conn) Run(ctx context.Context, handle func(Message)) error {
 				default:
 				}
 				break
+			}
+		case now := <-expiry.C:
+			if len(c.partials) > 0 {
+				c.expirePartials(now)
 			}
 		case <-ctx.Done():
 			return ctx.Err()
@@ -271,19 +310,16 @@ func (c *Conn) deliver(m *nats.Msg, handle func(Message)) {
 		return
 	}
 	if n := m.Header.Get(batchHeader); n != "" {
-		if err := c.unbatch(m, n, handle); err != nil {
-			c.report(err)
+		c.unbatch(m, n, handle)
+		return
+	}
+	if v := m.Header.Get(chunkHeader); v != "" {
+		if whole := c.reassemble(m, v); whole != nil {
+			handle(Message{Subject: m.Subject, Data: whole})
 		}
 		return
 	}
-	whole, err := c.reassemble(m)
-	if err != nil {
-		c.report(err)
-		return
-	}
-	if whole != nil {
-		handle(Message{Subject: m.Subject, Data: whole})
-	}
+	c.drop(DropHeader, m.Subject, "NATS headers of neither a batch nor a chunk (%d keys)", len(m.Header))
 }
 
 func mapErr(err error) error {

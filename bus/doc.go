@@ -38,7 +38,20 @@
 // The server's max payload is DefaultMaxPayload (8 MiB) unless set. Publish
 // splits a larger message into chunks, sent in order with a small NATS
 // header each, and Run reassembles them before the handler sees the message;
-// a message over ConnOptions.MaxMessage is refused with ErrTooLarge.
+// a message over ConnOptions.MaxMessage is refused with ErrTooLarge before
+// any of it is sent.
+//
+// # Malformed messages
+//
+// Whoever holds the job's token can publish anything. Every count, size
+// and length in a batch or chunk header is checked against the bytes that
+// actually came and against the limits (MaxMessage per message,
+// MaxReassembly over all messages in reassembly, PartialTTL) before
+// anything is allocated: a receiver holds at most twice the bytes it was
+// sent. A message that does not add up is dropped and counted
+// (Conn.Dropped, by DropKind); the first of each kind is reported to
+// ConnOptions.OnError as a *DropError. A drop never closes the connection
+// and never touches the messages before or after it.
 //
 // # Concurrency
 //

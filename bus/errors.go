@@ -12,7 +12,8 @@ var (
 	// ErrTooLarge is returned by Publish for a message over the connection's
 	// MaxMessage.
 	ErrTooLarge = errors.New("bus: message too large")
-	// ErrBadChunk reports a chunked message that could not be reassembled
-	// (missing or out of order parts). It goes to ConnOptions.OnError.
-	ErrBadChunk = errors.New("bus: bad chunk")
+	// ErrMalformed reports a received message that was dropped because it
+	// could not be read (see DropKind). It reaches ConnOptions.OnError as a
+	// *DropError, once per kind; Conn.Dropped counts every one.
+	ErrMalformed = errors.New("bus: malformed message dropped")
 )

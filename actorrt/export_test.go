@@ -1,0 +1,77 @@
+package actorrt
+
+// Hooks for the black-box tests that play a buggy or hostile peer of the
+// job (malformed_test.go). Compiled into the test binary only.
+
+// DropCounts returns the drop counters of this process, by kind (the
+// dispatcher's, and the bus connection's as bus-<kind>).
+func DropCounts() map[string]uint64 {
+	rt := current.Load()
+	if rt == nil {
+		return nil
+	}
+	return rt.dropCounts()
+}
+
+// JobBus returns the job id, bus URL and token of this process: what a
+// peer of the job holds.
+func JobBus() (job, url, token string) {
+	rt := current.Load()
+	return rt.job, rt.busURL, rt.token
+}
+
+// ProcSubject is the subject of a proc's inbox; ClientProc the client's id.
+func ProcSubject(proc string) string { return current.Load().procSubjectOf(proc) }
+
+const ClientProc = clientProcID
+
+// MeshSubjectOf is the subject of an actor mesh.
+func MeshSubjectOf[A any](m *ActorMesh[A]) string { return m.ref.subject }
+
+// ProcIDs lists the procs of a proc mesh, by rank.
+func ProcIDs(p *ProcMesh) []string { return p.ids() }
+
+// NextPortID is the id of the next port this process opens.
+func NextPortID() uint64 {
+	rt := current.Load()
+	rt.ports.mu.Lock()
+	defer rt.ports.mu.Unlock()
+	return rt.ports.next + 1
+}
+
+// Message kinds, for forged frames.
+const (
+	KindActor   = kindActor
+	KindPort    = kindPort
+	KindControl = kindControl
+)
+
+// TestHeader is a frame header as a peer writes it. Region, if set, is
+// written as is in place of the region (nil there writes none).
+type TestHeader struct {
+	Kind    uint8
+	Target  string
+	Port    uint64
+	ReplyTo string
+	Method  string
+	Rank    int
+	Flags   uint8
+	Region  []byte
+}
+
+// EncodeFrame writes a frame with the runtime's own encoder.
+func EncodeFrame(th TestHeader, payload []byte) []byte {
+	h := header{kind: th.Kind, target: th.Target, port: th.Port, replyTo: th.ReplyTo, method: th.Method, rank: th.Rank, flags: th.Flags}
+	w, err := newFrame(&h, 1<<30)
+	if err != nil {
+		panic(err)
+	}
+	defer w.free()
+	b := append([]byte(nil), w.bytes()...)
+	if th.Region != nil {
+		b = append(b[:len(b)-1], th.Region...) // in place of nil
+		n := len(b) - 4
+		b[0], b[1], b[2], b[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	}
+	return append(b, payload...)
+}
