@@ -31,6 +31,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			localCommand(a),
 			statusCommand(),
 			stopCommand(),
+			cleanCommand(),
 			logsCommand(),
 			configCommand(),
 			agentCommand(a),
