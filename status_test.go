@@ -162,6 +162,13 @@ func TestStatusDirectRun(t *testing.T) {
 		!strings.Contains(out, "pid:         "+strconv.Itoa(a.cmd.Process.Pid)+" on ") {
 		t.Errorf("status directa: exit %d:\n%s", code, out)
 	}
+	// The simulated host of a hosts file run directly is h0 in the log.
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out, "holding on") < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs directa --host h0 printed no 2 lines within 20s:\n%s", out)
+		}
+		out, _, _ = monarch(t, "logs", "directa", "--host", "h0")
+	}
 	a.cmd.Process.Kill() // no chance to record its end
 	a.wait(t)
 	waitStatus(t, "directa", map[string]string{"STATE": "lost", "HOSTS": "1", "PROCS": "2"})
