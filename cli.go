@@ -57,6 +57,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			tearsDown(localCommand(a)),
 			statusCommand(),
 			stopCommand(),
+			cleanCommand(),
 			tearsDown(logsCommand()),
 			configCommand(),
 			tearsDown(agentCommand(a)),

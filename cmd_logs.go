@@ -196,7 +196,15 @@ func runLogs(ctx context.Context, dir, job string, o logsOptions, stdout, stderr
 			stop = p.tick(o.window)
 		}
 	}
-	err := logagg.Read(ctx, dir, job, o.filter, o.follow, emit)
+	// Read unfiltered, so that a selection that matches nothing can say
+	// what the job has (see logsSelection).
+	sel := newLogsSelection(o.filter)
+	err := logagg.Read(ctx, dir, job, logagg.Filter{}, o.follow, func(l logagg.Line) error {
+		if !sel.take(l) {
+			return nil
+		}
+		return emit(l)
+	})
 	stop()
 	p.flush()
 	switch {
@@ -204,9 +212,16 @@ func runLogs(ctx context.Context, dir, job string, o logsOptions, stdout, stderr
 		return nil // the user stopped following
 	case errors.Is(err, logagg.ErrCorrupt):
 		fmt.Fprintf(stderr, "monarch: %v\n", err) // a warning: the rest was printed
-		return nil
+	case err != nil:
+		return err
 	}
-	return err
+	if err := sel.err(job, false); err != nil {
+		if ended, _ := logagg.Ended(dir, job); !o.follow && !ended {
+			err = sel.err(job, true) // said while the job runs, it may not stay true
+		}
+		return err
+	}
+	return nil
 }
 
 // logsPrinter writes lines, or groups of lines, to stdout and stderr by

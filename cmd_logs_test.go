@@ -229,6 +229,8 @@ func TestLogsErrors(t *testing.T) {
 		{[]string{"j1", "--aggregate"}, "logs: flag --aggregate needs a value"},
 		{[]string{"j1", "--color"}, "logs: unknown flag --color"},
 		{[]string{"j1", "--rank", "one"}, "logs: --rank one:"},
+		{[]string{"j1", "--host", "node9"}, "logs: no lines from host node9; job j1 has host node0 (ranks 0-1)"},
+		{[]string{"j1", "--rank", "7", "--rank", "8"}, "logs: no lines of ranks 7-8; job j1 has host node0 (ranks 0-1)"},
 	}
 	for _, tt := range tests {
 		_, _, err := runLogsCmd(context.Background(), tt.args...)

@@ -128,3 +128,66 @@ func (s *syncBuilder) load() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestLogsSimulatedHosts: the simulated hosts of monarch local are h0,
+// h1 in the job's log, as in status and the system logs; a --host or
+// --rank that matches nothing is an error naming what the job has (in
+// follow mode, once the job has ended: hosts may still come).
+func TestLogsSimulatedHosts(t *testing.T) {
+	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
+	h := startHold(t, nil, filepath.Join(build(t), "monarch"), "local", "--hosts", "2", "--", filepath.Join(build(t), "hold"))
+	var out string
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out, "holding on") < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("logs --host h0 printed no 2 lines within 20s:\n%s", out)
+		}
+		// (An error until h0's first line is in: the job has no such
+		// line yet.)
+		out, _, _ = monarch(t, "logs", h.job, "--host", "h0")
+	}
+	if n := strings.Count(out, "\n"); n != 2 || !strings.Contains(out, "[0] holding on") || !strings.Contains(out, "[1] holding on") {
+		t.Fatalf("logs --host h0:\n%s", out)
+	}
+	has := "job " + h.job + " has hosts h0 (ranks 0-1), h1 (ranks 2-3)"
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--host", "h9"}, "logs: no lines from host h9; " + has},
+		{[]string{"--host", "h0", "--rank", "3"}, "logs: no lines from host h0 of rank 3; " + has},
+		{[]string{"--stream", "stderr"}, "logs: no stderr lines; " + has + ", lines on stdout"},
+	} {
+		out, stderr, code := monarch(t, append([]string{"logs", h.job}, tt.args...)...)
+		if code == 0 || out != "" || !strings.Contains(stderr, tt.want) {
+			t.Errorf("logs %v: exit %d, stdout %q, stderr %q; want an error %q", tt.args, code, out, stderr, tt.want)
+		}
+	}
+	// Following: no error while the job runs; once it has ended, the same.
+	follow := exec.Command(filepath.Join(build(t), "monarch"), "logs", "-f", h.job, "--host", "h9")
+	var fout, ferr syncBuilder
+	follow.Stdout, follow.Stderr = &fout, &ferr
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- follow.Wait() }()
+	defer follow.Process.Kill()
+	if _, _, code := monarch(t, "logs", h.job, "--host", "h1"); code != 0 {
+		t.Errorf("logs --host h1: exit %d", code)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("logs -f --host h9 ended while the job runs: %v: %s", err, ferr.load())
+	default:
+	}
+	h.cmd.Process.Signal(syscall.SIGTERM)
+	h.wait(t)
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(ferr.load(), "logs: no lines from host h9; "+has) {
+			t.Errorf("logs -f --host h9 after the end: %v, stdout %q, stderr %q", err, fout.load(), ferr.load())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("logs -f still running 30s after the job ended")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // The CLI is tested as users run it: the real binary, built once.
@@ -45,12 +46,15 @@ func build(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// The hosts of the test cluster run ssh sessions with a HOME of their
+	// own: that is checked too.
+	env := testenv.Setup(filepath.Join(testcluster.SSHHome(), ".monarch", "jobs"))
 	code := m.Run()
 	testcluster.StopIfStarted()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
-	os.Exit(code)
+	os.Exit(env.Finish(code))
 }
 
 // monarch runs the binary with a bound and returns stdout, stderr and the
@@ -92,7 +96,7 @@ func TestHelpListsOnlyWorkingCommands(t *testing.T) {
 			commands = append(commands, strings.Fields(line)[0])
 		}
 	}
-	want := "version run local status stop logs config" // agent is for launchers only: hidden
+	want := "version run local status stop clean logs config" // agent is for launchers only: hidden
 	if got := strings.Join(commands, " "); got != want {
 		t.Fatalf("commands %q, want %q", got, want)
 	}

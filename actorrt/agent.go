@@ -66,11 +66,12 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 	hostname, _ := os.Hostname()
 	rt := &runtimeT{
 		job: cfg.Job, procID: AgentID(cfg.Index), busURL: cfg.BusURL, token: cfg.Token,
-		hostname: hostname, opts: defaultOptions(),
+		hostname: hostname, hostLabel: hostLabel(hostname), opts: defaultOptions(),
 	}
 	if err := rt.openSystemLog("agent-" + rt.procID); err != nil {
 		return err
 	}
+	pruneSystemLogs()
 	conn, err := bus.Connect(cfg.BusURL, tlsOptions(bus.ConnOptions{Name: "agent " + rt.procID, Token: cfg.Token, OnError: rt.busFault}))
 	if err != nil {
 		return err

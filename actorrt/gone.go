@@ -62,6 +62,9 @@ func (rt *runtimeT) procGone(n goneNotice) {
 	rt.health.gone[n.Proc] = n
 	rt.health.nGone.Store(int32(len(rt.health.gone)))
 	rt.health.mu.Unlock()
+	if rt.counts != nil {
+		rt.counts.gone(n.Proc)
+	}
 	rt.ports.failWaiting(n.Proc, goneError(n))
 	rt.failuresOnProc(n)
 	rt.goneWithAgent(n.Proc, n.Reason)

@@ -145,7 +145,7 @@ func (h *hostAgent) spawnProcs(req spawnProcsReq, reply portRef) {
 			for _, r := range c.outputs {
 				r.Close()
 			}
-			rt.sendErrorToPort(to, fmt.Errorf("%w: start proc %s (%s) on %s: %v", ErrProcFailed, id, exe, rt.hostname, err))
+			rt.sendErrorToPort(to, fmt.Errorf("%w: start proc %s (%s) on %s: %v", ErrProcFailed, id, exe, rt.hostLabel, err))
 			continue
 		}
 		for s, r := range c.outputs {
@@ -171,7 +171,7 @@ func (h *hostAgent) capture(c *child, stream logagg.Stream, r *os.File) {
 	subject := rt.logSubject()
 	var buf []byte
 	logagg.Capture(&idleReader{r: r, idle: &c.waiting[stream-1]}, func(text string) {
-		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: rt.hostname, Proc: c.id, Rank: c.rank, Stream: stream, Text: text})
+		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: rt.hostLabel, Proc: c.id, Rank: c.rank, Stream: stream, Text: text})
 		rt.publish(subject, buf)
 	})
 }
@@ -263,7 +263,7 @@ func (h *hostAgent) watch(c *child) {
 	if err != nil {
 		reason = describeExit(err)
 	}
-	n := goneNotice{Proc: c.id, Reason: reason + " (host " + h.rt.hostname + ")", Stopped: stopped}
+	n := goneNotice{Proc: c.id, Reason: reason + " (host " + h.rt.hostLabel + ")", Stopped: stopped}
 	if !stopped {
 		h.rt.log.Warn().Str("proc", c.id).Str("reason", reason).Msg("proc ended")
 	}

@@ -67,10 +67,16 @@ func HostsFromConfig(env string) (*HostMesh, error) {
 		n = cfg.Local.Hosts
 	}
 	// A simulated host is a proc of this machine: every proc has a host
-	// agent, so its children are that host's procs.
-	agents, err := ThisHost().SpawnProcs(Dims{{"hosts", n}})
+	// agent, so its children are that host's procs. Its name, h0, h1, ...,
+	// tags its procs' lines; it is counted as a host, not a proc.
+	agents, err := ThisHost().spawnProcs(Dims{{"hosts", n}}, func(rank int) []string {
+		return []string{envHostName + "=" + AgentID(rank)}
+	})
 	if err != nil {
 		return nil, err
+	}
+	if rt.counts != nil {
+		rt.counts.hostsNotProcs(agents.ids())
 	}
 	hosts := make([]hostInfo, n)
 	for i, p := range agents.procs {
@@ -110,7 +116,11 @@ func (h *HostMesh) String() string { return fmt.Sprintf("HostMesh%v", h.Extent()
 // ProcMesh's extent is the host mesh's dimensions followed by perHost's.
 // It waits (at most the spawn timeout) until every proc serves; on failure
 // it stops those that started and returns the error.
-func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
+func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) { return h.spawnProcs(perHost, nil) }
+
+// spawnProcs is SpawnProcs, with extra environment for each new proc by
+// its rank (nil: none).
+func (h *HostMesh) spawnProcs(perHost Dims, extraEnv func(rank int) []string) (*ProcMesh, error) {
 	if h == nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs on a nil HostMesh")
 	}
@@ -149,7 +159,11 @@ func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) {
 		}
 		req.IDs = append(req.IDs, p.ID)
 		req.Ranks = append(req.Ranks, r)
-		req.Env = append(req.Env, append(rankEnv(ext.point(r)), torchEnv(rt.job, ext, r, perN, procs[0].Host)...))
+		env := append(rankEnv(ext.point(r)), torchEnv(rt.job, ext, r, perN, procs[0].Host)...)
+		if extraEnv != nil {
+			env = append(env, extraEnv(r)...)
+		}
+		req.Env = append(req.Env, env)
 	}
 	// The ready port fails as soon as a new proc or an agent is gone.
 	fut := newFuture[ValueMesh[procReady]](label{mesh: "SpawnProcs " + ext.String()})

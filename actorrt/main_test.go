@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // The test binary is also the program its procs run: SpawnProcs re-executes
@@ -18,6 +19,7 @@ import (
 // the tests. Helper programs used by some tests are selected with
 // MONARCH_TEST_HELPER.
 func TestMain(m *testing.M) {
+	env := testenv.Setup() // first: procs and helpers inherit it
 	registerTestActors()
 	if name := os.Getenv("MONARCH_TEST_HELPER"); name != "" && !actorrt.IsProc() {
 		os.Exit(runHelper(name))
@@ -40,9 +42,9 @@ func TestMain(m *testing.M) {
 	}, actorrt.WithSpawnTimeout(60*time.Second))
 	pprof.StopCPUProfile()
 	if status != 0 {
-		os.Exit(status)
+		code = status
 	}
-	os.Exit(code)
+	os.Exit(env.Finish(code))
 }
 
 func registerTestActors() {

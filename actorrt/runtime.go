@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/logagg"
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
@@ -39,20 +40,25 @@ const clientProcID = "c"
 type runtimeT struct {
 	job      string
 	procID   string
-	hostname string
-	busURL   string // what procs started from here dial
-	token    string
-	opts     options
-	log      zerolog.Logger
-	logFile  io.Closer
+	hostname string // this machine's name (what procs dial, MASTER_ADDR)
+	// hostLabel is what lines and messages call this host: hostname, or
+	// a simulated host's name (h0, h1, ...).
+	hostLabel string
+	busURL    string // what procs started from here dial
+	token     string
+	opts      options
+	log       zerolog.Logger
+	logFile   io.Closer
 
 	conn   *bus.Conn
 	server *bus.Server // the embedded server, when this process owns it
 
 	ports  portTable
-	drops  drops       // malformed messages dropped, by kind (drops.go)
-	agents agentWait   // the agents a launcher started (client)
-	logs   *clientLogs // the job's output (client)
+	drops  drops            // malformed messages dropped, by kind (drops.go)
+	agents agentWait        // the agents a launcher started (client)
+	logs   *clientLogs      // the job's output (client)
+	record *jobstate.Writer // the job's record, when there is no launcher (client)
+	counts *jobCounts       // procs and hosts up, for the record (client)
 
 	spawnedMu sync.Mutex
 	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
@@ -70,6 +76,7 @@ type runtimeT struct {
 
 	procSubject   string
 	logSubj       string
+	upSubj        string          // procs announce themselves here (client)
 	agentGoneSubj string          // prefix: JobSubject(job, agentgone) + "."
 	ctx           context.Context // ends when the runtime shuts down
 	cancel        context.CancelFunc
@@ -219,7 +226,7 @@ func runClient(fn func(ctx context.Context) error, o options) int {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()
-	code := 0
+	code, stopped := 0, false
 	select {
 	case err := <-done:
 		if err != nil {
@@ -229,56 +236,71 @@ func runClient(fn func(ctx context.Context) error, o options) int {
 	case sig := <-sigs:
 		// Do not wait for fn: it may ignore ctx. Tear down and leave.
 		cancel()
-		code = 128 + int(sig.(syscall.Signal))
+		code, stopped = 128+int(sig.(syscall.Signal)), true
 	case <-rt.fatalCh:
 		printUnhandled(rt.fatalErr)
 		cancel()
 		code = 1
 	}
 	rt.shutdown()
+	rt.finishJobRecord(code, stopped)
 	return code
 }
 
 func startClient(o options) (*runtimeT, error) {
 	hostname, _ := os.Hostname()
-	rt := &runtimeT{procID: clientProcID, hostname: hostname, opts: o}
+	rt := &runtimeT{procID: clientProcID, hostname: hostname, hostLabel: hostLabel(hostname), opts: o}
 	rt.job = os.Getenv(envJob)
 	if rt.job == "" {
-		rt.job = newJobID()
+		id, err := jobstate.NewID()
+		if err != nil {
+			return nil, fmt.Errorf("actorrt: %w", err)
+		}
+		rt.job = id
 	}
 	if err := rt.openSystemLog("client"); err != nil {
 		return nil, err
 	}
-	if url := os.Getenv(envBusURL); url != "" {
-		// Under `monarch local` or `monarch run`: the bus is theirs.
-		rt.busURL, rt.token = url, os.Getenv(envBusToken)
-		os.Unsetenv(envBusToken)
-		conn, err := bus.Connect(url, tlsOptions(bus.ConnOptions{Name: "client", Token: rt.token, MaxMessage: o.maxMessage, OnError: rt.busFault}))
-		if err != nil {
-			return nil, fmt.Errorf("actorrt: client: %w", err)
-		}
-		rt.conn = conn
-	} else {
-		srv, err := bus.StartServer(bus.ServerOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("actorrt: client: %w", err)
-		}
-		conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", MaxMessage: o.maxMessage, OnError: rt.busFault})
-		if err != nil {
-			srv.Shutdown()
-			return nil, fmt.Errorf("actorrt: client: %w", err)
-		}
-		rt.server, rt.conn, rt.busURL, rt.token = srv, conn, srv.URL(), srv.Token()
+	pruneSystemLogs()
+	if os.Getenv(envBusURL) == "" {
+		rt.openJobRecord() // no launcher: the record is ours to keep
 	}
-	if err := rt.start(); err != nil {
-		rt.shutdown()
+	if err := rt.connectClient(); err != nil {
+		rt.finishJobRecord(1, false)
 		return nil, err
 	}
 	return rt, nil
 }
 
-func newJobID() string {
-	return fmt.Sprintf("j%x", time.Now().UnixNano()&0xffffffffff) + bus.NewToken()[:6]
+// connectClient connects the client to its job's bus and starts its
+// runtime.
+func (rt *runtimeT) connectClient() error {
+	if url := os.Getenv(envBusURL); url != "" {
+		// Under `monarch local` or `monarch run`: the bus is theirs.
+		rt.busURL, rt.token = url, os.Getenv(envBusToken)
+		os.Unsetenv(envBusToken)
+		conn, err := bus.Connect(url, tlsOptions(bus.ConnOptions{Name: "client", Token: rt.token, MaxMessage: rt.opts.maxMessage, OnError: rt.busFault}))
+		if err != nil {
+			return fmt.Errorf("actorrt: client: %w", err)
+		}
+		rt.conn = conn
+	} else {
+		srv, err := bus.StartServer(bus.ServerOptions{})
+		if err != nil {
+			return fmt.Errorf("actorrt: client: %w", err)
+		}
+		conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", MaxMessage: rt.opts.maxMessage, OnError: rt.busFault})
+		if err != nil {
+			srv.Shutdown()
+			return fmt.Errorf("actorrt: client: %w", err)
+		}
+		rt.server, rt.conn, rt.busURL, rt.token = srv, conn, srv.URL(), srv.Token()
+	}
+	if err := rt.start(); err != nil {
+		rt.shutdown()
+		return err
+	}
+	return nil
 }
 
 // start subscribes the proc's inbox and runs the dispatcher.
@@ -300,6 +322,10 @@ func (rt *runtimeT) start() error {
 			return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
 		}
 	}
+	if rt.procID == clientProcID {
+		rt.upSubj = bus.JobSubject(rt.job, bus.SubjectUp)
+		rt.startCounting() // before the dispatcher, which reads rt.counts
+	}
 	rt.dispatchEnd = make(chan struct{})
 	current.Store(rt)
 	go rt.dispatchLoop()
@@ -320,6 +346,9 @@ func (rt *runtimeT) start() error {
 		logCtx, stopLogs := context.WithCancel(context.Background())
 		rt.stopLogs = stopLogs
 		go rt.logs.run(logCtx)
+		if _, err := rt.conn.Subscribe(rt.upSubj); err != nil {
+			return err
+		}
 	}
 	go rt.heartbeats()
 	go rt.watchAgents()
@@ -374,6 +403,10 @@ func (rt *runtimeT) newProcID() string {
 func (rt *runtimeT) dispatch(m bus.Message) {
 	if rt.logs != nil && len(m.Subject) == len(rt.logSubj) && m.Subject == rt.logSubj {
 		rt.logs.receive(m.Data)
+		return
+	}
+	if rt.counts != nil && m.Subject == rt.upSubj {
+		rt.counts.up(m.Data)
 		return
 	}
 	if agent, ok := strings.CutPrefix(m.Subject, rt.agentGoneSubj); ok && rt.agents.fut != nil {

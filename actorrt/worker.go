@@ -54,6 +54,7 @@ func startWorker(o options) (*runtimeT, error) {
 		hostname: hostname,
 		opts:     o,
 	}
+	rt.hostLabel = hostLabel(hostname)
 	// The secret stays in the runtime; user code and its children do not
 	// inherit it.
 	os.Unsetenv(envBusToken)
@@ -84,7 +85,8 @@ func startWorker(o options) (*runtimeT, error) {
 		rt.shutdown()
 		return nil, err
 	}
-	// For launchers counting procs; nobody else listens.
-	rt.publish(bus.JobSubject(rt.job, bus.SubjectUp), []byte(rt.procID))
+	// For the client's counts (see jobrecord.go) and the launcher's
+	// progress.
+	rt.publish(bus.JobSubject(rt.job, bus.SubjectUp), []byte(rt.procID+" "+rt.hostLabel))
 	return rt, nil
 }

@@ -33,4 +33,7 @@ const (
 	// SubjectAgentGone: a launcher saw a host agent's process end; the
 	// last token is the agent, the payload says how.
 	SubjectAgentGone = "agentgone"
+	// SubjectCounts: the client tells its launcher how many hosts and
+	// procs are up, as they change, for the job's record.
+	SubjectCounts = "counts"
 )

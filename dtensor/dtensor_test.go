@@ -12,6 +12,7 @@ import (
 
 	"github.com/monarch-go/monarch/actorrt"
 	"github.com/monarch-go/monarch/dtensor"
+	"github.com/monarch-go/monarch/internal/testenv"
 	"gorgonia.org/tensor"
 )
 
@@ -55,6 +56,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	env := testenv.Setup() // first: procs inherit it
 	if err := actorrt.Register[Linear](); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -62,9 +64,9 @@ func TestMain(m *testing.M) {
 	code := 0
 	status := actorrt.Run(func(ctx context.Context) error { code = m.Run(); return nil })
 	if status != 0 {
-		os.Exit(status)
+		code = status
 	}
-	os.Exit(code)
+	os.Exit(env.Finish(code))
 }
 
 func setup(t *testing.T) (context.Context, *actorrt.ProcMesh, *dtensor.Mesh) {

@@ -16,16 +16,18 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/ibverbs"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // The test binary doubles as a buffer owner in another process: it makes
 // a buffer, fills it, prints its handle, then answers "sum" with the
 // buffer's digest and "close" by closing it.
 func TestMain(m *testing.M) {
+	env := testenv.Setup()
 	if os.Getenv("IBVERBS_OWNER") != "" {
 		os.Exit(owner())
 	}
-	os.Exit(m.Run())
+	os.Exit(env.Finish(m.Run()))
 }
 
 func owner() int {

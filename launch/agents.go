@@ -133,7 +133,11 @@ func startLocal(n int, monarch, jobID, url, token string, dialEnv []string, job 
 	for i := 0; i < n; i++ {
 		argv := agentCommand(monarch, jobID, job, strconv.Itoa(i))
 		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = append(append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token), dialEnv...)
+		// MONARCH_HOST_NAME: the simulated hosts all run on this machine;
+		// their lines are told apart by these names, the ones status and
+		// the system logs use.
+		cmd.Env = append(append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token,
+			"MONARCH_HOST_NAME=h"+strconv.Itoa(i)), dialEnv...)
 		cmd.Stdout = os.Stdout
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		if err := a.start("agent h"+strconv.Itoa(i), []string{"h" + strconv.Itoa(i)}, cmd, stderr); err != nil {

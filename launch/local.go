@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobstate"
 )
 
 // DefaultGrace is how long an interrupted client has to stop its procs and
@@ -90,7 +90,5 @@ func startOnLockedThread(cmd *exec.Cmd) error {
 }
 
 // NewJobID returns a fresh job id: short, unique, and safe in a NATS
-// subject.
-func NewJobID() string {
-	return fmt.Sprintf("j%x%s", time.Now().Unix()&0xffffff, bus.NewToken()[:6])
-}
+// subject (see jobstate.NewID).
+func NewJobID() (string, error) { return jobstate.NewID() }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobstate"
 )
 
 // RunConfig describes a job to run.
@@ -64,8 +65,8 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 			return 0, err
 		}
 		st := &JobState{Job: "slurm-" + id, SlurmJob: id, Scheduler: sched, Program: cfg.Job.Program,
-			State: StateSubmitted, Started: time.Now(), LauncherHost: hostname()}
-		if err := st.save(cfg.StateDir); err != nil {
+			State: StateSubmitted, Started: time.Now(), Host: hostname()}
+		if err := jobstate.Save(cfg.StateDir, st); err != nil {
 			return 0, err
 		}
 		fmt.Fprintf(cfg.Stdout, "%s\n", id)
@@ -172,25 +173,32 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 			dialEnv = append(dialEnv, bus.EnvTLSCA+"="+busCfg.TLSCA)
 		}
 	}
-	jobID := NewJobID()
+	jobID, err := NewJobID()
+	if err != nil {
+		return 0, fmt.Errorf("launch: %w", err)
+	}
 	advURL := "nats://" + net.JoinHostPort(adv, strconv.Itoa(srv.Port()))
 	localURL := "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Port()))
 	if ip := net.ParseIP(listenHost); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
 		localURL = advURL // listening on one interface only: dial it
 	}
 
-	st := &JobState{Job: jobID, Scheduler: sched, Program: job.Program, State: StateStarting,
-		PID: os.Getpid(), LauncherHost: hostname(), Started: time.Now(), SlurmJob: os.Getenv("SLURM_JOB_ID")}
-	if err := st.save(cfg.StateDir); err != nil {
-		return 0, err
+	rec := JobState{Job: jobID, Scheduler: sched, Program: job.Program, State: StateStarting,
+		Started: time.Now(), SlurmJob: os.Getenv("SLURM_JOB_ID")}
+	rec.Self()
+	st, err := jobstate.NewWriter(cfg.StateDir, rec)
+	if err != nil {
+		return 0, fmt.Errorf("launch: %w", err)
 	}
+	fail := func() { st.Finish(func(r *JobState) { r.State, r.Exit, r.Hosts, r.Procs = StateFailed, 1, 0, 0 }) }
 	progressTo := cfg.Progress
 	if cfg.Hosts == nil {
 		progressTo = io.Discard // a program on this machine, no hosts to report
 	}
 	prog := newProgress(progressTo, jobID, sched, nhosts)
-	watch, err := watchJob(srv, jobID, prog, st, cfg.StateDir)
+	watch, err := watchJob(srv, jobID, prog, st)
 	if err != nil {
+		fail()
 		return 0, err
 	}
 	defer watch.close()
@@ -207,7 +215,7 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 		ag, err = startSSH(cfg, jobID, advURL, srv.Token(), dialEnv, watch.hostsUp, cfg.Stderr)
 	}
 	if err != nil {
-		st.finish(cfg.StateDir, StateFailed, 1)
+		fail()
 		return 0, fmt.Errorf("launch: %w", err)
 	}
 	stopAgents := func() {
@@ -233,28 +241,30 @@ func runJob(ctx context.Context, cfg RunConfig) (int, error) {
 	client.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := startOnLockedThread(client); err != nil {
 		stopAgents()
-		st.finish(cfg.StateDir, StateFailed, 1)
+		fail()
 		return 0, fmt.Errorf("launch: start %s: %w", job.Program, err)
 	}
-	st.PID = os.Getpid()
-	st.State = StateRunning
-	st.save(cfg.StateDir)
+	st.Update(func(r *JobState) { r.State = StateRunning })
 
-	code, err := supervise(ctx, cfg, client, ag, watch, nhosts)
+	code, stopped, err := supervise(ctx, cfg, client, ag, watch, nhosts)
 	prog.done()
 	stopAgents()
 	state := StateDone
-	if code != 0 || err != nil {
+	switch {
+	case stopped && err == nil:
+		state = StateStopped // asked to (monarch stop, Ctrl-C, scancel): not a failure
+	case code != 0 || err != nil:
 		state = StateFailed
 	}
-	st.finish(cfg.StateDir, state, code)
+	st.Finish(func(r *JobState) { r.State, r.Exit, r.Hosts, r.Procs = state, code, 0, 0 })
 	return code, err
 }
 
 // supervise waits for the client, passes interrupts on, and fails the job
 // at once if an agent cannot start (Slurm refused, ssh could not connect):
 // that error is the launcher's to report, with the scheduler's own words.
-func supervise(ctx context.Context, cfg RunConfig, client *exec.Cmd, ag *agents, watch *jobWatch, nhosts int) (int, error) {
+// stopped says the job was asked to stop (a signal, or ctx ended).
+func supervise(ctx context.Context, cfg RunConfig, client *exec.Cmd, ag *agents, watch *jobWatch, nhosts int) (code int, stopped bool, err error) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -267,6 +277,7 @@ func supervise(ctx context.Context, cfg RunConfig, client *exec.Cmd, ag *agents,
 	var failure error
 	var kill <-chan time.Time
 	interrupt := func(sig os.Signal) {
+		stopped = true
 		client.Process.Signal(sig)
 		if kill == nil {
 			kill = time.After(cfg.Grace)
@@ -276,9 +287,9 @@ func supervise(ctx context.Context, cfg RunConfig, client *exec.Cmd, ag *agents,
 		select {
 		case <-done:
 			if failure != nil {
-				return 1, failure // the launcher's failure, not the client's
+				return 1, false, failure // the launcher's failure, not the client's
 			}
-			return exitStatus(client.ProcessState), nil
+			return exitStatus(client.ProcessState), stopped, nil
 		case sig := <-sigs:
 			interrupt(sig)
 		case <-ctx.Done():
@@ -316,7 +327,8 @@ func hostname() string {
 }
 
 // jobWatch follows a job on its bus: which agents heartbeat, how many
-// procs came up; it feeds the progress display and the state file.
+// procs came up, for the progress display; and the client's counts of
+// what is up now, for the job's record.
 type jobWatch struct {
 	conn *bus.Conn
 	job  string
@@ -327,13 +339,14 @@ type jobWatch struct {
 	procs int
 }
 
-func watchJob(srv *bus.Server, jobID string, prog *progress, st *JobState, stateDir string) (*jobWatch, error) {
+func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer) (*jobWatch, error) {
 	conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "launcher"})
 	if err != nil {
 		return nil, err
 	}
 	hb := bus.JobSubject(jobID, bus.SubjectHeartbeat) + "."
-	for _, s := range []string{hb + "*", bus.JobSubject(jobID, bus.SubjectUp)} {
+	counts := countsSubject(jobID)
+	for _, s := range []string{hb + "*", bus.JobSubject(jobID, bus.SubjectUp), counts} {
 		if _, err := conn.Subscribe(s); err != nil {
 			conn.Close()
 			return nil, err
@@ -342,6 +355,10 @@ func watchJob(srv *bus.Server, jobID string, prog *progress, st *JobState, state
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &jobWatch{conn: conn, job: jobID, stop: cancel, hosts: map[string]bool{}}
 	go conn.Run(ctx, func(m bus.Message) {
+		if m.Subject == counts {
+			recordCounts(st, m.Data)
+			return
+		}
 		w.mu.Lock()
 		if agent, ok := strings.CutPrefix(m.Subject, hb); ok {
 			if w.hosts[agent] || !isAgentID(agent) {
@@ -355,7 +372,6 @@ func watchJob(srv *bus.Server, jobID string, prog *progress, st *JobState, state
 		hosts, procs := len(w.hosts), w.procs
 		w.mu.Unlock()
 		prog.update(hosts, procs)
-		st.update(stateDir, hosts, procs)
 	})
 	return w, nil
 }

@@ -100,6 +100,7 @@ func TestParseLevel(t *testing.T) {
 func TestSystemLogger(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
+	t.Setenv(EnvSystemLogDir, "") // the default: $TMPDIR/$USER
 	t.Setenv("USER", "tester")
 	t.Setenv(EnvFileLevel, "DEBUG")
 	t.Setenv(EnvStderrLevel, "ERROR")

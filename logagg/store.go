@@ -16,9 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/monarch-go/monarch/internal/privfs"
+	"github.com/monarch-go/monarch/internal/procid"
 )
 
 // The job's log: every line of a job, as the client received it, in
@@ -94,6 +96,13 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 // logPath is the job's current log; the rotated one has ".1" appended.
 func logPath(dir, job string) string { return filepath.Join(dir, job+".log") }
 
+// LogFiles are the files of the job's log in dir: the current one and the
+// rotated one (either may be missing).
+func LogFiles(dir, job string) []string {
+	p := logPath(dir, job)
+	return []string{p, p + ".1"}
+}
+
 // checkJob refuses job names that would leave dir or hide the file.
 func checkJob(job string) error {
 	if job == "" || strings.ContainsAny(job, `/\`+"\x00") || job[0] == '.' {
@@ -140,7 +149,7 @@ func NewWriter(dir, job string, maxBytes int64) (*Writer, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := privfs.Dir(dir); err != nil {
 		return nil, fmt.Errorf("logagg: log dir: %w", err)
 	}
 	host, _ := os.Hostname()
@@ -153,7 +162,7 @@ func NewWriter(dir, job string, maxBytes int64) (*Writer, error) {
 
 // open opens the current file and writes a start record.
 func (w *Writer) open() error {
-	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	f, err := privfs.OpenFile(w.path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("logagg: open log: %w", err)
 	}
@@ -180,7 +189,7 @@ func (w *Writer) open() error {
 		w.bw.Reset(f)
 	}
 	pid := os.Getpid()
-	pst, _, _ := procStat(pid)
+	pst := procid.Start(pid)
 	b := w.rec[:0]
 	if torn {
 		b = append(b, '\n')
@@ -455,6 +464,9 @@ func (f Filter) Match(l Line) bool {
 func Read(ctx context.Context, dir, job string, f Filter, follow bool, emit func(Line) error) error {
 	if err := checkJob(job); err != nil {
 		return err
+	}
+	if err := privfs.CheckDir(dir); err != nil {
+		return fmt.Errorf("logs: %w", err)
 	}
 	path := logPath(dir, job)
 	old, cur, curInfo, err := openLogs(path, nil)
@@ -759,36 +771,5 @@ func (r *logReader) writerGone() bool {
 	if r.wPID <= 0 || r.wHost != r.host {
 		return false
 	}
-	if err := syscall.Kill(r.wPID, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	pst, state, ok := procStat(r.wPID)
-	if !ok {
-		return false // no /proc: the pid is all we have
-	}
-	// A zombie has exited and only waits for its parent; a different start
-	// time means the pid was reused.
-	return state == 'Z' || state == 'X' || r.wPST != "" && pst != r.wPST
-}
-
-// procStat returns the start time (clock ticks since boot) and the state
-// of process pid, from /proc/<pid>/stat; ok is false where there is no
-// /proc or no such process.
-func procStat(pid int) (start string, state byte, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", 0, false
-	}
-	// pid (comm) state ppid ... : comm may hold spaces and parentheses, so
-	// the fields are counted from the last ')'. starttime is field 22, the
-	// 20th after comm.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", 0, false
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 || len(fields[0]) != 1 {
-		return "", 0, false
-	}
-	return fields[19], fields[0][0], true
+	return procid.Gone(r.wPID, r.wPST)
 }

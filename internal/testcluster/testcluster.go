@@ -164,6 +164,11 @@ func (c *Cluster) SSH(ctx context.Context, host string, args ...string) *exec.Cm
 	return exec.CommandContext(ctx, "ssh", append([]string{"-F", c.SSHConfig, host}, args...)...)
 }
 
+// SSHHome is the HOME of the cluster's ssh sessions (start.sh sets it in
+// each sshd's config): where an agent started over ssh would keep its
+// state if MONARCH_STATE_DIR did not reach it.
+func SSHHome() string { return filepath.Join(base(), "ssh", "home") }
+
 func base() string {
 	if b := os.Getenv("MONARCH_CLUSTER_BASE"); b != "" {
 		return b

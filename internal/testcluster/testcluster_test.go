@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
+	env := testenv.Setup()
 	code := m.Run()
 	testcluster.StopIfStarted()
-	os.Exit(code)
+	os.Exit(env.Finish(code))
 }
 
 // lines returns the sorted non-empty lines of out.

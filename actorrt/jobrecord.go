@@ -1,0 +1,200 @@
+package actorrt
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobstate"
+	"github.com/monarch-go/monarch/logagg"
+)
+
+// The job's record (see internal/jobstate), for `monarch status`. The
+// client counts the job's procs that are up, and the hosts they run on,
+// from what every proc announces when it starts (its id and host, on the
+// job's up subject) and from the deaths subject. Run without a launcher
+// (go run ., ./prog), the client writes the job's record itself; under
+// one (monarch run, monarch local) it reports the counts to the launcher,
+// which owns the record.
+
+// envHostName names a simulated host (monarch local --hosts N starts
+// agents h0, h1, ... on one machine): the name its procs' lines carry.
+const envHostName = "MONARCH_HOST_NAME"
+
+// hostLabel is what this process's lines and messages call its host.
+func hostLabel(hostname string) string {
+	if s := os.Getenv(envHostName); s != "" && len(s) <= 255 && !strings.ContainsAny(s, " \t\r\n") {
+		return s
+	}
+	return hostname
+}
+
+// jobCounts counts the procs up and their hosts (client).
+type jobCounts struct {
+	mu      sync.Mutex
+	procs   map[string]string // proc -> host
+	hosts   map[string]int    // host -> procs up there
+	notProc map[string]bool   // procs that serve as simulated hosts
+	// changed is called, under mu, after each change: it must not block.
+	changed func(hosts, procs int)
+}
+
+func newJobCounts(changed func(hosts, procs int)) *jobCounts {
+	return &jobCounts{procs: map[string]string{}, hosts: map[string]int{}, notProc: map[string]bool{}, changed: changed}
+}
+
+// hostsNotProcs says these procs are simulated hosts: their announcements,
+// come or to come, are not counted.
+func (c *jobCounts) hostsNotProcs(ids []string) {
+	for _, id := range ids {
+		c.gone(id)
+		c.mu.Lock()
+		c.notProc[id] = true
+		c.mu.Unlock()
+	}
+}
+
+// up takes a proc's announcement: "<proc> <host>".
+func (c *jobCounts) up(data []byte) {
+	proc, host, _ := strings.Cut(string(data), " ")
+	if proc == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.procs[proc]; dup || c.notProc[proc] {
+		return
+	}
+	c.procs[proc] = host
+	c.hosts[host]++
+	c.changed(len(c.hosts), len(c.procs))
+}
+
+// gone takes a proc's end (an agent's too: ignored, it is no proc).
+func (c *jobCounts) gone(proc string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	host, ok := c.procs[proc]
+	if !ok {
+		return
+	}
+	delete(c.procs, proc)
+	if c.hosts[host]--; c.hosts[host] == 0 {
+		delete(c.hosts, host)
+	}
+	c.changed(len(c.hosts), len(c.procs))
+}
+
+// openJobRecord starts the job's record for a client without a launcher.
+// The program runs even if the record cannot be written (the state dir
+// refused, say): that is reported, not fatal.
+func (rt *runtimeT) openJobRecord() {
+	rec := jobstate.Record{Job: rt.job, Scheduler: jobstate.Direct, Program: os.Args[0], State: jobstate.Running, Started: time.Now()}
+	rec.Self()
+	w, err := jobstate.NewWriter(hostsconfig.StateDir(), rec)
+	if err != nil {
+		rt.log.Warn().Err(err).Msg("the job will not be listed by monarch status")
+		return
+	}
+	rt.record = w
+}
+
+// startCounting sets up the counts, which go to the job's record or to
+// the launcher (at most every jobstate.MinInterval); the client then
+// subscribes to rt.upSubj.
+func (rt *runtimeT) startCounting() {
+	if rt.record != nil {
+		rt.counts = newJobCounts(func(hosts, procs int) {
+			rt.record.Update(func(r *jobstate.Record) { r.Hosts, r.Procs = hosts, procs })
+		})
+	} else {
+		subject := bus.JobSubject(rt.job, bus.SubjectCounts)
+		var mu sync.Mutex
+		var now struct{ Hosts, Procs int }
+		report := newCoalescer(jobstate.MinInterval, func() {
+			mu.Lock()
+			b, _ := json.Marshal(map[string]int{"hosts": now.Hosts, "procs": now.Procs})
+			mu.Unlock()
+			rt.publish(subject, b)
+		})
+		rt.counts = newJobCounts(func(hosts, procs int) {
+			mu.Lock()
+			now.Hosts, now.Procs = hosts, procs
+			mu.Unlock()
+			report.poke()
+		})
+	}
+}
+
+// finishJobRecord records how the job ended, when the client keeps the
+// record.
+func (rt *runtimeT) finishJobRecord(code int, stopped bool) {
+	if rt.record == nil {
+		return
+	}
+	state := jobstate.Done
+	switch {
+	case stopped:
+		state = jobstate.Stopped
+	case code != 0:
+		state = jobstate.Failed
+	}
+	err := rt.record.Finish(func(r *jobstate.Record) { r.State, r.Exit, r.Hosts, r.Procs = state, code, 0, 0 })
+	if err != nil {
+		rt.log.Warn().Err(err).Msg("cannot record the job's end")
+	}
+}
+
+// coalescer runs fn after poke, at most once per interval and always
+// after the last poke, on a timer goroutine.
+type coalescer struct {
+	interval time.Duration
+	fn       func()
+
+	mu      sync.Mutex
+	pending bool
+	last    time.Time
+	timer   *time.Timer
+}
+
+func newCoalescer(interval time.Duration, fn func()) *coalescer {
+	return &coalescer{interval: interval, fn: fn}
+}
+
+func (c *coalescer) poke() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending {
+		return
+	}
+	c.pending = true
+	wait := max(0, c.interval-time.Since(c.last))
+	if c.timer == nil {
+		c.timer = time.AfterFunc(wait, c.run)
+	} else {
+		c.timer.Reset(wait)
+	}
+}
+
+func (c *coalescer) run() {
+	c.mu.Lock()
+	c.pending = false
+	c.last = time.Now()
+	c.mu.Unlock()
+	c.fn()
+}
+
+// pruneSystemLogs removes this user's old system logs (see
+// logagg.PruneSystemLogs); cheap, so every client and host agent does it
+// as it starts. A job whose record says it may still run keeps its files.
+func pruneSystemLogs() {
+	stateDir := hostsconfig.StateDir()
+	logagg.PruneSystemLogs(logagg.SystemLogDir(), time.Now(), func(job string) bool {
+		r, err := jobstate.Load(stateDir, job)
+		return err == nil && r.Active()
+	})
+}

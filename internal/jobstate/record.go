@@ -1,0 +1,254 @@
+// Package jobstate is the job store's record of each job: one JSON file per
+// job, <dir>/<job>.json, beside the job's log (<job>.log, see logagg), in
+// the state directory (hostsconfig.StateDir: ~/.monarch/jobs). Whoever
+// runs the job writes it: the launcher (monarch run, monarch local), or,
+// for a program run directly (go run ., ./prog), its client. `monarch
+// status` lists the records, `monarch stop` signals the process a record
+// names, `monarch clean` removes the records and logs of ended jobs.
+//
+// A record is replaced atomically (a new file renamed over the old), so a
+// reader never sees half of one. The writer of a running job updates it as
+// hosts and procs come and go, at most every MinInterval. A writer that is
+// killed cannot record its end: List then finds its process gone (pid and
+// process start time, so a reused pid does not keep it alive) and shows
+// the job as lost.
+package jobstate
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/privfs"
+	"github.com/monarch-go/monarch/internal/procid"
+)
+
+// Job states.
+const (
+	Submitted = "submitted" // sbatch accepted it; the batch job runs monarch run
+	Starting  = "starting"
+	Running   = "running"
+	Done      = "done"    // ended with status 0
+	Failed    = "failed"  // ended with another status, or could not start
+	Stopped   = "stopped" // ended because it was asked to (monarch stop, Ctrl-C, scancel)
+	Lost      = "lost"    // its process is gone without recording how the job ended (killed)
+)
+
+// Direct is the Scheduler of a program run without a launcher.
+const Direct = "direct"
+
+// Record is what the store keeps about one job.
+type Record struct {
+	Job       string `json:"job"`
+	Scheduler string `json:"scheduler"` // slurm, ssh, local, or direct
+	Program   string `json:"program"`
+	State     string `json:"state"`
+	Exit      int    `json:"exit"`
+	// PID is the process that runs the job here: the launcher, or the
+	// client of a direct run; PIDStart its start time (see procid), Host
+	// where it runs.
+	PID      int    `json:"pid,omitempty"`
+	PIDStart string `json:"pid_start,omitempty"`
+	Host     string `json:"launcher_host"`
+	SlurmJob string `json:"slurm_job,omitempty"`
+	// Hosts and Procs are up now (hosts with procs running, procs
+	// running); MaxHosts and MaxProcs the most there were at once.
+	Hosts    int       `json:"hosts"`
+	Procs    int       `json:"procs"`
+	MaxHosts int       `json:"max_hosts,omitempty"`
+	MaxProcs int       `json:"max_procs,omitempty"`
+	Started  time.Time `json:"started"`
+	Ended    time.Time `json:"ended,omitzero"`
+
+	// SlurmState is what Slurm says of a submitted job ("pending",
+	// "finished", "" when unknown); set by whoever lists, never stored.
+	SlurmState string `json:"-"`
+	// Updated is when the record was last written (its file's time).
+	Updated time.Time `json:"-"`
+}
+
+// Active reports whether the job may still run.
+func (r *Record) Active() bool {
+	switch r.State {
+	case Starting, Running:
+		return true
+	case Submitted:
+		return r.SlurmState != "finished"
+	}
+	return false
+}
+
+// EndTime is when the job ended, or, for a lost job, when its record was
+// last written.
+func (r *Record) EndTime() time.Time {
+	if !r.Ended.IsZero() {
+		return r.Ended
+	}
+	return r.Updated
+}
+
+// Path is the record's file in dir.
+func Path(dir, job string) string { return filepath.Join(dir, job+".json") }
+
+// Save writes r to dir, replacing the job's previous record atomically.
+// It creates dir (0700) if needed, and refuses a dir that is not private
+// (see privfs.Dir).
+func Save(dir string, r *Record) error {
+	if err := checkJob(r.Job); err != nil {
+		return err
+	}
+	if err := privfs.Dir(dir); err != nil {
+		return fmt.Errorf("job state: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("job state: %w", err)
+	}
+	if err := privfs.WriteFile(dir, r.Job+".json", append(b, '\n')); err != nil {
+		return fmt.Errorf("job state: %w", err)
+	}
+	return nil
+}
+
+// checkJob refuses job names that would leave dir or hide the file.
+func checkJob(job string) error {
+	if job == "" || strings.ContainsAny(job, `/\`+"\x00") || job[0] == '.' {
+		return fmt.Errorf("job state: bad job name %q", job)
+	}
+	return nil
+}
+
+// Load reads one record, checked as List checks them.
+func Load(dir, job string) (*Record, error) {
+	if err := checkJob(job); err != nil {
+		return nil, err
+	}
+	r, err := load(Path(dir, job))
+	if err != nil {
+		return nil, err
+	}
+	r.refresh(hostname())
+	return r, nil
+}
+
+// maxRecord bounds what is read of a record file: a real one is well
+// under a KiB.
+const maxRecord = 64 << 10
+
+func load(path string) (*Record, error) {
+	f, err := privfs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRecord {
+		return nil, fmt.Errorf("job state %s: larger than %d bytes", path, maxRecord)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("job state %s: %w", path, err)
+	}
+	r.Updated = fi.ModTime()
+	return &r, nil
+}
+
+// List returns the records in dir, newest first, with the state of jobs
+// whose process is gone corrected to Lost: those of this host whose
+// process has exited (or whose pid now belongs to another process).
+// Records that cannot be read are skipped. A missing dir has none; a dir
+// that is not private is an error.
+func List(dir string) ([]*Record, error) {
+	if err := privfs.CheckDir(dir); err != nil {
+		return nil, fmt.Errorf("job state: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("job state: %w", err)
+	}
+	host := hostname()
+	var recs []*Record
+	for _, e := range entries {
+		job, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !e.Type().IsRegular() || checkJob(job) != nil {
+			continue
+		}
+		r, err := load(filepath.Join(dir, e.Name()))
+		if err != nil || r.Job != job {
+			continue
+		}
+		r.refresh(host)
+		recs = append(recs, r)
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		if !recs[i].Started.Equal(recs[j].Started) {
+			return recs[i].Started.After(recs[j].Started)
+		}
+		return recs[i].Job < recs[j].Job
+	})
+	return recs, nil
+}
+
+// refresh marks a running job of this host lost when its process is gone.
+func (r *Record) refresh(host string) {
+	if (r.State == Starting || r.State == Running) && r.Host == host && r.PID > 0 && procid.Gone(r.PID, r.PIDStart) {
+		r.State = Lost
+		r.Hosts, r.Procs = 0, 0
+	}
+}
+
+// Alive reports whether the process the record names still runs: false
+// when it has exited or its pid was given to another process. Only a
+// process of this host can be checked; for another host's it is true.
+func (r *Record) Alive() bool {
+	if r.Host != hostname() {
+		return true
+	}
+	return !procid.Gone(r.PID, r.PIDStart)
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// Self fills in the process fields for the calling process: its pid, the
+// pid's start time, this host.
+func (r *Record) Self() {
+	r.PID = os.Getpid()
+	r.PIDStart = procid.Start(r.PID)
+	r.Host = hostname()
+}
+
+// EnvIDPrefix names the variable whose value starts every job id made by
+// NewID: letters, digits, '-' and '_', at most 32 of them. It tells a
+// group of jobs apart (those of one CI run, say).
+const EnvIDPrefix = "MONARCH_JOB_PREFIX"
+
+// NewID returns a fresh job id: short, unique, and safe in a file name and
+// a NATS subject: $MONARCH_JOB_PREFIX, "j", the time, 6 random letters.
+func NewID() (string, error) {
+	prefix := os.Getenv(EnvIDPrefix)
+	if len(prefix) > 32 || strings.Trim(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "" {
+		return "", fmt.Errorf("%s=%q: want at most 32 letters, digits, '-' or '_'", EnvIDPrefix, prefix)
+	}
+	return fmt.Sprintf("%sj%x%s", prefix, time.Now().Unix()&0xffffff, rand.Text()[:6]), nil
+}
