@@ -82,7 +82,12 @@ func splitFlags(defined []cli.Flag, args []string, isProgram func(string) bool) 
 			return flags, positional, args[i:]
 		case isFlag(arg):
 			flags = append(flags, arg)
-			if takesValue(defined, arg) && i+1 < len(args) {
+			if takesValue(defined, arg) {
+				if i+1 == len(args) {
+					// Last, with no value: left last, so that the parser
+					// says the flag needs one rather than take an argument.
+					return flags, nil, nil
+				}
 				i++
 				flags = append(flags, args[i])
 			}

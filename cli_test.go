@@ -100,6 +100,7 @@ func TestCLICommandLine(t *testing.T) {
 		{"local prog -- x", "local prog -- x"},
 		{"local -- prog --hosts 4", "local -- prog --hosts 4"},
 		{"logs j1 -f --rank 3 --grep -x", "logs -f --rank 3 --grep -x j1"},
+		{"logs j1 --since", "logs --since"}, // no value: the parser says so, not take j1
 		{"logs j1 -- -f", "logs j1 -- -f"},
 		{"logs -f -- j1", "logs -f -- j1"},
 		{"stop j1 --bogus 3", "stop --bogus j1 3"}, // an unknown flag takes no value: the parser names it

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,13 +38,7 @@ func logsCommand() *cli.Command {
 		},
 	}
 	cmd.Action = func(c *cli.Context) error {
-		args, err := logsTrailingFlags(c, cmd.Flags)
-		if err != nil {
-			return err
-		}
-		if len(args) > 1 {
-			return fmt.Errorf("logs: want at most one job, got %q (usage: monarch logs [JOB] [flags])", args)
-		}
+		args := c.Args().Slice() // at most one: checked with the usage
 		opts, err := logsOptionsFrom(c, time.Now())
 		if err != nil {
 			return err
@@ -70,50 +63,6 @@ func logsCommand() *cli.Command {
 		return runLogs(ctx, dir, job, opts, c.App.Writer, c.App.ErrWriter)
 	}
 	return cmd
-}
-
-// logsTrailingFlags applies the flags written after JOB (monarch logs j1
-// -f --rank 3), where the flag package stops parsing, and returns the
-// other arguments. Everything after "--" is an argument.
-func logsTrailingFlags(c *cli.Context, flags []cli.Flag) ([]string, error) {
-	args := c.Args().Slice()
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			rest = append(rest, args[i+1:]...)
-			break
-		}
-		if len(a) < 2 || a[0] != '-' {
-			rest = append(rest, a)
-			continue
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var flag cli.Flag
-		for _, f := range flags {
-			for _, n := range f.Names() {
-				if n == name {
-					flag = f
-				}
-			}
-		}
-		if flag == nil {
-			return nil, fmt.Errorf("logs: unknown flag %s (see monarch logs --help)", a)
-		}
-		if _, isBool := flag.(*cli.BoolFlag); isBool && !hasValue {
-			value = "true"
-		} else if !hasValue {
-			if i+1 == len(args) {
-				return nil, fmt.Errorf("logs: flag %s needs a value", a)
-			}
-			i++
-			value = args[i]
-		}
-		if err := c.Set(flag.Names()[0], value); err != nil {
-			return nil, fmt.Errorf("logs: %s %s: %w", a, value, err)
-		}
-	}
-	return rest, nil
 }
 
 // logsOptions is what the flags ask for.

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/logagg"
-	"github.com/urfave/cli/v2"
 )
 
 var logsT0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
@@ -71,8 +70,8 @@ func (s *syncBuffer) String() string {
 
 func runLogsCmd(ctx context.Context, args ...string) (stdout, stderr string, err error) {
 	var out, errw syncBuffer
-	app := &cli.App{Commands: []*cli.Command{logsCommand()}, Writer: &out, ErrWriter: &errw}
-	err = app.RunContext(ctx, append([]string{"monarch", "logs"}, args...))
+	a := newApp(&out, &errw)
+	err = a.cli.RunContext(ctx, a.commandLine(append([]string{"monarch", "logs"}, args...)))
 	return out.String(), errw.String(), err
 }
 
@@ -174,9 +173,11 @@ func TestLogsFollowAggregate(t *testing.T) {
 	t.Cleanup(func() { w.Close() })
 	w.Flush()
 	var out, errw syncBuffer
-	app := &cli.App{Commands: []*cli.Command{logsCommand()}, Writer: &out, ErrWriter: &errw}
+	a := newApp(&out, &errw)
 	done := make(chan error, 1)
-	go func() { done <- app.Run([]string{"monarch", "logs", "live", "-f", "--aggregate", "300ms"}) }()
+	go func() {
+		done <- a.cli.Run(a.commandLine([]string{"monarch", "logs", "live", "-f", "--aggregate", "300ms"}))
+	}()
 	for i := range 6 {
 		w.Write(logagg.Line{Time: time.Now(), Rank: i, Stream: logagg.Stdout, Text: fmt.Sprintf("tick %d", i)})
 	}
@@ -219,16 +220,16 @@ func TestLogsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"nope"}, `logs: no job "nope"; known jobs: j1`},
-		{[]string{"j1", "j2"}, "logs: want at most one job"},
+		{[]string{"j1", "j2"}, "logs: too many arguments: \"j2\""},
 		{[]string{"j1", "--since", "yesterday"}, `logs: --since "yesterday": want a duration back from now (10m, 1h30m) or an RFC3339 time`},
 		{[]string{"j1", "--since", "-5m"}, `logs: --since "-5m"`},
 		{[]string{"j1", "--stream", "stdin"}, `logs: --stream "stdin": want stdout or stderr`},
 		{[]string{"j1", "--grep", "a("}, "logs: --grep: error parsing regexp"},
 		{[]string{"j1", "--raw", "--aggregate", "3s"}, "logs: --raw and --aggregate: choose one"},
 		{[]string{"j1", "--aggregate", "0s"}, `logs: --aggregate "0s": want a window`},
-		{[]string{"j1", "--aggregate"}, "logs: flag --aggregate needs a value"},
+		{[]string{"j1", "--aggregate"}, "logs: --aggregate needs a value"},
 		{[]string{"j1", "--color"}, "logs: unknown flag --color"},
-		{[]string{"j1", "--rank", "one"}, "logs: --rank one:"},
+		{[]string{"j1", "--rank", "one"}, `logs: --rank "one": want a whole number`},
 		{[]string{"j1", "--host", "node9"}, "logs: no lines from host node9; job j1 has host node0 (ranks 0-1)"},
 		{[]string{"j1", "--rank", "7", "--rank", "8"}, "logs: no lines of ranks 7-8; job j1 has host node0 (ranks 0-1)"},
 	}

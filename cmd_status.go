@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -140,9 +139,6 @@ func stopCommand() *cli.Command {
 		Usage:     "stop a job (its launcher tears down every host and proc)",
 		ArgsUsage: "JOB",
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return errors.New("stop: want one job id (see monarch status)")
-			}
 			return launch.Stop(launch.DefaultStateDir(), c.Args().First(), launch.DefaultGrace)
 		},
 	}
