@@ -23,6 +23,8 @@ func TestLayering(t *testing.T) {
 		"internal/privfs":   {},
 		"internal/procid":   {},
 		"internal/jobstate": {"internal/privfs", "internal/procid"},
+		"internal/jobenv":   {"hostsconfig", "logagg"},
+		"internal/child":    {},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

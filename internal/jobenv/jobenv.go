@@ -1,0 +1,266 @@
+package jobenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/logagg"
+)
+
+// The variables. Each is spelled here and nowhere else: writers call
+// Environ, readers FromEnviron.
+const (
+	varJob        = "MONARCH_JOB"
+	varBusURL     = "MONARCH_BUS_URL"
+	varBusToken   = "MONARCH_BUS_TOKEN"
+	varTLSCA      = "MONARCH_BUS_TLS_CA"
+	varTLSName    = "MONARCH_BUS_TLS_NAME"
+	varHostAgents = "MONARCH_HOST_AGENTS"
+	varProcs      = "MONARCH_PROCS"
+	varLogStream  = "MONARCH_LOG_STREAM"
+	varLogWindow  = "MONARCH_LOG_WINDOW"
+	varHostName   = "MONARCH_HOST_NAME"
+	varProc       = "MONARCH_PROC"
+	varParent     = "MONARCH_PARENT"
+	varReadyPort  = "MONARCH_READY_PORT"
+	varReadyRank  = "MONARCH_READY_RANK"
+	// Per-dimension ranks of a proc: MONARCH_RANK_<DIM>, MONARCH_SIZE_<DIM>.
+	prefixRank = "MONARCH_RANK_"
+	prefixSize = "MONARCH_SIZE_"
+)
+
+// HostsVar is the variable that names the job's hosts file: the one a
+// program passes to actorrt.HostsFromConfig, and the one `monarch run`
+// sets for its client.
+const HostsVar = "MONARCH_HOSTS"
+
+// Bus says how to reach a job's bus.
+type Bus struct {
+	URL   string
+	Token string // the job's secret: removed from the environment once read (see Unset)
+	// With TLS: the CA file and the server name to verify.
+	TLSCA   string
+	TLSName string
+}
+
+// Env is everything a process of a job learns from its environment. A
+// field left zero is not set.
+type Env struct {
+	Job string
+	Bus Bus
+
+	// For the client, from its launcher.
+	HostAgents int               // host agents the launcher started; 0: none
+	Procs      []hostsconfig.Dim // the job file's [procs]
+	LogStream  *bool             // the job file's [log] stream_to_client
+	LogWindow  time.Duration     // the job file's [log] aggregate_window
+	HostsFile  string            // the hosts file (HostsVar)
+
+	// FileLog and StderrLog are the job's system log levels (read by
+	// logagg.SystemLogger); a level the environment already sets wins
+	// (see Environ).
+	FileLog, StderrLog string
+
+	// HostName names a simulated host (h0, h1, ...): the name its agent
+	// and its procs give in log lines, instead of the machine's.
+	HostName string
+
+	// Proc is set for a proc by the host agent that starts it.
+	Proc *Proc
+}
+
+// Proc is a proc's bootstrap: who it is and where to say it is ready.
+type Proc struct {
+	ID        string
+	Parent    string // the proc whose port waits for the ready report
+	ReadyPort uint64
+	ReadyRank int
+	// Dims and Coords say where the proc is in its mesh, for the program:
+	// MONARCH_RANK_<DIM> and MONARCH_SIZE_<DIM> for each dimension.
+	Dims   []hostsconfig.Dim
+	Coords []int
+}
+
+// Environ is e as NAME=value strings, for exec.Cmd.Env: the fields that
+// are set. The log levels are left out where the current environment
+// already sets them: there the user's choice wins, and the child inherits
+// it.
+func (e Env) Environ() []string {
+	var env []string
+	add := func(k, v string) {
+		if v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	add(varJob, e.Job)
+	add(varBusURL, e.Bus.URL)
+	add(varBusToken, e.Bus.Token)
+	add(varTLSCA, e.Bus.TLSCA)
+	add(varTLSName, e.Bus.TLSName)
+	if e.HostAgents > 0 {
+		add(varHostAgents, strconv.Itoa(e.HostAgents))
+	}
+	add(varProcs, FormatDims(e.Procs))
+	if e.LogStream != nil {
+		add(varLogStream, strconv.FormatBool(*e.LogStream))
+	}
+	if e.LogWindow > 0 {
+		add(varLogWindow, e.LogWindow.String())
+	}
+	add(HostsVar, e.HostsFile)
+	for k, v := range map[string]string{logagg.EnvFileLevel: e.FileLog, logagg.EnvStderrLevel: e.StderrLog} {
+		if os.Getenv(k) == "" {
+			add(k, v)
+		}
+	}
+	add(varHostName, e.HostName)
+	if p := e.Proc; p != nil {
+		add(varProc, p.ID)
+		add(varParent, p.Parent)
+		add(varReadyPort, strconv.FormatUint(p.ReadyPort, 10))
+		add(varReadyRank, strconv.Itoa(p.ReadyRank))
+		for i, d := range p.Dims {
+			name := dimVar(d.Name)
+			if i < len(p.Coords) {
+				add(prefixRank+name, strconv.Itoa(p.Coords[i]))
+			}
+			add(prefixSize+name, strconv.Itoa(d.Size))
+		}
+	}
+	return env
+}
+
+// dimVar is a dimension's name as a variable suffix: upper case, '-' as '_'.
+func dimVar(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// IsProc reports whether this process was started as a proc of a job.
+func IsProc() bool { return os.Getenv(varProc) != "" }
+
+// FromEnviron reads the contract from this process's environment. It
+// fails, naming the variable, on a value it cannot read; a variable that
+// is not set leaves its field zero.
+func FromEnviron() (Env, error) {
+	var e Env
+	var errs []error
+	bad := func(k, v, want string) { errs = append(errs, fmt.Errorf("$%s=%q: want %s", k, v, want)) }
+	e.Job = os.Getenv(varJob)
+	e.Bus = Bus{URL: os.Getenv(varBusURL), Token: os.Getenv(varBusToken), TLSCA: os.Getenv(varTLSCA), TLSName: os.Getenv(varTLSName)}
+	if v := os.Getenv(varHostAgents); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad(varHostAgents, v, "a number of hosts")
+		}
+		e.HostAgents = n
+	}
+	if v := os.Getenv(varProcs); v != "" {
+		dims, err := ParseDims(v)
+		if err != nil {
+			bad(varProcs, v, "NAME=SIZE,... ("+err.Error()+")")
+		}
+		e.Procs = dims
+	}
+	if v := os.Getenv(varLogStream); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad(varLogStream, v, "true or false")
+		}
+		e.LogStream = &b
+	}
+	if v := os.Getenv(varLogWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad(varLogWindow, v, "a duration")
+		}
+		e.LogWindow = d
+	}
+	e.HostsFile = os.Getenv(HostsVar)
+	e.FileLog, e.StderrLog = os.Getenv(logagg.EnvFileLevel), os.Getenv(logagg.EnvStderrLevel)
+	if v := os.Getenv(varHostName); v != "" {
+		if len(v) > 255 || strings.ContainsAny(v, " \t\r\n") {
+			bad(varHostName, v, "a host name")
+		} else {
+			e.HostName = v
+		}
+	}
+	if id := os.Getenv(varProc); id != "" {
+		p := &Proc{ID: id, Parent: os.Getenv(varParent)}
+		port, err := strconv.ParseUint(os.Getenv(varReadyPort), 10, 64)
+		if err != nil || port == 0 {
+			bad(varReadyPort, os.Getenv(varReadyPort), "a port number")
+		}
+		rank, err := strconv.Atoi(os.Getenv(varReadyRank))
+		if err != nil || rank < 0 {
+			bad(varReadyRank, os.Getenv(varReadyRank), "a rank")
+		}
+		p.ReadyPort, p.ReadyRank = port, rank
+		if p.Parent == "" {
+			errs = append(errs, fmt.Errorf("$%s is not set", varParent))
+		}
+		if e.Job == "" || e.Bus.URL == "" {
+			errs = append(errs, fmt.Errorf("a proc needs $%s and $%s", varJob, varBusURL))
+		}
+		e.Proc = p
+	}
+	if len(errs) > 0 {
+		return Env{}, fmt.Errorf("jobenv: %w", errors.Join(errs...))
+	}
+	return e, nil
+}
+
+// UnsetSecret removes the job's secret from this process's environment:
+// once the runtime has read it, user code and its children do not inherit it.
+func UnsetSecret() { os.Unsetenv(varBusToken) }
+
+// Clean drops every variable of this contract from env, so that a process
+// started from a process of one job gets only what its starter gives it.
+// The torchrun variables need no cleaning: each proc's own come last, and
+// the last value of a name wins.
+func Clean(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !isContractVar(kv) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func isContractVar(kv string) bool {
+	k, _, _ := strings.Cut(kv, "=")
+	switch k {
+	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varHostAgents,
+		varProc, varParent, varReadyPort, varReadyRank:
+		return true
+	}
+	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)
+}
+
+// FormatDims writes dims as the job file's [procs] travel: "gpus=4,x=2".
+func FormatDims(dims []hostsconfig.Dim) string {
+	parts := make([]string, len(dims))
+	for i, d := range dims {
+		parts[i] = d.Name + "=" + strconv.Itoa(d.Size)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseDims reads what FormatDims writes.
+func ParseDims(s string) ([]hostsconfig.Dim, error) {
+	var dims []hostsconfig.Dim
+	for _, part := range strings.Split(s, ",") {
+		name, size, ok := strings.Cut(part, "=")
+		n, err := strconv.Atoi(size)
+		if !ok || name == "" || err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not NAME=SIZE", part)
+		}
+		dims = append(dims, hostsconfig.Dim{Name: name, Size: n})
+	}
+	return dims, nil
+}

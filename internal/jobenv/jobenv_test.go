@@ -1,0 +1,152 @@
+package jobenv
+
+import (
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/hostsconfig"
+)
+
+// setEnv replaces the test's environment of contract variables with env.
+func setEnv(t *testing.T, env []string) {
+	for _, kv := range os.Environ() {
+		if isContractVar(kv) || strings.HasPrefix(kv, "MONARCH_") {
+			k, _, _ := strings.Cut(kv, "=")
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	stream := false
+	in := Env{
+		Job: "j1", Bus: Bus{URL: "nats://127.0.0.1:4222", Token: "s3cret", TLSCA: "/ca.pem", TLSName: "h"},
+		HostAgents: 3, Procs: []hostsconfig.Dim{{Name: "gpus", Size: 4}, {Name: "x", Size: 2}},
+		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml",
+		FileLog: "debug", StderrLog: "warn", HostName: "h2",
+		Proc: &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3,
+			Dims: []hostsconfig.Dim{{Name: "hosts", Size: 2}, {Name: "my-gpus", Size: 4}}, Coords: []int{1, 3}},
+	}
+	env := in.Environ()
+	for _, want := range []string{"MONARCH_RANK_HOSTS=1", "MONARCH_SIZE_MY_GPUS=4", "MONARCH_RANK_MY_GPUS=3"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("Environ lacks %s: %q", want, env)
+		}
+	}
+	setEnv(t, env)
+	out, err := FromEnviron()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := in
+	want.Proc = &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3} // ranks are for the program, not read back
+	if !reflect.DeepEqual(out, want) {
+		t.Errorf("round trip:\n got %+v %+v\nwant %+v %+v", out, out.Proc, want, want.Proc)
+	}
+	if !IsProc() {
+		t.Error("IsProc is false with MONARCH_PROC set")
+	}
+	UnsetSecret()
+	if _, ok := os.LookupEnv("MONARCH_BUS_TOKEN"); ok {
+		t.Error("the secret is still in the environment")
+	}
+}
+
+func TestFromEnvironErrors(t *testing.T) {
+	tests := []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"MONARCH_HOST_AGENTS=x"}, `$MONARCH_HOST_AGENTS="x": want a number of hosts`},
+		{[]string{"MONARCH_HOST_AGENTS=0"}, `$MONARCH_HOST_AGENTS="0"`},
+		{[]string{"MONARCH_PROCS=gpus"}, `$MONARCH_PROCS="gpus": want NAME=SIZE`},
+		{[]string{"MONARCH_LOG_STREAM=maybe"}, `$MONARCH_LOG_STREAM="maybe": want true or false`},
+		{[]string{"MONARCH_LOG_WINDOW=soon"}, `$MONARCH_LOG_WINDOW="soon": want a duration`},
+		{[]string{"MONARCH_HOST_NAME=a b"}, `$MONARCH_HOST_NAME="a b": want a host name`},
+		{[]string{"MONARCH_PROC=p", "MONARCH_JOB=j", "MONARCH_BUS_URL=u", "MONARCH_PARENT=c", "MONARCH_READY_RANK=0"}, `$MONARCH_READY_PORT="": want a port number`},
+		{[]string{"MONARCH_PROC=p", "MONARCH_READY_PORT=1", "MONARCH_READY_RANK=0", "MONARCH_PARENT=c"}, "a proc needs $MONARCH_JOB and $MONARCH_BUS_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			setEnv(t, tt.env)
+			_, err := FromEnviron()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("FromEnviron with %q: %v, want %s", tt.env, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestClean(t *testing.T) {
+	env := []string{"PATH=/bin", "MONARCH_JOB=j", "MONARCH_BUS_TOKEN=s", "MONARCH_PROC=p", "MONARCH_RANK_GPUS=1",
+		"MONARCH_SIZE_GPUS=2", "MONARCH_HOST_AGENTS=2", "MONARCH_HOST_NAME=h1", "MONARCH_FILE_LOG=debug", "HOME=/root"}
+	got := Clean(env)
+	want := []string{"PATH=/bin", "MONARCH_HOST_NAME=h1", "MONARCH_FILE_LOG=debug", "HOME=/root"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Clean = %q, want %q", got, want)
+	}
+}
+
+func TestAgentArgs(t *testing.T) {
+	in := AgentArgs{Job: "j", Index: 2, Program: "/bin/prog", Args: []string{"--x", "y"}, Dir: "/d", Env: []string{"A=1", "B=2=3"}, TokenStdin: true}
+	argv := in.Argv("/usr/bin/monarch")
+	if argv[0] != "/usr/bin/monarch" || argv[1] != "agent" {
+		t.Fatalf("argv %q", argv)
+	}
+	out, err := ParseAgentArgs(argv[2:], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", out, in)
+	}
+	slurm := AgentArgs{Job: "j", Slurm: true, Index: -1, Program: "p", Args: []string{}}
+	out, err = ParseAgentArgs(slurm.Argv("m")[2:], nil)
+	if err != nil || !reflect.DeepEqual(slurm, out) {
+		t.Errorf("slurm round trip: %+v, %v", out, err)
+	}
+	for args, want := range map[string]string{
+		"--program p":             "--job is required",
+		"--job j":                 "--program is required",
+		"--job j --program p":     "--index -1",
+		"--job j --index x":       `invalid value "x" for flag -index`,
+		"--job j --env nokey --p": "want KEY=VALUE",
+	} {
+		if _, err := ParseAgentArgs(strings.Fields(args), nil); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseAgentArgs(%s) = %v, want %s", args, err, want)
+		}
+	}
+}
+
+func TestAgentID(t *testing.T) {
+	for s, want := range map[string]bool{"h0": true, "h12": true, "h": false, "h01": false, "h-1": false, "c-1": false, "x3": false} {
+		if IsAgentID(s) != want {
+			t.Errorf("IsAgentID(%q) = %v", s, !want)
+		}
+	}
+	if AgentID(7) != "h7" {
+		t.Error(AgentID(7))
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	s := SubjectsOf("j1")
+	for got, want := range map[string]string{
+		s.Proc("c"): "mon.j1.proc.c", s.Mesh("c.m1"): "mon.j1.mesh.c.m1", s.Deaths(): "mon.j1.deaths",
+		s.Log(): "mon.j1.log", s.Up(): "mon.j1.up", s.Counts(): "mon.j1.counts", s.Agents(): "mon.j1.agents",
+		s.Heartbeat("h1"): "mon.j1.hb.h1", s.AgentGone("h1"): "mon.j1.agentgone.h1",
+	} {
+		if got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package jobenv
+
+// Subjects names the bus subjects of one job: mon.<job>.<what>. The
+// runtime, the host agents and the launcher agree on them through this
+// type; the bus gives them no meaning.
+type Subjects struct{ prefix string }
+
+// SubjectsOf returns the subjects of job.
+func SubjectsOf(job string) Subjects { return Subjects{prefix: "mon." + job + "."} }
+
+// Proc is a proc's inbox: calls to its system actor, replies to its
+// ports, control messages (a host agent's too: an agent is addressed as a
+// proc).
+func (s Subjects) Proc(id string) string { return s.prefix + "proc." + id }
+
+// Mesh is an actor mesh's subject: every proc hosting members subscribes.
+func (s Subjects) Mesh(id string) string { return s.prefix + "mesh." + id }
+
+// Deaths carries a notice for every proc that ends.
+func (s Subjects) Deaths() string { return s.prefix + "deaths" }
+
+// Log carries every line the job's procs write.
+func (s Subjects) Log() string { return s.prefix + "log" }
+
+// Up: every new proc announces itself once ("<proc> <host>").
+func (s Subjects) Up() string { return s.prefix + "up" }
+
+// Counts: the client tells its launcher how many hosts and procs are up.
+func (s Subjects) Counts() string { return s.prefix + "counts" }
+
+// Agents: the client asks the launcher's host agents to report.
+func (s Subjects) Agents() string { return s.prefix + "agents" }
+
+// Heartbeat is where host agent agent heartbeats; HeartbeatPrefix+"*"
+// matches them all.
+func (s Subjects) Heartbeat(agent string) string { return s.HeartbeatPrefix() + agent }
+
+// HeartbeatPrefix is the common prefix of the heartbeat subjects.
+func (s Subjects) HeartbeatPrefix() string { return s.prefix + "hb." }
+
+// AgentGone: the launcher saw host agent agent's process end; the payload
+// says how. AgentGonePrefix+"*" matches them all.
+func (s Subjects) AgentGone(agent string) string { return s.AgentGonePrefix() + agent }
+
+// AgentGonePrefix is the common prefix of the AgentGone subjects.
+func (s Subjects) AgentGonePrefix() string { return s.prefix + "agentgone." }
