@@ -49,20 +49,21 @@ type envelope struct {
 }
 
 func newActor(lm *localMesh, baseRank int) *actor {
-	ctx, cancel := context.WithCancel(lm.rt.ctx)
 	val := reflect.New(lm.typ.typ)
-	return &actor{
+	a := &actor{
 		id:       lm.name + "[" + strconv.Itoa(baseRank) + "]",
 		baseRank: baseRank,
 		rank:     lm.base.point(baseRank),
 		mesh:     lm,
 		val:      val,
 		ptr:      val.Interface(),
-		ctx:      ctx,
-		cancel:   cancel,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
+	// The actor travels in its context: what it spawns with it (or with a
+	// context derived from it) it owns.
+	a.ctx, a.cancel = context.WithCancel(context.WithValue(lm.rt.ctx, actorKey{}, a))
+	return a
 }
 
 // enqueue adds a message; it never blocks (the mailbox is unbounded, so the
@@ -82,9 +83,6 @@ func (a *actor) enqueue(e envelope) {
 
 func (a *actor) run() {
 	defer close(a.done)
-	id := goid()
-	actorGoroutines.Store(id, a)
-	defer actorGoroutines.Delete(id)
 	for {
 		select {
 		case <-a.wake:

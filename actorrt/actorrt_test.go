@@ -2,6 +2,7 @@ package actorrt_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"reflect"
@@ -14,12 +15,13 @@ import (
 // spawnProcs starts procs for one test and stops them after it.
 func spawnProcs(t *testing.T, dims actorrt.Dims) *actorrt.ProcMesh {
 	t.Helper()
-	procs, err := actorrt.ThisHost().SpawnProcs(dims)
+	ctx := context.Background() // bounded by the spawn and stop timeouts
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, dims)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := procs.Stop(); err != nil {
+		if err := procs.Stop(ctx); err != nil {
 			t.Errorf("stop procs: %v", err)
 		}
 	})
@@ -28,7 +30,7 @@ func spawnProcs(t *testing.T, dims actorrt.Dims) *actorrt.ProcMesh {
 
 func spawn[T any](t *testing.T, procs *actorrt.ProcMesh, name string, args ...any) *actorrt.ActorMesh[T] {
 	t.Helper()
-	m, err := actorrt.Spawn[T](procs, name, args...)
+	m, err := actorrt.Spawn[T](testCtx(t), procs, name, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func spawn[T any](t *testing.T, procs *actorrt.ProcMesh, name string, args ...an
 func TestGuideCounters(t *testing.T) {
 	ctx := testCtx(t)
 	counter := spawn[Counter](t, actorrt.ThisProc(), "counter-local", 0)
-	v, err := actorrt.CallOne(counter, (*Counter).GetValue).Get(ctx)
+	v, err := actorrt.Method((*Counter).GetValue).CallOne(counter).Get(ctx)
 	if err != nil || v != 0 {
 		t.Fatalf("local counter = %d, %v; want 0", v, err)
 	}
@@ -49,13 +51,13 @@ func TestGuideCounters(t *testing.T) {
 		t.Fatalf("procs extent %s", got)
 	}
 	counters := spawn[Counter](t, procs, "counters", 0)
-	if err := actorrt.BroadcastVoid(counters, (*Counter).Increment); err != nil {
+	if err := actorrt.VoidMethod((*Counter).Increment).Broadcast(counters); err != nil {
 		t.Fatal(err)
 	}
-	if err := actorrt.BroadcastVoid(counters.Slice("gpus", 0, 4), (*Counter).Increment); err != nil {
+	if err := actorrt.VoidMethod((*Counter).Increment).Broadcast(counters.Slice("gpus", 0, 4)); err != nil {
 		t.Fatal(err)
 	}
-	values, err := actorrt.Call(counters, (*Counter).GetValue).Get(ctx)
+	values, err := actorrt.Method((*Counter).GetValue).Call(counters).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestGuideCounters(t *testing.T) {
 		t.Errorf("printed as %q", got)
 	}
 	// Arguments and results travel: Add returns the new value.
-	added, err := actorrt.Call1(counters.Slice("gpus", 6, 8), (*Counter).Add, 10).Get(ctx)
+	added, err := actorrt.Method1((*Counter).Add).Call(counters.Slice("gpus", 6, 8), 10).Get(ctx)
 	if err != nil || !reflect.DeepEqual(added.Values(), []int{11, 11}) {
 		t.Fatalf("Add = %v, %v", added, err)
 	}
@@ -78,7 +80,7 @@ func TestMessageRanks(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
 	echo := spawn[Echo](t, procs, "where")
-	got, err := actorrt.Call(echo.Slice("gpus", 1, 2), (*Echo).Where).Get(ctx)
+	got, err := actorrt.Method((*Echo).Where).Call(echo.Slice("gpus", 1, 2)).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +88,13 @@ func TestMessageRanks(t *testing.T) {
 	if !reflect.DeepEqual(got.Values(), want) {
 		t.Fatalf("Where on gpus 1:2 = %q, want %q", got.Values(), want)
 	}
-	one, err := actorrt.CallOne(echo.At("hosts", 1).At("gpus", 0), (*Echo).Where).Get(ctx)
+	one, err := actorrt.Method((*Echo).Where).CallOne(echo.At("hosts", 1).At("gpus", 0)).Get(ctx)
 	if err != nil || one != "{hosts: 1, gpus: 0} {}" {
 		t.Fatalf("Where on hosts=1,gpus=0 = %q, %v", one, err)
 	}
 	// Stream yields every member's reply; Choose picks one member.
 	n := 0
-	for v, err := range actorrt.Stream(echo, (*Echo).Ping).All(ctx) {
+	for v, err := range actorrt.Method((*Echo).Ping).Stream(echo).All(ctx) {
 		if err != nil || v != 1 {
 			t.Fatalf("stream item %d, %v", v, err)
 		}
@@ -101,7 +103,7 @@ func TestMessageRanks(t *testing.T) {
 	if n != 4 {
 		t.Fatalf("stream gave %d replies, want 4", n)
 	}
-	if v, err := actorrt.Choose(echo, (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+	if v, err := actorrt.Method((*Echo).Ping).Choose(echo).Get(ctx); err != nil || v != 1 {
 		t.Fatalf("Choose = %d, %v", v, err)
 	}
 }
@@ -112,7 +114,7 @@ func TestMessageRanks(t *testing.T) {
 func TestOrdering(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"procs", 4}})
-	rec, err := actorrt.SpawnPerProc[Recorder](procs, "ordering", actorrt.Dims{{"actors", 2}})
+	rec, err := actorrt.SpawnPerProc[Recorder](ctx, procs, "ordering", actorrt.Dims{{"actors", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,8 +157,8 @@ func TestOrdering(t *testing.T) {
 			want[r] = append(want[r], i)
 		}
 		if i%10 == 4 {
-			calls = append(calls, actorrt.Call1(target, (*Recorder).NoteCall, i))
-		} else if err := actorrt.BroadcastVoid1(target, (*Recorder).Note, i); err != nil {
+			calls = append(calls, actorrt.Method1((*Recorder).NoteCall).Call(target, i))
+		} else if err := actorrt.VoidMethod1((*Recorder).Note).Broadcast(target, i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,7 +167,7 @@ func TestOrdering(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	seen, err := actorrt.Call(rec, (*Recorder).Seen).Get(ctx)
+	seen, err := actorrt.Method((*Recorder).Seen).Call(rec).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +196,8 @@ func TestActorsOfAProcRunConcurrently(t *testing.T) {
 	ctx := testCtx(t)
 	a := spawn[Gate](t, actorrt.ThisProc(), "gate-a")
 	b := spawn[Gate](t, actorrt.ThisProc(), "gate-b")
-	waiting := actorrt.CallOne(a, (*Gate).Wait)
-	if _, err := actorrt.CallOneVoid(b, (*Gate).Open).Get(ctx); err != nil {
+	waiting := actorrt.Method((*Gate).Wait).CallOne(a)
+	if _, err := actorrt.VoidMethod((*Gate).Open).CallOne(b).Get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := waiting.Get(ctx); err != nil || !ok {
@@ -209,14 +211,14 @@ func TestOneMessageAtATime(t *testing.T) {
 	s := spawn[Sleeper](t, actorrt.ThisProc(), "sleeper")
 	var futs []*actorrt.Future[actorrt.Void]
 	for i := 0; i < 50; i++ {
-		futs = append(futs, actorrt.CallOneVoid(s, (*Sleeper).Nap))
+		futs = append(futs, actorrt.VoidMethod((*Sleeper).Nap).CallOne(s))
 	}
 	for _, f := range futs {
 		if _, err := f.Get(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if max, _ := actorrt.CallOne(s, (*Sleeper).Max).Get(ctx); max != 1 {
+	if max, _ := actorrt.Method((*Sleeper).Max).CallOne(s).Get(ctx); max != 1 {
 		t.Fatalf("%d messages ran at once in one actor", max)
 	}
 }
@@ -228,7 +230,7 @@ func TestLargeArgument(t *testing.T) {
 	echo := spawn[Echo](t, procs, "digest")
 	big := bytes.Repeat([]byte("monarch!"), 20<<20/8)
 	big[len(big)-1] = '?'
-	sum, err := actorrt.CallOne1(echo, (*Echo).Digest, big).Get(ctx)
+	sum, err := actorrt.Method1((*Echo).Digest).CallOne(echo, big).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,17 +242,17 @@ func TestLargeArgument(t *testing.T) {
 func TestEndpointErrors(t *testing.T) {
 	ctx := testCtx(t)
 	echo := spawn[Echo](t, actorrt.ThisProc(), "errors")
-	_, err := actorrt.CallOneVoid1(echo, (*Echo).Fail, "no thanks").Get(ctx)
+	_, err := actorrt.VoidMethod1((*Echo).Fail).CallOne(echo, "no thanks").Get(ctx)
 	var ae *actorrt.ActorError
 	if !errors.As(err, &ae) || ae.Endpoint != "Fail" || ae.Message != "no thanks" || ae.ActorID != "errors[0]" {
 		t.Fatalf("err = %#v", err)
 	}
-	_, err = actorrt.CallOneVoid(echo, (*Echo).Panic).Get(ctx)
+	_, err = actorrt.VoidMethod((*Echo).Panic).CallOne(echo).Get(ctx)
 	if !errors.Is(err, actorrt.ErrPanic) || !errors.As(err, &ae) || !strings.Contains(ae.Stack, "Panic") {
 		t.Fatalf("panic err = %v", err)
 	}
 	// The actor lives on.
-	if v, err := actorrt.CallOne(echo, (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+	if v, err := actorrt.Method((*Echo).Ping).CallOne(echo).Get(ctx); err != nil || v != 1 {
 		t.Fatalf("after errors: %d, %v", v, err)
 	}
 }

@@ -3,13 +3,41 @@ package actorrt
 import (
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 )
 
-// The adverbs (Call, CallOne, Broadcast, Stream, Choose and their
-// numbered forms in adverbs_gen.go) are thin typed fronts for the
-// functions here. Each sends one message to the mesh's subject, with the
-// selected region in its header and, unless it is a Broadcast, a reply port
-// of this proc; every member in the region answers on that port.
+// The adverbs (the methods Call, CallOne, Broadcast, Stream, Choose and
+// Send of the endpoint types in adverbs_gen.go) are thin typed fronts for
+// the functions here. Each sends one message to the mesh's subject, with
+// the selected region in its header and, unless it is a Broadcast, a
+// reply port of this proc; every member in the region answers on that
+// port.
+
+// binding is a method expression bound as an endpoint (Method and its
+// kin). The endpoint it names is found from the function at its first
+// use, and kept: later sends skip the lookup.
+type binding struct {
+	fn any
+	m  atomic.Pointer[method]
+}
+
+func bind(fn any) *binding { return &binding{fn: fn} }
+
+// endpoint is the endpoint b names in actor type at.
+func (b *binding) endpoint(at *actorType) (*method, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: the zero endpoint (bind one with actorrt.Method)", ErrBadEndpoint)
+	}
+	if m := b.m.Load(); m != nil && m.owner == at {
+		return m, nil
+	}
+	m, err := endpointOf(b.fn, at)
+	if err != nil {
+		return nil, err
+	}
+	b.m.Store(m)
+	return m, nil
+}
 
 // meshTarget is a (sliced) mesh as the adverbs see it.
 type meshTarget struct {
@@ -18,8 +46,8 @@ type meshTarget struct {
 	err error
 }
 
-// prepare checks the target and finds the endpoint behind fn.
-func prepare(t meshTarget, fn any) (*runtimeT, *method, label, error) {
+// prepare checks the target and finds the endpoint b names.
+func prepare(t meshTarget, b *binding) (*runtimeT, *method, label, error) {
 	what := label{"?", "?"}
 	if t.ref != nil {
 		what.mesh = t.ref.name
@@ -34,7 +62,7 @@ func prepare(t meshTarget, fn any) (*runtimeT, *method, label, error) {
 	if t.ref == nil {
 		return nil, nil, what, fmt.Errorf("actorrt: mesh was not spawned (use Spawn)")
 	}
-	m, err := endpointOf(fn, t.ref.typ)
+	m, err := b.endpoint(t.ref.typ)
 	if err != nil {
 		return nil, nil, what, err
 	}
@@ -75,8 +103,8 @@ func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, reply 
 	return rt.publish(ref.subject, w.bytes())
 }
 
-func callAdverb[R any](t meshTarget, fn any, args []any) *Future[ValueMesh[R]] {
-	rt, m, what, err := prepare(t, fn)
+func callAdverb[R any](t meshTarget, b *binding, args []any) *Future[ValueMesh[R]] {
+	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return failedFuture[ValueMesh[R]](what, err)
 	}
@@ -87,11 +115,11 @@ func callAdverb[R any](t meshTarget, fn any, args []any) *Future[ValueMesh[R]] {
 	return fut
 }
 
-func callOneAdverb[R any](t meshTarget, fn any, args []any) *Future[R] {
+func callOneAdverb[R any](t meshTarget, b *binding, args []any) *Future[R] {
 	if t.err == nil && t.reg.numRanks() != 1 {
 		t.err = fmt.Errorf("%w: %s has extent %v (%d actors)", ErrNotOne, t.ref.name, t.reg.extent(), t.reg.numRanks())
 	}
-	rt, m, what, err := prepare(t, fn)
+	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return failedFuture[R](what, err)
 	}
@@ -102,8 +130,8 @@ func callOneAdverb[R any](t meshTarget, fn any, args []any) *Future[R] {
 	return fut
 }
 
-func broadcastAdverb(t meshTarget, fn any, args []any) error {
-	rt, m, _, err := prepare(t, fn)
+func broadcastAdverb(t meshTarget, b *binding, args []any) error {
+	rt, m, _, err := prepare(t, b)
 	if err != nil {
 		return err
 	}
@@ -111,8 +139,8 @@ func broadcastAdverb(t meshTarget, fn any, args []any) error {
 }
 
 // sendAdverb is Send: every member answers on the caller's port.
-func sendAdverb(t meshTarget, fn any, port portRef, args []any) error {
-	rt, m, _, err := prepare(t, fn)
+func sendAdverb(t meshTarget, b *binding, port portRef, args []any) error {
+	rt, m, _, err := prepare(t, b)
 	if err != nil {
 		return err
 	}
@@ -136,8 +164,8 @@ func (rt *runtimeT) sendOpen(t meshTarget, m *method, args []any, h portHandler)
 	return nil
 }
 
-func streamAdverb[R any](t meshTarget, fn any, args []any) *ReplyStream[R] {
-	rt, m, what, err := prepare(t, fn)
+func streamAdverb[R any](t meshTarget, b *binding, args []any) *ReplyStream[R] {
+	rt, m, what, err := prepare(t, b)
 	failed := func(err error) *ReplyStream[R] {
 		s := &ReplyStream[R]{ch: make(chan streamItem[R], 1), n: 1, what: what}
 		s.ch <- streamItem[R]{err: err}
@@ -155,9 +183,9 @@ func streamAdverb[R any](t meshTarget, fn any, args []any) *ReplyStream[R] {
 }
 
 // chooseAdverb calls one member of the region picked at random.
-func chooseAdverb[R any](t meshTarget, fn any, args []any) *Future[R] {
+func chooseAdverb[R any](t meshTarget, b *binding, args []any) *Future[R] {
 	if t.err == nil {
 		t.reg = t.reg.single(rand.IntN(t.reg.numRanks()))
 	}
-	return callOneAdverb[R](t, fn, args)
+	return callOneAdverb[R](t, b, args)
 }

@@ -2,470 +2,238 @@
 
 package actorrt
 
+// Endpoint is an endpoint of actor type A taking 0 argument(s) and answering R,
+// bound once from a method expression (see Method). Its methods are the adverbs.
+// The zero Endpoint is bound to nothing: its adverbs fail.
+type Endpoint[A, R any] struct{ b *binding }
+
+// Method binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 0 argument(s) returning (R, error). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func Method[A, R any](ep func(*A, *Context) (R, error)) Endpoint[A, R] {
+	return Endpoint[A, R]{bind(ep)}
+}
+
+// VoidMethod binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 0 argument(s) returning only error; its result type is Void. It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func VoidMethod[A any](ep func(*A, *Context) error) Endpoint[A, Void] {
+	return Endpoint[A, Void]{bind(ep)}
+}
+
+// PortMethod binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func PortMethod[A, R any](ep func(*A, *Context, Port[R]) error) Endpoint[A, R] {
+	return Endpoint[A, R]{bind(ep)}
+}
+
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
-// For an endpoint of 0 argument(s) returning (R, error).
-func Call[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, nil)
-}
-
-// CallVoid sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 0 argument(s) returning only error.
-func CallVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *Future[ValueMesh[Void]] {
-	return callAdverb[Void](m.target(), ep, nil)
-}
-
-// CallPort sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, nil)
-}
-
-// Call1 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 1 argument(s) returning (R, error).
-func Call1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), a1 T1) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, []any{a1})
-}
-
-// CallVoid1 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 1 argument(s) returning only error.
-func CallVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1 T1) *Future[ValueMesh[Void]] {
-	return callAdverb[Void](m.target(), ep, []any{a1})
-}
-
-// CallPort1 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, []any{a1})
-}
-
-// Call2 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 2 argument(s) returning (R, error).
-func Call2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// CallVoid2 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 2 argument(s) returning only error.
-func CallVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) *Future[ValueMesh[Void]] {
-	return callAdverb[Void](m.target(), ep, []any{a1, a2})
-}
-
-// CallPort2 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// Call3 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 3 argument(s) returning (R, error).
-func Call3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), a1 T1, a2 T2, a3 T3) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, []any{a1, a2, a3})
-}
-
-// CallVoid3 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 3 argument(s) returning only error.
-func CallVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[ValueMesh[Void]] {
-	return callAdverb[Void](m.target(), ep, []any{a1, a2, a3})
-}
-
-// CallPort3 sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
-// The future fails with the first member error.
-// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), ep, []any{a1, a2, a3})
+func (e Endpoint[A, R]) Call(m *ActorMesh[A]) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), e.b, nil)
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 0 argument(s) returning (R, error).
-func CallOne[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, nil)
-}
-
-// CallOneVoid calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 0 argument(s) returning only error.
-func CallOneVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *Future[Void] {
-	return callOneAdverb[Void](m.target(), ep, nil)
-}
-
-// CallOnePort calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallOnePort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, nil)
-}
-
-// CallOne1 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 1 argument(s) returning (R, error).
-func CallOne1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), a1 T1) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, []any{a1})
-}
-
-// CallOneVoid1 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 1 argument(s) returning only error.
-func CallOneVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1 T1) *Future[Void] {
-	return callOneAdverb[Void](m.target(), ep, []any{a1})
-}
-
-// CallOnePort1 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallOnePort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, []any{a1})
-}
-
-// CallOne2 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 2 argument(s) returning (R, error).
-func CallOne2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// CallOneVoid2 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 2 argument(s) returning only error.
-func CallOneVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) *Future[Void] {
-	return callOneAdverb[Void](m.target(), ep, []any{a1, a2})
-}
-
-// CallOnePort2 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallOnePort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// CallOne3 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 3 argument(s) returning (R, error).
-func CallOne3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), a1 T1, a2 T2, a3 T3) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, []any{a1, a2, a3})
-}
-
-// CallOneVoid3 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 3 argument(s) returning only error.
-func CallOneVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[Void] {
-	return callOneAdverb[Void](m.target(), ep, []any{a1, a2, a3})
-}
-
-// CallOnePort3 calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
-// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func CallOnePort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[R] {
-	return callOneAdverb[R](m.target(), ep, []any{a1, a2, a3})
+func (e Endpoint[A, R]) CallOne(m *ActorMesh[A]) *Future[R] {
+	return callOneAdverb[R](m.target(), e.b, nil)
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
-// For an endpoint of 0 argument(s) returning (R, error).
-func Broadcast[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) error {
-	return broadcastAdverb(m.target(), ep, nil)
-}
-
-// BroadcastVoid sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 0 argument(s) returning only error.
-func BroadcastVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) error {
-	return broadcastAdverb(m.target(), ep, nil)
-}
-
-// BroadcastPort sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func BroadcastPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) error {
-	return broadcastAdverb(m.target(), ep, nil)
-}
-
-// Broadcast1 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 1 argument(s) returning (R, error).
-func Broadcast1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), a1 T1) error {
-	return broadcastAdverb(m.target(), ep, []any{a1})
-}
-
-// BroadcastVoid1 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 1 argument(s) returning only error.
-func BroadcastVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1 T1) error {
-	return broadcastAdverb(m.target(), ep, []any{a1})
-}
-
-// BroadcastPort1 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func BroadcastPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) error {
-	return broadcastAdverb(m.target(), ep, []any{a1})
-}
-
-// Broadcast2 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 2 argument(s) returning (R, error).
-func Broadcast2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) error {
-	return broadcastAdverb(m.target(), ep, []any{a1, a2})
-}
-
-// BroadcastVoid2 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 2 argument(s) returning only error.
-func BroadcastVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) error {
-	return broadcastAdverb(m.target(), ep, []any{a1, a2})
-}
-
-// BroadcastPort2 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func BroadcastPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) error {
-	return broadcastAdverb(m.target(), ep, []any{a1, a2})
-}
-
-// Broadcast3 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 3 argument(s) returning (R, error).
-func Broadcast3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), a1 T1, a2 T2, a3 T3) error {
-	return broadcastAdverb(m.target(), ep, []any{a1, a2, a3})
-}
-
-// BroadcastVoid3 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 3 argument(s) returning only error.
-func BroadcastVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, a1 T1, a2 T2, a3 T3) error {
-	return broadcastAdverb(m.target(), ep, []any{a1, a2, a3})
-}
-
-// BroadcastPort3 sends the call to every member of m and does not wait for, or receive, any result.
-// The returned error is about sending only.
-// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func BroadcastPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) error {
-	return broadcastAdverb(m.target(), ep, []any{a1, a2, a3})
+func (e Endpoint[A, R]) Broadcast(m *ActorMesh[A]) error {
+	return broadcastAdverb(m.target(), e.b, nil)
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 0 argument(s) returning (R, error).
-func Stream[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, nil)
-}
-
-// StreamVoid sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 0 argument(s) returning only error.
-func StreamVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *ReplyStream[Void] {
-	return streamAdverb[Void](m.target(), ep, nil)
-}
-
-// StreamPort sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func StreamPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, nil)
-}
-
-// Stream1 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 1 argument(s) returning (R, error).
-func Stream1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), a1 T1) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, []any{a1})
-}
-
-// StreamVoid1 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 1 argument(s) returning only error.
-func StreamVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1 T1) *ReplyStream[Void] {
-	return streamAdverb[Void](m.target(), ep, []any{a1})
-}
-
-// StreamPort1 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func StreamPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, []any{a1})
-}
-
-// Stream2 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 2 argument(s) returning (R, error).
-func Stream2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// StreamVoid2 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 2 argument(s) returning only error.
-func StreamVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) *ReplyStream[Void] {
-	return streamAdverb[Void](m.target(), ep, []any{a1, a2})
-}
-
-// StreamPort2 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func StreamPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// Stream3 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 3 argument(s) returning (R, error).
-func Stream3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), a1 T1, a2 T2, a3 T3) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, []any{a1, a2, a3})
-}
-
-// StreamVoid3 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 3 argument(s) returning only error.
-func StreamVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *ReplyStream[Void] {
-	return streamAdverb[Void](m.target(), ep, []any{a1, a2, a3})
-}
-
-// StreamPort3 sends the call to every member of m and yields their results as they arrive.
-// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func StreamPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), ep, []any{a1, a2, a3})
+func (e Endpoint[A, R]) Stream(m *ActorMesh[A]) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), e.b, nil)
 }
 
 // Choose calls one member of m, picked at random.
-// For an endpoint of 0 argument(s) returning (R, error).
-func Choose[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error)) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, nil)
-}
-
-// ChooseVoid calls one member of m, picked at random.
-// For an endpoint of 0 argument(s) returning only error.
-func ChooseVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error) *Future[Void] {
-	return chooseAdverb[Void](m.target(), ep, nil)
-}
-
-// ChoosePort calls one member of m, picked at random.
-// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func ChoosePort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, nil)
-}
-
-// Choose1 calls one member of m, picked at random.
-// For an endpoint of 1 argument(s) returning (R, error).
-func Choose1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), a1 T1) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, []any{a1})
-}
-
-// ChooseVoid1 calls one member of m, picked at random.
-// For an endpoint of 1 argument(s) returning only error.
-func ChooseVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, a1 T1) *Future[Void] {
-	return chooseAdverb[Void](m.target(), ep, []any{a1})
-}
-
-// ChoosePort1 calls one member of m, picked at random.
-// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func ChoosePort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, a1 T1) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, []any{a1})
-}
-
-// Choose2 calls one member of m, picked at random.
-// For an endpoint of 2 argument(s) returning (R, error).
-func Choose2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), a1 T1, a2 T2) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// ChooseVoid2 calls one member of m, picked at random.
-// For an endpoint of 2 argument(s) returning only error.
-func ChooseVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, a1 T1, a2 T2) *Future[Void] {
-	return chooseAdverb[Void](m.target(), ep, []any{a1, a2})
-}
-
-// ChoosePort2 calls one member of m, picked at random.
-// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func ChoosePort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, a1 T1, a2 T2) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, []any{a1, a2})
-}
-
-// Choose3 calls one member of m, picked at random.
-// For an endpoint of 3 argument(s) returning (R, error).
-func Choose3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), a1 T1, a2 T2, a3 T3) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, []any{a1, a2, a3})
-}
-
-// ChooseVoid3 calls one member of m, picked at random.
-// For an endpoint of 3 argument(s) returning only error.
-func ChooseVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[Void] {
-	return chooseAdverb[Void](m.target(), ep, []any{a1, a2, a3})
-}
-
-// ChoosePort3 calls one member of m, picked at random.
-// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func ChoosePort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, a1 T1, a2 T2, a3 T3) *Future[R] {
-	return chooseAdverb[R](m.target(), ep, []any{a1, a2, a3})
+func (e Endpoint[A, R]) Choose(m *ActorMesh[A]) *Future[R] {
+	return chooseAdverb[R](m.target(), e.b, nil)
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 0 argument(s) returning (R, error).
-func Send[A, R any](m *ActorMesh[A], ep func(*A, *Context) (R, error), port Port[R]) error {
-	return sendAdverb(m.target(), ep, port.ref, nil)
+func (e Endpoint[A, R]) Send(m *ActorMesh[A], port Port[R]) error {
+	return sendAdverb(m.target(), e.b, port.ref, nil)
 }
 
-// SendVoid sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 0 argument(s) returning only error.
-func SendVoid[A any](m *ActorMesh[A], ep func(*A, *Context) error, port Port[Void]) error {
-	return sendAdverb(m.target(), ep, port.ref, nil)
+// Endpoint1 is an endpoint of actor type A taking 1 argument(s) and answering R,
+// bound once from a method expression (see Method1). Its methods are the adverbs.
+// The zero Endpoint1 is bound to nothing: its adverbs fail.
+type Endpoint1[A, T1, R any] struct{ b *binding }
+
+// Method1 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 1 argument(s) returning (R, error). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func Method1[A, T1, R any](ep func(*A, *Context, T1) (R, error)) Endpoint1[A, T1, R] {
+	return Endpoint1[A, T1, R]{bind(ep)}
 }
 
-// SendPort sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 0 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func SendPort[A, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R]) error, port Port[R]) error {
-	return sendAdverb(m.target(), ep, port.ref, nil)
+// VoidMethod1 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 1 argument(s) returning only error; its result type is Void. It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func VoidMethod1[A, T1 any](ep func(*A, *Context, T1) error) Endpoint1[A, T1, Void] {
+	return Endpoint1[A, T1, Void]{bind(ep)}
 }
 
-// Send1 sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 1 argument(s) returning (R, error).
-func Send1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, T1) (R, error), port Port[R], a1 T1) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1})
+// PortMethod1 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func PortMethod1[A, T1, R any](ep func(*A, *Context, Port[R], T1) error) Endpoint1[A, T1, R] {
+	return Endpoint1[A, T1, R]{bind(ep)}
 }
 
-// SendVoid1 sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 1 argument(s) returning only error.
-func SendVoid1[A, T1 any](m *ActorMesh[A], ep func(*A, *Context, T1) error, port Port[Void], a1 T1) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1})
+// Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+func (e Endpoint1[A, T1, R]) Call(m *ActorMesh[A], a1 T1) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), e.b, []any{a1})
 }
 
-// SendPort1 sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 1 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func SendPort1[A, T1, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1) error, port Port[R], a1 T1) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1})
+// CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+func (e Endpoint1[A, T1, R]) CallOne(m *ActorMesh[A], a1 T1) *Future[R] {
+	return callOneAdverb[R](m.target(), e.b, []any{a1})
 }
 
-// Send2 sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 2 argument(s) returning (R, error).
-func Send2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) (R, error), port Port[R], a1 T1, a2 T2) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2})
+// Broadcast sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+func (e Endpoint1[A, T1, R]) Broadcast(m *ActorMesh[A], a1 T1) error {
+	return broadcastAdverb(m.target(), e.b, []any{a1})
 }
 
-// SendVoid2 sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 2 argument(s) returning only error.
-func SendVoid2[A, T1, T2 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2) error, port Port[Void], a1 T1, a2 T2) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2})
+// Stream sends the call to every member of m and yields their results as they arrive.
+func (e Endpoint1[A, T1, R]) Stream(m *ActorMesh[A], a1 T1) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), e.b, []any{a1})
 }
 
-// SendPort2 sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func SendPort2[A, T1, T2, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2) error, port Port[R], a1 T1, a2 T2) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2})
+// Choose calls one member of m, picked at random.
+func (e Endpoint1[A, T1, R]) Choose(m *ActorMesh[A], a1 T1) *Future[R] {
+	return chooseAdverb[R](m.target(), e.b, []any{a1})
 }
 
-// Send3 sends the call to every member of m; each member's result (or error) goes to port,
+// Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 3 argument(s) returning (R, error).
-func Send3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) (R, error), port Port[R], a1 T1, a2 T2, a3 T3) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2, a3})
+func (e Endpoint1[A, T1, R]) Send(m *ActorMesh[A], port Port[R], a1 T1) error {
+	return sendAdverb(m.target(), e.b, port.ref, []any{a1})
 }
 
-// SendVoid3 sends the call to every member of m; each member's result (or error) goes to port,
-// which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 3 argument(s) returning only error.
-func SendVoid3[A, T1, T2, T3 any](m *ActorMesh[A], ep func(*A, *Context, T1, T2, T3) error, port Port[Void], a1 T1, a2 T2, a3 T3) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2, a3})
+// Endpoint2 is an endpoint of actor type A taking 2 argument(s) and answering R,
+// bound once from a method expression (see Method2). Its methods are the adverbs.
+// The zero Endpoint2 is bound to nothing: its adverbs fail.
+type Endpoint2[A, T1, T2, R any] struct{ b *binding }
+
+// Method2 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 2 argument(s) returning (R, error). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func Method2[A, T1, T2, R any](ep func(*A, *Context, T1, T2) (R, error)) Endpoint2[A, T1, T2, R] {
+	return Endpoint2[A, T1, T2, R]{bind(ep)}
 }
 
-// SendPort3 sends the call to every member of m; each member's result (or error) goes to port,
+// VoidMethod2 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 2 argument(s) returning only error; its result type is Void. It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func VoidMethod2[A, T1, T2 any](ep func(*A, *Context, T1, T2) error) Endpoint2[A, T1, T2, Void] {
+	return Endpoint2[A, T1, T2, Void]{bind(ep)}
+}
+
+// PortMethod2 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 2 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func PortMethod2[A, T1, T2, R any](ep func(*A, *Context, Port[R], T1, T2) error) Endpoint2[A, T1, T2, R] {
+	return Endpoint2[A, T1, T2, R]{bind(ep)}
+}
+
+// Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+func (e Endpoint2[A, T1, T2, R]) Call(m *ActorMesh[A], a1 T1, a2 T2) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), e.b, []any{a1, a2})
+}
+
+// CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+func (e Endpoint2[A, T1, T2, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2) *Future[R] {
+	return callOneAdverb[R](m.target(), e.b, []any{a1, a2})
+}
+
+// Broadcast sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+func (e Endpoint2[A, T1, T2, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2) error {
+	return broadcastAdverb(m.target(), e.b, []any{a1, a2})
+}
+
+// Stream sends the call to every member of m and yields their results as they arrive.
+func (e Endpoint2[A, T1, T2, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), e.b, []any{a1, a2})
+}
+
+// Choose calls one member of m, picked at random.
+func (e Endpoint2[A, T1, T2, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2) *Future[R] {
+	return chooseAdverb[R](m.target(), e.b, []any{a1, a2})
+}
+
+// Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
-// For an endpoint of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint).
-func SendPort3[A, T1, T2, T3, R any](m *ActorMesh[A], ep func(*A, *Context, Port[R], T1, T2, T3) error, port Port[R], a1 T1, a2 T2, a3 T3) error {
-	return sendAdverb(m.target(), ep, port.ref, []any{a1, a2, a3})
+func (e Endpoint2[A, T1, T2, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2) error {
+	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2})
+}
+
+// Endpoint3 is an endpoint of actor type A taking 3 argument(s) and answering R,
+// bound once from a method expression (see Method3). Its methods are the adverbs.
+// The zero Endpoint3 is bound to nothing: its adverbs fail.
+type Endpoint3[A, T1, T2, T3, R any] struct{ b *binding }
+
+// Method3 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 3 argument(s) returning (R, error). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func Method3[A, T1, T2, T3, R any](ep func(*A, *Context, T1, T2, T3) (R, error)) Endpoint3[A, T1, T2, T3, R] {
+	return Endpoint3[A, T1, T2, T3, R]{bind(ep)}
+}
+
+// VoidMethod3 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 3 argument(s) returning only error; its result type is Void. It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func VoidMethod3[A, T1, T2, T3 any](ep func(*A, *Context, T1, T2, T3) error) Endpoint3[A, T1, T2, T3, Void] {
+	return Endpoint3[A, T1, T2, T3, Void]{bind(ep)}
+}
+
+// PortMethod3 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 3 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func PortMethod3[A, T1, T2, T3, R any](ep func(*A, *Context, Port[R], T1, T2, T3) error) Endpoint3[A, T1, T2, T3, R] {
+	return Endpoint3[A, T1, T2, T3, R]{bind(ep)}
+}
+
+// Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+func (e Endpoint3[A, T1, T2, T3, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+}
+
+// CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+func (e Endpoint3[A, T1, T2, T3, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *Future[R] {
+	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+}
+
+// Broadcast sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+func (e Endpoint3[A, T1, T2, T3, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) error {
+	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3})
+}
+
+// Stream sends the call to every member of m and yields their results as they arrive.
+func (e Endpoint3[A, T1, T2, T3, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+}
+
+// Choose calls one member of m, picked at random.
+func (e Endpoint3[A, T1, T2, T3, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *Future[R] {
+	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+}
+
+// Send sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+func (e Endpoint3[A, T1, T2, T3, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3) error {
+	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3})
 }

@@ -41,47 +41,47 @@ func TestBadInput(t *testing.T) {
 	echo := spawn[Echo](t, procs, "bad-input-echo")
 
 	t.Run("unregistered type", func(t *testing.T) {
-		_, err := actorrt.Spawn[NeverRegistered](procs, "never")
+		_, err := actorrt.Spawn[NeverRegistered](ctx, procs, "never")
 		if !errors.Is(err, actorrt.ErrNotRegistered) || !contains(err.Error(), "Register[NeverRegistered]") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("type whose Register failed", func(t *testing.T) {
-		_, err := actorrt.Spawn[BadResult](procs, "bad")
+		_, err := actorrt.Spawn[BadResult](ctx, procs, "bad")
 		if !errors.Is(err, actorrt.ErrNotRegistered) || !contains(err.Error(), "Register failed") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("name already used", func(t *testing.T) {
-		_, err := actorrt.Spawn[Counter](procs, "bad-input", 0)
+		_, err := actorrt.Spawn[Counter](ctx, procs, "bad-input", 0)
 		if !errors.Is(err, actorrt.ErrNameTaken) {
 			t.Fatalf("err = %v", err)
 		}
 		// The failed spawn left the first mesh alone.
-		if v, err := actorrt.Call(counters, (*Counter).GetValue).Get(ctx); err != nil || v.Len() != 2 {
+		if v, err := actorrt.Method((*Counter).GetValue).Call(counters).Get(ctx); err != nil || v.Len() != 2 {
 			t.Fatalf("first mesh after a refused spawn: %v, %v", v, err)
 		}
 	})
 	t.Run("wrong Init arguments", func(t *testing.T) {
 		for _, args := range [][]any{{}, {"zero"}, {1, 2}} {
-			if _, err := actorrt.Spawn[Counter](procs, "args", args...); !errors.Is(err, actorrt.ErrBadArgs) {
+			if _, err := actorrt.Spawn[Counter](ctx, procs, "args", args...); !errors.Is(err, actorrt.ErrBadArgs) {
 				t.Errorf("Spawn(%v) err = %v", args, err)
 			}
 		}
 	})
 	t.Run("bad name", func(t *testing.T) {
-		if _, err := actorrt.Spawn[Echo](procs, "a.b"); !errors.Is(err, actorrt.ErrBadArgs) {
+		if _, err := actorrt.Spawn[Echo](ctx, procs, "a.b"); !errors.Is(err, actorrt.ErrBadArgs) {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("argument that cannot be decoded", func(t *testing.T) {
-		_, err := actorrt.CallOneVoid1(echo.At("gpus", 0), (*Echo).Take, Picky{}).Get(ctx)
+		_, err := actorrt.VoidMethod1((*Echo).Take).CallOne(echo.At("gpus", 0), Picky{}).Get(ctx)
 		if !errors.Is(err, actorrt.ErrDecode) || !contains(err.Error(), "argument 1") {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("CallOne on two actors", func(t *testing.T) {
-		_, err := actorrt.CallOne(counters, (*Counter).GetValue).Get(ctx)
+		_, err := actorrt.Method((*Counter).GetValue).CallOne(counters).Get(ctx)
 		if !errors.Is(err, actorrt.ErrNotOne) || !contains(err.Error(), "{gpus: 2}") {
 			t.Fatalf("err = %v", err)
 		}
@@ -96,10 +96,10 @@ func TestBadInput(t *testing.T) {
 			if !errors.Is(m.Err(), actorrt.ErrOutOfRange) {
 				t.Errorf("Err() = %v", m.Err())
 			}
-			if err := actorrt.BroadcastVoid(m, (*Counter).Increment); !errors.Is(err, actorrt.ErrOutOfRange) {
+			if err := actorrt.VoidMethod((*Counter).Increment).Broadcast(m); !errors.Is(err, actorrt.ErrOutOfRange) {
 				t.Errorf("Broadcast err = %v", err)
 			}
-			if _, err := actorrt.Call(m, (*Counter).GetValue).Get(ctx); !errors.Is(err, actorrt.ErrOutOfRange) {
+			if _, err := actorrt.Method((*Counter).GetValue).Call(m).Get(ctx); !errors.Is(err, actorrt.ErrOutOfRange) {
 				t.Errorf("Call err = %v", err)
 			}
 		}
@@ -109,27 +109,31 @@ func TestBadInput(t *testing.T) {
 	})
 	t.Run("function that is not an endpoint", func(t *testing.T) {
 		notMethod := func(c *Counter, ctx *actorrt.Context) (int, error) { return 0, nil }
-		if _, err := actorrt.Call(counters, notMethod).Get(ctx); !errors.Is(err, actorrt.ErrBadEndpoint) {
+		if _, err := actorrt.Method(notMethod).Call(counters).Get(ctx); !errors.Is(err, actorrt.ErrBadEndpoint) {
 			t.Fatalf("err = %v", err)
 		}
-		if _, err := actorrt.Call[Counter, int](counters, nil).Get(ctx); !errors.Is(err, actorrt.ErrBadEndpoint) {
+		if _, err := actorrt.Method[Counter, int](nil).Call(counters).Get(ctx); !errors.Is(err, actorrt.ErrBadEndpoint) {
 			t.Fatalf("nil endpoint err = %v", err)
+		}
+		var zero actorrt.Endpoint[Counter, int]
+		if _, err := zero.Call(counters).Get(ctx); !errors.Is(err, actorrt.ErrBadEndpoint) {
+			t.Fatalf("zero endpoint err = %v", err)
 		}
 	})
 	t.Run("bad extent", func(t *testing.T) {
-		if _, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 0}}); !errors.Is(err, actorrt.ErrBadExtent) {
+		if _, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 0}}); !errors.Is(err, actorrt.ErrBadExtent) {
 			t.Fatalf("err = %v", err)
 		}
-		if _, err := actorrt.SpawnPerProc[Echo](procs, "dup-dim", actorrt.Dims{{"gpus", 2}}); !errors.Is(err, actorrt.ErrBadExtent) {
+		if _, err := actorrt.SpawnPerProc[Echo](ctx, procs, "dup-dim", actorrt.Dims{{"gpus", 2}}); !errors.Is(err, actorrt.ErrBadExtent) {
 			t.Fatalf("err = %v", err)
 		}
 	})
 	t.Run("nil meshes", func(t *testing.T) {
-		if _, err := actorrt.Spawn[Echo](nil, "x"); err == nil {
+		if _, err := actorrt.Spawn[Echo](ctx, nil, "x"); err == nil {
 			t.Fatal("Spawn on a nil ProcMesh succeeded")
 		}
 		var m *actorrt.ActorMesh[Echo]
-		if _, err := actorrt.CallOne(m, (*Echo).Ping).Get(ctx); err == nil {
+		if _, err := actorrt.Method((*Echo).Ping).CallOne(m).Get(ctx); err == nil {
 			t.Fatal("CallOne on a nil mesh succeeded")
 		}
 	})

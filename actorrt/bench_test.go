@@ -127,18 +127,18 @@ func latencies(b *testing.B, n int, fn func() error) []float64 {
 // beside raw NATS request-reply; p50 latency in µs.
 func BenchmarkW1CallOne(b *testing.B) {
 	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer procs.Stop()
-	echo, err := actorrt.Spawn[Echo](procs, "w1")
+	defer procs.Stop(ctx)
+	echo, err := actorrt.Spawn[Echo](ctx, procs, "w1")
 	if err != nil {
 		b.Fatal(err)
 	}
 	raw := newRawBus(b)
 	raw.startRaw(b, "raw-rr", 0)
-	ours := func() error { _, err := actorrt.CallOne(echo, (*Echo).Ping).Get(ctx); return err }
+	ours := func() error { _, err := actorrt.Method((*Echo).Ping).CallOne(echo).Get(ctx); return err }
 	floor := func() error { _, err := raw.nc.Request("bench.rr", []byte{1}, 5*time.Second); return err }
 	latencies(b, 500, ours) // warm up both paths
 	latencies(b, 500, floor)
@@ -156,12 +156,12 @@ func BenchmarkW1CallOne(b *testing.B) {
 // gathering 64 replies; p50 latency in µs.
 func BenchmarkW3Call64(b *testing.B) {
 	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"procs", 4}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 4}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer procs.Stop()
-	echo, err := actorrt.SpawnPerProc[Echo](procs, "w3", actorrt.Dims{{"actors", 16}})
+	defer procs.Stop(ctx)
+	echo, err := actorrt.SpawnPerProc[Echo](ctx, procs, "w3", actorrt.Dims{{"actors", 16}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func BenchmarkW3Call64(b *testing.B) {
 	}
 	defer sub.Unsubscribe()
 	ours := func() error {
-		v, err := actorrt.Call(echo, (*Echo).Ping).Get(ctx)
+		v, err := actorrt.Method((*Echo).Ping).Call(echo).Get(ctx)
 		if err == nil && v.Len() != 64 {
 			err = fmt.Errorf("%d replies", v.Len())
 		}
@@ -213,12 +213,12 @@ func BenchmarkW3Call64(b *testing.B) {
 // process; messages per second until the receiver has counted them all.
 func BenchmarkW2Broadcast(b *testing.B) {
 	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer procs.Stop()
-	rec, err := actorrt.Spawn[Recorder](procs, "w2")
+	defer procs.Stop(ctx)
+	rec, err := actorrt.Spawn[Recorder](ctx, procs, "w2")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -229,12 +229,12 @@ func BenchmarkW2Broadcast(b *testing.B) {
 	ours := func() float64 {
 		t0 := time.Now()
 		for i := 0; i < n; i++ {
-			if err := actorrt.BroadcastVoid(rec, (*Recorder).Hit); err != nil {
+			if err := actorrt.VoidMethod((*Recorder).Hit).Broadcast(rec); err != nil {
 				b.Fatal(err)
 			}
 		}
 		sent += n
-		got, err := actorrt.CallOne(rec, (*Recorder).Count).Get(ctx)
+		got, err := actorrt.Method((*Recorder).Count).CallOne(rec).Get(ctx)
 		if err != nil || got != sent {
 			b.Fatalf("actor counted %d of %d: %v", got, sent, err)
 		}
@@ -288,23 +288,23 @@ func (f *Flooder) Flood(ctx *actorrt.Context, d time.Duration) (int, error) {
 // written lines/s: the ratio must be 1.
 func BenchmarkLogsEndToEnd(b *testing.B) {
 	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"procs", 16}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 16}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer procs.Stop()
+	defer procs.Stop(ctx)
 	// Recorded, not printed: the benchmark's own output stays readable.
 	if err := procs.LoggingOption(ctx, actorrt.LogOptions{StreamToClient: false}); err != nil {
 		b.Fatal(err)
 	}
-	f, err := actorrt.Spawn[Flooder](procs, "flooders")
+	f, err := actorrt.Spawn[Flooder](ctx, procs, "flooders")
 	if err != nil {
 		b.Fatal(err)
 	}
 	before := actorrt.ClientLogStats().Lines
 	const d = 5 * time.Second
 	t0 := time.Now()
-	counts, err := actorrt.Call1(f, (*Flooder).Flood, d).Get(ctx)
+	counts, err := actorrt.Method1((*Flooder).Flood).Call(f, d).Get(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,19 @@ type Context struct {
 	reply  portRef // where the answer goes
 }
 
+// actorKey is the context key of the actor whose endpoint a context is.
+type actorKey struct{}
+
+// actorOf is the actor whose endpoint ctx is, or is derived from; nil for
+// a context of the client (or of no actor).
+func actorOf(ctx context.Context) *actor {
+	if c, ok := ctx.(*Context); ok {
+		return c.actor
+	}
+	a, _ := ctx.Value(actorKey{}).(*actor)
+	return a
+}
+
 // ActorInstance describes the actor running the current endpoint.
 func (c *Context) ActorInstance() *ActorInstance { return &ActorInstance{a: c.actor} }
 

@@ -13,15 +13,20 @@
 //	func (c *Counter) Increment(ctx *actorrt.Context) error         { c.value++; return nil }
 //	func (c *Counter) GetValue(ctx *actorrt.Context) (int, error)   { return c.value, nil }
 //
+//	var (
+//		increment = actorrt.VoidMethod((*Counter).Increment)
+//		getValue  = actorrt.Method((*Counter).GetValue)
+//	)
+//
 //	func main() {
 //		actorrt.Register[Counter]()
 //		actorrt.Main(func(ctx context.Context) error {
-//			procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 8}})
+//			procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 //			...
-//			counters, err := actorrt.Spawn[Counter](procs, "counters", 0)
-//			actorrt.BroadcastVoid(counters, (*Counter).Increment)
-//			actorrt.BroadcastVoid(counters.Slice("gpus", 0, 4), (*Counter).Increment)
-//			values, err := actorrt.Call(counters, (*Counter).GetValue).Get(ctx) // [2 2 2 2 1 1 1 1]
+//			counters, err := actorrt.Spawn[Counter](ctx, procs, "counters", 0)
+//			increment.Broadcast(counters)
+//			increment.Broadcast(counters.Slice("gpus", 0, 4))
+//			values, err := getValue.Call(counters).Get(ctx) // [2 2 2 2 1 1 1 1]
 //			...
 //		})
 //	}
@@ -33,30 +38,40 @@
 // with side effects (flags that start something, files, banners) inside
 // Main's function, or after an IsProc check.
 //
-// # Adverbs
+// # Endpoints and adverbs
 //
-// Adverbs take the mesh, the endpoint as a method expression and its
-// arguments; the compiler checks all three:
+// An endpoint is bound once from its method expression, by the function
+// for its shape; the number is how many arguments follow ctx (0 to 3):
+//
+//	returns (R, error)          Method, Method1, Method2, Method3
+//	returns only error          VoidMethod, VoidMethod1, ... (R is Void)
+//	takes a Port[R] first       PortMethod, PortMethod1, ... (answers on the port)
+//
+// The result, an Endpoint (Endpoint1, ...), is a small value: bind it in a
+// package-level var or at the call. Its methods are the adverbs; the
+// compiler checks the mesh's actor type, the arguments and the result:
 //
 //	Call       every member; a Future of a ValueMesh of the results, by rank
 //	CallOne    the single member of a mesh of one (ErrNotOne otherwise)
 //	Broadcast  every member, no reply
 //	Stream     every member; the results as they arrive
 //	Choose     one member picked at random
+//	Send       every member; each answers on a Port the caller gives
 //
-// Go has no variadic type parameters, so the endpoint's shape picks the
-// form of each adverb:
-//
-//	returns (R, error)              Call, CallOne, Broadcast, Stream, Choose, Send
-//	returns only error              the Void forms: CallVoid, BroadcastVoid, ... (R is Void)
-//	takes a Port[R] first           the Port forms: CallPort, CallOnePort, ...
-//	takes N more arguments (1..3)   the suffix N: Call1, CallOneVoid2, SendPort3, ...
-//
-// A wrong pick does not compile: "type func(c *Counter, ctx
+// A wrong binding does not compile: "type func(c *Counter, ctx
 // *actorrt.Context) error of (*Counter).Increment does not match inferred
 // type func(*Counter, *actorrt.Context) (R, error)" means the endpoint
-// returns only error, so the Void form is the one; "too many arguments in
-// call to actorrt.Call" means the form with the argument count's suffix.
+// returns only error, so VoidMethod is the one; "(cannot infer A and R)"
+// on a method with arguments means the numbered form.
+//
+// # Contexts and ownership
+//
+// Every call that blocks, or creates something owned, takes a
+// context.Context first: Spawn, SpawnPerProc, SpawnProcs, Stop,
+// HostsFromConfig, FlushLogs, LoggingOption. The context also says who
+// owns a new mesh: an endpoint's *Context (or a context derived from it)
+// makes the running actor the owner; any other context, the client (or,
+// in a proc, the proc itself, whose failures go up to the client).
 //
 // # Meshes
 //
@@ -98,8 +113,8 @@
 // client. A failure nobody receives (an endpoint error or panic after a
 // Broadcast, a proc that ends, a host agent that falls silent) reaches the
 // owner as a *MeshFailure: an owner actor's Supervise method handles it or
-// passes it up by failing too, and at the client UnhandledFaultHook decides
-// (by default: print it and exit 1). Calls waiting on a proc that ended
+// passes it up by failing too, and at the client the fault hook decides
+// (WithFaultHook; by default: print it and exit 1). Calls waiting on a proc that ended
 // fail with ErrProcFailed as soon as its host agent sees the exit. Supervise
 // runs in the owner's mailbox like any message: it may call other actors
 // and wait for them, but not itself.
@@ -107,7 +122,7 @@
 // Restarts are the supervisor's own code: Supervise can Stop the failed
 // mesh and Spawn a new one on the same procs (or on new procs, when the
 // proc died), keep it, and return true. Actors may spawn procs and meshes
-// from their endpoints; they own what they spawn.
+// from their endpoints, with the endpoint's ctx; they own what they spawn.
 //
 // # Processes
 //

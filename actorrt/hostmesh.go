@@ -40,16 +40,17 @@ func ThisHost() *HostMesh {
 //
 // Under `monarch run` (or `monarch local --hosts N`) the launcher has
 // started a host agent on every host: HostsFromConfig waits until all
-// have reported (at most the spawn timeout) and returns them. Run directly,
+// have reported (at most the spawn timeout, or until ctx ends) and returns
+// them. Run directly,
 // a "local" hosts file gets its simulated hosts started here, as procs of
 // this machine; the other schedulers need the launcher and say so.
-func HostsFromConfig(env string) (*HostMesh, error) {
+func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	rt, err := getRuntime()
 	if err != nil {
 		return nil, err
 	}
 	if rt.agents.fut != nil {
-		return rt.launchedHosts(rt.ctx)
+		return rt.launchedHosts(ctx)
 	}
 	path := os.Getenv(env)
 	if path == "" {
@@ -69,7 +70,7 @@ func HostsFromConfig(env string) (*HostMesh, error) {
 	// A simulated host is a proc of this machine: every proc has a host
 	// agent, so its children are that host's procs. Its name, h0, h1, ...,
 	// tags its procs' lines; it is counted as a host, not a proc.
-	agents, err := ThisHost().spawnProcs(Dims{{"hosts", n}}, func(rank int) []string {
+	agents, err := ThisHost().spawnProcs(ctx, Dims{{"hosts", n}}, func(rank int) []string {
 		return []string{envHostName + "=" + AgentID(rank)}
 	})
 	if err != nil {
@@ -115,12 +116,15 @@ func (h *HostMesh) String() string { return fmt.Sprintf("HostMesh%v", h.Extent()
 // perHost, each a new OS process running this program in worker mode. The
 // ProcMesh's extent is the host mesh's dimensions followed by perHost's.
 // It waits (at most the spawn timeout) until every proc serves; on failure
-// it stops those that started and returns the error.
-func (h *HostMesh) SpawnProcs(perHost Dims) (*ProcMesh, error) { return h.spawnProcs(perHost, nil) }
+// it stops those that started and returns the error. ctx bounds the wait
+// too.
+func (h *HostMesh) SpawnProcs(ctx context.Context, perHost Dims) (*ProcMesh, error) {
+	return h.spawnProcs(ctx, perHost, nil)
+}
 
 // spawnProcs is SpawnProcs, with extra environment for each new proc by
 // its rank (nil: none).
-func (h *HostMesh) spawnProcs(perHost Dims, extraEnv func(rank int) []string) (*ProcMesh, error) {
+func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(rank int) []string) (*ProcMesh, error) {
 	if h == nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs on a nil HostMesh")
 	}
@@ -180,15 +184,15 @@ func (h *HostMesh) spawnProcs(perHost Dims, extraEnv func(rank int) []string) (*
 		req := reqs[a]
 		req.Proc, req.Port = rt.procID, port
 		if err := rt.sendControl(a, opSpawnProcs, port, req); err != nil {
-			pm.Stop()
+			pm.Stop(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.spawnTimeout)
+	waitCtx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
 	defer cancel()
-	ready, err := fut.Get(ctx)
+	ready, err := fut.Get(waitCtx)
 	if err != nil {
-		pm.Stop()
+		pm.Stop(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
 	}
 	for r, rd := range ready.Values() {

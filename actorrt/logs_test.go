@@ -33,7 +33,7 @@ func (p *Printer) Print(ctx *actorrt.Context, n int) error {
 func helperLogLines() int {
 	return actorrt.Run(func(ctx context.Context) error {
 		n, _ := strconv.Atoi(os.Getenv("LOG_LINES"))
-		procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 8}})
+		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 		if err != nil {
 			return err
 		}
@@ -43,11 +43,11 @@ func helperLogLines() int {
 				return err
 			}
 		}
-		p, err := actorrt.Spawn[Printer](procs, "printers")
+		p, err := actorrt.Spawn[Printer](ctx, procs, "printers")
 		if err != nil {
 			return err
 		}
-		if _, err := actorrt.CallVoid1(p, (*Printer).Print, n).Get(ctx); err != nil {
+		if _, err := actorrt.VoidMethod1((*Printer).Print).Call(p, n).Get(ctx); err != nil {
 			return err
 		}
 		fmt.Println("CLIENT DONE")

@@ -34,12 +34,11 @@ func TestMain(m *testing.M) {
 	}
 	// Tests that make actors fail read the failures from here; the default
 	// hook (exit 1) is tested in a helper process.
-	actorrt.UnhandledFaultHook = failures.record
 	code := 0
 	status := actorrt.Run(func(ctx context.Context) error {
 		code = m.Run()
 		return nil
-	}, actorrt.WithSpawnTimeout(60*time.Second))
+	}, actorrt.WithSpawnTimeout(60*time.Second), actorrt.WithFaultHook(failures.record))
 	pprof.StopCPUProfile()
 	if status != 0 {
 		code = status

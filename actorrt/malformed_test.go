@@ -137,13 +137,13 @@ func TestMalformedMessagesDropped(t *testing.T) {
 	// Still working: calls from the client to the proc, a channel of the
 	// client, and the forged failure reached no supervisor.
 	for i := 0; i < 5; i++ {
-		if v, err := actorrt.CallOne1(echo, (*Echo).Say, "still here").Get(ctx); err != nil || v != "still here" {
+		if v, err := actorrt.Method1((*Echo).Say).CallOne(echo, "still here").Get(ctx); err != nil || v != "still here" {
 			t.Fatalf("call after the malformed messages: %q, %v", v, err)
 		}
 	}
 	port, recv := actorrt.OpenChannel[string]()
 	defer recv.Close()
-	if err := actorrt.Send1(echo, (*Echo).Say, port, "back"); err != nil {
+	if err := actorrt.Method1((*Echo).Say).Send(echo, port, "back"); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := recv.Recv().Get(ctx); err != nil || v != "back" {
@@ -191,7 +191,7 @@ func TestRepliesForPortsNeverOpened(t *testing.T) {
 	waitCounts(t, "client", before, map[string]uint64{"ids": n}, actorrt.DropCounts)
 	for i := 0; i < n; i++ {
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := actorrt.CallOne(echo, (*Echo).Ping).Get(callCtx)
+		_, err := actorrt.Method((*Echo).Ping).CallOne(echo).Get(callCtx)
 		cancel()
 		if err != nil {
 			t.Fatalf("call %d (ports from %d on were forged): %v", i, next, err)

@@ -65,30 +65,32 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 // them, and later calls to those actors fail with ErrStopped. Stopping a
 // proc that already ended is not an error; stopping this process
 // (ThisProc) is. Every line the procs wrote is printed (or recorded)
-// before Stop returns.
-func (p *ProcMesh) Stop() error {
+// before Stop returns. It waits for the procs' agents, at most the stop
+// timeout and a margin, or until ctx ends.
+func (p *ProcMesh) Stop(ctx context.Context) error {
 	rt, err := getRuntime()
 	if err != nil {
 		return err
 	}
-	return p.askAgents(rt, opStopProcs, rt.opts.stopTimeout+10*time.Second)
+	return p.askAgents(ctx, rt, opStopProcs, rt.opts.stopTimeout+10*time.Second)
 }
 
 // FlushLogs returns once every line the procs wrote before the call has
 // reached the client and been printed (or recorded): a flush barrier for
-// output, say before printing a result after a call.
+// output, say before printing a result after a call. It waits at most
+// 10s, or until ctx ends.
 func (p *ProcMesh) FlushLogs(ctx context.Context) error {
 	rt, err := getRuntime()
 	if err != nil {
 		return err
 	}
-	return p.askAgents(rt, opSyncLogs, 10*time.Second)
+	return p.askAgents(ctx, rt, opSyncLogs, 10*time.Second)
 }
 
 // askAgents sends op for the procs of the mesh to their host agents and
-// waits (at most d) for every agent's answer; then, in the client, it
-// prints the lines that came before the answers.
-func (p *ProcMesh) askAgents(rt *runtimeT, op string, d time.Duration) error {
+// waits (at most d, or until ctx ends) for every agent's answer; then, in
+// the client, it prints the lines that came before the answers.
+func (p *ProcMesh) askAgents(ctx context.Context, rt *runtimeT, op string, d time.Duration) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -122,7 +124,7 @@ func (p *ProcMesh) askAgents(rt *runtimeT, op string, d time.Duration) error {
 			return err
 		}
 	}
-	ctx, cancel := context.WithTimeout(rt.ctx, d)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_, err = fut.Get(ctx)
 	if rt.logs != nil {
@@ -243,8 +245,9 @@ func (m *ActorMesh[A]) At(dim string, i int) *ActorMesh[A] {
 // Stop stops every actor of the mesh (the whole mesh, even when called on
 // a slice): queued calls and answers they still owe fail with ErrStopped,
 // and the name can be spawned again. It waits until every proc has the
-// request, not for the actors' goroutines to end.
-func (m *ActorMesh[A]) Stop() error {
+// request (at most the stop timeout, or until ctx ends), not for the
+// actors' goroutines to end.
+func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 	if m.ref == nil {
 		return fmt.Errorf("actorrt: Stop on a mesh that was not spawned")
 	}
@@ -254,7 +257,7 @@ func (m *ActorMesh[A]) Stop() error {
 	}
 	m.ref.stopped.Store(true)
 	stopOn(rt, m.ref.id, m.ref.all)
-	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.stopTimeout)
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.stopTimeout)
 	defer cancel()
 	return rt.conn.Flush(ctx)
 }
@@ -287,28 +290,32 @@ func (m *ActorMesh[A]) target() meshTarget {
 
 // Spawn creates an actor mesh of type T named name with one actor on every
 // proc of procs, and calls each actor's Init with args. It returns when
-// every Init has returned (at most the spawn timeout), or the first error;
-// on error no actor of the mesh is left running.
-func Spawn[T any](procs *ProcMesh, name string, args ...any) (*ActorMesh[T], error) {
-	return SpawnPerProc[T](procs, name, nil, args...)
+// every Init has returned, or the first error, or when ctx ends (at most
+// the spawn timeout); on error no actor of the mesh is left running.
+//
+// The mesh's owner, which hears of its failures (see Supervise), comes
+// from ctx: the actor whose endpoint ctx is (or is derived from), else the
+// client.
+func Spawn[T any](ctx context.Context, procs *ProcMesh, name string, args ...any) (*ActorMesh[T], error) {
+	return SpawnPerProc[T](ctx, procs, name, nil, args...)
 }
 
 // SpawnPerProc is Spawn with several actors on each proc: the mesh's extent
 // is the procs' extent followed by perProc. SpawnPerProc(procs, "w",
 // Dims{{"workers", 16}}) on 4 procs gives 64 actors, 16 per proc.
-func SpawnPerProc[T any](procs *ProcMesh, name string, perProc Dims, args ...any) (*ActorMesh[T], error) {
+func SpawnPerProc[T any](ctx context.Context, procs *ProcMesh, name string, perProc Dims, args ...any) (*ActorMesh[T], error) {
 	at, err := lookupType(reflect.TypeFor[T]())
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: Spawn %q: %w", name, err)
 	}
-	ref, ext, err := spawnMesh(procs, name, at, perProc, args)
+	ref, ext, err := spawnMesh(ctx, procs, name, at, perProc, args)
 	if err != nil {
 		return nil, err
 	}
 	return &ActorMesh[T]{ref: ref, reg: wholeRegion(ext)}, nil
 }
 
-func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args []any) (*meshRef, Extent, error) {
+func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType, perProc Dims, args []any) (*meshRef, Extent, error) {
 	fail := func(err error) (*meshRef, Extent, error) {
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
 	}
@@ -357,7 +364,7 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 		}
 	}
 	ref.all = uniq(ref.procs)
-	rt.own(ref, ext)
+	rt.own(ref, ext, actorOf(ctx))
 	fail = func(err error) (*meshRef, Extent, error) {
 		rt.owned.Delete(ref.id)
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
@@ -385,7 +392,7 @@ func spawnMesh(procs *ProcMesh, name string, at *actorType, perProc Dims, args [
 		}
 		sentTo = append(sentTo, p.ID)
 	}
-	ctx, cancel := context.WithTimeout(rt.ctx, rt.opts.spawnTimeout)
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
 	defer cancel()
 	if _, err := fut.Get(ctx); err != nil {
 		stopOn(rt, ref.id, sentTo)

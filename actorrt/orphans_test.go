@@ -19,19 +19,19 @@ import (
 // of its own, prints every pid and waits.
 func helperTree() int {
 	return actorrt.Run(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"hosts", 2}})
+		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"hosts", 2}})
 		if err != nil {
 			return err
 		}
-		starters, err := actorrt.Spawn[Starter](procs, "starters")
+		starters, err := actorrt.Spawn[Starter](ctx, procs, "starters")
 		if err != nil {
 			return err
 		}
-		inner, err := actorrt.Call(starters, (*Starter).Start).Get(ctx)
+		inner, err := actorrt.Method((*Starter).Start).Call(starters).Get(ctx)
 		if err != nil {
 			return err
 		}
-		pids, err := actorrt.Call(starters, (*Starter).PID).Get(ctx)
+		pids, err := actorrt.Method((*Starter).PID).Call(starters).Get(ctx)
 		if err != nil {
 			return err
 		}
@@ -39,11 +39,11 @@ func helperTree() int {
 			fmt.Println("PID", p)
 		}
 		for _, pm := range inner.Values() {
-			c, err := actorrt.Spawn[Crasher](pm, "c")
+			c, err := actorrt.Spawn[Crasher](ctx, pm, "c")
 			if err != nil {
 				return err
 			}
-			pid, err := actorrt.CallOne(c, (*Crasher).PID).Get(ctx)
+			pid, err := actorrt.Method((*Crasher).PID).CallOne(c).Get(ctx)
 			if err != nil {
 				return err
 			}
@@ -59,15 +59,15 @@ func helperTree() int {
 // the default hook prints the failure and the client exits 1.
 func helperFailure() int {
 	return actorrt.Run(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 		if err != nil {
 			return err
 		}
-		e, err := actorrt.Spawn[Echo](procs, "unsupervised")
+		e, err := actorrt.Spawn[Echo](ctx, procs, "unsupervised")
 		if err != nil {
 			return err
 		}
-		if err := actorrt.BroadcastVoid1(e, (*Echo).Fail, "nobody catches this"); err != nil {
+		if err := actorrt.VoidMethod1((*Echo).Fail).Broadcast(e, "nobody catches this"); err != nil {
 			return err
 		}
 		select {
@@ -188,11 +188,11 @@ func TestOneReportPerFailure(t *testing.T) {
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	e := spawn[Echo](t, procs, "once")
 	c := spawn[Crasher](t, procs, "once-crasher")
-	if err := actorrt.BroadcastVoid1(e, (*Echo).Fail, "first"); err != nil {
+	if err := actorrt.VoidMethod1((*Echo).Fail).Broadcast(e, "first"); err != nil {
 		t.Fatal(err)
 	}
 	waitFailure(t, "once")
-	if err := actorrt.BroadcastVoid1(c, (*Crasher).Crash, "kill"); err != nil {
+	if err := actorrt.VoidMethod1((*Crasher).Crash).Broadcast(c, "kill"); err != nil {
 		t.Fatal(err)
 	}
 	waitFailure(t, "once-crasher") // reported after the proc's end was processed
@@ -210,17 +210,17 @@ func TestOneReportPerFailure(t *testing.T) {
 // grace period); it is not a failure, and calls after it fail clearly.
 func TestProcMeshStop(t *testing.T) {
 	ctx := testCtx(t)
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 2}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := spawn[Crasher](t, procs, "stopped-procs")
-	pids, err := actorrt.Call(c, (*Crasher).PID).Get(ctx)
+	pids, err := actorrt.Method((*Crasher).PID).Call(c).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocked := actorrt.CallOne(c.At("gpus", 0), (*Crasher).Block)
-	if err := procs.Stop(); err != nil {
+	blocked := actorrt.Method((*Crasher).Block).CallOne(c.At("gpus", 0))
+	if err := procs.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitGone(t, pids.Values())
@@ -230,7 +230,7 @@ func TestProcMeshStop(t *testing.T) {
 	if _, err := blocked.Get(ctx); !errors.Is(err, actorrt.ErrStopped) && !errors.As(err, &ae) {
 		t.Fatalf("call in flight at Stop: %v", err)
 	}
-	if _, err := actorrt.Call(c, (*Crasher).PID).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
+	if _, err := actorrt.Method((*Crasher).PID).Call(c).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
 		t.Fatalf("call after Stop: %v", err)
 	}
 	failures.mu.Lock()

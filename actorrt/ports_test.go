@@ -47,7 +47,7 @@ func TestPortThroughTwoHops(t *testing.T) {
 	hops := spawn[Hop](t, procs, "hops")
 	port, recv := actorrt.OpenChannel[string]()
 	defer recv.Close()
-	if _, err := actorrt.CallOneVoid2(hops.At("gpus", 0), (*Hop).Forward, hops.Slice("gpus", 1, 2), port).Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod2((*Hop).Forward).CallOne(hops.At("gpus", 0), hops.Slice("gpus", 1, 2), port).Get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := recv.Recv().Get(ctx)
@@ -63,7 +63,7 @@ func TestSendToPort(t *testing.T) {
 	echo := spawn[Echo](t, procs, "send-echo")
 	port, recv := actorrt.OpenChannel[string]()
 	defer recv.Close()
-	if err := actorrt.Send1(echo, (*Echo).Say, port, "hi"); err != nil {
+	if err := actorrt.Method1((*Echo).Say).Send(echo, port, "hi"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
@@ -74,7 +74,7 @@ func TestSendToPort(t *testing.T) {
 	// Errors reach the port too.
 	vport, vrecv := actorrt.OpenChannel[actorrt.Void]()
 	defer vrecv.Close()
-	if err := actorrt.SendVoid1(echo.At("gpus", 1), (*Echo).Fail, vport, "nope"); err != nil {
+	if err := actorrt.VoidMethod1((*Echo).Fail).Send(echo.At("gpus", 1), vport, "nope"); err != nil {
 		t.Fatal(err)
 	}
 	var ae *actorrt.ActorError
@@ -91,7 +91,7 @@ func TestExplicitPortOutOfOrder(t *testing.T) {
 	h := spawn[Holder](t, procs, "holder")
 	var futs []*actorrt.Future[int]
 	for i := 1; i <= 5; i++ {
-		futs = append(futs, actorrt.CallOnePort1(h, (*Holder).Hold, i))
+		futs = append(futs, actorrt.PortMethod1((*Holder).Hold).CallOne(h, i))
 	}
 	for _, f := range futs {
 		select {
@@ -100,7 +100,7 @@ func TestExplicitPortOutOfOrder(t *testing.T) {
 		default:
 		}
 	}
-	if n, err := actorrt.CallOne(h, (*Holder).Release).Get(ctx); err != nil || n != 5 {
+	if n, err := actorrt.Method((*Holder).Release).CallOne(h).Get(ctx); err != nil || n != 5 {
 		t.Fatalf("Release = %d, %v", n, err)
 	}
 	for i, f := range futs {
@@ -109,11 +109,11 @@ func TestExplicitPortOutOfOrder(t *testing.T) {
 		}
 	}
 	// An answer sent from another goroutine after the endpoint returned.
-	if v, err := actorrt.CallOnePort1(h, (*Holder).Later, "x").Get(ctx); err != nil || v != "later: x" {
+	if v, err := actorrt.PortMethod1((*Holder).Later).CallOne(h, "x").Get(ctx); err != nil || v != "later: x" {
 		t.Fatalf("Later = %q, %v", v, err)
 	}
 	// Call gathers explicit answers by rank like any other.
-	vm, err := actorrt.CallPort1(h, (*Holder).Later, "y").Get(ctx)
+	vm, err := actorrt.PortMethod1((*Holder).Later).Call(h, "y").Get(ctx)
 	if err != nil || !reflect.DeepEqual(vm.Values(), []string{"later: y"}) {
 		t.Fatalf("CallPort = %v, %v", vm, err)
 	}
@@ -121,7 +121,7 @@ func TestExplicitPortOutOfOrder(t *testing.T) {
 	// answer, and since the endpoint could not answer, the actor fails and
 	// its owner (the client, here) hears of it.
 	r := spawn[Holder](t, procs, "refuser")
-	if _, err := actorrt.CallOnePort(r, (*Holder).Refuse).Get(ctx); err == nil || !strings.Contains(err.Error(), "will not answer") {
+	if _, err := actorrt.PortMethod((*Holder).Refuse).CallOne(r).Get(ctx); err == nil || !strings.Contains(err.Error(), "will not answer") {
 		t.Fatalf("Refuse: %v", err)
 	}
 	if f := waitFailure(t, "refuser"); !strings.Contains(f.Reason, "will not answer") {
@@ -135,23 +135,23 @@ func TestUnansweredPortFailsWhenActorStops(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	h := spawn[Holder](t, procs, "ignorer")
-	f := actorrt.CallOnePort(h, (*Holder).Ignore)
-	if v, err := actorrt.CallOne(h, (*Holder).Release).Get(ctx); err != nil || v != 0 {
+	f := actorrt.PortMethod((*Holder).Ignore).CallOne(h)
+	if v, err := actorrt.Method((*Holder).Release).CallOne(h).Get(ctx); err != nil || v != 0 {
 		t.Fatalf("Release = %d, %v", v, err) // the Ignore call has been handled
 	}
-	if err := h.Stop(); err != nil {
+	if err := h.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
 		t.Fatalf("unanswered call: %v, want ErrStopped", err)
 	}
 	// Calls after the stop fail at once, here and from any other holder.
-	if _, err := actorrt.CallOne(h, (*Holder).Release).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
+	if _, err := actorrt.Method((*Holder).Release).CallOne(h).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
 		t.Fatalf("call after Stop: %v", err)
 	}
 	// The name is free again.
 	h2 := spawn[Holder](t, procs, "ignorer")
-	if _, err := actorrt.CallOne(h2, (*Holder).Release).Get(ctx); err != nil {
+	if _, err := actorrt.Method((*Holder).Release).CallOne(h2).Get(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,19 +174,19 @@ func TestSendToGonePort(t *testing.T) {
 		t.Fatalf("send to a closed channel: %v", err)
 	}
 
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hop := spawn[Hop](t, procs, "port-owner")
-	remote, err := actorrt.CallOne(hop, (*Hop).Open).Get(ctx)
+	remote, err := actorrt.Method((*Hop).Open).CallOne(hop).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := remote.Send(1); err != nil {
 		t.Fatalf("send to a live remote channel: %v", err)
 	}
-	if err := procs.Stop(); err != nil {
+	if err := procs.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(10 * time.Second)
@@ -207,7 +207,7 @@ func TestMeshReferences(t *testing.T) {
 	loaders := spawn[DataLoader](t, procs, "dataloader")
 	trainers := spawn[Trainer](t, procs, "dtrainers", loaders)
 	for round := 1; round <= 2; round++ {
-		got, err := actorrt.Call1(trainers, (*Trainer).Step, fmt.Sprint("in", round)).Get(ctx)
+		got, err := actorrt.Method1((*Trainer).Step).Call(trainers, fmt.Sprint("in", round)).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,12 +219,12 @@ func TestMeshReferences(t *testing.T) {
 		}
 	}
 	// A HostMesh travels too: a trainer spawns procs and actors of its own.
-	n, err := actorrt.CallOne1(trainers.At("hosts", 1).At("gpus", 1), (*Trainer).SpawnHere, actorrt.ThisHost()).Get(ctx)
+	n, err := actorrt.Method1((*Trainer).SpawnHere).CallOne(trainers.At("hosts", 1).At("gpus", 1), actorrt.ThisHost()).Get(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("SpawnHere = %d, %v", n, err)
 	}
 	// A mesh of the wrong actor type does not decode into a mesh of another.
-	if _, err := actorrt.Spawn[Trainer](procs, "wrong", loaders.Slice("gpus", 0, 1)); err == nil {
+	if _, err := actorrt.Spawn[Trainer](ctx, procs, "wrong", loaders.Slice("gpus", 0, 1)); err == nil {
 		t.Fatal("Init with a slice of the wrong shape succeeded")
 	}
 }
@@ -286,7 +286,7 @@ func TestStreamDoesNotWaitForTheSlowest(t *testing.T) {
 	// that the busy member there waits for.
 	gates := spawn[Slow](t, procs, "gates")
 	var got []int
-	for v, err := range actorrt.Stream(slow, (*Slow).Wait).All(ctx) {
+	for v, err := range actorrt.Method((*Slow).Wait).Stream(slow).All(ctx) {
 		if err != nil {
 			t.Fatalf("after %v: %v", got, err)
 		}
@@ -295,7 +295,7 @@ func TestStreamDoesNotWaitForTheSlowest(t *testing.T) {
 			if slices.Contains(got, 0) {
 				t.Fatalf("rank 0 answered before its gate opened: %v", got)
 			}
-			if _, err := actorrt.CallOneVoid(gates.At("gpus", 0), (*Slow).OpenGate).Get(ctx); err != nil {
+			if _, err := actorrt.VoidMethod((*Slow).OpenGate).CallOne(gates.At("gpus", 0)).Get(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -311,7 +311,7 @@ func TestChooseSpreads(t *testing.T) {
 	w := spawn[Whoami](t, procs, "choose")
 	seen := map[string]int{}
 	for i := 0; i < 200; i++ {
-		info, err := actorrt.Choose(w, (*Whoami).Info).Get(ctx)
+		info, err := actorrt.Method((*Whoami).Info).Choose(w).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestActorInstance(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"hosts", 1}, {"gpus", 2}})
 	w := spawn[Whoami](t, procs, "whoami")
-	info, err := actorrt.CallOne(w.At("hosts", 0).At("gpus", 1), (*Whoami).Info).Get(ctx)
+	info, err := actorrt.Method((*Whoami).Info).CallOne(w.At("hosts", 0).At("gpus", 1)).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,15 +24,15 @@ func runHelper(name string) int {
 	case "orphans":
 		// Spawn procs, print their pids, then wait to be killed.
 		return actorrt.Run(func(ctx context.Context) error {
-			procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 3}})
+			procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 3}})
 			if err != nil {
 				return err
 			}
-			echo, err := actorrt.Spawn[Echo](procs, "pids")
+			echo, err := actorrt.Spawn[Echo](ctx, procs, "pids")
 			if err != nil {
 				return err
 			}
-			pids, err := actorrt.Call(echo, (*Echo).PID).Get(ctx)
+			pids, err := actorrt.Method((*Echo).PID).Call(echo).Get(ctx)
 			if err != nil {
 				return err
 			}
@@ -57,7 +57,7 @@ func runHelper(name string) int {
 	case "raw-rr", "raw-fan", "raw-sink":
 		return runRawHelper(name)
 	case "not-started":
-		_, err := actorrt.Spawn[Echo](actorrt.ThisProc(), "x")
+		_, err := actorrt.Spawn[Echo](context.Background(), actorrt.ThisProc(), "x")
 		fmt.Println(err)
 		if errors.Is(err, actorrt.ErrNotStarted) {
 			return 0

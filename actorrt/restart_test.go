@@ -34,12 +34,14 @@ type Restarter struct {
 
 func (r *Restarter) Init(ctx *actorrt.Context, procs *actorrt.ProcMesh) error {
 	r.procs = procs
-	return r.start()
+	return r.start(ctx)
 }
 
-func (r *Restarter) start() error {
+// start spawns the workers; ctx is the running endpoint's, so that this
+// actor owns them.
+func (r *Restarter) start(ctx *actorrt.Context) error {
 	r.generation++
-	w, err := actorrt.Spawn[Flaky](r.procs, fmt.Sprintf("flaky-%d", r.generation), r.generation)
+	w, err := actorrt.Spawn[Flaky](ctx, r.procs, fmt.Sprintf("flaky-%d", r.generation), r.generation)
 	if err != nil {
 		return err
 	}
@@ -52,10 +54,10 @@ func (r *Restarter) Supervise(ctx *actorrt.Context, f *actorrt.MeshFailure) bool
 		return false // not ours to restart: pass it up
 	}
 	// Stop the rest of the failed mesh, then spawn a fresh one.
-	if err := r.workers.Stop(); err != nil {
+	if err := r.workers.Stop(ctx); err != nil {
 		return false
 	}
-	if err := r.start(); err != nil {
+	if err := r.start(ctx); err != nil {
 		return false
 	}
 	r.restarts++
@@ -80,22 +82,22 @@ func TestSuperviseRestartsAMesh(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	sup := spawn[Restarter](t, actorrt.ThisProc(), "restarter", procs)
-	first, err := actorrt.CallOne(sup, (*Restarter).Workers).Get(ctx)
+	first, err := actorrt.Method((*Restarter).Workers).CallOne(sup).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := actorrt.BroadcastVoid(first.At("gpus", 1), (*Flaky).Break); err != nil {
+	if err := actorrt.VoidMethod((*Flaky).Break).Broadcast(first.At("gpus", 1)); err != nil {
 		t.Fatal(err)
 	}
 	// Supervise runs in the restarter's mailbox, before the next message.
 	var second *actorrt.ActorMesh[Flaky]
 	for second == nil {
-		n, err := actorrt.CallOne(sup, (*Restarter).Restarts).Get(ctx)
+		n, err := actorrt.Method((*Restarter).Restarts).CallOne(sup).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if n == 1 {
-			second, err = actorrt.CallOne(sup, (*Restarter).Workers).Get(ctx)
+			second, err = actorrt.Method((*Restarter).Workers).CallOne(sup).Get(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,11 +109,11 @@ func TestSuperviseRestartsAMesh(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	gens, err := actorrt.Call(second, (*Flaky).Generation).Get(ctx)
+	gens, err := actorrt.Method((*Flaky).Generation).Call(second).Get(ctx)
 	if err != nil || fmt.Sprint(gens.Values()) != "[2 2]" {
 		t.Fatalf("new mesh answers %v, %v; want [2 2]", gens, err)
 	}
-	if _, err := actorrt.Call(first, (*Flaky).Generation).Get(ctx); !errors.Is(err, actorrt.ErrStopped) && !errors.Is(err, actorrt.ErrActorFailed) {
+	if _, err := actorrt.Method((*Flaky).Generation).Call(first).Get(ctx); !errors.Is(err, actorrt.ErrStopped) && !errors.Is(err, actorrt.ErrActorFailed) {
 		t.Fatalf("old mesh: %v, want ErrStopped or ErrActorFailed", err)
 	}
 }
@@ -120,16 +122,16 @@ func TestSuperviseRestartsAMesh(t *testing.T) {
 type Nester struct{}
 
 func (n *Nester) Grow(ctx *actorrt.Context, size int) ([]int, error) {
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"inner", size}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"inner", size}})
 	if err != nil {
 		return nil, err
 	}
-	defer procs.Stop()
-	echo, err := actorrt.Spawn[Echo](procs, "nested-echo")
+	defer procs.Stop(ctx)
+	echo, err := actorrt.Spawn[Echo](ctx, procs, "nested-echo")
 	if err != nil {
 		return nil, err
 	}
-	v, err := actorrt.Call(echo, (*Echo).Ping).Get(ctx)
+	v, err := actorrt.Method((*Echo).Ping).Call(echo).Get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +150,7 @@ func TestActorSpawnsProcs(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	n := spawn[Nester](t, procs, "nester")
-	got, err := actorrt.CallOne1(n, (*Nester).Grow, 3).Get(ctx)
+	got, err := actorrt.Method1((*Nester).Grow).CallOne(n, 3).Get(ctx)
 	if err != nil || fmt.Sprint(got) != "[1 1 1]" {
 		t.Fatalf("Grow: %v, %v; want [1 1 1]", got, err)
 	}

@@ -69,7 +69,7 @@ type runtimeT struct {
 	procSeq   atomic.Uint64
 
 	owned     sync.Map          // mesh id -> *ownership: meshes spawned here
-	faults    chan *MeshFailure // failures for UnhandledFaultHook (client)
+	faults    chan *MeshFailure // failures for the fault hook (client)
 	fatalCh   chan struct{}     // closed when the client must end (an unhandled failure)
 	fatalErr  error
 	fatalOnce sync.Once
@@ -106,10 +106,12 @@ type options struct {
 	stopTimeout  time.Duration
 	hostTimeout  time.Duration
 	maxMessage   int // 0: the bus's default
+	faultHook    func(*MeshFailure) error
 }
 
 func defaultOptions() options {
-	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, hostTimeout: 5 * time.Second}
+	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, hostTimeout: 5 * time.Second,
+		faultHook: defaultFaultHook}
 }
 
 // WithHostTimeout sets how long a host agent may be silent before its
@@ -563,7 +565,7 @@ func (rt *runtimeT) stopSpawned() {
 	var wg sync.WaitGroup
 	for _, pm := range pms {
 		wg.Add(1)
-		go func() { defer wg.Done(); pm.Stop() }()
+		go func() { defer wg.Done(); pm.Stop(context.Background()) }()
 	}
 	wg.Wait()
 }

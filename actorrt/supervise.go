@@ -1,10 +1,8 @@
 package actorrt
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 )
@@ -18,7 +16,7 @@ import (
 //     bool gets it in its mailbox; true means handled, false means the owner
 //     fails too, and its own owner hears of that;
 //   - an owner actor without Supervise fails too (nothing goes unreported);
-//   - the client calls UnhandledFaultHook.
+//   - the client calls its fault hook (WithFaultHook).
 //
 // A failed actor answers every later call with ErrActorFailed, and the
 // meshes it owned are stopped. Ownership never moves: a failure on a slice,
@@ -54,14 +52,25 @@ func (f *MeshFailure) Error() string {
 
 func (f *MeshFailure) String() string { return f.Error() }
 
-// UnhandledFaultHook is called, once per failure, for every MeshFailure
-// that reaches the client: a failure of a mesh the client owns, or one no
-// owner handled. Returning nil ignores the failure; returning an error
-// means it is unhandled: the client prints it to stderr, stops every proc
-// it started and exits with status 1. The default returns the failure.
-// Set it before Main; it is called from a goroutine of its own, one
-// failure at a time.
-var UnhandledFaultHook = func(f *MeshFailure) error { return f }
+// WithFaultHook sets the client's fault hook: it is called, once per
+// failure, for every MeshFailure that reaches the client: a failure of a
+// mesh the client owns, or one no owner handled. Returning nil ignores
+// the failure; returning an error means it is unhandled: the client
+// prints it to stderr, stops every proc it started and exits with status
+// 1. The default hook returns the failure; a nil hook ignores every
+// failure. The hook runs on a goroutine of its own, one failure at a
+// time.
+func WithFaultHook(hook func(*MeshFailure) error) Option {
+	return func(o *options) error {
+		if hook == nil {
+			hook = func(*MeshFailure) error { return nil }
+		}
+		o.faultHook = hook
+		return nil
+	}
+}
+
+func defaultFaultHook(f *MeshFailure) error { return f }
 
 // ownership is the owner's record of a mesh it spawned.
 type ownership struct {
@@ -73,9 +82,9 @@ type ownership struct {
 	reported map[int]bool // members whose failure was already delivered
 }
 
-// own records that this proc (and the calling actor, if any) owns ref.
-func (rt *runtimeT) own(ref *meshRef, base Extent) *ownership {
-	o := &ownership{ref: ref, base: base, owner: currentActor(), reported: map[int]bool{}}
+// own records that this proc owns ref, and owner (nil: the proc itself).
+func (rt *runtimeT) own(ref *meshRef, base Extent, owner *actor) *ownership {
+	o := &ownership{ref: ref, base: base, owner: owner, reported: map[int]bool{}}
 	rt.owned.Store(ref.id, o)
 	return o
 }
@@ -119,7 +128,8 @@ func (rt *runtimeT) handleFailure(f *MeshFailure) {
 	rt.unhandled(f)
 }
 
-// unhandled passes f to the client's hook, in order, off the dispatcher.
+// unhandled passes f to the client's fault hook, in order, off the
+// dispatcher.
 func (rt *runtimeT) unhandled(f *MeshFailure) {
 	select {
 	case rt.faults <- f:
@@ -129,13 +139,12 @@ func (rt *runtimeT) unhandled(f *MeshFailure) {
 	}
 }
 
-// hookLoop runs UnhandledFaultHook for each failure that reaches the
-// client.
+// hookLoop runs the fault hook for each failure that reaches the client.
 func (rt *runtimeT) hookLoop() {
 	for {
 		select {
 		case f := <-rt.faults:
-			if err := callHook(f); err != nil {
+			if err := callHook(rt.opts.faultHook, f); err != nil {
 				rt.fatal(err)
 			}
 		case <-rt.ctx.Done():
@@ -144,13 +153,13 @@ func (rt *runtimeT) hookLoop() {
 	}
 }
 
-func callHook(f *MeshFailure) (err error) {
+func callHook(hook func(*MeshFailure) error, f *MeshFailure) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("UnhandledFaultHook panicked: %v (on %w)", r, f)
+			err = fmt.Errorf("the fault hook panicked: %v (on %w)", r, f)
 		}
 	}()
-	return UnhandledFaultHook(f)
+	return hook(f)
 }
 
 // fatal ends the client: Main prints err and exits 1.
@@ -183,33 +192,6 @@ func (rt *runtimeT) failuresOnProc(n goneNotice) {
 		}
 		return true
 	})
-}
-
-// The owner of a mesh spawned from an endpoint is the actor running it.
-// Spawn has no context argument, so the runtime knows each actor's
-// goroutine: an actor's messages all run on one goroutine, registered
-// here when it starts.
-var actorGoroutines sync.Map // goroutine id -> *actor
-
-func currentActor() *actor {
-	if a, ok := actorGoroutines.Load(goid()); ok {
-		return a.(*actor)
-	}
-	return nil
-}
-
-// goid is the current goroutine's id, read from its stack header
-// ("goroutine 42 [running]:"). It costs about a microsecond: it is used at
-// actor start and at Spawn only.
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	n, _ := strconv.ParseUint(string(b), 10, 64)
-	return n
 }
 
 // printUnhandled is how the client reports a failure nobody handled.

@@ -18,7 +18,7 @@ func TestBroadcastErrorFailsTheActor(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 	echo := spawn[Echo](t, procs, "bcast-fail")
-	if err := actorrt.BroadcastVoid1(echo.At("gpus", 1), (*Echo).Fail, "no response"); err != nil {
+	if err := actorrt.VoidMethod1((*Echo).Fail).Broadcast(echo.At("gpus", 1), "no response"); err != nil {
 		t.Fatal(err)
 	}
 	f := waitFailure(t, "bcast-fail")
@@ -26,15 +26,15 @@ func TestBroadcastErrorFailsTheActor(t *testing.T) {
 		f.Err == nil || f.Err.Endpoint != "Fail" {
 		t.Fatalf("failure %+v", f)
 	}
-	if _, err := actorrt.CallOne(echo.At("gpus", 1), (*Echo).Ping).Get(ctx); !errors.Is(err, actorrt.ErrActorFailed) {
+	if _, err := actorrt.Method((*Echo).Ping).CallOne(echo.At("gpus", 1)).Get(ctx); !errors.Is(err, actorrt.ErrActorFailed) {
 		t.Fatalf("call to the failed actor: %v", err)
 	}
-	v, err := actorrt.Call(echo.Slice("gpus", 2, 3), (*Echo).Ping).Get(ctx)
+	v, err := actorrt.Method((*Echo).Ping).Call(echo.Slice("gpus", 2, 3)).Get(ctx)
 	if err != nil || v.Len() != 1 {
 		t.Fatalf("call to a live member: %v, %v", v, err)
 	}
 	// A panic with no reply fails the actor the same way.
-	if err := actorrt.BroadcastVoid(echo.At("gpus", 0), (*Echo).Panic); err != nil {
+	if err := actorrt.VoidMethod((*Echo).Panic).Broadcast(echo.At("gpus", 0)); err != nil {
 		t.Fatal(err)
 	}
 	if f := waitFailure(t, "bcast-fail"); !errors.Is(f.Err, actorrt.ErrPanic) || !strings.Contains(f.Err.Stack, "Panic") {
@@ -52,15 +52,15 @@ func TestProcDeath(t *testing.T) {
 			ctx := testCtx(t)
 			procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 			c := spawn[Crasher](t, procs, "crash-"+how)
-			blocked := actorrt.CallOne(c.At("gpus", 1), (*Crasher).Block)
-			if _, err := actorrt.CallOne(c.At("gpus", 2), (*Crasher).PID).Get(ctx); err != nil {
+			blocked := actorrt.Method((*Crasher).Block).CallOne(c.At("gpus", 1))
+			if _, err := actorrt.Method((*Crasher).PID).CallOne(c.At("gpus", 2)).Get(ctx); err != nil {
 				t.Fatal(err) // the Block call is in by now: same sender, same proc order
 			}
 			start := time.Now()
 			// The crash goes to another actor on the same proc: a second
 			// mesh, so the blocked one stays blocked.
 			c2 := spawn[Crasher](t, procs, "crash2-"+how)
-			if err := actorrt.BroadcastVoid1(c2.At("gpus", 1), (*Crasher).Crash, how); err != nil {
+			if err := actorrt.VoidMethod1((*Crasher).Crash).Broadcast(c2.At("gpus", 1), how); err != nil {
 				t.Fatal(err)
 			}
 			_, err := blocked.Get(ctx)
@@ -72,11 +72,11 @@ func TestProcDeath(t *testing.T) {
 				t.Fatalf("in-flight call failed after %v, want under 5s", took)
 			}
 			t.Logf("%s: in-flight call failed %v after the crash was sent: %v", how, took.Round(time.Millisecond), err)
-			_, err = actorrt.Call(c, (*Crasher).PID).Get(ctx)
+			_, err = actorrt.Method((*Crasher).PID).Call(c).Get(ctx)
 			if !errors.Is(err, actorrt.ErrProcFailed) || !strings.Contains(err.Error(), "{gpus: 1}") {
 				t.Fatalf("later call: %v, want ErrProcFailed naming {gpus: 1}", err)
 			}
-			if v, err := actorrt.Call(c.Slice("gpus", 2, 3), (*Crasher).PID).Get(ctx); err != nil || v.Len() != 1 {
+			if v, err := actorrt.Method((*Crasher).PID).Call(c.Slice("gpus", 2, 3)).Get(ctx); err != nil || v.Len() != 1 {
 				t.Fatalf("slice without the dead rank: %v, %v", v, err)
 			}
 			if f := waitFailure(t, "crash-"+how); f.Rank().String() != "{gpus: 1}" || !strings.Contains(f.Reason, "proc ended") {
@@ -85,7 +85,7 @@ func TestProcDeath(t *testing.T) {
 			waitFailure(t, "crash2-"+how)
 			again := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 			e := spawn[Echo](t, again, "after-"+how)
-			if v, err := actorrt.CallOne(e, (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+			if v, err := actorrt.Method((*Echo).Ping).CallOne(e).Get(ctx); err != nil || v != 1 {
 				t.Fatalf("a new proc after the crash: %v, %v", v, err)
 			}
 		})
@@ -102,22 +102,22 @@ func TestSupervise(t *testing.T) {
 	for _, handle := range []bool{true, false} {
 		name := map[bool]string{true: "sup-handles", false: "sup-escalates"}[handle]
 		sup := spawn[Supervisor](t, actorrt.ThisProc(), name, handle)
-		if _, err := actorrt.CallOneVoid2(sup, (*Supervisor).SpawnWorkers, procs, name+"-w").Get(ctx); err != nil {
+		if _, err := actorrt.VoidMethod2((*Supervisor).SpawnWorkers).CallOne(sup, procs, name+"-w").Get(ctx); err != nil {
 			t.Fatal(err)
 		}
-		workers, err := actorrt.CallOne(sup, (*Supervisor).Workers).Get(ctx)
+		workers, err := actorrt.Method((*Supervisor).Workers).CallOne(sup).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The failure happens through a slice held by the client, which
 		// does not own the mesh: the owner is told.
-		if err := actorrt.BroadcastVoid1(workers.At("gpus", 1), (*Echo).Fail, "worker broke"); err != nil {
+		if err := actorrt.VoidMethod1((*Echo).Fail).Broadcast(workers.At("gpus", 1), "worker broke"); err != nil {
 			t.Fatal(err)
 		}
 		if handle {
 			var seen []string
 			for deadline := time.Now().Add(20 * time.Second); len(seen) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if seen, err = actorrt.CallOne(sup, (*Supervisor).Seen).Get(ctx); err != nil {
+				if seen, err = actorrt.Method((*Supervisor).Seen).CallOne(sup).Get(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -125,7 +125,7 @@ func TestSupervise(t *testing.T) {
 				t.Fatalf("supervisor saw %q", seen)
 			}
 			// Still alive, and its other worker too.
-			if v, err := actorrt.CallOne(workers.At("gpus", 0), (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+			if v, err := actorrt.Method((*Echo).Ping).CallOne(workers.At("gpus", 0)).Get(ctx); err != nil || v != 1 {
 				t.Fatalf("other worker: %v", err)
 			}
 		} else {
@@ -133,11 +133,11 @@ func TestSupervise(t *testing.T) {
 			if f.ActorID != name+"[0]" || !strings.Contains(f.Reason, "did not handle") || !strings.Contains(f.Reason, "worker broke") {
 				t.Fatalf("escalated failure %v", f)
 			}
-			if _, err := actorrt.CallOne(sup, (*Supervisor).Seen).Get(ctx); !errors.Is(err, actorrt.ErrActorFailed) {
+			if _, err := actorrt.Method((*Supervisor).Seen).CallOne(sup).Get(ctx); !errors.Is(err, actorrt.ErrActorFailed) {
 				t.Fatalf("failed supervisor answered: %v", err)
 			}
 			// A failed owner's meshes stop with it.
-			if _, err := actorrt.CallOne(workers.At("gpus", 0), (*Echo).Ping).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
+			if _, err := actorrt.Method((*Echo).Ping).CallOne(workers.At("gpus", 0)).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
 				t.Fatalf("worker of a failed owner: %v", err)
 			}
 		}
@@ -150,26 +150,26 @@ func TestOwnershipStaysWithTheCreator(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	sup := spawn[Supervisor](t, actorrt.ThisProc(), "owner", true)
-	if _, err := actorrt.CallOneVoid2(sup, (*Supervisor).SpawnWorkers, procs, "owned").Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod2((*Supervisor).SpawnWorkers).CallOne(sup, procs, "owned").Get(ctx); err != nil {
 		t.Fatal(err)
 	}
-	workers, err := actorrt.CallOne(sup, (*Supervisor).Workers).Get(ctx)
+	workers, err := actorrt.Method((*Supervisor).Workers).CallOne(sup).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	breaker := spawn[Breaker](t, procs, "breaker")
-	if _, err := actorrt.CallOneVoid2(breaker.At("gpus", 0), (*Breaker).Break, workers.Slice("gpus", 0, 1), "broken by a holder").Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod2((*Breaker).Break).CallOne(breaker.At("gpus", 0), workers.Slice("gpus", 0, 1), "broken by a holder").Get(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var seen []string
 	for deadline := time.Now().Add(20 * time.Second); len(seen) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		seen, _ = actorrt.CallOne(sup, (*Supervisor).Seen).Get(ctx)
+		seen, _ = actorrt.Method((*Supervisor).Seen).CallOne(sup).Get(ctx)
 	}
 	if len(seen) != 1 || !strings.Contains(seen[0], "broken by a holder") {
 		t.Fatalf("owner saw %q", seen)
 	}
 	// The breaker (the holder) did not fail: it still answers.
-	if _, err := actorrt.CallVoid2(breaker, (*Breaker).Break, workers.Slice("gpus", 1, 2), "again").Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod2((*Breaker).Break).Call(breaker, workers.Slice("gpus", 1, 2), "again").Get(ctx); err != nil {
 		t.Fatalf("breaker: %v", err)
 	}
 }
@@ -180,13 +180,13 @@ func TestHostLoss(t *testing.T) {
 	ctx := testCtx(t)
 	outer := spawnProcs(t, actorrt.Dims{{"hosts", 1}})
 	starter := spawn[Starter](t, outer, "starter")
-	inner, err := actorrt.CallOne(starter, (*Starter).Start).Get(ctx)
+	inner, err := actorrt.Method((*Starter).Start).CallOne(starter).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := spawn[Crasher](t, inner, "behind-lost-host")
-	blocked := actorrt.CallOne(e, (*Crasher).Block)
-	agentPID, err := actorrt.CallOne(starter, (*Starter).PID).Get(ctx)
+	blocked := actorrt.Method((*Crasher).Block).CallOne(e)
+	agentPID, err := actorrt.Method((*Starter).PID).CallOne(starter).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ type Starter struct{ procs *actorrt.ProcMesh }
 
 func (s *Starter) Start(ctx *actorrt.Context) (*actorrt.ProcMesh, error) {
 	var err error
-	s.procs, err = actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"inner", 1}})
+	s.procs, err = actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"inner", 1}})
 	return s.procs, err
 }
 

@@ -53,11 +53,11 @@ func allocated(fn func()) uint64 {
 // prints, for each, the bytes the refused send allocated and its error.
 func helperTooLarge() int {
 	return actorrt.Run(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 		if err != nil {
 			return err
 		}
-		echo, err := actorrt.Spawn[Echo](procs, "big")
+		echo, err := actorrt.Spawn[Echo](ctx, procs, "big")
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func helperTooLarge() int {
 		defer recv.Close()
 		// Warm the paths up: the measures should see the refused sends only.
 		small := make([]byte, 100)
-		actorrt.CallOne1(echo, (*Echo).Digest, small).Get(ctx)
+		actorrt.Method1((*Echo).Digest).CallOne(echo, small).Get(ctx)
 		port.Send(small)
 		remoteLen.Call(procs, small).Get(ctx)
 
@@ -74,17 +74,17 @@ func helperTooLarge() int {
 			what string
 			send func() error
 		}{
-			{"call", func() error { _, err := actorrt.CallOne1(echo, (*Echo).Digest, arg).Get(ctx); return err }},
+			{"call", func() error { _, err := actorrt.Method1((*Echo).Digest).CallOne(echo, arg).Get(ctx); return err }},
 			{"send", func() error { return port.Send(arg) }},
 			{"remote", func() error { _, err := remoteLen.Call(procs, arg).Get(ctx); return err }},
-			{"spawn", func() error { _, err := actorrt.Spawn[BigInit](procs, "big-init", arg); return err }},
+			{"spawn", func() error { _, err := actorrt.Spawn[BigInit](ctx, procs, "big-init", arg); return err }},
 		} {
 			var err error
 			n := allocated(func() { err = s.send() })
 			fmt.Printf("REFUSED %s %d %v\n", s.what, n, err)
 		}
 		// Just under the limit, a call goes through.
-		_, err = actorrt.CallOne1(echo, (*Echo).Digest, make([]byte, tooLargeLimit-1024)).Get(ctx)
+		_, err = actorrt.Method1((*Echo).Digest).CallOne(echo, make([]byte, tooLargeLimit-1024)).Get(ctx)
 		fmt.Printf("FITS %v\n", err)
 		return nil
 	}, actorrt.WithMaxMessage(tooLargeLimit))

@@ -1,6 +1,7 @@
 package actorrt_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -130,7 +131,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	w := wires.At("hosts", 1).At("gpus", 0) // a member in another proc than the client
 
 	ext := procs.Extent()
-	ranks, err := actorrt.Call(wires, (*WireEcho).Rank).Get(ctx)
+	ranks, err := actorrt.Method((*WireEcho).Rank).Call(wires).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 			t.Errorf("rank of member %v came back as %v", p, r)
 		}
 	}
-	pids, err := actorrt.Call(echo.Slice("gpus", 1, 2), (*Echo).PID).Get(ctx)
+	pids, err := actorrt.Method((*Echo).PID).Call(echo.Slice("gpus", 1, 2)).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	t.Run("points", func(t *testing.T) {
 		pt, _ := actorrt.NewPoint(ext, 1, 0)
 		for _, p := range []actorrt.Point{pt, ext.Points()[3], {}, actorrt.Extent{}.Points()[0]} {
-			got, err := actorrt.CallOne1(w, (*WireEcho).Point, p).Get(ctx)
+			got, err := actorrt.Method1((*WireEcho).Point).CallOne(w, p).Get(ctx)
 			if err != nil || !samePoint(got, p) || got.Rank() != p.Rank() {
 				t.Errorf("point %v came back as %v (%v)", p, got, err)
 			}
@@ -155,7 +156,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	})
 	t.Run("extents", func(t *testing.T) {
 		for _, e := range []actorrt.Extent{ext, {}, echo.Slice("gpus", 1, 2).Extent(), echo.At("hosts", 0).Extent()} {
-			got, err := actorrt.CallOne1(w, (*WireEcho).Extent, e).Get(ctx)
+			got, err := actorrt.Method1((*WireEcho).Extent).CallOne(w, e).Get(ctx)
 			if err != nil || !got.Equal(e) || got.NumRanks() != e.NumRanks() {
 				t.Errorf("extent %v came back as %v (%v)", e, got, err)
 			}
@@ -163,13 +164,13 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	})
 	t.Run("value meshes", func(t *testing.T) {
 		for _, v := range []actorrt.ValueMesh[int]{pids, {}} {
-			got, err := actorrt.CallOne1(w, (*WireEcho).Ints, v).Get(ctx)
+			got, err := actorrt.Method1((*WireEcho).Ints).CallOne(w, v).Get(ctx)
 			if err != nil || !sameValues(got, v, equal[int]) {
 				t.Errorf("value mesh %v came back as %v (%v)", v, got, err)
 			}
 		}
 		// The points of a received mesh are those of its extent.
-		got, _ := actorrt.CallOne1(w, (*WireEcho).Ints, pids).Get(ctx)
+		got, _ := actorrt.Method1((*WireEcho).Ints).CallOne(w, pids).Get(ctx)
 		for p, x := range got.Items() {
 			if y, err := pids.At(p); err != nil || x != y {
 				t.Errorf("at %v: %d, want %d (%v)", p, x, y, err)
@@ -178,15 +179,15 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	})
 	t.Run("nested in structs, slices and maps", func(t *testing.T) {
 		pt := ext.Points()[2]
-		words, err := actorrt.Call1(echo.At("gpus", 1), (*Echo).Say, "hi").Get(ctx)
+		words, err := actorrt.Method1((*Echo).Say).Call(echo.At("gpus", 1), "hi").Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		inner, err := actorrt.Call(echo.At("hosts", 0), (*Echo).Ping).Get(ctx)
+		inner, err := actorrt.Method((*Echo).Ping).Call(echo.At("hosts", 0)).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nested, err := actorrt.Call1(wires.At("gpus", 0), (*WireEcho).Ints, inner).Get(ctx)
+		nested, err := actorrt.Method1((*WireEcho).Ints).Call(wires.At("gpus", 0), inner).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 			PtrP:   &pt,
 			Nested: nested,
 		}
-		got, err := actorrt.CallOne1(w, (*WireEcho).Bundle, b).Get(ctx)
+		got, err := actorrt.Method1((*WireEcho).Bundle).CallOne(w, b).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,11 +220,11 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	})
 	t.Run("actor meshes and their slices", func(t *testing.T) {
 		meshes := []*actorrt.ActorMesh[Echo]{echo, echo.Slice("gpus", 1, 2), echo.At("hosts", 1), echo.At("hosts", 0).At("gpus", 1)}
-		got, err := actorrt.CallOne1(w, (*WireEcho).ActorList, meshes).Get(ctx)
+		got, err := actorrt.Method1((*WireEcho).ActorList).CallOne(w, meshes).Get(ctx)
 		if err != nil || len(got) != len(meshes) {
 			t.Fatalf("mesh list came back as %v (%v)", got, err)
 		}
-		one, err := actorrt.CallOne1(w, (*WireEcho).Actors, meshes[1]).Get(ctx)
+		one, err := actorrt.Method1((*WireEcho).Actors).CallOne(w, meshes[1]).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -236,8 +237,8 @@ func TestWireValuesRoundTrip(t *testing.T) {
 				continue
 			}
 			// Usable: the received reference reaches the same members.
-			want, err1 := actorrt.Call(m, (*Echo).Where).Get(ctx)
-			have, err2 := actorrt.Call(back, (*Echo).Where).Get(ctx)
+			want, err1 := actorrt.Method((*Echo).Where).Call(m).Get(ctx)
+			have, err2 := actorrt.Method((*Echo).Where).Call(back).Get(ctx)
 			if err1 != nil || err2 != nil || !sameValues(have, want, equal[string]) {
 				t.Errorf("%v: members %v (%v), want %v (%v)", m, have, err2, want, err1)
 			}
@@ -245,7 +246,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	})
 	t.Run("proc meshes", func(t *testing.T) {
 		in := map[string]*actorrt.ProcMesh{"all": procs, "slice": procs.Slice("gpus", 1, 2), "one": procs.At("hosts", 0).At("gpus", 1)}
-		got, err := actorrt.CallOne1(w, (*WireEcho).Procs, in).Get(ctx)
+		got, err := actorrt.Method1((*WireEcho).Procs).CallOne(w, in).Get(ctx)
 		if err != nil || len(got) != len(in) {
 			t.Fatalf("proc meshes came back as %v (%v)", got, err)
 		}
@@ -255,54 +256,54 @@ func TestWireValuesRoundTrip(t *testing.T) {
 			}
 		}
 		// Usable: actors spawned on the received slice live on its procs.
-		m, err := actorrt.Spawn[Echo](got["slice"], "wire-on-received-procs")
+		m, err := actorrt.Spawn[Echo](ctx, got["slice"], "wire-on-received-procs")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m.Stop()
-		have, err := actorrt.Call(m, (*Echo).PID).Get(ctx)
+		defer m.Stop(ctx)
+		have, err := actorrt.Method((*Echo).PID).Call(m).Get(ctx)
 		if err != nil || !sameValues(have, pids, equal[int]) {
 			t.Errorf("actors on the received slice: pids %v (%v), want %v", have, err, pids)
 		}
 		// And a proc mesh made in a proc (ThisProc there) is usable here.
-		here, err := actorrt.CallOne(w, (*WireEcho).Here).Get(ctx)
+		here, err := actorrt.Method((*WireEcho).Here).CallOne(w).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m2, err := actorrt.Spawn[Echo](here, "wire-on-a-proc")
+		m2, err := actorrt.Spawn[Echo](ctx, here, "wire-on-a-proc")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer m2.Stop()
-		pid, err1 := actorrt.CallOne(m2, (*Echo).PID).Get(ctx)
-		wpid, err2 := actorrt.CallOne(echo.At("hosts", 1).At("gpus", 0), (*Echo).PID).Get(ctx)
+		defer m2.Stop(ctx)
+		pid, err1 := actorrt.Method((*Echo).PID).CallOne(m2).Get(ctx)
+		wpid, err2 := actorrt.Method((*Echo).PID).CallOne(echo.At("hosts", 1).At("gpus", 0)).Get(ctx)
 		if err1 != nil || err2 != nil || pid != wpid {
 			t.Errorf("an actor on the proc's own ThisProc runs in pid %d (%v), want %d (%v)", pid, err1, wpid, err2)
 		}
 	})
 	t.Run("host meshes", func(t *testing.T) {
-		got, err := actorrt.CallOne1(w, (*WireEcho).Hosts, actorrt.ThisHost()).Get(ctx)
+		got, err := actorrt.Method1((*WireEcho).Hosts).CallOne(w, actorrt.ThisHost()).Get(ctx)
 		if err != nil || !got.Extent().Equal(actorrt.ThisHost().Extent()) {
 			t.Fatalf("ThisHost came back as %v (%v)", got, err)
 		}
 		// Usable: procs started through the received host mesh serve.
-		more, err := got.SpawnProcs(actorrt.Dims{{"extra", 1}})
+		more, err := got.SpawnProcs(ctx, actorrt.Dims{{"extra", 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer more.Stop()
-		m, err := actorrt.Spawn[Echo](more, "wire-on-received-host")
+		defer more.Stop(ctx)
+		m, err := actorrt.Spawn[Echo](ctx, more, "wire-on-received-host")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, err := actorrt.CallOne(m, (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+		if v, err := actorrt.Method((*Echo).Ping).CallOne(m).Get(ctx); err != nil || v != 1 {
 			t.Errorf("actor on a proc of the received host mesh: %v, %v", v, err)
 		}
 	})
 	t.Run("ports", func(t *testing.T) {
 		port, recv := actorrt.OpenChannel[string]()
 		defer recv.Close()
-		got, err := actorrt.CallOne2(w, (*WireEcho).Port, 1, port).Get(ctx)
+		got, err := actorrt.Method2((*WireEcho).Port).CallOne(w, 1, port).Get(ctx)
 		if err != nil || got.String() != port.String() {
 			t.Fatalf("port %v came back as %v (%v)", port, got, err)
 		}
@@ -315,20 +316,20 @@ func TestWireValuesRoundTrip(t *testing.T) {
 	})
 	t.Run("actor errors and failures as values", func(t *testing.T) {
 		ae := &actorrt.ActorError{ActorID: "m[3]", Proc: "p-1", Endpoint: "Step", Code: actorrt.CodePanic, Message: "boom", Stack: "goroutine 1"}
-		got, err := actorrt.CallOne1(w, (*WireEcho).ActorError, ae).Get(ctx)
+		got, err := actorrt.Method1((*WireEcho).ActorError).CallOne(w, ae).Get(ctx)
 		if err != nil || !reflect.DeepEqual(got, ae) || !errors.Is(got, actorrt.ErrPanic) {
 			t.Errorf("actor error %#v came back as %#v (%v)", ae, got, err)
 		}
 		mf := &actorrt.MeshFailure{Mesh: "m", MeshID: "c.m1", ActorID: "m[3]", Proc: "p-1", Reason: "its proc ended",
 			Dims: ext.Dims(), Coords: []int{1, 1}, Base: 3, Err: ae}
-		gotF, err := actorrt.CallOne1(w, (*WireEcho).Failure, mf).Get(ctx)
+		gotF, err := actorrt.Method1((*WireEcho).Failure).CallOne(w, mf).Get(ctx)
 		if err != nil || !reflect.DeepEqual(gotF, mf) || !samePoint(gotF.Rank(), ext.Points()[3]) {
 			t.Errorf("failure %#v came back as %#v (%v)", mf, gotF, err)
 		}
 	})
 	t.Run("errors", func(t *testing.T) {
 		for _, s := range wireSentinels {
-			_, err := actorrt.CallOneVoid1(w, (*WireEcho).Fail, s.Error()).Get(ctx)
+			_, err := actorrt.VoidMethod1((*WireEcho).Fail).CallOne(w, s.Error()).Get(ctx)
 			var ae *actorrt.ActorError
 			if !errors.Is(err, s) || !errors.As(err, &ae) || ae.Endpoint != "Fail" || !strings.Contains(err.Error(), "echoed: "+s.Error()) {
 				t.Errorf("endpoint error wrapping %q came back as %v", s, err)
@@ -342,7 +343,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 		// An endpoint that returns an actor's error keeps what it means.
 		for _, code := range []string{actorrt.CodePanic, actorrt.CodeDecode, actorrt.CodeNoSuch} {
 			inner := &actorrt.ActorError{ActorID: "m[0]", Proc: "p-2", Endpoint: "Step", Code: code, Message: "inner"}
-			_, err := actorrt.CallOneVoid1(w, (*WireEcho).FailWith, inner).Get(ctx)
+			_, err := actorrt.VoidMethod1((*WireEcho).FailWith).CallOne(w, inner).Get(ctx)
 			for sentinel, want := range map[error]bool{actorrt.ErrPanic: code == actorrt.CodePanic, actorrt.ErrDecode: code == actorrt.CodeDecode, actorrt.ErrBadEndpoint: code == actorrt.CodeNoSuch} {
 				if errors.Is(err, sentinel) != want {
 					t.Errorf("endpoint returning an error of code %q: errors.Is(%v, %v) = %v", code, err, sentinel, !want)
@@ -359,15 +360,15 @@ func TestSpawnOnStoppedProcs(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 	w := spawn[WireEcho](t, procs, "wire-stopped")
-	host, err := actorrt.CallOne(w.At("gpus", 2), (*WireEcho).Host).Get(ctx)
+	host, err := actorrt.Method((*WireEcho).Host).CallOne(w.At("gpus", 2)).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := procs.Slice("gpus", 1, 3).Stop(); err != nil {
+	if err := procs.Slice("gpus", 1, 3).Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Calls to actors on the stopped procs already fail so.
-	if _, err := actorrt.CallOne(w.At("gpus", 1), (*WireEcho).Rank).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
+	if _, err := actorrt.Method((*WireEcho).Rank).CallOne(w.At("gpus", 1)).Get(ctx); !errors.Is(err, actorrt.ErrStopped) {
 		t.Fatalf("call to an actor on a stopped proc: %v", err)
 	}
 	quick := func(what string, try func() error) {
@@ -382,31 +383,31 @@ func TestSpawnOnStoppedProcs(t *testing.T) {
 		}
 	}
 	quick("Spawn on the stopped slice", func() error {
-		_, err := actorrt.Spawn[Echo](procs.Slice("gpus", 1, 3), "on-stopped")
+		_, err := actorrt.Spawn[Echo](ctx, procs.Slice("gpus", 1, 3), "on-stopped")
 		return err
 	})
 	quick("Spawn on a mesh with stopped procs", func() error {
-		_, err := actorrt.Spawn[Echo](procs, "on-partly-stopped")
+		_, err := actorrt.Spawn[Echo](ctx, procs, "on-partly-stopped")
 		return err
 	})
 	quick("Spawn on a slice of a stopped slice", func() error {
-		_, err := actorrt.Spawn[Echo](procs.Slice("gpus", 1, 3).At("gpus", 1), "on-stopped-one")
+		_, err := actorrt.Spawn[Echo](ctx, procs.Slice("gpus", 1, 3).At("gpus", 1), "on-stopped-one")
 		return err
 	})
 	quick("SpawnPerProc", func() error {
-		_, err := actorrt.SpawnPerProc[Echo](procs.At("gpus", 2), "per-proc-on-stopped", actorrt.Dims{{"workers", 2}})
+		_, err := actorrt.SpawnPerProc[Echo](ctx, procs.At("gpus", 2), "per-proc-on-stopped", actorrt.Dims{{"workers", 2}})
 		return err
 	})
 	quick("SpawnProcs on a stopped proc's host agent", func() error {
-		_, err := host.SpawnProcs(actorrt.Dims{{"gpus", 1}})
+		_, err := host.SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 		return err
 	})
 	// The proc that was not stopped still takes actors.
-	live, err := actorrt.Spawn[Echo](procs.At("gpus", 0), "on-live")
+	live, err := actorrt.Spawn[Echo](ctx, procs.At("gpus", 0), "on-live")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := actorrt.CallOne(live, (*Echo).Ping).Get(ctx); err != nil || v != 1 {
+	if v, err := actorrt.Method((*Echo).Ping).CallOne(live).Get(ctx); err != nil || v != 1 {
 		t.Fatalf("actor on the live proc: %v, %v", v, err)
 	}
 }
@@ -487,7 +488,7 @@ func TestRegisterRefusesLossyTypes(t *testing.T) {
 		t.Errorf("refused an endpoint whose values travel:\n%v", err)
 	}
 	// Spawn says why.
-	if _, err := actorrt.Spawn[LossyStore](actorrt.ThisProc(), "lossy"); !errors.Is(err, actorrt.ErrNotRegistered) ||
+	if _, err := actorrt.Spawn[LossyStore](context.Background(), actorrt.ThisProc(), "lossy"); !errors.Is(err, actorrt.ErrNotRegistered) ||
 		!strings.Contains(err.Error(), "Config.inner.secret") {
 		t.Errorf("Spawn of a refused type: %v", err)
 	}

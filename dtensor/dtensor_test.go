@@ -72,11 +72,11 @@ func TestMain(m *testing.M) {
 func setup(t *testing.T) (context.Context, *actorrt.ProcMesh, *dtensor.Mesh) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { procs.Stop() })
+	t.Cleanup(func() { procs.Stop(ctx) })
 	return ctx, procs, dtensor.Activate(procs)
 }
 
@@ -190,8 +190,8 @@ func TestShardsToActors(t *testing.T) {
 	ctx, procs, m := setup(t)
 	x := must[*dtensor.Tensor](t)(m.Rand(2, 3))
 	xs := shards(t, ctx, x)
-	lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Spawn[Linear](procs, "linear", 3))
-	sums := must[actorrt.ValueMesh[float64]](t)(actorrt.Call1(lin, (*Linear).Sum, x.Shard()).Get(ctx))
+	lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Spawn[Linear](ctx, procs, "linear", 3))
+	sums := must[actorrt.ValueMesh[float64]](t)(actorrt.Method1((*Linear).Sum).Call(lin, x.Shard()).Get(ctx))
 	for i, s := range sums.Values() {
 		want := 0.0
 		for _, v := range xs[i].Float64s() {

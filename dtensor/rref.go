@@ -50,7 +50,7 @@ func Endpoint[A any](name string, ep func(*A, *actorrt.Context, Shard) (Shard, e
 		if err != nil {
 			return nil, err
 		}
-		out, err := actorrt.CallOne1(m.SliceAt(p), ep, NewShard(in)).Get(ctx)
+		out, err := actorrt.Method1(ep).CallOne(m.SliceAt(p), NewShard(in)).Get(ctx)
 		if err != nil {
 			return nil, err
 		}

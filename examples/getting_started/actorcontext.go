@@ -20,11 +20,11 @@ func (c *ContextAwareActor) GetContextInfo(ctx *actorrt.Context) (string, error)
 // differ from actor ranks.
 func actorContext(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	heading("Actor context")
-	c, err := actorrt.Spawn[ContextAwareActor](trainerProcs, "context_actor")
+	c, err := actorrt.Spawn[ContextAwareActor](ctx, trainerProcs, "context_actor")
 	if err != nil {
 		return err
 	}
-	infos, err := actorrt.Call(c.Slice("gpus", 2, 4), (*ContextAwareActor).GetContextInfo).Get(ctx)
+	infos, err := actorrt.Method((*ContextAwareActor).GetContextInfo).Call(c.Slice("gpus", 2, 4)).Get(ctx)
 	if err != nil {
 		return err
 	}

@@ -14,45 +14,51 @@ func (c *Counter) Init(ctx *actorrt.Context, initial int) error { c.value = init
 func (c *Counter) Increment(ctx *actorrt.Context) error         { c.value++; return nil }
 func (c *Counter) GetValue(ctx *actorrt.Context) (int, error)   { return c.value, nil }
 
+// The Counter's endpoints, bound once; their methods are the adverbs.
+var (
+	increment = actorrt.VoidMethod((*Counter).Increment)
+	getValue  = actorrt.Method((*Counter).GetValue)
+)
+
 // counters: Defining an Actor, Spawning An Actor In The Local Process,
 // Sending A Simple Message, Multiple Actors at Once, Broadcasting Messages,
 // Slicing Meshes.
 func counters(ctx context.Context) error {
 	heading("Spawning an actor in the local process")
-	counter, err := actorrt.Spawn[Counter](actorrt.ThisProc(), "counter", 0)
+	counter, err := actorrt.Spawn[Counter](ctx, actorrt.ThisProc(), "counter", 0)
 	if err != nil {
 		return err
 	}
 
 	heading("Sending a simple message")
-	value, err := actorrt.CallOne(counter, (*Counter).GetValue).Get(ctx)
+	value, err := getValue.CallOne(counter).Get(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("Counter value: %d\n", value)
 
 	heading("Multiple actors at once")
-	procs, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 8}})
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 	if err != nil {
 		return err
 	}
-	defer procs.Stop()
-	counters, err := actorrt.Spawn[Counter](procs, "counters", 0)
+	defer procs.Stop(ctx)
+	counters, err := actorrt.Spawn[Counter](ctx, procs, "counters", 0)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("Process mesh extent: %v\n", procs.Extent())
 
 	heading("Broadcasting messages")
-	if err := actorrt.BroadcastVoid(counters, (*Counter).Increment); err != nil {
+	if err := increment.Broadcast(counters); err != nil {
 		return err
 	}
 
 	heading("Slicing meshes")
-	if err := actorrt.BroadcastVoid(counters.Slice("gpus", 0, 4), (*Counter).Increment); err != nil {
+	if err := increment.Broadcast(counters.Slice("gpus", 0, 4)); err != nil {
 		return err
 	}
-	values, err := actorrt.Call(counters, (*Counter).GetValue).Get(ctx)
+	values, err := getValue.Call(counters).Get(ctx)
 	if err != nil {
 		return err
 	}

@@ -50,16 +50,16 @@ func (e *InferenceEngine) run(ctx context.Context) {
 // outOfOrder: Responding Out of Order.
 func outOfOrder(ctx context.Context, _ *actorrt.ProcMesh) error {
 	heading("Responding out of order")
-	engine, err := actorrt.Spawn[InferenceEngine](actorrt.ThisProc(), "engine")
+	engine, err := actorrt.Spawn[InferenceEngine](ctx, actorrt.ThisProc(), "engine")
 	if err != nil {
 		return err
 	}
-	if err := actorrt.BroadcastVoid1(engine, (*InferenceEngine).UpdateWeights, 0); err != nil {
+	if err := actorrt.VoidMethod1((*InferenceEngine).UpdateWeights).Broadcast(engine, 0); err != nil {
 		return err
 	}
-	first := actorrt.CallOnePort(engine, (*InferenceEngine).Infer)
-	second := actorrt.CallOnePort(engine, (*InferenceEngine).Infer)
-	if err := actorrt.BroadcastVoid1(engine, (*InferenceEngine).UpdateWeights, 1); err != nil {
+	first := actorrt.PortMethod((*InferenceEngine).Infer).CallOne(engine)
+	second := actorrt.PortMethod((*InferenceEngine).Infer).CallOne(engine)
+	if err := actorrt.VoidMethod1((*InferenceEngine).UpdateWeights).Broadcast(engine, 1); err != nil {
 		return err
 	}
 	for _, f := range []*actorrt.Future[string]{first, second} {

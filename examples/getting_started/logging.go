@@ -25,11 +25,11 @@ func logging(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	if err := trainerProcs.LoggingOption(ctx, actorrt.LogOptions{StreamToClient: true, AggregateWindow: 3 * time.Second}); err != nil {
 		return err
 	}
-	trainers, err := actorrt.Spawn[Trainer](trainerProcs, "logging_trainers")
+	trainers, err := actorrt.Spawn[Trainer](ctx, trainerProcs, "logging_trainers")
 	if err != nil {
 		return err
 	}
-	if _, err := actorrt.CallVoid1(trainers, (*Trainer).Train, 5).Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod1((*Trainer).Train).Call(trainers, 5).Get(ctx); err != nil {
 		return err
 	}
 	// Back to raw lines; the lines of the window so far are printed first.

@@ -32,7 +32,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	actorrt.Main(run)
+	actorrt.Main(run, actorrt.WithFaultHook(unhandled))
 }
 
 // run runs the sections in the guide's order. Trainer procs are shared by

@@ -21,7 +21,7 @@ func (r *Recorder) Seen(ctx *actorrt.Context) ([]int, error) { return r.seen, ni
 // every recorder sees its messages in send order.
 func ordering(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	heading("Message ordering")
-	recorders, err := actorrt.Spawn[Recorder](trainerProcs, "recorders")
+	recorders, err := actorrt.Spawn[Recorder](ctx, trainerProcs, "recorders")
 	if err != nil {
 		return err
 	}
@@ -30,11 +30,11 @@ func ordering(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 		if seq%3 == 0 {
 			target = recorders.Slice("gpus", 1, 3)
 		}
-		if err := actorrt.BroadcastVoid1(target, (*Recorder).Record, seq); err != nil {
+		if err := actorrt.VoidMethod1((*Recorder).Record).Broadcast(target, seq); err != nil {
 			return err
 		}
 	}
-	seen, err := actorrt.Call(recorders, (*Recorder).Seen).Get(ctx)
+	seen, err := actorrt.Method((*Recorder).Seen).Call(recorders).Get(ctx)
 	if err != nil {
 		return err
 	}

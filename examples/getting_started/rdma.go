@@ -49,7 +49,7 @@ type Worker struct {
 
 func (w *Worker) SyncWeights(ctx *actorrt.Context, server *actorrt.ActorMesh[ParameterServer]) (string, error) {
 	// Control plane: get the lightweight reference.
-	ref, err := actorrt.CallOne(server, (*ParameterServer).GetWeights).Get(ctx)
+	ref, err := actorrt.Method((*ParameterServer).GetWeights).CallOne(server).Get(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -65,29 +65,29 @@ func (w *Worker) SyncWeights(ctx *actorrt.Context, server *actorrt.ActorMesh[Par
 // rdma: Point-to-Point RDMA.
 func rdma(ctx context.Context, _ *actorrt.ProcMesh) error {
 	heading("Point-to-point RDMA")
-	serverProc, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+	serverProc, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		return err
 	}
-	defer serverProc.Stop()
-	workerProc, err := actorrt.ThisHost().SpawnProcs(actorrt.Dims{{"gpus", 1}})
+	defer serverProc.Stop(ctx)
+	workerProc, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		return err
 	}
-	defer workerProc.Stop()
-	server, err := actorrt.Spawn[ParameterServer](serverProc, "server")
+	defer workerProc.Stop(ctx)
+	server, err := actorrt.Spawn[ParameterServer](ctx, serverProc, "server")
 	if err != nil {
 		return err
 	}
-	worker, err := actorrt.Spawn[Worker](workerProc, "worker")
+	worker, err := actorrt.Spawn[Worker](ctx, workerProc, "worker")
 	if err != nil {
 		return err
 	}
-	synced, err := actorrt.CallOne1(worker, (*Worker).SyncWeights, server).Get(ctx)
+	synced, err := actorrt.Method1((*Worker).SyncWeights).CallOne(worker, server).Get(ctx)
 	if err != nil {
 		return err
 	}
-	sum, err := actorrt.CallOne(server, (*ParameterServer).Checksum).Get(ctx)
+	sum, err := actorrt.Method((*ParameterServer).Checksum).CallOne(server).Get(ctx)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ func (t *DataTrainer) Init(ctx *actorrt.Context, dataloaders *actorrt.ActorMesh[
 }
 
 func (t *DataTrainer) Step(ctx *actorrt.Context, input string) (string, error) {
-	data, err := actorrt.CallOne(t.dataloader, (*DataLoader).Example).Get(ctx)
+	data, err := actorrt.Method((*DataLoader).Example).CallOne(t.dataloader).Get(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -37,15 +37,15 @@ func (t *DataTrainer) Step(ctx *actorrt.Context, input string) (string, error) {
 // references: Actor and Process References.
 func references(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	heading("Actor and process references")
-	dataloaders, err := actorrt.Spawn[DataLoader](trainerProcs, "dataloader")
+	dataloaders, err := actorrt.Spawn[DataLoader](ctx, trainerProcs, "dataloader")
 	if err != nil {
 		return err
 	}
-	dtrainers, err := actorrt.Spawn[DataTrainer](trainerProcs, "dtrainers", dataloaders)
+	dtrainers, err := actorrt.Spawn[DataTrainer](ctx, trainerProcs, "dtrainers", dataloaders)
 	if err != nil {
 		return err
 	}
-	steps, err := actorrt.Call1(dtrainers, (*DataTrainer).Step, "none").Get(ctx)
+	steps, err := actorrt.Method1((*DataTrainer).Step).Call(dtrainers, "none").Get(ctx)
 	if err != nil {
 		return err
 	}

@@ -28,14 +28,14 @@ type SupervisorActor struct {
 // this actor's endpoint runs).
 func (s *SupervisorActor) SpawnChildren(ctx *actorrt.Context, procs *actorrt.ProcMesh) error {
 	var err error
-	s.children, err = actorrt.Spawn[Errorful](procs, "supervised")
+	s.children, err = actorrt.Spawn[Errorful](ctx, procs, "supervised")
 	return err
 }
 
 // Provoke asks a child to say hello with no way to answer: its error has
 // nowhere to go but to this actor, its owner.
 func (s *SupervisorActor) Provoke(ctx *actorrt.Context) error {
-	return actorrt.BroadcastVoid(s.children.Slice("gpus", 0, 1), (*Errorful).SayHello)
+	return actorrt.VoidMethod((*Errorful).SayHello).Broadcast(s.children.Slice("gpus", 0, 1))
 }
 
 // Supervise receives failures of the meshes this actor owns. Returning
@@ -53,11 +53,11 @@ func (s *SupervisorActor) Failures(ctx *actorrt.Context) (int, error) { return s
 // Fine-grained Supervision.
 func supervision(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	heading("The supervision tree")
-	e, err := actorrt.Spawn[Errorful](actorrt.ThisProc(), "errorful")
+	e, err := actorrt.Spawn[Errorful](ctx, actorrt.ThisProc(), "errorful")
 	if err != nil {
 		return err
 	}
-	if _, err := actorrt.CallOneVoid(e, (*Errorful).SayHello).Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod((*Errorful).SayHello).CallOne(e).Get(ctx); err != nil {
 		var ae *actorrt.ActorError
 		if errors.As(err, &ae) {
 			fmt.Printf("It didn't say hello (%s.%s: %s)\n", ae.ActorID, ae.Endpoint, ae.Message)
@@ -65,39 +65,49 @@ func supervision(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	}
 
 	heading("Fine-grained supervision")
-	sup, err := actorrt.Spawn[SupervisorActor](actorrt.ThisProc(), "supervisor")
+	sup, err := actorrt.Spawn[SupervisorActor](ctx, actorrt.ThisProc(), "supervisor")
 	if err != nil {
 		return err
 	}
-	if _, err := actorrt.CallOneVoid1(sup, (*SupervisorActor).SpawnChildren, trainerProcs).Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod1((*SupervisorActor).SpawnChildren).CallOne(sup, trainerProcs).Get(ctx); err != nil {
 		return err
 	}
-	if _, err := actorrt.CallOneVoid(sup, (*SupervisorActor).Provoke).Get(ctx); err != nil {
+	if _, err := actorrt.VoidMethod((*SupervisorActor).Provoke).CallOne(sup).Get(ctx); err != nil {
 		return err
 	}
 	// The failure reaches the supervisor on its own: wait for it.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if n, err := actorrt.CallOne(sup, (*SupervisorActor).Failures).Get(ctx); err != nil || n > 0 {
+		if n, err := actorrt.Method((*SupervisorActor).Failures).CallOne(sup).Get(ctx); err != nil || n > 0 {
 			break
 		}
 	}
 
 	heading("The unhandled fault hook")
-	// A failure of a mesh the client owns reaches the hook. This one logs
-	// and ignores it; the default prints it and exits 1.
-	seen := make(chan struct{})
-	actorrt.UnhandledFaultHook = func(failure *actorrt.MeshFailure) error {
-		fmt.Printf("Mesh failure was not handled: %v\n", failure)
-		close(seen)
-		return nil
-	}
-	if err := actorrt.BroadcastVoid(e, (*Errorful).SayHello); err != nil { // no response expected
+	// A failure of a mesh the client owns reaches the client's fault hook:
+	// this program's is unhandled (below), set in main.
+	if err := actorrt.VoidMethod((*Errorful).SayHello).Broadcast(e); err != nil { // no response expected
 		return err
 	}
 	select {
-	case <-seen:
+	case <-unhandledSeen:
 	case <-time.After(10 * time.Second):
 		return errors.New("the failure did not reach the hook")
 	}
 	return nil
 }
+
+// unhandled is this program's fault hook (actorrt.WithFaultHook, in main):
+// a failure of a mesh the client owns, or one no owner handled, comes
+// here. It logs the failure and ignores it; the default hook prints it
+// and exits 1.
+func unhandled(failure *actorrt.MeshFailure) error {
+	fmt.Printf("Mesh failure was not handled: %v\n", failure)
+	select {
+	case unhandledSeen <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// unhandledSeen tells the supervision section that the hook ran.
+var unhandledSeen = make(chan struct{}, 1)

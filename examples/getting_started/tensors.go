@@ -78,11 +78,11 @@ func tensors(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	fmt.Printf("dist %v\n%v\n", first[0], d0)
 
 	// Each trainer receives the shard on its own proc.
-	loaders, err := actorrt.Spawn[DataLoader](trainerProcs, "tensor_loaders")
+	loaders, err := actorrt.Spawn[DataLoader](ctx, trainerProcs, "tensor_loaders")
 	if err != nil {
 		return err
 	}
-	dtrainers, err := actorrt.Spawn[DataTrainer](trainerProcs, "tensor_trainers", loaders)
+	dtrainers, err := actorrt.Spawn[DataTrainer](ctx, trainerProcs, "tensor_trainers", loaders)
 	if err != nil {
 		return err
 	}
@@ -90,14 +90,14 @@ func tensors(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	if err != nil {
 		return err
 	}
-	steps, err := actorrt.Call1(dtrainers, (*DataTrainer).StepWith, row.Shard()).Get(ctx)
+	steps, err := actorrt.Method1((*DataTrainer).StepWith).Call(dtrainers, row.Shard()).Get(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Println(steps)
 
 	// Actors define their own distributed tensors with the rref adverb.
-	linear, err := actorrt.Spawn[LinearActor](trainerProcs, "linear")
+	linear, err := actorrt.Spawn[LinearActor](ctx, trainerProcs, "linear")
 	if err != nil {
 		return err
 	}

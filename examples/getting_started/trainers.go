@@ -21,7 +21,7 @@ func (t *Trainer) Step(ctx *actorrt.Context) (string, error) {
 // sections use.
 func trainers(ctx context.Context) (*actorrt.ProcMesh, error) {
 	heading("Multiple hosts")
-	hosts, err := actorrt.HostsFromConfig("MONARCH_HOSTS")
+	hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 	if errors.Is(err, actorrt.ErrNoHostsConfig) {
 		fmt.Println("(no hosts configured: using this host)")
 		hosts, err = actorrt.ThisHost(), nil
@@ -30,16 +30,16 @@ func trainers(ctx context.Context) (*actorrt.ProcMesh, error) {
 		return nil, err
 	}
 	fmt.Printf("Host mesh extent: %v\n", hosts.Extent())
-	trainerProcs, err := hosts.SpawnProcs(actorrt.Dims{{"gpus", 4}})
+	trainerProcs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}})
 	if err != nil {
 		return nil, err
 	}
 	fmt.Printf("Process mesh extent: %v\n", trainerProcs.Extent())
-	trainers, err := actorrt.Spawn[Trainer](trainerProcs, "trainer")
+	trainers, err := actorrt.Spawn[Trainer](ctx, trainerProcs, "trainer")
 	if err != nil {
 		return nil, err
 	}
-	steps, err := actorrt.Call(trainers, (*Trainer).Step).Get(ctx)
+	steps, err := actorrt.Method((*Trainer).Step).Call(trainers).Get(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,5 @@
 // Command multihost is the guide's "Multiple Hosts" section: the job's
-// hosts come from its config (actorrt.HostsFromConfig("MONARCH_HOSTS")),
+// hosts come from its config (actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")),
 // trainers run on every host, and each reports where it runs and the
 // torchrun variables it was given.
 //
@@ -34,21 +34,21 @@ func main() {
 		os.Exit(1)
 	}
 	actorrt.Main(func(ctx context.Context) error {
-		hosts, err := actorrt.HostsFromConfig("MONARCH_HOSTS")
+		hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 		if err != nil {
 			return err
 		}
 		fmt.Printf("Host mesh extent: %v\n", hosts.Extent())
-		trainerProcs, err := hosts.SpawnProcs(actorrt.JobProcs(actorrt.Dims{{"gpus", 4}}))
+		trainerProcs, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(actorrt.Dims{{"gpus", 4}}))
 		if err != nil {
 			return err
 		}
 		fmt.Printf("Process mesh extent: %v\n", trainerProcs.Extent())
-		trainers, err := actorrt.Spawn[Trainer](trainerProcs, "trainer")
+		trainers, err := actorrt.Spawn[Trainer](ctx, trainerProcs, "trainer")
 		if err != nil {
 			return err
 		}
-		steps, err := actorrt.Call(trainers, (*Trainer).Step).Get(ctx)
+		steps, err := actorrt.Method((*Trainer).Step).Call(trainers).Get(ctx)
 		if err != nil {
 			return err
 		}

@@ -27,19 +27,19 @@ func main() {
 		os.Exit(1)
 	}
 	actorrt.Main(func(ctx context.Context) error {
-		hosts, err := actorrt.HostsFromConfig("MONARCH_HOSTS")
+		hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 		if err != nil {
 			return err
 		}
-		procs, err := hosts.SpawnProcs(actorrt.JobProcs(actorrt.Dims{{"gpus", 2}}))
+		procs, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(actorrt.Dims{{"gpus", 2}}))
 		if err != nil {
 			return err
 		}
-		h, err := actorrt.Spawn[Holder](procs, "holders")
+		h, err := actorrt.Spawn[Holder](ctx, procs, "holders")
 		if err != nil {
 			return err
 		}
-		where, err := actorrt.Call(h, (*Holder).Where).Get(ctx)
+		where, err := actorrt.Method((*Holder).Where).Call(h).Get(ctx)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 type Hop struct{}
 
 func (h *Hop) Forward(ctx *actorrt.Context, next *actorrt.ActorMesh[Hop], port actorrt.Port[string]) error {
-	return actorrt.BroadcastVoid2(next, (*Hop).Deliver, fmt.Sprintf("via %s", ctx.ActorInstance().ID()), port)
+	return actorrt.VoidMethod2((*Hop).Deliver).Broadcast(next, fmt.Sprintf("via %s", ctx.ActorInstance().ID()), port)
 }
 
 func (h *Hop) Deliver(ctx *actorrt.Context, msg string, port actorrt.Port[string]) error {
@@ -110,7 +110,7 @@ func (t *Trainer) Init(ctx *actorrt.Context, loaders *actorrt.ActorMesh[DataLoad
 }
 
 func (t *Trainer) Step(ctx *actorrt.Context, input string) (string, error) {
-	data, err := actorrt.CallOne(t.loader, (*DataLoader).Example).Get(ctx)
+	data, err := actorrt.Method((*DataLoader).Example).CallOne(t.loader).Get(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -119,16 +119,16 @@ func (t *Trainer) Step(ctx *actorrt.Context, input string) (string, error) {
 
 // SpawnHere spawns a mesh from inside an actor, on procs it is given.
 func (t *Trainer) SpawnHere(ctx *actorrt.Context, hosts *actorrt.HostMesh) (int, error) {
-	procs, err := hosts.SpawnProcs(actorrt.Dims{{"sub", 2}})
+	procs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"sub", 2}})
 	if err != nil {
 		return 0, err
 	}
-	defer procs.Stop()
-	loaders, err := actorrt.Spawn[DataLoader](procs, "sub-loaders")
+	defer procs.Stop(ctx)
+	loaders, err := actorrt.Spawn[DataLoader](ctx, procs, "sub-loaders")
 	if err != nil {
 		return 0, err
 	}
-	v, err := actorrt.Call(loaders, (*DataLoader).Example).Get(ctx)
+	v, err := actorrt.Method((*DataLoader).Example).Call(loaders).Get(ctx)
 	return v.Len(), err
 }
 

@@ -56,10 +56,10 @@ func (s *Supervisor) Init(ctx *actorrt.Context, handle bool) error {
 // Supervise calls.
 func (s *Supervisor) SpawnWorkers(ctx *actorrt.Context, procs *actorrt.ProcMesh, name string) error {
 	var err error
-	if s.workers, err = actorrt.Spawn[Echo](procs, name); err != nil {
+	if s.workers, err = actorrt.Spawn[Echo](ctx, procs, name); err != nil {
 		return err
 	}
-	s.helper, err = actorrt.Spawn[Echo](actorrt.ThisProc(), name+"-helper")
+	s.helper, err = actorrt.Spawn[Echo](ctx, actorrt.ThisProc(), name+"-helper")
 	return err
 }
 
@@ -70,7 +70,7 @@ func (s *Supervisor) Workers(ctx *actorrt.Context) (*actorrt.ActorMesh[Echo], er
 // Supervise records the failure after a call to another actor (which must
 // not deadlock), and handles it or not as told at Init.
 func (s *Supervisor) Supervise(ctx *actorrt.Context, f *actorrt.MeshFailure) bool {
-	said, err := actorrt.CallOne1(s.helper, (*Echo).Say, "seen "+f.ActorID).Get(ctx)
+	said, err := actorrt.Method1((*Echo).Say).CallOne(s.helper, "seen "+f.ActorID).Get(ctx)
 	if err != nil {
 		said = "helper failed: " + err.Error()
 	}
@@ -90,5 +90,5 @@ func (s *Supervisor) Seen(ctx *actorrt.Context) ([]string, error) {
 type Breaker struct{}
 
 func (b *Breaker) Break(ctx *actorrt.Context, m *actorrt.ActorMesh[Echo], msg string) error {
-	return actorrt.BroadcastVoid1(m, (*Echo).Fail, msg)
+	return actorrt.VoidMethod1((*Echo).Fail).Broadcast(m, msg)
 }
