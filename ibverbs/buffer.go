@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 )
 
@@ -15,13 +14,15 @@ var (
 	// ErrClosed: the buffer was closed by its owner (or its process is
 	// gone).
 	ErrClosed = errors.New("ibverbs: buffer closed")
-	// ErrRange: a transfer larger than the buffer.
+	// ErrRange: a transfer that does not fit in the buffer.
 	ErrRange = errors.New("ibverbs: transfer out of range")
-	// ErrBackend: no backend can reach the buffer from here.
+	// ErrBackend: no backend can reach the buffer from here, or
+	// MONARCH_RDMA_BACKEND names none that can; the error says why.
 	ErrBackend = errors.New("ibverbs: no backend reaches the buffer")
 )
 
-// EnvBackend forces a backend: "shm" or "tcp".
+// EnvBackend forces a backend by name: "shm" or "tcp" (any case). Read
+// when a handle is bound; see the package doc, # Backends.
 const EnvBackend = "MONARCH_RDMA_BACKEND"
 
 // Handle addresses a Buffer from anywhere in the job. It is a plain value
@@ -57,16 +58,17 @@ func NewBuffer(size int) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var k [8]byte
-	rand.Read(k[:])
-	b := &Buffer{mem: mem, memfd: f}
-	b.handle = Handle{Size: size, Key: binary.LittleEndian.Uint64(k[:]), Boot: bootID(), PID: os.Getpid(), FD: int(f.Fd())}
-	addr, err := serve(b)
+	p := thisProcess()
+	addr, err := p.serveTCP()
 	if err != nil {
 		freeShared(mem, f)
 		return nil, err
 	}
-	b.handle.Addr = addr
+	var k [8]byte
+	rand.Read(k[:])
+	b := &Buffer{mem: mem, memfd: f}
+	b.handle = Handle{Size: size, Key: binary.LittleEndian.Uint64(k[:]), Boot: p.boot, PID: p.pid, FD: int(f.Fd()), Addr: addr}
+	p.own(b)
 	return b, nil
 }
 
@@ -81,7 +83,7 @@ func (b *Buffer) Handle() Handle { return b.handle }
 // elsewhere fail with ErrClosed. Idempotent.
 func (b *Buffer) Close() error {
 	b.once.Do(func() {
-		unserve(b)
+		thisProcess().disown(b)
 		b.mu.Lock()
 		freeShared(b.mem, b.memfd)
 		b.mem = nil
@@ -90,48 +92,79 @@ func (b *Buffer) Close() error {
 	return nil
 }
 
-// Backend says which backend a transfer with h uses from this process.
+// copyAt copies data into the buffer's memory from offset off on
+// (write), or that memory into data, holding off Close meanwhile.
+// ErrClosed if the buffer is closed, ErrRange if the span does not fit.
+func (b *Buffer) copyAt(off int, data []byte, write bool) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.mem == nil {
+		return ErrClosed
+	}
+	return copyAt(b.mem, off, data, write)
+}
+
+// copyAt copies b into mem from offset off on (write), or mem from off on
+// into b; ErrRange if the span does not fit in mem.
+func copyAt(mem []byte, off int, b []byte, write bool) error {
+	if !fits(len(mem), off, len(b)) {
+		return ErrRange
+	}
+	if write {
+		copy(mem[off:], b)
+	} else {
+		copy(b, mem[off:])
+	}
+	return nil
+}
+
+// fits reports whether n bytes from offset off on lie in size bytes.
+func fits(size, off, n int) bool { return off >= 0 && off <= size && n <= size-off }
+
+// Backend says which backend transfers through h use from this process:
+// "shm" or "tcp" (see the package doc, # Backends). Asking binds h as its
+// first transfer would. It is "none" if no backend reaches the buffer;
+// transfers then fail with ErrBackend and the reason.
 func (h Handle) Backend() string {
-	switch strings.ToLower(os.Getenv(EnvBackend)) {
-	case "tcp":
-		return "tcp"
-	case "shm":
-		return "shm"
+	b, err := thisProcess().bind(h)
+	if err != nil {
+		return "none"
 	}
-	if h.Boot != "" && h.Boot == bootID() && canMap(h) {
-		return "shm"
-	}
-	return "tcp"
+	return b.name()
 }
 
 // ReadInto copies the buffer's first len(dst) bytes into dst.
 func (h Handle) ReadInto(ctx context.Context, dst []byte) error {
-	if len(dst) > h.Size {
-		return fmt.Errorf("%w: read of %d bytes from a buffer of %d", ErrRange, len(dst), h.Size)
-	}
-	if h.Backend() == "shm" {
-		return shmCopy(h, dst, false)
-	}
-	return tcpTransfer(ctx, h, dst, false)
+	return h.transfer(ctx, 0, dst, false)
 }
 
 // WriteFrom copies src into the buffer's first len(src) bytes.
 func (h Handle) WriteFrom(ctx context.Context, src []byte) error {
-	if len(src) > h.Size {
-		return fmt.Errorf("%w: write of %d bytes into a buffer of %d", ErrRange, len(src), h.Size)
-	}
-	if h.Backend() == "shm" {
-		return shmCopy(h, src, true)
-	}
-	return tcpTransfer(ctx, h, src, true)
+	return h.transfer(ctx, 0, src, true)
 }
 
-var bootOnce = sync.OnceValue(func() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
+// transfer copies between b and the buffer's bytes from off on, through
+// the backend h is bound to in this process (binding it at first use).
+func (h Handle) transfer(ctx context.Context, off int, b []byte, write bool) error {
+	if !fits(h.Size, off, len(b)) {
+		what := "read"
+		if write {
+			what = "write"
+		}
+		return fmt.Errorf("%w: %s of %d bytes at offset %d of a buffer of %d", ErrRange, what, len(b), off, h.Size)
 	}
-	return strings.TrimSpace(string(b))
-})
-
-func bootID() string { return bootOnce() }
+	p := thisProcess()
+	be, err := p.bind(h)
+	if err != nil {
+		return err
+	}
+	if write {
+		err = be.write(ctx, h, off, b)
+	} else {
+		err = be.read(ctx, h, off, b)
+	}
+	if errors.Is(err, ErrClosed) {
+		p.unbind(h)
+	}
+	return err
+}

@@ -125,49 +125,94 @@ func sum(b []byte) string {
 	return "SUM " + hex.EncodeToString(s[:])
 }
 
+// eachBackend runs f in a subtest per backend, which it forces, with a
+// buffer owner started under it.
+func eachBackend(t *testing.T, f func(t *testing.T, backend string, o *ownerProc)) {
+	for _, backend := range []string{"shm", "tcp"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Setenv(ibverbs.EnvBackend, backend)
+			f(t, backend, startOwner(t))
+		})
+	}
+}
+
 // TestOneSided reads and writes another process's buffer, through each
 // backend, without that process doing anything but exist.
 func TestOneSided(t *testing.T) {
 	ctx := context.Background()
-	for _, backend := range []string{"shm", "tcp"} {
-		t.Run(backend, func(t *testing.T) {
-			t.Setenv(ibverbs.EnvBackend, backend)
-			o := startOwner(t)
-			if got := o.h.Backend(); got != backend {
-				t.Fatalf("Backend() = %s", got)
+	eachBackend(t, func(t *testing.T, backend string, o *ownerProc) {
+		if got := o.h.Backend(); got != backend {
+			t.Fatalf("Backend() = %s", got)
+		}
+		want := make([]byte, o.h.Size)
+		pattern(want, 1)
+		got := make([]byte, o.h.Size)
+		if err := o.h.ReadInto(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatal("read different bytes")
+		}
+		// A shorter read takes the start.
+		part := make([]byte, 1000)
+		if err := o.h.ReadInto(ctx, part); err != nil || !bytes.Equal(part, want[:1000]) {
+			t.Fatalf("partial read: %v", err)
+		}
+		pattern(want, 2)
+		if err := o.h.WriteFrom(ctx, want); err != nil {
+			t.Fatal(err)
+		}
+		if s := o.ask(t, "sum"); s != sum(want) {
+			t.Fatalf("owner holds %s after the write, want %s", s, sum(want))
+		}
+		if err := o.h.ReadInto(ctx, make([]byte, o.h.Size+1)); !errors.Is(err, ibverbs.ErrRange) {
+			t.Fatalf("oversized read: %v", err)
+		}
+		if o.ask(t, "close") != "CLOSED" {
+			t.Fatal("owner did not close")
+		}
+		if err := o.h.ReadInto(ctx, got); !errors.Is(err, ibverbs.ErrClosed) {
+			t.Fatalf("read after close: %v", err)
+		}
+	})
+}
+
+// TestRanges reads and writes spans inside another process's buffer,
+// through each backend: the offsets the backends take.
+func TestRanges(t *testing.T) {
+	ctx := context.Background()
+	eachBackend(t, func(t *testing.T, _ string, o *ownerProc) {
+		want := make([]byte, o.h.Size)
+		pattern(want, 1)
+		got := make([]byte, 1000)
+		if err := ibverbs.ReadAt(ctx, o.h, 5000, got); err != nil || !bytes.Equal(got, want[5000:6000]) {
+			t.Fatalf("read at 5000: %v", err)
+		}
+		if err := ibverbs.ReadAt(ctx, o.h, o.h.Size-10, got[:10]); err != nil || !bytes.Equal(got[:10], want[o.h.Size-10:]) {
+			t.Fatalf("read of the last bytes: %v", err)
+		}
+		patch := bytes.Repeat([]byte{0xab}, 3000)
+		if err := ibverbs.WriteAt(ctx, o.h, 12345, patch); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[12345:], patch)
+		if s := o.ask(t, "sum"); s != sum(want) {
+			t.Fatalf("owner holds %s after the write at 12345, want %s", s, sum(want))
+		}
+		for _, off := range []int{-1, o.h.Size - 5, o.h.Size + 1} {
+			if err := ibverbs.ReadAt(ctx, o.h, off, got[:10]); !errors.Is(err, ibverbs.ErrRange) {
+				t.Fatalf("read of 10 bytes at %d: %v", off, err)
 			}
-			want := make([]byte, o.h.Size)
-			pattern(want, 1)
-			got := make([]byte, o.h.Size)
-			if err := o.h.ReadInto(ctx, got); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatal("read different bytes")
-			}
-			// A shorter read takes the start.
-			part := make([]byte, 1000)
-			if err := o.h.ReadInto(ctx, part); err != nil || !bytes.Equal(part, want[:1000]) {
-				t.Fatalf("partial read: %v", err)
-			}
-			pattern(want, 2)
-			if err := o.h.WriteFrom(ctx, want); err != nil {
-				t.Fatal(err)
-			}
-			if s := o.ask(t, "sum"); s != sum(want) {
-				t.Fatalf("owner holds %s after the write, want %s", s, sum(want))
-			}
-			if err := o.h.ReadInto(ctx, make([]byte, o.h.Size+1)); !errors.Is(err, ibverbs.ErrRange) {
-				t.Fatalf("oversized read: %v", err)
-			}
-			if o.ask(t, "close") != "CLOSED" {
-				t.Fatal("owner did not close")
-			}
-			if err := o.h.ReadInto(ctx, got); !errors.Is(err, ibverbs.ErrClosed) {
-				t.Fatalf("read after close: %v", err)
-			}
-		})
-	}
+		}
+		// A handle that overstates the size: the owner's memory (its
+		// server for tcp, the mapping the reads above made for shm)
+		// still bounds the span.
+		lying := o.h
+		lying.Size *= 2
+		if err := ibverbs.ReadAt(ctx, lying, o.h.Size, got[:10]); !errors.Is(err, ibverbs.ErrRange) {
+			t.Fatalf("read past the owner's memory: %v", err)
+		}
+	})
 }
 
 func TestOwnBuffer(t *testing.T) {

@@ -13,17 +13,42 @@
 //
 // # Backends
 //
-// A read or write takes the fastest way the two sides share:
+// A backend moves a transfer's bytes. Each is one implementation of the
+// package's internal backend interface, in its own file, which adds it
+// to the binary from an init function:
 //
+//   - name: how MONARCH_RDMA_BACKEND and Handle.Backend spell it;
+//   - usable(h): whether it reaches h's buffer from this process, and if
+//     not why, in one line ("owner on another host");
+//   - read(ctx, h, off, dst) and write(ctx, h, off, src): copy between
+//     local bytes and the buffer's bytes from offset off on.
+//
+// The backends, in the order they are tried:
+//
+//   - verbs: InfiniBand verbs (RDMA READ/WRITE through libibverbs, cgo
+//     behind a build tag, usable only where a device is). Not in this
+//     tree yet: this build has none, and skips it;
 //   - shm: same host: the buffer lives in a memfd mapping, which readers on
 //     the host map once (mappings are cached) and copy from directly;
 //   - tcp: anywhere: the owner process serves its buffers on a TCP port of
 //     the address it reaches the job's bus from; a request carries the
 //     buffer's random key, so a handle is a capability.
 //
-// InfiniBand verbs (RDMA READ/WRITE through libibverbs) need a device; this
-// build has no verbs backend and says so through Backend. MONARCH_RDMA_BACKEND
-// (shm or tcp) forces one.
+// A handle is bound to a backend once per process, at its first use there
+// (its first transfer, or Backend): to the one MONARCH_RDMA_BACKEND names
+// if it is set, else to the first in that order that is usable. It keeps
+// that backend for the life of the process, so changing the variable
+// later does not move a handle already used; the binding is dropped only
+// when a transfer finds the buffer closed. A transfer that cannot bind
+// fails with ErrBackend saying why: a forced name that is not a backend
+// of this binary (with the valid ones), the forced backend's reason for
+// not reaching the buffer (a forced backend has no fallback), or each
+// backend's reason; nothing is bound then, and Backend says "none".
+//
+// A process keeps, in one value made at its first buffer or transfer, what
+// is per process by nature: the buffers it owns and the TCP server that
+// answers for them, the backends' caches (shm's mappings, tcp's idle
+// connections) and the bindings.
 //
 // # Concurrency
 //

@@ -1,16 +1,19 @@
 package ibverbs
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// Same-host transfers: the owner's buffer is a memfd mapping; a peer on
-// the same machine opens it through /proc/PID/fd/FD once, maps it, and
-// keeps the mapping for later transfers.
+// Same-host transfers, the shm backend: the owner's buffer is a memfd
+// mapping; a peer on the same machine opens it through /proc/PID/fd/FD
+// once, maps it, and keeps the mapping for later transfers.
 
 func allocShared(size int) ([]byte, *os.File, error) {
 	fd, err := unix.MemfdCreate("monarch-rdma", unix.MFD_CLOEXEC)
@@ -35,13 +38,24 @@ func freeShared(mem []byte, f *os.File) {
 	f.Close()
 }
 
-// peer mappings, by owner pid and key. A mapping keeps its pages alive
-// after the owner closes the buffer, so every use first checks that the
-// owner's fd is still that memfd (same inode).
-var peers = struct {
-	sync.Mutex
-	m map[peerKey]peerMapping
-}{m: map[peerKey]peerMapping{}}
+func init() {
+	register("shm", func(p *process) backend {
+		return &shmBackend{p: p, peers: map[peerKey]peerMapping{}}
+	})
+}
+
+// shmBackend reaches buffers of this machine: its own process's through
+// the owned buffers, other processes' through mappings of their memfds.
+type shmBackend struct {
+	p *process
+
+	// mu guards peers, the mappings of other processes' buffers by owner
+	// pid and key. A mapping keeps its pages alive after the owner closes
+	// the buffer, so every use first checks that the owner's fd is still
+	// that memfd (same inode).
+	mu    sync.Mutex
+	peers map[peerKey]peerMapping
+}
 
 type peerKey struct {
 	pid int
@@ -53,31 +67,81 @@ type peerMapping struct {
 	ino uint64
 }
 
+func (*shmBackend) name() string { return "shm" }
+
+func (s *shmBackend) usable(h Handle) error {
+	switch {
+	case s.p.boot == "":
+		return errors.New("this machine's boot id is unknown")
+	case h.Boot == "":
+		return errors.New("the handle does not say its owner's host")
+	case h.Boot != s.p.boot:
+		return errors.New("owner on another host")
+	case h.PID == s.p.pid:
+		return nil
+	}
+	if _, err := os.Stat(fdPath(h)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: the owner's memory is gone", ErrClosed)
+		}
+		return fmt.Errorf("the owner's memory cannot be opened from here: %v", err)
+	}
+	return nil
+}
+
+func (s *shmBackend) read(_ context.Context, h Handle, off int, dst []byte) error {
+	return s.copy(h, off, dst, false)
+}
+
+func (s *shmBackend) write(_ context.Context, h Handle, off int, src []byte) error {
+	return s.copy(h, off, src, true)
+}
+
+// copy is a memory copy and does not block, so it has no use for ctx.
+func (s *shmBackend) copy(h Handle, off int, b []byte, write bool) error {
+	if h.PID == s.p.pid {
+		// This process's own buffer: no mapping to make.
+		buf := s.p.lookup(h.Key)
+		if buf == nil {
+			return ErrClosed
+		}
+		return buf.copyAt(off, b, write)
+	}
+	m, err := s.peerMap(h)
+	if err != nil {
+		return err
+	}
+	return copyAt(m, off, b, write)
+}
+
+// fdPath is where the owner's memfd shows on this machine.
+func fdPath(h Handle) string { return fmt.Sprintf("/proc/%d/fd/%d", h.PID, h.FD) }
+
 func ownerInode(h Handle) (uint64, error) {
 	var st unix.Stat_t
-	if err := unix.Stat(fmt.Sprintf("/proc/%d/fd/%d", h.PID, h.FD), &st); err != nil {
+	if err := unix.Stat(fdPath(h), &st); err != nil {
 		return 0, err
 	}
 	return st.Ino, nil
 }
 
 // peerMap maps h's buffer here, or returns the cached mapping.
-func peerMap(h Handle) ([]byte, error) {
+func (s *shmBackend) peerMap(h Handle) ([]byte, error) {
 	ino, err := ownerInode(h)
 	k := peerKey{h.PID, h.Key}
-	peers.Lock()
-	defer peers.Unlock()
-	if pm, ok := peers.m[k]; ok {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pm, ok := s.peers[k]; ok {
 		if err == nil && pm.ino == ino {
 			return pm.mem, nil
 		}
 		unix.Munmap(pm.mem)
-		delete(peers.m, k)
+		delete(s.peers, k)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: the owner's memory is gone: %v", ErrClosed, err)
 	}
-	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", h.PID, h.FD), os.O_RDWR, 0)
+	f, err := os.OpenFile(fdPath(h), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open the owner's memory: %v", ErrClosed, err)
 	}
@@ -89,46 +153,6 @@ func peerMap(h Handle) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ibverbs: map the owner's memory: %w", err)
 	}
-	peers.m[k] = peerMapping{mem: m, ino: ino}
+	s.peers[k] = peerMapping{mem: m, ino: ino}
 	return m, nil
-}
-
-// canMap reports whether h's memory can be mapped from here.
-func canMap(h Handle) bool {
-	if h.PID == os.Getpid() {
-		return true
-	}
-	_, err := os.Stat(fmt.Sprintf("/proc/%d/fd/%d", h.PID, h.FD))
-	return err == nil
-}
-
-func shmCopy(h Handle, b []byte, write bool) error {
-	if h.PID == os.Getpid() {
-		// This process's own buffer: no mapping to make.
-		buf := lookup(h.Key)
-		if buf == nil {
-			return ErrClosed
-		}
-		buf.mu.RLock()
-		defer buf.mu.RUnlock()
-		if buf.mem == nil {
-			return ErrClosed
-		}
-		if write {
-			copy(buf.mem, b)
-		} else {
-			copy(b, buf.mem)
-		}
-		return nil
-	}
-	m, err := peerMap(h)
-	if err != nil {
-		return err
-	}
-	if write {
-		copy(m, b)
-	} else {
-		copy(b, m)
-	}
-	return nil
 }

@@ -16,49 +16,35 @@ import (
 	"github.com/monarch-go/monarch/bus"
 )
 
-// Transfers between machines: each process that owns buffers serves them
-// on one TCP port, on the address it reaches the job's bus from (what the
-// other hosts can dial). A request is
+// Transfers between machines, the tcp backend: each process that owns
+// buffers serves them on one TCP port, on the address it reaches the
+// job's bus from (what the other hosts can dial). A request is
 //
-//	op(1: 'r' or 'w') key(8) len(8) [len bytes for a write]
+//	op(1: 'r' or 'w') key(8) off(8) len(8) [len bytes for a write]
 //
 // answered by status(1: 0 ok, 1 no such buffer, 2 out of range) and, for
 // a read, len bytes. Connections are kept and reused.
 
-var server = struct {
-	sync.Mutex
-	ln      net.Listener
-	addr    string
-	buffers map[uint64]*Buffer
-}{buffers: map[uint64]*Buffer{}}
+// tcpServer is the owner side: one listener per process, started with
+// the process's first buffer. It is part of process, under its mu.
+type tcpServer struct {
+	ln   net.Listener
+	addr string
+}
 
-// serve registers b and returns the server's address, starting it once.
-func serve(b *Buffer) (string, error) {
-	server.Lock()
-	defer server.Unlock()
-	if server.ln == nil {
-		host := listenHost()
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+// serveTCP starts this process's server once and returns its address.
+func (p *process) serveTCP() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tcp.ln == nil {
+		ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(), "0"))
 		if err != nil {
 			return "", fmt.Errorf("ibverbs: serve buffers: %w", err)
 		}
-		server.ln, server.addr = ln, ln.Addr().String()
-		go acceptLoop(ln)
+		p.tcp = tcpServer{ln: ln, addr: ln.Addr().String()}
+		go p.acceptLoop(ln)
 	}
-	server.buffers[b.handle.Key] = b
-	return server.addr, nil
-}
-
-func unserve(b *Buffer) {
-	server.Lock()
-	delete(server.buffers, b.handle.Key)
-	server.Unlock()
-}
-
-func lookup(key uint64) *Buffer {
-	server.Lock()
-	defer server.Unlock()
-	return server.buffers[key]
+	return p.tcp.addr, nil
 }
 
 // listenHost is this host's address on the route to the job's bus, or
@@ -76,13 +62,13 @@ func listenHost() string {
 	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
-func acceptLoop(ln net.Listener) {
+func (p *process) acceptLoop(ln net.Listener) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go serveConn(c)
+		go p.serveConn(c)
 	}
 }
 
@@ -90,12 +76,12 @@ const (
 	statusOK      = 0
 	statusNoSuch  = 1
 	statusRange   = 2
-	headerLen     = 17
+	headerLen     = 25
 	maxIdleConns  = 8
 	transferBound = 10 * time.Minute // no transfer waits longer, whatever ctx says
 )
 
-func serveConn(c net.Conn) {
+func (p *process) serveConn(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 256<<10)
 	var hdr [headerLen]byte
@@ -103,8 +89,9 @@ func serveConn(c net.Conn) {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return
 		}
-		op, key, n := hdr[0], binary.LittleEndian.Uint64(hdr[1:9]), binary.LittleEndian.Uint64(hdr[9:17])
-		b := lookup(key)
+		op, key := hdr[0], binary.LittleEndian.Uint64(hdr[1:9])
+		off, n := binary.LittleEndian.Uint64(hdr[9:17]), binary.LittleEndian.Uint64(hdr[17:25])
+		b := p.lookup(key)
 		if b != nil {
 			b.mu.RLock() // held while this request touches its memory
 		}
@@ -112,10 +99,14 @@ func serveConn(c net.Conn) {
 		switch {
 		case b == nil || b.mem == nil:
 			status = statusNoSuch
-		case n > uint64(len(b.mem)):
+		case off > uint64(len(b.mem)) || n > uint64(len(b.mem))-off:
 			status = statusRange
 		}
-		err := answer(c, r, b, op, n, status)
+		var span []byte
+		if status == statusOK {
+			span = b.mem[off : off+n]
+		}
+		err := answer(c, r, span, op, n, status)
 		if b != nil {
 			b.mu.RUnlock()
 		}
@@ -125,12 +116,13 @@ func serveConn(c net.Conn) {
 	}
 }
 
-// answer serves one request.
-func answer(c net.Conn, r *bufio.Reader, b *Buffer, op byte, n uint64, status byte) error {
+// answer serves one request on span, the n bytes of the buffer it names
+// (nil unless status is statusOK).
+func answer(c net.Conn, r *bufio.Reader, span []byte, op byte, n uint64, status byte) error {
 	if op == 'w' {
 		// The data follows the request whatever the status: take it.
 		if status == statusOK {
-			if _, err := io.ReadFull(r, b.mem[:n]); err != nil {
+			if _, err := io.ReadFull(r, span); err != nil {
 				return err
 			}
 		} else if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
@@ -143,47 +135,69 @@ func answer(c net.Conn, r *bufio.Reader, b *Buffer, op byte, n uint64, status by
 		return err
 	}
 	if status == statusOK {
-		_, err := c.Write(b.mem[:n])
+		_, err := c.Write(span)
 		return err
 	}
 	return nil
 }
 
-// idle connections to owners, by address.
-var pool = struct {
-	sync.Mutex
-	m map[string][]net.Conn
-}{m: map[string][]net.Conn{}}
+func init() {
+	register("tcp", func(*process) backend {
+		return &tcpBackend{idle: map[string][]net.Conn{}}
+	})
+}
 
-func getConn(ctx context.Context, addr string) (net.Conn, error) {
-	pool.Lock()
-	if cs := pool.m[addr]; len(cs) > 0 {
+// tcpBackend is the client side: it reaches any buffer whose owner's
+// server it can dial, keeping idle connections to owners for reuse.
+type tcpBackend struct {
+	mu   sync.Mutex
+	idle map[string][]net.Conn // by owner address, at most maxIdleConns each
+}
+
+func (*tcpBackend) name() string { return "tcp" }
+
+func (*tcpBackend) usable(h Handle) error {
+	if h.Addr == "" {
+		return errors.New("the handle has no TCP address")
+	}
+	return nil
+}
+
+func (t *tcpBackend) read(ctx context.Context, h Handle, off int, dst []byte) error {
+	return t.transfer(ctx, h, off, dst, false)
+}
+
+func (t *tcpBackend) write(ctx context.Context, h Handle, off int, src []byte) error {
+	return t.transfer(ctx, h, off, src, true)
+}
+
+func (t *tcpBackend) getConn(ctx context.Context, addr string) (net.Conn, error) {
+	t.mu.Lock()
+	if cs := t.idle[addr]; len(cs) > 0 {
 		c := cs[len(cs)-1]
-		pool.m[addr] = cs[:len(cs)-1]
-		pool.Unlock()
+		t.idle[addr] = cs[:len(cs)-1]
+		t.mu.Unlock()
 		return c, nil
 	}
-	pool.Unlock()
+	t.mu.Unlock()
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
 }
 
-func putConn(addr string, c net.Conn) {
-	pool.Lock()
-	defer pool.Unlock()
-	if len(pool.m[addr]) < maxIdleConns {
+func (t *tcpBackend) putConn(addr string, c net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.idle[addr]) < maxIdleConns {
 		c.SetDeadline(time.Time{})
-		pool.m[addr] = append(pool.m[addr], c)
+		t.idle[addr] = append(t.idle[addr], c)
 		return
 	}
 	c.Close()
 }
 
-func tcpTransfer(ctx context.Context, h Handle, b []byte, write bool) error {
-	if h.Addr == "" {
-		return fmt.Errorf("%w: the handle has no TCP address", ErrBackend)
-	}
-	c, err := getConn(ctx, h.Addr)
+// transfer is bounded by ctx and by transferBound.
+func (t *tcpBackend) transfer(ctx context.Context, h Handle, off int, b []byte, write bool) error {
+	c, err := t.getConn(ctx, h.Addr)
 	if err != nil {
 		return fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
 	}
@@ -194,7 +208,7 @@ func tcpTransfer(ctx context.Context, h Handle, b []byte, write bool) error {
 	c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	err = exchange(c, h, b, write)
+	err = exchange(c, h, off, b, write)
 	if err != nil {
 		c.Close()
 		if ctx.Err() != nil {
@@ -202,18 +216,19 @@ func tcpTransfer(ctx context.Context, h Handle, b []byte, write bool) error {
 		}
 		return err
 	}
-	putConn(h.Addr, c)
+	t.putConn(h.Addr, c)
 	return nil
 }
 
-func exchange(c net.Conn, h Handle, b []byte, write bool) error {
+func exchange(c net.Conn, h Handle, off int, b []byte, write bool) error {
 	var hdr [headerLen]byte
 	hdr[0] = 'r'
 	if write {
 		hdr[0] = 'w'
 	}
 	binary.LittleEndian.PutUint64(hdr[1:9], h.Key)
-	binary.LittleEndian.PutUint64(hdr[9:17], uint64(len(b)))
+	binary.LittleEndian.PutUint64(hdr[9:17], uint64(off))
+	binary.LittleEndian.PutUint64(hdr[17:25], uint64(len(b)))
 	bufs := net.Buffers{hdr[:]}
 	if write {
 		bufs = append(bufs, b)

@@ -1,0 +1,110 @@
+package ibverbs
+
+import (
+	"os"
+	"strings"
+	"sync"
+)
+
+// process is what this process keeps for one-sided memory, in one value.
+// It exists once per process because each thing it holds is tied to the
+// process, not to a buffer or a handle:
+//
+//   - the buffers this process owns, by key: its TCP server answers for
+//     them, and transfers from this process to its own buffers find them;
+//   - the TCP server itself: peers dial one address per owning process;
+//   - the backends compiled in, which keep their caches (shm's mappings of
+//     other processes' memory, tcp's idle connections) for every handle
+//     used here;
+//   - the backend each handle is bound to here: the choice depends on
+//     this process (its host, its devices, its environment), so a handle,
+//     a plain value passed between processes, cannot carry it.
+type process struct {
+	pid      int
+	boot     string    // this machine's kernel boot id, "" if unknown
+	backends []backend // those compiled in, in preference order
+
+	mu    sync.Mutex
+	owned map[uint64]*Buffer
+	tcp   tcpServer
+
+	boundMu sync.RWMutex
+	bound   map[Handle]backend
+}
+
+// thisProcess is the process value, made at first use.
+var thisProcess = sync.OnceValue(newProcess)
+
+func newProcess() *process {
+	p := &process{
+		pid:   os.Getpid(),
+		boot:  readBootID(),
+		owned: map[uint64]*Buffer{},
+		bound: map[Handle]backend{},
+	}
+	for _, name := range preference {
+		if newBackend, ok := compiled[name]; ok {
+			p.backends = append(p.backends, newBackend(p))
+		}
+	}
+	return p
+}
+
+func readBootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// own makes b findable by its key; disown undoes it.
+func (p *process) own(b *Buffer) {
+	p.mu.Lock()
+	p.owned[b.handle.Key] = b
+	p.mu.Unlock()
+}
+
+func (p *process) disown(b *Buffer) {
+	p.mu.Lock()
+	delete(p.owned, b.handle.Key)
+	p.mu.Unlock()
+}
+
+// lookup is the buffer this process owns under key, or nil.
+func (p *process) lookup(key uint64) *Buffer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.owned[key]
+}
+
+// bind is the backend for transfers through h from this process: the one
+// h was bound to, or, at h's first use here, the one choose picks, which
+// h keeps from then on (until unbind). A failed choice binds nothing.
+func (p *process) bind(h Handle) (backend, error) {
+	p.boundMu.RLock()
+	b := p.bound[h]
+	p.boundMu.RUnlock()
+	if b != nil {
+		return b, nil
+	}
+	b, err := choose(os.Getenv(EnvBackend), h, p.backends)
+	if err != nil {
+		return nil, err
+	}
+	p.boundMu.Lock()
+	defer p.boundMu.Unlock()
+	if first := p.bound[h]; first != nil {
+		return first, nil // another transfer bound h meanwhile
+	}
+	p.bound[h] = b
+	return b, nil
+}
+
+// unbind forgets h's backend: its buffer is gone, and so the entry would
+// only take room.
+func (p *process) unbind(h Handle) {
+	p.boundMu.Lock()
+	delete(p.bound, h)
+	p.boundMu.Unlock()
+}
