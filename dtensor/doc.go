@@ -16,13 +16,31 @@
 // every proc's shard and keep the results there as a new tensor, whose
 // shape a propagate function gives at once.
 //
+// # Ops
+//
+// Every op is an entry of one table (ops, in ops.go), by name: how many
+// tensors it reads, its shape rule (the shape of its result from its
+// inputs' shapes and its parameters, or an ErrShape error naming the op
+// and the shapes) and the function that computes it on a proc from the
+// input shards and its scalar parameters. The ops are rand and full
+// (Rand, Full, Zeros), put (Reduce's results), matmul, add, mul, scale,
+// transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes
+// no tensor). An op travels by its name; a proc refuses a name it does not
+// know, or an op with the wrong number of inputs, with an error in place
+// of the result. Adding an op is adding one entry and the public function
+// that records it.
+//
 // # Ordering and errors
 //
-// Ops are sent, not awaited: each proc runs them in the order they were
-// issued, so a later op sees an earlier one's result. An op that fails on
-// a proc (a shape mismatch, say) leaves an error in place of its result;
-// ops that use it fail the same way, and FetchShard (or Reduce) returns
-// that error. Shapes are checked here first, so most mistakes fail at once.
+// The client keeps every tensor's shard shape and checks an op's shape
+// rule when the op is recorded: shapes that do not fit fail at the call,
+// with ErrShape ("dtensor: shapes do not fit: matmul of (2, 3) and (4,
+// 5)"), and nothing is sent; each proc checks the rule again before it
+// runs the op. Ops are sent, not awaited: each proc runs them in the order they
+// were issued, so a later op sees an earlier one's result. An op that
+// fails on a proc (an endpoint's error, say) leaves an error in place of
+// its result; ops that use it fail the same way, and FetchShard (or
+// Reduce) returns that error.
 //
 // The tensors cross the bus as msgpack: this is for correctness and
 // interactive work, not for speed; bulk data between procs belongs in

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"gorgonia.org/tensor"
 )
 
 // Reductions across shards.
@@ -18,14 +16,15 @@ const (
 )
 
 // Reduce combines the shards along dims of the mesh (all of them if dims
-// is empty) with op, elementwise: every proc of a group (the procs that
-// differ only along dims) ends up with the group's result, as a new tensor
-// (an all-reduce). The shards travel through this process.
-func Reduce(ctx context.Context, t *Tensor, dims []string, op string) (*Tensor, error) {
-	switch op {
+// is empty) with reduction (Sum, Mean, Max or Min), elementwise: every
+// proc of a group (the procs that differ only along dims) ends up with the
+// group's result, as a new tensor (an all-reduce). The shards travel
+// through this process.
+func Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) (*Tensor, error) {
+	switch reduction {
 	case Sum, Mean, Max, Min:
 	default:
-		return nil, fmt.Errorf("dtensor: reduce op %q: want sum, mean, max or min", op)
+		return nil, fmt.Errorf("dtensor: reduce op %q: want sum, mean, max or min", reduction)
 	}
 	ext := t.mesh.Extent()
 	if len(dims) == 0 {
@@ -53,36 +52,30 @@ func Reduce(ctx context.Context, t *Tensor, dims []string, op string) (*Tensor, 
 		k := fmt.Sprint(key)
 		groups[k] = append(groups[k], p.Rank())
 	}
-	out := &Tensor{mesh: t.mesh, id: newID(), shape: t.shape.Clone()}
+	// Every proc of a group gets the group's result.
 	vals := shards.Values()
-	points := ext.Points()
+	results := make([][]float64, len(vals))
 	for _, ranks := range groups {
 		acc := slices.Clone(vals[ranks[0]].Data)
 		for _, r := range ranks[1:] {
-			combine(acc, vals[r].Data, op)
+			combine(acc, vals[r].Data, reduction)
 		}
-		if op == Mean {
+		if reduction == Mean {
 			for i := range acc {
 				acc[i] /= float64(len(ranks))
 			}
 		}
 		for _, r := range ranks {
-			o := opPut(out.id, t.shape, acc)
-			if err := opFn.Broadcast(t.mesh.procs.SliceAt(points[r]), o); err != nil {
-				return nil, err
-			}
+			results[r] = acc
 		}
 	}
-	return out, nil
+	put := func(r int, o *op) { o.Data = results[r] }
+	return t.mesh.record(op{Kind: "put", Shape: t.shape}, nil, put)
 }
 
-func opPut(id uint64, shape tensor.Shape, data []float64) op {
-	return op{Kind: "put", Out: id, Shape: shape.Clone(), Data: data}
-}
-
-func combine(acc, x []float64, op string) {
+func combine(acc, x []float64, reduction string) {
 	for i := range acc {
-		switch op {
+		switch reduction {
 		case Sum, Mean:
 			acc[i] += x[i]
 		case Max:

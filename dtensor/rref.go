@@ -18,29 +18,32 @@ import (
 
 // RRefEndpoint is an endpoint registered with Endpoint.
 type RRefEndpoint[A any] struct {
-	name      string
-	propagate func(tensor.Shape) tensor.Shape
-	err       error
+	name string
+	err  error
 }
 
 // rrefRunner calls a registered endpoint, on the proc, for one actor.
 type rrefRunner func(ctx context.Context, mesh []byte, rank int, in *tensor.Dense) (*tensor.Dense, error)
 
+// rrefs holds the registered endpoints by name: how to run each (m) and
+// the shape of its results (shapes, its propagate function).
 var rrefs = struct {
 	sync.RWMutex
-	m map[string]rrefRunner
-}{m: map[string]rrefRunner{}}
+	m      map[string]rrefRunner
+	shapes map[string]func(tensor.Shape) tensor.Shape
+}{m: map[string]rrefRunner{}, shapes: map[string]func(tensor.Shape) tensor.Shape{}}
 
 // Endpoint registers ep (an endpoint of actor type A) for RRef under name,
 // in every process: declare it as a package-level var.
 func Endpoint[A any](name string, ep func(*A, *actorrt.Context, Shard) (Shard, error), propagate func(tensor.Shape) tensor.Shape) *RRefEndpoint[A] {
-	e := &RRefEndpoint[A]{name: name, propagate: propagate}
+	e := &RRefEndpoint[A]{name: name}
 	rrefs.Lock()
 	defer rrefs.Unlock()
 	if rrefs.m[name] != nil {
 		e.err = fmt.Errorf("dtensor: endpoint %q registered twice", name)
 		return e
 	}
+	rrefs.shapes[name] = propagate
 	rrefs.m[name] = func(ctx context.Context, raw []byte, rank int, in *tensor.Dense) (*tensor.Dense, error) {
 		var m *actorrt.ActorMesh[A]
 		if err := msgpack.Unmarshal(raw, &m); err != nil {
@@ -73,24 +76,40 @@ func (e *RRefEndpoint[A]) RRef(m *actorrt.ActorMesh[A], t *Tensor) (*Tensor, err
 	if err != nil {
 		return nil, err
 	}
-	out := &Tensor{mesh: t.mesh, id: newID(), shape: e.propagate(t.shape.Clone())}
-	for r, p := range t.mesh.Extent().Points() {
-		o := op{Kind: "rref", Out: out.id, In: []uint64{t.id}, Name: e.name, Mesh: raw, Rank: r}
-		if err := opFn.Broadcast(t.mesh.procs.SliceAt(p), o); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return t.mesh.record(op{Kind: "rref", Name: e.name, Mesh: raw}, []*Tensor{t}, withRank)
 }
 
-// runRRef is the "rref" op on a proc: call the actor at this rank and keep
-// its result.
-func runRRef(ctx context.Context, o op, in *tensor.Dense) (*tensor.Dense, error) {
+// registered is the endpoint registered under name: its runner and its
+// propagate function.
+func registered(name string) (rrefRunner, func(tensor.Shape) tensor.Shape, error) {
 	rrefs.RLock()
-	run := rrefs.m[o.Name]
-	rrefs.RUnlock()
-	if run == nil {
-		return nil, fmt.Errorf("dtensor: no endpoint %q in this program (register it with dtensor.Endpoint in a package-level var)", o.Name)
+	defer rrefs.RUnlock()
+	run, propagate := rrefs.m[name], rrefs.shapes[name]
+	switch {
+	case run == nil:
+		return nil, nil, fmt.Errorf("dtensor: no endpoint %q in this program (register it with dtensor.Endpoint in a package-level var)", name)
+	case propagate == nil:
+		return nil, nil, fmt.Errorf("dtensor: endpoint %q has no propagate function", name)
 	}
-	return run(ctx, o.Mesh, o.Rank, in)
+	return run, propagate, nil
+}
+
+// rrefShape is the shape rule of the "rref" op: the endpoint's propagate
+// function gives its results' shape.
+func rrefShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	_, propagate, err := registered(o.Name)
+	if err != nil {
+		return nil, err
+	}
+	return propagate(in[0].Clone()), nil
+}
+
+// runRRef runs the "rref" op on a proc: it calls the actor at this rank
+// with this proc's shard, and its result is the op's.
+func runRRef(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+	run, _, err := registered(o.Name)
+	if err != nil {
+		return nil, err
+	}
+	return run(ctx, o.Mesh, o.Rank, in[0])
 }

@@ -3,7 +3,6 @@ package dtensor
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -73,114 +72,57 @@ func get(id uint64) (*tensor.Dense, error) {
 	return e.t, nil
 }
 
-// op is one instruction for every proc (or one proc) of a mesh.
+// op is one instruction for every proc (or one proc) of a mesh: the name
+// of an op of the table (ops), the tensors it reads and makes, and its
+// parameters (each op reads those it needs).
 type op struct {
 	Kind  string    `msgpack:"k"`
-	Out   uint64    `msgpack:"o"`
+	Out   uint64    `msgpack:"o"` // 0: the op makes no tensor
 	In    []uint64  `msgpack:"i"`
 	Shape []int     `msgpack:"s"`
 	Seed  uint64    `msgpack:"seed"`
-	Rank  int       `msgpack:"r"`
+	Rank  int       `msgpack:"r"` // the rank of the proc it is sent to (rand, rref)
+	Index int       `msgpack:"x"` // row: which row
 	Value float64   `msgpack:"v"`
 	Data  []float64 `msgpack:"d"`
-	Name  string    `msgpack:"n"` // RRef: the endpoint's name
-	Mesh  []byte    `msgpack:"m"` // RRef: the actor mesh, encoded
+	Name  string    `msgpack:"n"` // rref: the endpoint's name
+	Mesh  []byte    `msgpack:"m"` // rref: the actor mesh, encoded
 }
 
-// opFn runs an op on this proc. It never fails: a failure is stored as the
-// op's result (ops are broadcast, and nobody is there to receive an error).
-var opFn = actorrt.Remote1("monarch_dtensor_op", func(ctx context.Context, o op) (actorrt.Void, error) {
+// opFn runs an op on this proc.
+var opFn = actorrt.Remote1("monarch_dtensor_op", runAndKeep)
+
+// runAndKeep runs o and keeps its result. It never fails: a failure (an
+// unknown op among them) is kept in place of the result, since ops are
+// broadcast and nobody is there to receive an error.
+func runAndKeep(ctx context.Context, o op) (actorrt.Void, error) {
 	t, err := run(ctx, o)
 	if o.Out != 0 {
 		put(o.Out, t, err)
 	}
 	return actorrt.Void{}, nil
-})
-
-func run(ctx context.Context, o op) (*tensor.Dense, error) {
-	in := make([]*tensor.Dense, len(o.In))
-	for i, id := range o.In {
-		t, err := get(id)
-		if err != nil {
-			return nil, err
-		}
-		in[i] = t
-	}
-	switch o.Kind {
-	case "rand":
-		r := rand.New(rand.NewPCG(o.Seed, uint64(o.Rank)))
-		data := make([]float64, product(o.Shape))
-		for i := range data {
-			data[i] = r.Float64()
-		}
-		return tensor.New(tensor.WithShape(o.Shape...), tensor.WithBacking(data)), nil
-	case "full":
-		data := make([]float64, product(o.Shape))
-		for i := range data {
-			data[i] = o.Value
-		}
-		return tensor.New(tensor.WithShape(o.Shape...), tensor.WithBacking(data)), nil
-	case "put":
-		return tensor.New(tensor.WithShape(o.Shape...), tensor.WithBacking(o.Data)), nil
-	case "matmul":
-		return dense(tensor.MatMul(in[0], in[1]))
-	case "add":
-		return dense(tensor.Add(in[0], in[1]))
-	case "mul":
-		return dense(tensor.Mul(in[0], in[1]))
-	case "scale":
-		return dense(tensor.Mul(in[0], o.Value))
-	case "transpose":
-		c := in[0].Clone().(*tensor.Dense)
-		if err := c.T(); err != nil {
-			return nil, err
-		}
-		if err := c.Transpose(); err != nil { // materialise the new layout
-			return nil, err
-		}
-		return c, nil
-	case "relu":
-		c := in[0].Clone().(*tensor.Dense)
-		for i, x := range c.Float64s() {
-			if x < 0 {
-				c.Float64s()[i] = 0
-			}
-		}
-		return c, nil
-	case "row":
-		s, err := in[0].Slice(tensor.S(o.Rank))
-		if err != nil {
-			return nil, err
-		}
-		return s.(*tensor.Dense).Materialize().(*tensor.Dense), nil
-	case "rref":
-		return runRRef(ctx, o, in[0])
-	case "drop":
-		store.Lock()
-		delete(store.m, o.In[0])
-		store.Unlock()
-		return nil, nil
-	}
-	return nil, fmt.Errorf("dtensor: unknown op %q", o.Kind)
 }
 
-func dense(t tensor.Tensor, err error) (*tensor.Dense, error) {
+// run computes o's result shard on this proc. The op's shape rule is
+// checked again here (the client checked it first), so that an op runs
+// only on shards that fit it.
+func run(ctx context.Context, o op) (*tensor.Dense, error) {
+	k, err := lookup(o)
 	if err != nil {
 		return nil, err
 	}
-	d, ok := t.(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("dtensor: result is a %T", t)
+	in := make([]*tensor.Dense, len(o.In))
+	shapes := make([]tensor.Shape, len(o.In))
+	for i, id := range o.In {
+		if in[i], err = get(id); err != nil {
+			return nil, err
+		}
+		shapes[i] = in[i].Shape()
 	}
-	return d, nil
-}
-
-func product(shape []int) int {
-	n := 1
-	for _, s := range shape {
-		n *= s
+	if _, err := k.shape(o, shapes); err != nil {
+		return nil, err
 	}
-	return n
+	return k.run(ctx, o, in)
 }
 
 // shardData is a shard as it travels to the client.

@@ -49,97 +49,97 @@ func (t *Tensor) String() string {
 	return fmt.Sprintf("DTensor(shard %v on %v)", t.shape, t.mesh.Extent())
 }
 
-// broadcast sends o to every proc of the mesh.
-func (m *Mesh) broadcast(o op) error { return opFn.Broadcast(m.procs, o) }
-
-// create makes a tensor whose shard on each proc depends on its rank.
-func (m *Mesh) create(kind string, shape []int, v float64) (*Tensor, error) {
-	if len(shape) == 0 || product(shape) <= 0 {
-		return nil, fmt.Errorf("%w: shape %v", ErrShape, shape)
+// record issues op o on the tensors in, on every proc of m, and returns
+// the tensor it makes (nil for an op that makes none). The op's shape
+// rule runs here first: shapes that do not fit fail at the call, with the
+// op and the shapes named, and nothing is sent. each, if not nil, sets
+// what differs from proc to proc (its rank, its data) before o goes to
+// that proc alone; otherwise one o goes to all of them.
+func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, error) {
+	shapes := make([]tensor.Shape, len(in))
+	o.In = make([]uint64, len(in))
+	for i, u := range in {
+		if u.mesh.procs != m.procs && !u.mesh.Extent().Equal(m.Extent()) {
+			return nil, fmt.Errorf("%w: tensors on different meshes (%v, %v)", ErrShape, m.Extent(), u.mesh.Extent())
+		}
+		shapes[i], o.In[i] = u.shape, u.id
 	}
-	t := &Tensor{mesh: m, id: newID(), shape: tensor.Shape(shape).Clone()}
-	seed := newID()
+	k, err := lookup(o)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := k.shape(o, shapes)
+	if err != nil {
+		return nil, err
+	}
+	var out *Tensor
+	if shape != nil {
+		out = &Tensor{mesh: m, id: newID(), shape: shape}
+		o.Out = out.id
+	}
+	if each == nil {
+		if err := opFn.Broadcast(m.procs, o); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	for r, p := range m.Extent().Points() {
-		o := op{Kind: kind, Out: t.id, Shape: shape, Seed: seed, Rank: r, Value: v}
+		each(r, &o)
 		if err := opFn.Broadcast(m.procs.SliceAt(p), o); err != nil {
 			return nil, err
 		}
 	}
-	return t, nil
+	return out, nil
+}
+
+// withRank sends each proc its rank.
+func withRank(r int, o *op) { o.Rank = r }
+
+// apply records o on t and more, on t's mesh, for every proc alike.
+func (t *Tensor) apply(o op, more ...*Tensor) (*Tensor, error) {
+	return t.mesh.record(o, append([]*Tensor{t}, more...), nil)
 }
 
 // Rand is a tensor of uniform [0, 1) values, different on every proc
 // (seeded by its rank).
-func (m *Mesh) Rand(shape ...int) (*Tensor, error) { return m.create("rand", shape, 0) }
+func (m *Mesh) Rand(shape ...int) (*Tensor, error) {
+	return m.record(op{Kind: "rand", Shape: shape, Seed: newID()}, nil, withRank)
+}
 
 // Full is a tensor of v everywhere.
-func (m *Mesh) Full(v float64, shape ...int) (*Tensor, error) { return m.create("full", shape, v) }
+func (m *Mesh) Full(v float64, shape ...int) (*Tensor, error) {
+	return m.record(op{Kind: "full", Shape: shape, Value: v}, nil, nil)
+}
 
 // Zeros is Full(0, ...).
-func (m *Mesh) Zeros(shape ...int) (*Tensor, error) { return m.create("full", shape, 0) }
-
-func (t *Tensor) derive(kind string, shape tensor.Shape, v float64, row int, in ...*Tensor) (*Tensor, error) {
-	ids := []uint64{t.id}
-	for _, u := range in {
-		if u.mesh.procs != t.mesh.procs && !u.mesh.Extent().Equal(t.mesh.Extent()) {
-			return nil, fmt.Errorf("%w: tensors on different meshes (%v, %v)", ErrShape, t.mesh.Extent(), u.mesh.Extent())
-		}
-		ids = append(ids, u.id)
-	}
-	out := &Tensor{mesh: t.mesh, id: newID(), shape: shape}
-	return out, t.mesh.broadcast(op{Kind: kind, Out: out.id, In: ids, Value: v, Rank: row})
-}
+func (m *Mesh) Zeros(shape ...int) (*Tensor, error) { return m.Full(0, shape...) }
 
 // MatMul is the matrix product of each proc's shards: t (n x k) times u
 // (k x m).
-func (t *Tensor) MatMul(u *Tensor) (*Tensor, error) {
-	if len(t.shape) != 2 || len(u.shape) != 2 || t.shape[1] != u.shape[0] {
-		return nil, fmt.Errorf("%w: matmul of %v and %v", ErrShape, t.shape, u.shape)
-	}
-	return t.derive("matmul", tensor.Shape{t.shape[0], u.shape[1]}, 0, 0, u)
-}
+func (t *Tensor) MatMul(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "matmul"}, u) }
 
 // T is the transpose of a matrix.
-func (t *Tensor) T() (*Tensor, error) {
-	if len(t.shape) != 2 {
-		return nil, fmt.Errorf("%w: transpose of %v", ErrShape, t.shape)
-	}
-	return t.derive("transpose", tensor.Shape{t.shape[1], t.shape[0]}, 0, 0)
-}
+func (t *Tensor) T() (*Tensor, error) { return t.apply(op{Kind: "transpose"}) }
 
 // Add is the elementwise sum.
-func (t *Tensor) Add(u *Tensor) (*Tensor, error) {
-	if !t.shape.Eq(u.shape) {
-		return nil, fmt.Errorf("%w: add of %v and %v", ErrShape, t.shape, u.shape)
-	}
-	return t.derive("add", t.shape.Clone(), 0, 0, u)
-}
+func (t *Tensor) Add(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "add"}, u) }
 
 // Mul is the elementwise product.
-func (t *Tensor) Mul(u *Tensor) (*Tensor, error) {
-	if !t.shape.Eq(u.shape) {
-		return nil, fmt.Errorf("%w: mul of %v and %v", ErrShape, t.shape, u.shape)
-	}
-	return t.derive("mul", t.shape.Clone(), 0, 0, u)
-}
+func (t *Tensor) Mul(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "mul"}, u) }
 
 // Scale multiplies every element by v.
-func (t *Tensor) Scale(v float64) (*Tensor, error) { return t.derive("scale", t.shape.Clone(), v, 0) }
+func (t *Tensor) Scale(v float64) (*Tensor, error) { return t.apply(op{Kind: "scale", Value: v}) }
 
 // Relu is max(x, 0) elementwise.
-func (t *Tensor) Relu() (*Tensor, error) { return t.derive("relu", t.shape.Clone(), 0, 0) }
+func (t *Tensor) Relu() (*Tensor, error) { return t.apply(op{Kind: "relu"}) }
 
 // Row is row i of each shard (dist_compute[0]).
-func (t *Tensor) Row(i int) (*Tensor, error) {
-	if len(t.shape) < 2 || i < 0 || i >= t.shape[0] {
-		return nil, fmt.Errorf("%w: row %d of %v", ErrShape, i, t.shape)
-	}
-	return t.derive("row", t.shape[1:].Clone(), 0, i)
-}
+func (t *Tensor) Row(i int) (*Tensor, error) { return t.apply(op{Kind: "row", Index: i}) }
 
 // Drop frees the tensor's shards.
 func (t *Tensor) Drop() error {
-	return t.mesh.broadcast(op{Kind: "drop", In: []uint64{t.id}})
+	_, err := t.apply(op{Kind: "drop"})
+	return err
 }
 
 // FetchShard copies the shard at point p of the tensor's mesh here.

@@ -1,0 +1,196 @@
+package dtensor
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+
+	"gorgonia.org/tensor"
+)
+
+// opKind is one op of the table: how a proc computes it, and the shape
+// its result has. Adding an op is adding an entry to ops and the public
+// function that records it; nothing else dispatches on the name.
+type opKind struct {
+	// inputs is how many tensors the op reads (op.In).
+	inputs int
+	// shape is the shape of the op's result shards, from its inputs'
+	// shard shapes and its parameters, or an ErrShape error that names
+	// the op and the shapes. The client calls it when it records the op,
+	// so a misfit fails at the call. A nil shape without an error: the op
+	// makes no tensor (drop).
+	shape func(o op, in []tensor.Shape) (tensor.Shape, error)
+	// run computes this proc's result shard from its input shards (as
+	// many as inputs) and the op's parameters.
+	run func(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error)
+}
+
+// ops is the table of ops, by the name that travels in op.Kind. It is
+// never written after package initialisation.
+var ops = map[string]opKind{
+	"rand": {shape: created, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+		r := rand.New(rand.NewPCG(o.Seed, uint64(o.Rank)))
+		return filled(o.Shape, func() float64 { return r.Float64() }), nil
+	}},
+	"full": {shape: created, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+		return filled(o.Shape, func() float64 { return o.Value }), nil
+	}},
+	"put": {shape: created, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+		if product(o.Shape) != len(o.Data) {
+			return nil, fmt.Errorf("%w: put of shape %v with %d values", ErrShape, tensor.Shape(o.Shape), len(o.Data))
+		}
+		return tensor.New(tensor.WithShape(o.Shape...), tensor.WithBacking(o.Data)), nil
+	}},
+	"matmul": {inputs: 2, shape: matmulShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return dense(tensor.MatMul(in[0], in[1]))
+	}},
+	"add": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return dense(tensor.Add(in[0], in[1]))
+	}},
+	"mul": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return dense(tensor.Mul(in[0], in[1]))
+	}},
+	"scale": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return dense(tensor.Mul(in[0], o.Value))
+	}},
+	"transpose": {inputs: 1, shape: transposeShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		c := in[0].Clone().(*tensor.Dense)
+		if err := c.T(); err != nil {
+			return nil, err
+		}
+		if err := c.Transpose(); err != nil { // materialise the new layout
+			return nil, err
+		}
+		return c, nil
+	}},
+	"relu": {inputs: 1, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		c := in[0].Clone().(*tensor.Dense)
+		for i, x := range c.Float64s() {
+			if x < 0 {
+				c.Float64s()[i] = 0
+			}
+		}
+		return c, nil
+	}},
+	"row": {inputs: 1, shape: rowShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+		s, err := in[0].Slice(tensor.S(o.Index))
+		if err != nil {
+			return nil, err
+		}
+		return s.(*tensor.Dense).Materialize().(*tensor.Dense), nil
+	}},
+	"rref": {inputs: 1, shape: rrefShape, run: runRRef},
+	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+		store.Lock()
+		delete(store.m, o.In[0])
+		store.Unlock()
+		return nil, nil
+	}},
+}
+
+// lookup is the op named o.Kind, if o has as many inputs as it reads.
+func lookup(o op) (opKind, error) {
+	k, ok := ops[o.Kind]
+	switch {
+	case !ok:
+		return opKind{}, fmt.Errorf("dtensor: unknown op %q", o.Kind)
+	case len(o.In) != k.inputs:
+		return opKind{}, fmt.Errorf("dtensor: op %q: %d inputs, want %d", o.Kind, len(o.In), k.inputs)
+	}
+	return k, nil
+}
+
+// Shape rules.
+
+// misfit is the error of a shape rule: the op and its inputs' shapes.
+func misfit(o op, in []tensor.Shape) error {
+	s := make([]string, len(in))
+	for i, sh := range in {
+		s[i] = fmt.Sprint(sh)
+	}
+	return fmt.Errorf("%w: %s of %s", ErrShape, o.Kind, strings.Join(s, " and "))
+}
+
+// created: a new tensor of shape o.Shape, which must have a dimension and
+// no empty one.
+func created(o op, _ []tensor.Shape) (tensor.Shape, error) {
+	shape := tensor.Shape(o.Shape)
+	ok := len(shape) > 0
+	for _, d := range shape {
+		ok = ok && d > 0
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s of shape %v", ErrShape, o.Kind, shape)
+	}
+	return shape.Clone(), nil
+}
+
+// sameShape: elementwise, every input of one shape, which the result has.
+func sameShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	for _, s := range in[1:] {
+		if !s.Eq(in[0]) {
+			return nil, misfit(o, in)
+		}
+	}
+	return in[0].Clone(), nil
+}
+
+// matmulShape: (n x k) times (k x m) is n x m.
+func matmulShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	a, b := in[0], in[1]
+	if len(a) != 2 || len(b) != 2 || a[1] != b[0] {
+		return nil, misfit(o, in)
+	}
+	return tensor.Shape{a[0], b[1]}, nil
+}
+
+// transposeShape: a matrix n x m becomes m x n.
+func transposeShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	if len(in[0]) != 2 {
+		return nil, misfit(o, in)
+	}
+	return tensor.Shape{in[0][1], in[0][0]}, nil
+}
+
+// rowShape: row o.Index of a tensor of two or more dimensions drops the
+// first.
+func rowShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	if len(in[0]) < 2 || o.Index < 0 || o.Index >= in[0][0] {
+		return nil, fmt.Errorf("%w: %s %d of %v", ErrShape, o.Kind, o.Index, in[0])
+	}
+	return in[0][1:].Clone(), nil
+}
+
+// noResult: the op makes no tensor.
+func noResult(op, []tensor.Shape) (tensor.Shape, error) { return nil, nil }
+
+// Helpers of the run functions.
+
+// filled is a tensor of shape whose values next gives, in order.
+func filled(shape []int, next func() float64) *tensor.Dense {
+	data := make([]float64, product(shape))
+	for i := range data {
+		data[i] = next()
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
+}
+
+func dense(t tensor.Tensor, err error) (*tensor.Dense, error) {
+	if err != nil {
+		return nil, err
+	}
+	d, ok := t.(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("dtensor: result is a %T", t)
+	}
+	return d, nil
+}
+
+func product(shape []int) int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n
+}
