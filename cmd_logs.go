@@ -8,10 +8,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"sync"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/logagg"
 	"github.com/urfave/cli/v2"
@@ -123,39 +121,36 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("logs: --since %q: want a duration back from now (10m, 1h30m) or an RFC3339 time (2026-12-02T10:00:00Z)", s)
 }
 
-// colorFor: ANSI colors only on a terminal, and not when NO_COLOR is set.
-func colorFor(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
-		return false
-	}
-	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
-}
-
 func runLogs(ctx context.Context, dir, job string, o logsOptions, stdout, stderr io.Writer) error {
-	p := &logsPrinter{out: stdout, err: stderr, colorOut: colorFor(stdout), colorErr: colorFor(stderr), window: o.window}
-	var emit func(logagg.Line) error
-	stop := func() {}
-	if o.window == 0 {
-		emit = p.raw
-	} else {
-		p.agg = logagg.NewAggregator()
-		emit = p.add
-		if o.follow {
-			stop = p.tick(o.window)
-		}
-	}
+	p := logagg.NewPrinter(stdout, stderr)
+	// Lines already written are grouped by their own timestamps; once
+	// caught up, a follow groups the lines that come by wall time.
+	live := false
 	// Read unfiltered, so that a selection that matches nothing can say
 	// what the job has (see logsSelection).
 	sel := newLogsSelection(o.filter)
-	err := logagg.Read(ctx, dir, job, logagg.Filter{}, o.follow, func(l logagg.Line) error {
+	emit := func(l logagg.Line) error {
 		if !sel.take(l) {
 			return nil
 		}
-		return emit(l)
-	})
-	stop()
-	p.flush()
+		now := l.Time
+		if live {
+			now = time.Now()
+		}
+		return p.Print(l, o.window, now)
+	}
+	var err error
+	if o.follow {
+		err = logagg.Follow(ctx, dir, job, logagg.Filter{}, emit, func() error {
+			live = true
+			return p.Tick(time.Now())
+		})
+	} else {
+		err = logagg.Read(ctx, dir, job, logagg.Filter{}, false, emit)
+	}
+	if ferr := p.Flush(); err == nil {
+		err = ferr
+	}
 	switch {
 	case errors.Is(err, context.Canceled):
 		return nil // the user stopped following
@@ -171,83 +166,4 @@ func runLogs(ctx context.Context, dir, job string, o logsOptions, stdout, stderr
 		return err
 	}
 	return nil
-}
-
-// logsPrinter writes lines, or groups of lines, to stdout and stderr by
-// their stream.
-type logsPrinter struct {
-	out, err           io.Writer
-	colorOut, colorErr bool
-
-	mu     sync.Mutex // the aggregator and the writers, shared with tick
-	agg    *logagg.Aggregator
-	window time.Duration
-	start  time.Time // of the current window, in the lines' time
-}
-
-func (p *logsPrinter) writer(s logagg.Stream) (io.Writer, bool) {
-	if s == logagg.Stderr {
-		return p.err, p.colorErr
-	}
-	return p.out, p.colorOut
-}
-
-func (p *logsPrinter) raw(l logagg.Line) error {
-	w, color := p.writer(l.Stream)
-	_, err := fmt.Fprintln(w, logagg.FormatLine(l, color))
-	return err
-}
-
-// add puts l in the current window, first closing the window if l is
-// past its end. Replayed lines are thus grouped by their own timestamps.
-func (p *logsPrinter) add(l logagg.Line) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.agg.Pending() > 0 && !l.Time.Before(p.start.Add(p.window)) {
-		p.flushLocked()
-	}
-	if p.agg.Pending() == 0 {
-		p.start = l.Time
-	}
-	p.agg.Add(l)
-	return nil
-}
-
-// tick also closes the window every window of wall time, for lines that
-// arrive while following; the returned func stops it and waits for it.
-func (p *logsPrinter) tick(window time.Duration) (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(window)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				p.flush()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped // returns at once: the loop only waits on done and the ticker
-	}
-}
-
-func (p *logsPrinter) flush() {
-	if p.agg == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.flushLocked()
-}
-
-func (p *logsPrinter) flushLocked() {
-	for _, g := range p.agg.Flush() {
-		w, color := p.writer(g.First.Stream)
-		fmt.Fprintln(w, logagg.FormatGroup(g, color))
-	}
 }

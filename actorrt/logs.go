@@ -3,14 +3,12 @@ package actorrt
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/logagg"
@@ -64,9 +62,7 @@ func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
 type clientLogs struct {
 	store   *logagg.Writer
 	def     LogOptions
-	stdout  *lineWriter
-	stderr  *lineWriter
-	color   bool
+	out     *logagg.Printer // used by the printer goroutine (run) only
 	flushes chan flushReq
 	wake    chan struct{}
 	done    chan struct{}
@@ -98,9 +94,7 @@ func ClientLogStats() LogStats {
 func newClientLogs(rt *runtimeT) *clientLogs {
 	l := &clientLogs{
 		def:     LogOptions{StreamToClient: true},
-		stdout:  &lineWriter{w: os.Stdout},
-		stderr:  &lineWriter{w: os.Stderr},
-		color:   isatty.IsTerminal(os.Stdout.Fd()),
+		out:     logagg.NewPrinter(os.Stdout, os.Stderr),
 		flushes: make(chan flushReq),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -182,30 +176,20 @@ func (l *clientLogs) request(then func()) {
 // run prints until ctx ends, then flushes one last time.
 func (l *clientLogs) run(ctx context.Context) {
 	defer close(l.done)
-	aggs := map[time.Duration]*windowAgg{}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-l.wake:
-			l.drain(aggs)
+			l.drain()
 		case now := <-tick.C:
-			for _, a := range aggs {
-				if now.After(a.due) {
-					l.emitGroups(a)
-					a.due = now.Add(a.window)
-				}
-			}
-			l.flushOut()
+			l.out.Tick(now)
 			if l.store != nil {
 				l.store.Flush() // a follower (monarch logs -f) sees lines within a tick
 			}
 		case req := <-l.flushes:
-			l.drain(aggs)
-			for _, a := range aggs {
-				l.emitGroups(a)
-			}
-			l.flushOut()
+			l.drain()
+			l.out.Flush()
 			if l.store != nil {
 				l.store.Flush()
 			}
@@ -214,11 +198,8 @@ func (l *clientLogs) run(ctx context.Context) {
 			}
 			close(req.ack)
 		case <-ctx.Done():
-			l.drain(aggs)
-			for _, a := range aggs {
-				l.emitGroups(a)
-			}
-			l.flushOut()
+			l.drain()
+			l.out.Flush()
 			if l.store != nil {
 				l.store.Close()
 			}
@@ -227,17 +208,12 @@ func (l *clientLogs) run(ctx context.Context) {
 	}
 }
 
-type windowAgg struct {
-	window time.Duration
-	agg    *logagg.Aggregator
-	due    time.Time
-}
-
-func (l *clientLogs) drain(aggs map[time.Duration]*windowAgg) {
+func (l *clientLogs) drain() {
 	l.mu.Lock()
 	q := l.queue
 	l.queue = nil
 	l.mu.Unlock()
+	now := time.Now()
 	for _, line := range q {
 		if l.store != nil {
 			l.store.Write(line)
@@ -246,60 +222,9 @@ func (l *clientLogs) drain(aggs map[time.Duration]*windowAgg) {
 		if !ok {
 			o = l.def
 		}
-		switch {
-		case !o.StreamToClient:
-		case o.AggregateWindow <= 0:
-			l.out(line.Stream).line(logagg.FormatLine(line, l.color))
-		default:
-			a := aggs[o.AggregateWindow]
-			if a == nil {
-				a = &windowAgg{window: o.AggregateWindow, agg: logagg.NewAggregator(), due: time.Now().Add(o.AggregateWindow)}
-				aggs[o.AggregateWindow] = a
-			}
-			a.agg.Add(line)
+		if o.StreamToClient {
+			l.out.Print(line, o.AggregateWindow, now)
 		}
 	}
-	l.flushOut()
-}
-
-func (l *clientLogs) emitGroups(a *windowAgg) {
-	for _, g := range a.agg.Flush() {
-		l.out(g.First.Stream).line(logagg.FormatGroup(g, l.color))
-	}
-}
-
-func (l *clientLogs) out(s logagg.Stream) *lineWriter {
-	if s == logagg.Stderr {
-		return l.stderr
-	}
-	return l.stdout
-}
-
-func (l *clientLogs) flushOut() {
-	l.stdout.flush()
-	l.stderr.flush()
-}
-
-// lineWriter buffers whole lines and writes at most pipeAtomic bytes at a
-// time, so that the client program's own writes to the same stdout (which
-// the kernel keeps whole up to that size) never land inside a proc's line.
-type lineWriter struct {
-	w   io.Writer
-	buf []byte
-}
-
-const pipeAtomic = 4096 // PIPE_BUF on Linux
-
-func (w *lineWriter) line(s string) {
-	if len(w.buf)+len(s)+1 > pipeAtomic {
-		w.flush()
-	}
-	w.buf = append(append(w.buf, s...), '\n')
-}
-
-func (w *lineWriter) flush() {
-	if len(w.buf) > 0 {
-		w.w.Write(w.buf)
-		w.buf = w.buf[:0]
-	}
+	l.out.Tick(now)
 }

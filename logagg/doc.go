@@ -27,7 +27,16 @@
 // line with every group by edit distance costs O(groups × length²). The
 // [Aggregator] holds one window of groups; its owner decides when the
 // window ends and calls Flush. [FormatLine] and [FormatGroup] render
-// lines and groups, with ANSI colors when the output is a terminal.
+// lines and groups, with ANSI colors when [ColorFor] says the output
+// takes them: a terminal, and NO_COLOR not set.
+//
+// # Printing
+//
+// A [Printer] is the one printer of proc lines, used by the client for
+// its live output and by `monarch logs`: raw or grouped per window, to a
+// stdout and a stderr writer by the lines' stream, in writes of whole
+// lines of at most 4 KiB. It has no clock and no goroutine: its owner
+// passes the time in and ticks it.
 //
 // # Store
 //
@@ -35,12 +44,12 @@
 // [Writer]: JSON lines, bounded in size by rotation to <job>.log.1,
 // private to the user (0600 in a 0700 dir). [Read] replays a job's log
 // through a [Filter] and can follow it while the job runs, until the
-// writer closes it or its process is gone; [Jobs] lists the jobs with a
-// log, newest first.
+// writer closes it or its process is gone ([Follow] also says when it
+// has caught up); [Jobs] lists the jobs with a log, newest first.
 //
 // # Concurrency
 //
-// An Aggregator is for one goroutine. A Writer may be shared. Read calls
-// its emit function from the calling goroutine, and every wait in it ends
-// with its context.
+// An Aggregator or a Printer is for one goroutine. A Writer may be
+// shared. Read and Follow call their functions from the calling
+// goroutine, and every wait in them ends with its context.
 package logagg

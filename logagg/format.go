@@ -2,8 +2,8 @@ package logagg
 
 import "strconv"
 
-// ANSI SGR codes. Plain escapes are enough: the caller decides whether
-// its output is a terminal, and every terminal we run on speaks them.
+// ANSI SGR codes. Plain escapes are enough: [ColorFor] decides whether
+// an output gets them, and every terminal we run on speaks them.
 const (
 	ansiReset = "\x1b[0m"
 	ansiDim   = "\x1b[2m"
@@ -36,10 +36,13 @@ func FormatLine(l Line, color bool) string {
 // `[37 similar log lines] [3] step 100 loss=0.42`. The count is dimmed
 // with color.
 func FormatGroup(g Group, color bool) string {
+	return string(appendGroup(make([]byte, 0, len(g.First.Text)+48), g, color))
+}
+
+func appendGroup(b []byte, g Group, color bool) []byte {
 	if g.Count <= 1 {
-		return FormatLine(g.First, color)
+		return appendLine(b, g.First, color)
 	}
-	b := make([]byte, 0, len(g.First.Text)+48)
 	if color {
 		b = append(b, ansiDim...)
 	}
@@ -50,7 +53,7 @@ func FormatGroup(g Group, color bool) string {
 		b = append(b, ansiReset...)
 	}
 	b = append(b, ' ')
-	return string(appendLine(b, g.First, color))
+	return appendLine(b, g.First, color)
 }
 
 func appendLine(b []byte, l Line, color bool) []byte {

@@ -462,6 +462,20 @@ func (f Filter) Match(l Line) bool {
 // there were any, Read returns a *CorruptError (errors.Is ErrCorrupt) once
 // it is done.
 func Read(ctx context.Context, dir, job string, f Filter, follow bool, emit func(Line) error) error {
+	return read(ctx, dir, job, f, follow, emit, nil)
+}
+
+// Follow is Read with follow that also calls caughtUp each time it has
+// emitted every line written so far and is about to wait for more: after
+// the lines already written, then at every poll (every 200ms) while it
+// follows. Its caller can thus write out what it keeps and end windows of
+// wall time from the goroutine that reads, with no timer of its own. An
+// error from caughtUp stops Follow and is returned, like one from emit.
+func Follow(ctx context.Context, dir, job string, f Filter, emit func(Line) error, caughtUp func() error) error {
+	return read(ctx, dir, job, f, true, emit, caughtUp)
+}
+
+func read(ctx context.Context, dir, job string, f Filter, follow bool, emit func(Line) error, caughtUp func() error) error {
 	if err := checkJob(job); err != nil {
 		return err
 	}
@@ -481,7 +495,7 @@ func Read(ctx context.Context, dir, job string, f Filter, follow bool, emit func
 		return &NoJobError{Job: job, Dir: dir, Known: known}
 	}
 	host, _ := os.Hostname()
-	r := &logReader{ctx: ctx, filter: f, emit: emit, host: host, chunk: make([]byte, 64<<10)}
+	r := &logReader{ctx: ctx, filter: f, emit: emit, idle: caughtUp, host: host, chunk: make([]byte, 64<<10)}
 	defer func() { cur.Close() }() // cur changes while following
 	if old != nil {
 		err := r.readFile(old)
@@ -561,7 +575,8 @@ type logReader struct {
 	ctx     context.Context
 	filter  Filter
 	emit    func(Line) error
-	host    string // this host
+	idle    func() error // Follow's caughtUp, or nil
+	host    string       // this host
 	chunk   []byte
 	partial []byte // the start of a record whose newline has not come yet
 	skip    bool   // dropping an oversized record up to its newline
@@ -748,6 +763,11 @@ func (r *logReader) follow(path string, cur **os.File, curInfo os.FileInfo) erro
 					return r.readFile(*cur)
 				}
 				return nil
+			}
+		}
+		if r.idle != nil {
+			if err := r.idle(); err != nil {
+				return err
 			}
 		}
 		t.Reset(pollInterval)

@@ -242,10 +242,11 @@ func checkNoGoroutineLeak(t *testing.T, n int) {
 	}
 }
 
-func TestStoreFollow(t *testing.T) {
-	defer checkNoGoroutineLeak(t, runtime.NumGoroutine())
-	dir := t.TempDir()
-	w, err := logagg.NewWriter(dir, "f", 0)
+// liveLog starts a log that stays open for the test, with the first 10
+// sample lines written; it returns its writer and all the sample lines.
+func liveLog(t *testing.T, dir, job string) (*logagg.Writer, []logagg.Line) {
+	t.Helper()
+	w, err := logagg.NewWriter(dir, job, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +256,13 @@ func TestStoreFollow(t *testing.T) {
 		w.Write(l)
 	}
 	w.Flush()
+	return w, lines
+}
+
+func TestStoreFollow(t *testing.T) {
+	defer checkNoGoroutineLeak(t, runtime.NumGoroutine())
+	dir := t.TempDir()
+	w, lines := liveLog(t, dir, "f")
 	f := follow(context.Background(), dir, "f")
 	if got := f.next(t, 10); !sameLines(got, lines[:10]) {
 		t.Fatalf("replay: %v", got)
@@ -609,5 +617,38 @@ func TestStoreConcurrentWrites(t *testing.T) {
 			t.Fatalf("line %+v out of order (last of g%d: %d)", l, g, last[g])
 		}
 		last[g] = i
+	}
+}
+
+// Follow calls caughtUp once every line written so far is emitted, again
+// at each poll while nothing comes, and stops on its error.
+func TestStoreFollowCaughtUp(t *testing.T) {
+	defer checkNoGoroutineLeak(t, runtime.NumGoroutine())
+	dir := t.TempDir()
+	w, lines := liveLog(t, dir, "c")
+	stop := errors.New("enough")
+	var emitted []int // lines emitted before each caughtUp
+	n := 0
+	err := logagg.Follow(context.Background(), dir, "c", logagg.Filter{}, func(logagg.Line) error {
+		n++
+		return nil
+	}, func() error {
+		emitted = append(emitted, n)
+		switch len(emitted) {
+		case 1: // caught up with what was written: write more
+			for _, l := range lines[10:] {
+				w.Write(l)
+			}
+			w.Flush()
+		case 4:
+			return stop
+		}
+		return nil
+	})
+	if err != stop {
+		t.Fatalf("Follow: %v, want %v", err, stop)
+	}
+	if want := []int{10, 40, 40, 40}; !slices.Equal(emitted, want) {
+		t.Fatalf("lines emitted at each caughtUp: %v, want %v", emitted, want)
 	}
 }
