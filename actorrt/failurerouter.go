@@ -1,0 +1,181 @@
+package actorrt
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// failureRouter decides, in one process, who hears of a failed member of
+// an actor mesh. Every mesh has one owner, fixed when it is spawned: an
+// actor of the spawning process (O, an actor handle in the runtime, a
+// string in tests), or the process itself (O's zero value). A failure
+// reaches the owner's process, where the router passes it on:
+//
+//   - to the owner actor's Supervise (effSupervise), if it still runs;
+//   - else, in a proc, up to the client (effEscalate): the root decides;
+//   - in the client, to the fault hook (effUnhandled).
+//
+// It reports each member once (a member on a proc that ends is reported
+// once however the end is learned), nothing of a mesh that was stopped
+// (a stop is not a failure), and stops the meshes of an owner that ends
+// (effStopMesh): they die with it. A member that fails in this process
+// but whose mesh is owned elsewhere is sent to the owner's process
+// (effForward).
+//
+// It is a plain state machine: events in (step), effects out, which the
+// runtime carries out. No I/O, clock or goroutines; not safe for
+// concurrent use (its driver holds a lock around step).
+type failureRouter[O comparable] struct {
+	self   string // this process's proc id
+	client bool   // this process is the client: the root of supervision
+	owned  map[string]*ownedMesh[O]
+	ended  map[O]bool // owner actors that failed or stopped
+}
+
+// ownedMesh is the router's record of a mesh owned here.
+type ownedMesh[O comparable] struct {
+	name     string
+	base     Extent
+	procs    []string // the proc of each member, by base rank
+	owner    O
+	reported map[int]bool // members already reported, by base rank
+	stopped  bool
+}
+
+func newFailureRouter[O comparable](self string, client bool) *failureRouter[O] {
+	return &failureRouter[O]{self: self, client: client, owned: map[string]*ownedMesh[O]{}, ended: map[O]bool{}}
+}
+
+// The events a failureRouter takes.
+type (
+	// evOwned: this process spawned mesh id (owner: the zero O for the
+	// process itself).
+	evOwned[O comparable] struct {
+		id, name string
+		base     Extent
+		procs    []string
+		owner    O
+	}
+	// evDisowned: a spawn failed; the mesh is not owned after all.
+	evDisowned struct{ id string }
+	// evMemberFailed: a member failed here, or a report of a member's
+	// failure reached this process. ownerProc is where the mesh's owner
+	// is ("" or self: here).
+	evMemberFailed struct {
+		f         *MeshFailure
+		ownerProc string
+	}
+	// evProcEnded: a proc ended; members on it of meshes owned here
+	// failed, unless it was stopped on request.
+	evProcEnded struct{ n goneNotice }
+	// evMeshStopped: mesh id was stopped on request.
+	evMeshStopped struct{ id string }
+	// evOwnerEnded: an owner actor failed or stopped.
+	evOwnerEnded[O comparable] struct{ owner O }
+)
+
+// The effects a failureRouter asks for.
+type (
+	effSupervise[O comparable] struct {
+		owner O
+		f     *MeshFailure
+	}
+	// effForward: send f to proc, where its mesh's owner is.
+	effForward struct {
+		proc string
+		f    *MeshFailure
+	}
+	// effEscalate: send f to the client.
+	effEscalate struct{ f *MeshFailure }
+	// effUnhandled: give f to the client's fault hook.
+	effUnhandled struct{ f *MeshFailure }
+	// effStopMesh: stop mesh id on its procs.
+	effStopMesh struct {
+		id    string
+		procs []string
+	}
+)
+
+// step applies one event and returns the effects, in order.
+func (r *failureRouter[O]) step(ev any) []any {
+	var out []any
+	switch ev := ev.(type) {
+	case evOwned[O]:
+		r.owned[ev.id] = &ownedMesh[O]{name: ev.name, base: ev.base, procs: ev.procs, owner: ev.owner, reported: map[int]bool{}}
+	case evDisowned:
+		delete(r.owned, ev.id)
+	case evMemberFailed:
+		if ev.ownerProc != "" && ev.ownerProc != r.self {
+			return append(out, effForward{ev.ownerProc, ev.f})
+		}
+		out = r.route(out, ev.f)
+	case evProcEnded:
+		if ev.n.Stopped {
+			return nil
+		}
+		for _, id := range r.ownedIDs() {
+			m := r.owned[id]
+			if m.stopped {
+				continue
+			}
+			for b, p := range m.procs {
+				if p != ev.n.Proc {
+					continue
+				}
+				pt := m.base.point(b)
+				out = r.route(out, &MeshFailure{
+					Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(b) + "]",
+					Proc: p, Reason: "its proc ended: " + ev.n.Reason, Dims: m.base.dims, Coords: pt.coords, Base: b,
+				})
+			}
+		}
+	case evMeshStopped:
+		if m := r.owned[ev.id]; m != nil {
+			m.stopped = true
+		}
+	case evOwnerEnded[O]:
+		r.ended[ev.owner] = true
+		for _, id := range r.ownedIDs() {
+			m := r.owned[id]
+			if m.owner == ev.owner && !m.stopped {
+				m.stopped = true
+				out = append(out, effStopMesh{id, uniq(m.procs)})
+			}
+		}
+	default:
+		panic(fmt.Sprintf("actorrt: failureRouter: unknown event %T", ev))
+	}
+	return out
+}
+
+// route passes a failure of a mesh on to whoever decides about it here.
+func (r *failureRouter[O]) route(out []any, f *MeshFailure) []any {
+	var zero O
+	if m := r.owned[f.MeshID]; m != nil {
+		if m.reported[f.Base] || m.stopped {
+			return out
+		}
+		m.reported[f.Base] = true
+		if m.owner != zero && !r.ended[m.owner] {
+			return append(out, effSupervise[O]{m.owner, f})
+		}
+	}
+	// Owned by this process rather than an actor, by an actor that ended,
+	// or not owned here at all (an escalation): the root decides.
+	if !r.client {
+		return append(out, effEscalate{f})
+	}
+	return append(out, effUnhandled{f})
+}
+
+// ownedIDs lists the owned meshes in a stable order, so that effects come
+// out in one.
+func (r *failureRouter[O]) ownedIDs() []string {
+	ids := make([]string, 0, len(r.owned))
+	for id := range r.owned {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

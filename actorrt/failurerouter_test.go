@@ -1,0 +1,130 @@
+package actorrt
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestFailureRouter runs the scripts in testdata/supervision: events for
+// one process's failureRouter and the effects each gives. Owners are
+// actor names ("-" for the process itself). Commands:
+//
+//	router self=c client                    a new router (client: the root)
+//	owned id=c.m1 name=w dims=(gpus=2) procs=(c-1,c-2) owner=sup
+//	disowned id=c.m1                        a spawn that failed
+//	failed id=c.m1 rank=0 reason=boom [owner-proc=p]  a member failed (reported here)
+//	proc-ended proc=c-1 reason=crashed [stopped]
+//	stopped id=c.m1                         the mesh was stopped on request
+//	owner-ended owner=sup                   the owner actor failed or stopped
+//
+// go test -run TestFailureRouter -rewrite ./actorrt rewrites the expected
+// effects; read the diff before keeping it.
+func TestFailureRouter(t *testing.T) {
+	datadriven.Walk(t, "testdata/supervision", func(t *testing.T, path string) {
+		var r *failureRouter[string]
+		meshes := map[string]ownedMesh[string]{} // what the script spawned, to make failures
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "router" && r == nil {
+				d.Fatalf(t, "start the script with: router self=ID [client]")
+			}
+			var effects []any
+			switch d.Cmd {
+			case "router":
+				var self string
+				d.ScanArgs(t, "self", &self)
+				r = newFailureRouter[string](self, d.HasArg("client"))
+				return ""
+			case "owned":
+				var id, name, owner string
+				var procs []string
+				d.ScanArgs(t, "id", &id)
+				d.ScanArgs(t, "name", &name)
+				d.ScanArgs(t, "procs", &procs)
+				d.ScanArgs(t, "owner", &owner)
+				if owner == "-" {
+					owner = ""
+				}
+				dims := scanDims(t, d)
+				base, err := NewExtent(dims)
+				if err != nil || base.NumRanks() != len(procs) {
+					d.Fatalf(t, "dims %v for %d procs: %v", dims, len(procs), err)
+				}
+				meshes[id] = ownedMesh[string]{name: name, base: base, procs: procs}
+				effects = r.step(evOwned[string]{id: id, name: name, base: base, procs: procs, owner: owner})
+			case "disowned":
+				var id string
+				d.ScanArgs(t, "id", &id)
+				effects = r.step(evDisowned{id})
+			case "failed":
+				var id, reason, ownerProc string
+				var rank int
+				d.ScanArgs(t, "id", &id)
+				d.ScanArgs(t, "rank", &rank)
+				d.ScanArgs(t, "reason", &reason)
+				d.MaybeScanArgs(t, "owner-proc", &ownerProc)
+				m, ok := meshes[id]
+				if !ok {
+					m = ownedMesh[string]{name: "other", base: Extent{}, procs: []string{"p?"}}
+				}
+				pt := m.base.point(rank)
+				f := &MeshFailure{Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(rank) + "]",
+					Proc: m.procs[rank], Reason: reason, Dims: m.base.dims, Coords: pt.coords, Base: rank}
+				effects = r.step(evMemberFailed{f: f, ownerProc: ownerProc})
+			case "proc-ended":
+				var n goneNotice
+				d.ScanArgs(t, "proc", &n.Proc)
+				d.ScanArgs(t, "reason", &n.Reason)
+				n.Stopped = d.HasArg("stopped")
+				effects = r.step(evProcEnded{n})
+			case "stopped":
+				var id string
+				d.ScanArgs(t, "id", &id)
+				effects = r.step(evMeshStopped{id})
+			case "owner-ended":
+				var owner string
+				d.ScanArgs(t, "owner", &owner)
+				effects = r.step(evOwnerEnded[string]{owner})
+			default:
+				d.Fatalf(t, "unknown command %s", d.Cmd)
+			}
+			var b strings.Builder
+			for _, e := range effects {
+				switch e := e.(type) {
+				case effSupervise[string]:
+					fmt.Fprintf(&b, "supervise %s: %s\n", e.owner, e.f)
+				case effForward:
+					fmt.Fprintf(&b, "forward to %s: %s\n", e.proc, e.f)
+				case effEscalate:
+					fmt.Fprintf(&b, "escalate to the client: %s\n", e.f)
+				case effUnhandled:
+					fmt.Fprintf(&b, "fault hook: %s\n", e.f)
+				case effStopMesh:
+					fmt.Fprintf(&b, "stop %s on %s\n", e.id, strings.Join(e.procs, ","))
+				default:
+					fmt.Fprintf(&b, "? %T\n", e)
+				}
+			}
+			return b.String()
+		})
+	})
+}
+
+// scanDims reads dims=(name=size,...).
+func scanDims(t *testing.T, d *datadriven.TestData) Dims {
+	var parts []string
+	d.ScanArgs(t, "dims", &parts)
+	var dims Dims
+	for _, p := range parts {
+		name, size, ok := strings.Cut(p, "=")
+		n, err := strconv.Atoi(size)
+		if !ok || err != nil {
+			d.Fatalf(t, "dims: %q is not name=size", p)
+		}
+		dims = append(dims, Dim{name, n})
+	}
+	return dims
+}

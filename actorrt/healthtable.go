@@ -1,0 +1,138 @@
+package actorrt
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// healthTable is what a process knows of the rest of its job's health:
+// which procs are gone, and which host agent started each proc it holds,
+// so that when an agent is gone (it ended, or fell silent) its procs are
+// gone with it. It is a plain state machine: events go in (step) and
+// effects come out, which the runtime then carries out (failing the calls
+// that wait on a gone proc, telling supervision, announcing the end to the
+// job, watching an agent's heartbeats). It does no I/O, reads no clock
+// (time comes in the events) and starts no goroutine; it is not safe for
+// concurrent use: its driver holds a lock around step (see health).
+type healthTable struct {
+	self    string        // this process's proc id: its own agent is not watched
+	timeout time.Duration // an agent silent this long is gone
+
+	gone      map[string]goneNotice
+	agentOf   map[string]string    // proc -> the agent that started it
+	lastHeard map[string]time.Time // watched agents -> when last heard from
+}
+
+func newHealthTable(self string, timeout time.Duration) *healthTable {
+	return &healthTable{self: self, timeout: timeout, gone: map[string]goneNotice{},
+		agentOf: map[string]string{}, lastHeard: map[string]time.Time{}}
+}
+
+// The events a healthTable takes.
+type (
+	// evGone: a proc (or host agent) is gone. announce asks that the job
+	// be told (the process that saw the end tells everyone; one that
+	// heard of it from the job does not repeat it).
+	evGone struct {
+		n        goneNotice
+		announce bool
+	}
+	// evStarted: these procs were started by these agents (a spawn
+	// answered, or a proc mesh arrived as an argument).
+	evStarted struct {
+		procs []procInfo
+		at    time.Time
+	}
+	// evHeard: an agent's heartbeat arrived.
+	evHeard struct {
+		agent string
+		at    time.Time
+	}
+	// evTick: time passes; silent agents are declared gone.
+	evTick struct{ at time.Time }
+)
+
+// The effects a healthTable asks for.
+type (
+	// effGone: proc is gone: fail the calls waiting on it, tell
+	// supervision (unless it was stopped), and announce it if asked.
+	effGone struct {
+		n        goneNotice
+		announce bool
+	}
+	// effWatch: start watching agent's heartbeats.
+	effWatch struct{ agent string }
+)
+
+// step applies one event and returns the effects, in order.
+func (t *healthTable) step(ev any) []any {
+	var out []any
+	switch ev := ev.(type) {
+	case evGone:
+		out = t.goneWithAgents(out, ev.n, ev.announce)
+	case evStarted:
+		for _, p := range ev.procs {
+			if p.Agent == "" {
+				continue
+			}
+			t.agentOf[p.ID] = p.Agent
+			if _, watched := t.lastHeard[p.Agent]; watched || p.Agent == t.self {
+				continue
+			}
+			t.lastHeard[p.Agent] = ev.at
+			out = append(out, effWatch{p.Agent})
+		}
+	case evHeard:
+		if _, watched := t.lastHeard[ev.agent]; watched {
+			t.lastHeard[ev.agent] = ev.at
+		}
+	case evTick:
+		var silent []string
+		for a, last := range t.lastHeard {
+			if _, gone := t.gone[a]; !gone && ev.at.Sub(last) > t.timeout {
+				silent = append(silent, a)
+			}
+		}
+		slices.Sort(silent) // effects in a stable order
+		for _, a := range silent {
+			n := goneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, t.timeout)}
+			out = t.goneWithAgents(out, n, true)
+		}
+	default:
+		panic(fmt.Sprintf("actorrt: healthTable: unknown event %T", ev))
+	}
+	return out
+}
+
+// goneWithAgents records n and, if n's proc is an agent, every proc it
+// started that is not gone yet (they are only told, not announced: the
+// job hears of the agent).
+func (t *healthTable) goneWithAgents(out []any, n goneNotice, announce bool) []any {
+	if _, dup := t.gone[n.Proc]; dup {
+		return out
+	}
+	t.gone[n.Proc] = n
+	delete(t.lastHeard, n.Proc)
+	out = append(out, effGone{n, announce})
+	var started []string
+	for p, a := range t.agentOf {
+		if a == n.Proc {
+			started = append(started, p)
+		}
+	}
+	slices.Sort(started)
+	for _, p := range started {
+		out = t.goneWithAgents(out, goneNotice{Proc: p, Reason: "its host agent " + n.Proc + " is gone: " + n.Reason}, false)
+	}
+	return out
+}
+
+// goneNotice returns why proc is gone, if it is.
+func (t *healthTable) goneNotice(proc string) (goneNotice, bool) {
+	n, ok := t.gone[proc]
+	return n, ok
+}
+
+// numGone is how many procs are known to be gone.
+func (t *healthTable) numGone() int { return len(t.gone) }

@@ -1,0 +1,113 @@
+package actorrt
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+// TestHealthTable runs the scripts in testdata/health: events for one
+// process's healthTable and the effects each gives. Times are offsets
+// from the start of the script. Commands:
+//
+//	table self=c timeout=5s          a new table (every script starts with one)
+//	started at=1s                    procs started, one per input line: "<proc> <agent>"
+//	c-1 h0
+//	gone proc=c-1 reason=crashed [stopped] [announce]
+//	heard agent=h0 at=2s             a heartbeat
+//	tick at=7s                       time passes
+//	query proc=c-1                   what the table knows of a proc
+//
+// go test -run TestHealthTable -rewrite ./actorrt rewrites the expected
+// effects; read the diff before keeping it.
+func TestHealthTable(t *testing.T) {
+	datadriven.Walk(t, "testdata/health", func(t *testing.T, path string) {
+		var ht *healthTable
+		epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		at := func(d *datadriven.TestData) time.Time {
+			var s string
+			d.ScanArgs(t, "at", &s)
+			off, err := time.ParseDuration(s)
+			if err != nil {
+				d.Fatalf(t, "at=%s: %v", s, err)
+			}
+			return epoch.Add(off)
+		}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "table" && ht == nil {
+				d.Fatalf(t, "start the script with: table self=ID timeout=D")
+			}
+			var effects []any
+			switch d.Cmd {
+			case "table":
+				var self, timeout string
+				d.ScanArgs(t, "self", &self)
+				d.ScanArgs(t, "timeout", &timeout)
+				to, err := time.ParseDuration(timeout)
+				if err != nil {
+					d.Fatalf(t, "timeout: %v", err)
+				}
+				ht = newHealthTable(self, to)
+				return ""
+			case "started":
+				var procs []procInfo
+				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+					f := strings.Fields(line)
+					if len(f) != 2 {
+						d.Fatalf(t, "want <proc> <agent>: %q", line)
+					}
+					procs = append(procs, procInfo{ID: f[0], Agent: f[1]})
+				}
+				effects = ht.step(evStarted{procs: procs, at: at(d)})
+			case "gone":
+				var n goneNotice
+				d.ScanArgs(t, "proc", &n.Proc)
+				d.ScanArgs(t, "reason", &n.Reason)
+				n.Stopped = d.HasArg("stopped")
+				effects = ht.step(evGone{n: n, announce: d.HasArg("announce")})
+			case "heard":
+				var agent string
+				d.ScanArgs(t, "agent", &agent)
+				effects = ht.step(evHeard{agent: agent, at: at(d)})
+			case "tick":
+				effects = ht.step(evTick{at: at(d)})
+			case "query":
+				var proc string
+				d.ScanArgs(t, "proc", &proc)
+				n, ok := ht.goneNotice(proc)
+				if !ok {
+					return fmt.Sprintf("%s: not gone (%d gone)\n", proc, ht.numGone())
+				}
+				return fmt.Sprintf("%s: gone: %s (%d gone)\n", proc, describeGone(n), ht.numGone())
+			default:
+				d.Fatalf(t, "unknown command %s", d.Cmd)
+			}
+			var b strings.Builder
+			for _, e := range effects {
+				switch e := e.(type) {
+				case effGone:
+					fmt.Fprintf(&b, "gone %s: %s", e.n.Proc, describeGone(e.n))
+					if e.announce {
+						b.WriteString(" (announce)")
+					}
+					b.WriteString("\n")
+				case effWatch:
+					fmt.Fprintf(&b, "watch %s\n", e.agent)
+				default:
+					fmt.Fprintf(&b, "? %T\n", e)
+				}
+			}
+			return b.String()
+		})
+	})
+}
+
+func describeGone(n goneNotice) string {
+	if n.Stopped {
+		return n.Reason + " [stopped]"
+	}
+	return n.Reason
+}
