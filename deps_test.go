@@ -22,7 +22,7 @@ func TestLayering(t *testing.T) {
 		// Internal packages are layers of their own.
 		"internal/privfs":   {},
 		"internal/procid":   {},
-		"internal/jobstate": {"internal/privfs", "internal/procid"},
+		"internal/jobstate": {"internal/privfs", "internal/procid", "hostsconfig", "logagg"},
 		"internal/jobenv":   {"hostsconfig", "logagg"},
 		"internal/child":    {},
 	}

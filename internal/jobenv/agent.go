@@ -9,6 +9,10 @@ import (
 	"strings"
 )
 
+// ClientID is the proc id of a job's client, the root of every job: the
+// host agents report to it.
+const ClientID = "c"
+
 // AgentID is the id of the host agent of host i of a job (h0, h1, ...):
 // the proc id it is addressed by, and the name of a simulated host.
 func AgentID(i int) string { return "h" + strconv.Itoa(i) }

@@ -80,10 +80,18 @@ type Proc struct {
 	Parent    string // the proc whose port waits for the ready report
 	ReadyPort uint64
 	ReadyRank int
-	// Dims and Coords say where the proc is in its mesh, for the program:
-	// MONARCH_RANK_<DIM> and MONARCH_SIZE_<DIM> for each dimension.
-	Dims   []hostsconfig.Dim
-	Coords []int
+}
+
+// RankVars tells a proc where it is in its mesh, for the program:
+// MONARCH_RANK_<DIM> and MONARCH_SIZE_<DIM> for each dimension, with the
+// proc's coordinate in each.
+func RankVars(dims []hostsconfig.Dim, coords []int) []string {
+	env := make([]string, 0, 2*len(dims))
+	for i, d := range dims {
+		name := dimVar(d.Name)
+		env = append(env, prefixRank+name+"="+strconv.Itoa(coords[i]), prefixSize+name+"="+strconv.Itoa(d.Size))
+	}
+	return env
 }
 
 // Environ is e as NAME=value strings, for exec.Cmd.Env: the fields that
@@ -124,13 +132,6 @@ func (e Env) Environ() []string {
 		add(varParent, p.Parent)
 		add(varReadyPort, strconv.FormatUint(p.ReadyPort, 10))
 		add(varReadyRank, strconv.Itoa(p.ReadyRank))
-		for i, d := range p.Dims {
-			name := dimVar(d.Name)
-			if i < len(p.Coords) {
-				add(prefixRank+name, strconv.Itoa(p.Coords[i]))
-			}
-			add(prefixSize+name, strconv.Itoa(d.Size))
-		}
 	}
 	return env
 }
