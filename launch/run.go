@@ -136,7 +136,7 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 	env := jobEnv(cfg.Job)
 	var ag *agents
 	if len(p.hosts) > 0 {
-		spec := &agentSpec{args: agentArgs(jobID, cfg.Job), monarch: cfg.Monarch, stderr: cfg.Stderr, watch: watch,
+		spec := &agentSpec{args: agentArgs(jobID, cfg.Job), monarch: cfg.Monarch, stderr: cfg.Stderr, awaitAgents: watch.awaitHosts,
 			env: jobenv.Env{Bus: jb.dial(jb.advURL), FileLog: env.FileLog, StderrLog: env.StderrLog}}
 		if ag, err = s.start(ctx, p, spec); err != nil {
 			fail()
@@ -178,6 +178,23 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 	return code, err
 }
 
+// submit queues the job with k's queue, records it as submitted and
+// prints the batch job's id on cfg.Stdout: the batch job's own monarch
+// run records the job again once it runs.
+func submit(ctx context.Context, cfg *RunConfig, k kind) error {
+	id, err := k.queue.submit(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	st := &JobState{Job: k.name + "-" + id, Batch: k.name, BatchID: id, Scheduler: k.name, Program: cfg.Job.Program,
+		State: StateSubmitted, Started: time.Now(), Host: hostname()}
+	if err := jobstate.Save(cfg.StateDir, st); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Stdout, "%s\n", id)
+	return nil
+}
+
 // agentArgs is the agent command line of a job, but for the index and
 // the secret's way, which each scheduler sets.
 func agentArgs(jobID string, job *hostsconfig.Job) jobenv.AgentArgs {
@@ -195,9 +212,4 @@ func jobEnv(job *hostsconfig.Job) jobenv.Env {
 	}
 	stream := l.StreamToClient
 	return jobenv.Env{Procs: job.Procs, LogStream: &stream, LogWindow: l.AggregateWindow, FileLog: l.FileLevel, StderrLog: l.StderrLevel}
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -80,8 +81,10 @@ type agentSpec struct {
 	// stderr receives the agents' stderr (a launcher process's last lines
 	// also go in its agentEnd).
 	stderr io.Writer
-	// watch sees the agents report on the bus.
-	watch *jobWatch
+	// awaitAgents waits until at least n agents have reported on the bus,
+	// ctx ends or limit fires (jobWatch.awaitHosts): a scheduler paces
+	// its starts on it.
+	awaitAgents func(ctx context.Context, n int, limit <-chan time.Time)
 }
 
 // kind is a scheduler as its file registers it.

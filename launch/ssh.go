@@ -54,7 +54,7 @@ func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) 
 	for i, host := range p.hosts {
 		if i >= parallel {
 			limit := time.NewTimer(sshSetupWait)
-			spec.watch.awaitHosts(ctx, i-parallel+1, limit.C)
+			spec.awaitAgents(ctx, i-parallel+1, limit.C)
 			limit.Stop()
 		}
 		cmd := s.session(spec, host, i)

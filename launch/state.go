@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -60,23 +61,6 @@ func startRecord(dir, jobID, sched, program string) (*jobstate.Writer, error) {
 // endRecord records how the job ended, with nothing of it up any more.
 func endRecord(st *jobstate.Writer, state string, exit int) {
 	st.Finish(func(r *JobState) { r.State, r.Exit, r.Hosts, r.Procs = state, exit, 0, 0 })
-}
-
-// submit queues the job with k's queue, records it as submitted and
-// prints the batch job's id on cfg.Stdout: the batch job's own monarch
-// run records the job again once it runs.
-func submit(ctx context.Context, cfg *RunConfig, k kind) error {
-	id, err := k.queue.submit(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	st := &JobState{Job: k.name + "-" + id, Batch: k.name, BatchID: id, Scheduler: k.name, Program: cfg.Job.Program,
-		State: StateSubmitted, Started: time.Now(), Host: hostname()}
-	if err := jobstate.Save(cfg.StateDir, st); err != nil {
-		return err
-	}
-	fmt.Fprintf(cfg.Stdout, "%s\n", id)
-	return nil
 }
 
 // Status lists the jobs in dir, newest first. Jobs whose process is gone
@@ -148,4 +132,9 @@ func Stop(ctx context.Context, dir, job string, grace time.Duration) error {
 		return fmt.Errorf("stop %s: no such job (no jobs in %s)", job, dir)
 	}
 	return fmt.Errorf("stop %s: no such job; known jobs: %s", job, strings.Join(known, ", "))
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }

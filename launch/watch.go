@@ -15,8 +15,8 @@ import (
 
 // jobWatch follows a job on its bus: which agents heartbeat, how many
 // procs came up, for the progress display and for schedulers that pace
-// their starts on it (awaitHosts); and the client's counts of what is up
-// now, for the job's record.
+// their starts on it (awaitHosts, as agentSpec.awaitAgents); and the
+// client's counts of what is up now, for the job's record.
 type jobWatch struct {
 	conn     *bus.Conn
 	subjects jobenv.Subjects
