@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +37,7 @@ func cleanCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runClean(c.App.Writer, launch.DefaultStateDir(), logagg.SystemLogDir(), age, time.Now())
+			return runClean(c.Context, c.App.Writer, launch.DefaultStateDir(), logagg.SystemLogDir(), age, time.Now())
 		},
 	}
 }
@@ -56,8 +57,8 @@ func parseAge(s string) (time.Duration, error) {
 	return 0, fmt.Errorf("clean: --older-than %q: want an age such as 7d, 12h or 30m", s)
 }
 
-func runClean(w io.Writer, dir, sysDir string, age time.Duration, now time.Time) error {
-	recs, err := launch.Status(dir)
+func runClean(ctx context.Context, w io.Writer, dir, sysDir string, age time.Duration, now time.Time) error {
+	recs, err := launch.Status(ctx, dir)
 	if err != nil {
 		return err
 	}

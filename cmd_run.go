@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/launch"
 	"github.com/urfave/cli/v2"
 )
@@ -13,12 +14,12 @@ import (
 func runCommand(a *app) *cli.Command {
 	return &cli.Command{
 		Name:      "run",
-		Usage:     "run a job on the hosts of its MONARCH_HOSTS file (Slurm, ssh or local)",
+		Usage:     "run a job on the hosts of its " + jobenv.HostsVar + " file (Slurm, ssh or local)",
 		ArgsUsage: "JOB.toml",
 		Description: "Reads the job file, starts the job's bus and a host agent on every host (one srun step in a\n" +
 			"Slurm allocation, salloc first outside one; one ssh session per host; or local processes),\n" +
 			"runs the job's program as the client and exits with its status. The hosts file is the job's\n" +
-			"`hosts`, else $MONARCH_HOSTS; with neither the job runs on this machine.",
+			"`hosts`, else $" + jobenv.HostsVar + "; with neither the job runs on this machine.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "detach", Usage: "submit the job with sbatch and print its Slurm job id (Slurm only)"},
 		},
@@ -49,9 +50,9 @@ func loadRun(path string) (launch.RunConfig, error) {
 	}
 	cfg := launch.RunConfig{Job: job, JobPath: abs, Hosts: job.Hosts}
 	if cfg.Hosts == nil {
-		if p := os.Getenv("MONARCH_HOSTS"); p != "" {
+		if p := os.Getenv(jobenv.HostsVar); p != "" {
 			if cfg.Hosts, err = hostsconfig.LoadHosts(p); err != nil {
-				return launch.RunConfig{}, fmt.Errorf("$MONARCH_HOSTS: %w", err)
+				return launch.RunConfig{}, fmt.Errorf("$%s: %w", jobenv.HostsVar, err)
 			}
 		}
 	}

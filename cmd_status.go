@@ -25,13 +25,13 @@ func statusCommand() *cli.Command {
 		ArgsUsage: "[JOB]",
 		Action: func(c *cli.Context) error {
 			dir := launch.DefaultStateDir()
-			jobs, err := launch.Status(dir)
+			jobs, err := launch.Status(c.Context, dir)
 			if err != nil {
 				return err
 			}
 			if want := c.Args().First(); want != "" {
 				for _, j := range jobs {
-					if j.Job == want || j.SlurmJob == want {
+					if j.Job == want || j.BatchID == want {
 						printJob(c.App.Writer, dir, j)
 						return nil
 					}
@@ -59,8 +59,8 @@ func stateText(j *launch.JobState) string {
 	case launch.StateDone, launch.StateFailed:
 		return fmt.Sprintf("%s (exit %d)", j.State, j.Exit)
 	case launch.StateSubmitted:
-		if j.SlurmState != "" {
-			return j.State + " (slurm: " + j.SlurmState + ")"
+		if j.BatchState != "" {
+			return j.State + " (" + j.Batch + ": " + j.BatchState + ")"
 		}
 	}
 	return j.State
@@ -90,8 +90,8 @@ func printJob(w io.Writer, dir string, j *launch.JobState) {
 	row("job", "%s", j.Job)
 	row("state", "%s", stateText(j))
 	row("scheduler", "%s", j.Scheduler)
-	if j.SlurmJob != "" {
-		row("slurm job", "%s", j.SlurmJob)
+	if j.BatchID != "" {
+		row(j.Batch+" job", "%s", j.BatchID)
 	}
 	row("program", "%s", j.Program)
 	if j.PID > 0 {
@@ -139,7 +139,7 @@ func stopCommand() *cli.Command {
 		Usage:     "stop a job (its launcher tears down every host and proc)",
 		ArgsUsage: "JOB",
 		Action: func(c *cli.Context) error {
-			return launch.Stop(launch.DefaultStateDir(), c.Args().First(), launch.DefaultGrace)
+			return launch.Stop(c.Context, launch.DefaultStateDir(), c.Args().First(), launch.DefaultGrace)
 		},
 	}
 }

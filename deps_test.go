@@ -16,7 +16,7 @@ func TestLayering(t *testing.T) {
 		"hostsconfig": {},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus"},
-		"launch":      {"hostsconfig", "bus", "internal/jobstate"},
+		"launch":      {"hostsconfig", "bus", "internal/jobstate", "internal/jobenv", "internal/child"},
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg"},
 		// Internal packages are layers of their own.

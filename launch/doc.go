@@ -4,28 +4,49 @@
 // # Usage
 //
 //	code, err := launch.Run(ctx, launch.RunConfig{Job: job, Hosts: hosts})   // monarch run
-//	code, err := launch.Local(ctx, launch.LocalConfig{Program: "./train"})    // monarch local -- ./train
+//	job, err := launch.LocalJob("./train", args)                             // monarch local -- ./train
+//	code, err = launch.Run(ctx, launch.RunConfig{Job: job})
 //
 // # Schedulers
+//
+// Run itself is the same for every kind of hosts: it starts the job's bus,
+// records the job, starts the client and supervises it. What differs is
+// behind the scheduler interface (scheduler.go), one implementation per
+// file, each registered under its hosts file's scheduler key:
+//
+//   - prepare says where the job runs from here: the hosts in order,
+//     whether they are remote (then the bus must be reachable from them,
+//     and advertises this machine's address on the route to them), the
+//     monarch binary on them; or that the scheduler must first run the
+//     job itself (Slurm outside an allocation: salloc).
+//   - start starts one host agent per host, with the agent's command line
+//     (jobenv.AgentArgs) and environment (jobenv.Env): never the secret in
+//     argv.
+//
+// A scheduler with a queue of batch jobs of its own (queue) can also take
+// a job and return (--detach); the job store asks it what became of such
+// jobs (status) and cancels them (stop). A new scheduler is one file here
+// and its table in hostsconfig.
 //
 //   - slurm: inside an allocation, one srun step with one agent per node
 //     (the secret in the step's environment); outside one, Run re-runs
 //     `monarch run` under salloc with the job's resources, or submits it
 //     with sbatch (Detach). Requests carry --immediate, so Slurm's own
-//     errors come back in seconds.
+//     errors come back in seconds. Its queue: squeue, scancel.
 //   - ssh: one session per host, at most Parallel being set up at once; the
 //     secret goes on stdin and the session stays open: closing it ends the
 //     agent and its procs.
-//   - local: agents are processes of this machine (simulated hosts).
+//   - local: agents are processes of this machine (simulated hosts h0,
+//     h1, ...); without a hosts file, none: the program runs alone.
 //
-// The bus listens where the hosts can reach it and advertises this host's
-// address on the route to the first host; a loopback address for remote
-// hosts is refused at start.
+// The bus listens where the hosts can reach it; a loopback address for
+// remote hosts is refused at start.
 //
 // # Teardown
 //
-// The client and local agents are started with a parent-death signal, so
-// they cannot outlive the launcher; the procs carry their own. SIGINT or
+// Every process the launcher starts (client, local agents, srun, ssh,
+// salloc) is started by internal/child, with a parent-death signal, so
+// none can outlive the launcher; the procs carry their own. SIGINT or
 // SIGTERM to the launcher is passed to the client, which stops its procs
 // and exits; then the agents are stopped (stdin closed, SIGTERM, SIGKILL
 // after the grace period). A client that has not exited within the grace

@@ -6,19 +6,69 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
-	"github.com/monarch-go/monarch/internal/jobstate"
+	"github.com/monarch-go/monarch/internal/jobenv"
 )
 
-// DefaultGrace is how long an interrupted client has to stop its procs and
-// exit before it is killed.
-const DefaultGrace = 10 * time.Second
+// The local scheduler: this machine. With a hosts file (scheduler =
+// "local", or monarch local --hosts N) its hosts are simulated: one host
+// agent process each, all here, named h0, h1, ... in logs and status.
+// Without one the program runs alone, with no host agents: its
+// ThisHost() is its own.
+
+func init() {
+	register(kind{name: hostsconfig.SchedulerLocal, title: "local", open: func(h *hostsconfig.Hosts) scheduler {
+		if h == nil {
+			return localScheduler{}
+		}
+		n := 1
+		if h.Local != nil {
+			n = h.Local.Hosts
+		}
+		return localScheduler{hosts: n}
+	}})
+}
+
+// localScheduler runs hosts simulated hosts; none: no hosts file.
+type localScheduler struct{ hosts int }
+
+// prepare names the simulated hosts as their agents: h0, h1, ...
+func (l localScheduler) prepare(ctx context.Context) (*placement, error) {
+	return &placement{hosts: agentIDs(l.hosts)}, nil
+}
+
+// start starts an agent process for every simulated host.
+func (l localScheduler) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
+	a := newAgents(len(p.hosts))
+	for i := range p.hosts {
+		if err := a.start("agent "+jobenv.AgentID(i), []string{jobenv.AgentID(i)}, localAgent(spec, i), spec.stderr); err != nil {
+			a.stop(time.Second)
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// localAgent is the command of simulated host i's agent. The secret is in
+// its environment. The simulated hosts all run on this machine: their
+// lines are told apart by their host names (jobenv.Env.HostName), the
+// ones status and the system logs use.
+func localAgent(spec *agentSpec, i int) *exec.Cmd {
+	args := spec.args
+	args.Index = i
+	argv := args.Argv(spec.monarch)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	env := spec.env
+	env.HostName = jobenv.AgentID(i)
+	cmd.Env = childEnv(env)
+	cmd.Stdout = os.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
 
 // LocalJob is a job made up from a command line, to run on this machine:
 // the program in the current directory, output streamed to the client.
@@ -39,56 +89,3 @@ func LocalJob(program string, args []string) (*hostsconfig.Job, error) {
 	}
 	return &hostsconfig.Job{Program: path, Args: args, Dir: dir, Log: hostsconfig.Log{StreamToClient: true}}, nil
 }
-
-// wait returns the client's status, passing on interrupts.
-func wait(ctx context.Context, cmd *exec.Cmd, grace time.Duration) int {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	var kill <-chan time.Time
-	for {
-		select {
-		case <-done:
-			return exitStatus(cmd.ProcessState)
-		case sig := <-sigs:
-			cmd.Process.Signal(sig)
-			if kill == nil {
-				kill = time.After(grace)
-			}
-		case <-ctx.Done():
-			cmd.Process.Signal(syscall.SIGTERM)
-			if kill == nil {
-				kill = time.After(grace)
-			}
-			ctx = context.Background()
-		case <-kill:
-			cmd.Process.Kill()
-		}
-	}
-}
-
-func exitStatus(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
-}
-
-// startOnLockedThread starts cmd from an OS thread that is never released.
-// Linux sends Pdeathsig when the forking thread exits (golang/go#27505), so
-// the thread must live as long as this process.
-func startOnLockedThread(cmd *exec.Cmd) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- cmd.Start()
-		select {} // keep the thread, and the child's parent-death link, alive
-	}()
-	return <-errc
-}
-
-// NewJobID returns a fresh job id: short, unique, and safe in a NATS
-// subject (see jobstate.NewID).
-func NewJobID() (string, error) { return jobstate.NewID() }

@@ -2,27 +2,96 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/child"
 )
 
-// Slurm. Inside an allocation (SLURM_JOB_ID set) the agents run as one
-// srun step with one task per node; outside, `monarch run` re-runs itself
-// under salloc with the job's resources, or submits itself with sbatch
-// (--detach). Slurm's own errors (a bad partition, an impossible request)
-// come back within seconds: requests carry --immediate, and the test
-// cluster sets EnforcePartLimits.
+// The Slurm scheduler. Inside an allocation (SLURM_JOB_ID set) the agents
+// run as one srun step with one task per node; outside, `monarch run`
+// re-runs itself under salloc with the job's resources, or submits itself
+// with sbatch (--detach). Slurm's own errors (a bad partition, an
+// impossible request) come back within seconds: requests carry
+// --immediate, and the test cluster sets EnforcePartLimits. Its queue
+// (squeue, scancel) is what status and stop ask about submitted jobs.
 
-// inAllocation reports whether this process runs inside a Slurm allocation.
-func inAllocation() bool { return os.Getenv("SLURM_JOB_ID") != "" }
+func init() {
+	register(kind{name: hostsconfig.SchedulerSlurm, title: "Slurm", queue: slurmQueue{},
+		open: func(h *hostsconfig.Hosts) scheduler { return slurmScheduler{h.Slurm} }})
+}
+
+type slurmScheduler struct{ cfg *hostsconfig.Slurm }
+
+// prepare: inside an allocation, its nodes; outside one, the job runs
+// under salloc (elsewhere).
+func (s slurmScheduler) prepare(ctx context.Context) (*placement, error) {
+	p := &placement{remote: true}
+	if s.cfg != nil {
+		p.monarch = s.cfg.Monarch
+	}
+	if (slurmQueue{}).current() == "" {
+		p.elsewhere = s.allocate
+		return p, nil
+	}
+	nodes, err := allocationNodes()
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	p.hosts = nodes
+	p.route = func(ctx context.Context) string { return nodeAddr(ctx, nodes[0]) }
+	return p, nil
+}
+
+// start starts the agents as one srun step over every node of the
+// allocation, the secret in the step's environment, never in argv.
+func (s slurmScheduler) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
+	a := newAgents(1)
+	if err := a.start("srun step", agentIDs(len(p.hosts)), s.step(spec, len(p.hosts)), spec.stderr); err != nil {
+		return nil, fmt.Errorf("slurm: %w", err)
+	}
+	return a, nil
+}
+
+// step is the srun command of the agents of n nodes: each finds its
+// index in the job's node list (--slurm).
+func (s slurmScheduler) step(spec *agentSpec, n int) *exec.Cmd {
+	args := []string{"--overlap", "--nodes=" + strconv.Itoa(n), "--ntasks=" + strconv.Itoa(n),
+		"--ntasks-per-node=1", "--kill-on-bad-exit=1", immediate(s.cfg), "--export=ALL"}
+	if s.cfg != nil {
+		args = append(args, s.cfg.SrunArgs...)
+	}
+	agent := spec.args
+	agent.Slurm = true
+	cmd := exec.Command("srun", append(args, agent.Argv(spec.monarch)...)...)
+	cmd.Env = childEnv(spec.env)
+	cmd.Stdout = os.Stdout
+	return cmd
+}
+
+// allocate runs `salloc <resources> monarch run JOB` and returns its status:
+// the inner monarch run does the work inside the allocation.
+func (s slurmScheduler) allocate(ctx context.Context, cfg *RunConfig) (int, error) {
+	args, err := allocArgs(s.cfg)
+	if err != nil {
+		return 0, err
+	}
+	args = append(args, immediate(s.cfg), "--job-name=monarch", cfg.Monarch, "run", cfg.JobPath)
+	cmd := exec.Command("salloc", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
+	p, err := child.Start(cmd)
+	if err != nil {
+		return 0, fmt.Errorf("slurm: salloc: %w", err)
+	}
+	code, _, _ := superviseClient(ctx, p, cfg.Grace+5*time.Second, nil, nil)
+	return code, nil
+}
 
 // allocationNodes lists the nodes of the current allocation.
 func allocationNodes() ([]string, error) {
@@ -69,26 +138,31 @@ func immediate(s *hostsconfig.Slurm) string {
 	return "--immediate=" + strconv.Itoa(int((d+time.Second-1)/time.Second))
 }
 
-// allocate runs `salloc <resources> monarch run JOB` and returns its status:
-// the inner monarch run does the work inside the allocation.
-func allocate(ctx context.Context, cfg RunConfig) (int, error) {
-	args, err := allocArgs(cfg.Hosts.Slurm)
+// nodeAddr asks Slurm for a node's address (NodeAddr), which may differ
+// from its name.
+func nodeAddr(ctx context.Context, node string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "show", "node", "-o", node).Output()
 	if err != nil {
-		return 0, err
+		return node
 	}
-	args = append(args, immediate(cfg.Hosts.Slurm), "--job-name=monarch", cfg.Monarch, "run", cfg.JobPath)
-	cmd := exec.Command("salloc", args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
-	cmd.Env = os.Environ()
-	if err := startOnLockedThread(cmd); err != nil {
-		return 0, fmt.Errorf("slurm: salloc: %w", err)
+	for _, f := range strings.Fields(string(out)) {
+		if a, ok := strings.CutPrefix(f, "NodeAddr="); ok && a != "" {
+			return a
+		}
 	}
-	return wait(ctx, cmd, cfg.Grace+5*time.Second), nil
+	return node
 }
 
-// submit runs `sbatch <resources> --wrap "monarch run JOB"` and returns
-// the Slurm job id.
-func submit(cfg RunConfig) (string, error) {
+// slurmQueue is Slurm's queue of batch jobs.
+type slurmQueue struct{}
+
+func (slurmQueue) current() string { return os.Getenv("SLURM_JOB_ID") }
+
+// submit runs `sbatch <resources> --wrap "monarch run JOB"`; the batch
+// job's output goes to the state directory.
+func (slurmQueue) submit(ctx context.Context, cfg *RunConfig) (string, error) {
 	args, err := allocArgs(cfg.Hosts.Slurm)
 	if err != nil {
 		return "", err
@@ -96,7 +170,7 @@ func submit(cfg RunConfig) (string, error) {
 	out := cfg.StateDir + "/slurm-%j.out"
 	args = append(args, "--parsable", "--job-name=monarch", "--output="+out,
 		"--wrap="+shellQuote(cfg.Monarch)+" run "+shellQuote(cfg.JobPath))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sbatch", args...)
 	var stderr strings.Builder
@@ -112,54 +186,29 @@ func submit(cfg RunConfig) (string, error) {
 	return id, nil
 }
 
-// startSrun starts the agents as one srun step over every node of the
-// allocation.
-func startSrun(nodes []string, cfg RunConfig, jobID, url, token string, dialEnv []string, stderr io.Writer) (*agents, error) {
-	s := cfg.Hosts.Slurm
-	args := []string{"--overlap", "--nodes=" + strconv.Itoa(len(nodes)), "--ntasks=" + strconv.Itoa(len(nodes)),
-		"--ntasks-per-node=1", "--kill-on-bad-exit=1", immediate(s), "--export=ALL"}
-	if s != nil {
-		args = append(args, s.SrunArgs...)
-	}
-	args = append(args, agentCommand(cfg.Monarch, jobID, cfg.Job, "slurm")...)
-	cmd := exec.Command("srun", args...)
-	// The secret travels in the step's environment, never in argv.
-	cmd.Env = append(append(os.Environ(), bus.EnvURL+"="+url, bus.EnvToken+"="+token), dialEnv...)
-	cmd.Stdout = os.Stdout
-	a := &agents{n: len(nodes), ended: make(chan agentEnd, 1)}
-	ids := make([]string, len(nodes))
-	for i := range ids {
-		ids[i] = "h" + strconv.Itoa(i)
-	}
-	if err := a.start("srun step", ids, cmd, stderr); err != nil {
-		return nil, fmt.Errorf("slurm: %w", err)
-	}
-	return a, nil
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-=:,+@%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// nodeAddr asks Slurm for a node's address (NodeAddr), which may differ
-// from its name.
-func nodeAddr(node string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// state asks squeue.
+func (slurmQueue) state(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "show", "node", "-o", node).Output()
-	if err != nil {
-		return node
+	out, err := exec.CommandContext(ctx, "squeue", "-h", "-j", id, "-o", "%T").Output()
+	var ee *exec.ExitError
+	switch {
+	case err == nil && strings.TrimSpace(string(out)) == "":
+		return "finished"
+	case err == nil:
+		return strings.ToLower(strings.TrimSpace(string(out)))
+	case errors.As(err, &ee) && strings.Contains(string(ee.Stderr), "Invalid job id"):
+		return "finished" // too old for squeue to know
 	}
-	for _, f := range strings.Fields(string(out)) {
-		if a, ok := strings.CutPrefix(f, "NodeAddr="); ok && a != "" {
-			return a
-		}
+	return ""
+}
+
+// cancel runs scancel.
+func (slurmQueue) cancel(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "scancel", id).CombinedOutput(); err != nil {
+		return fmt.Errorf("scancel %s: %v: %s", id, err, strings.TrimSpace(string(out)))
 	}
-	return node
+	return nil
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,15 +11,91 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
 )
 
-// ssh: one session per host, the agent started with its secret on stdin
-// and the session held open: when the launcher closes stdin (or dies, or
-// the link breaks) the agent sees EOF and exits, taking its procs along.
-// Without a terminal, killing the ssh client alone would leave the remote
-// process running.
+// The ssh scheduler: one session per host, the agent started with its
+// secret on stdin and the session held open: when the launcher closes
+// stdin (or dies, or the link breaks) the agent sees EOF and exits, taking
+// its procs along. Without a terminal, killing the ssh client alone would
+// leave the remote process running.
+
+func init() {
+	register(kind{name: hostsconfig.SchedulerSSH, title: "ssh", open: func(h *hostsconfig.Hosts) scheduler {
+		return sshScheduler{h.SSH}
+	}})
+}
+
+// sshSetupWait bounds how long the launcher waits for a session being set
+// up to report before it starts the next one anyway (one may never
+// report).
+const sshSetupWait = 10 * time.Second
+
+type sshScheduler struct{ cfg *hostsconfig.SSH }
+
+// prepare: the hosts of the file, reached over the network.
+func (s sshScheduler) prepare(ctx context.Context) (*placement, error) {
+	return &placement{
+		hosts: s.cfg.Hosts, remote: true, monarch: s.cfg.Monarch,
+		route: func(ctx context.Context) string { return sshHostAddr(ctx, s.cfg, s.cfg.Hosts[0]) },
+	}, nil
+}
+
+// start starts an agent on every host, at most Parallel sessions being
+// set up at a time: while that many started agents have not reported, it
+// waits (at most sshSetupWait) for one to.
+func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
+	a := newAgents(len(p.hosts))
+	parallel := s.cfg.Parallel
+	if parallel < 1 {
+		parallel = hostsconfig.DefaultSSHParallel
+	}
+	for i, host := range p.hosts {
+		if i >= parallel {
+			limit := time.NewTimer(sshSetupWait)
+			spec.awaitAgents(ctx, i-parallel+1, limit.C)
+			limit.Stop()
+		}
+		cmd := s.session(spec, host, i)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			a.stop(time.Second)
+			return nil, err
+		}
+		if err := a.start("ssh "+host, []string{jobenv.AgentID(i)}, cmd, spec.stderr); err != nil {
+			a.stop(time.Second)
+			return nil, err
+		}
+		a.mu.Lock()
+		a.stdins = append(a.stdins, stdin)
+		a.mu.Unlock()
+		if _, err := io.WriteString(stdin, spec.env.Bus.Token+"\n"); err != nil {
+			a.stop(time.Second)
+			return nil, fmt.Errorf("ssh %s: send the job secret: %w", host, err)
+		}
+	}
+	return a, nil
+}
+
+// session is the ssh command that runs host i's agent on host. Its remote
+// command sets the agent's environment but for the secret, which the
+// agent reads from stdin.
+func (s sshScheduler) session(spec *agentSpec, host string, i int) *exec.Cmd {
+	env := spec.env
+	env.Bus.Token = ""
+	args := spec.args
+	args.Index, args.TokenStdin = i, true
+	remote := append(append([]string{"env"}, env.Environ()...), args.Argv(spec.monarch)...)
+	quoted := make([]string, len(remote))
+	for j, w := range remote {
+		quoted[j] = shellQuote(w)
+	}
+	cmd := exec.Command("ssh", append(sshArgs(s.cfg, host), strings.Join(quoted, " "))...)
+	cmd.Stdout = os.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
 
 func sshArgs(s *hostsconfig.SSH, host string) []string {
 	args := []string{"-T", "-o", "BatchMode=yes"}
@@ -45,55 +122,11 @@ func sshArgs(s *hostsconfig.SSH, host string) []string {
 	return append(args, host)
 }
 
-// startSSH starts an agent on every host, at most Parallel session setups
-// at a time.
-func startSSH(cfg RunConfig, jobID, url, token string, dialEnv []string, up func() int, stderr io.Writer) (*agents, error) {
-	s := cfg.Hosts.SSH
-	a := &agents{n: len(s.Hosts), ended: make(chan agentEnd, len(s.Hosts))}
-	parallel := s.Parallel
-	if parallel < 1 {
-		parallel = hostsconfig.DefaultSSHParallel
-	}
-	for i, host := range s.Hosts {
-		// Bound the sessions being set up: wait while too many started
-		// agents have not reported yet (or 10 s, in case one never does).
-		for wait := time.Now().Add(10 * time.Second); i-up() >= parallel && time.Now().Before(wait); {
-			time.Sleep(10 * time.Millisecond)
-		}
-		remote := append([]string{"env", bus.EnvURL + "=" + url}, dialEnv...)
-		argv := agentCommand(cfg.Monarch, jobID, cfg.Job, strconv.Itoa(i))
-		argv = append(argv[:2], append([]string{"--token-stdin"}, argv[2:]...)...)
-		remote = append(remote, argv...)
-		quoted := make([]string, len(remote))
-		for j, w := range remote {
-			quoted[j] = shellQuote(w)
-		}
-		cmd := exec.Command("ssh", append(sshArgs(s, host), strings.Join(quoted, " "))...)
-		cmd.Stdout = os.Stdout
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			a.stop(time.Second)
-			return nil, err
-		}
-		if err := a.start("ssh "+host, []string{"h" + strconv.Itoa(i)}, cmd, stderr); err != nil {
-			a.stop(time.Second)
-			return nil, err
-		}
-		a.mu.Lock()
-		a.stdins = append(a.stdins, stdin)
-		a.mu.Unlock()
-		if _, err := io.WriteString(stdin, token+"\n"); err != nil {
-			a.stop(time.Second)
-			return nil, fmt.Errorf("ssh %s: send the job secret: %w", host, err)
-		}
-	}
-	return a, nil
-}
-
 // sshHostAddr asks ssh what address it would connect to for host (its
 // config may rename it).
-func sshHostAddr(s *hostsconfig.SSH, host string) string {
+func sshHostAddr(ctx context.Context, s *hostsconfig.SSH, host string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	args := []string{"-G"}
 	if s.ConfigFile != "" {
 		args = append(args, "-F", s.ConfigFile)
@@ -101,7 +134,7 @@ func sshHostAddr(s *hostsconfig.SSH, host string) string {
 	for _, o := range s.Options {
 		args = append(args, "-o", o)
 	}
-	out, err := exec.Command("ssh", append(args, host)...).Output()
+	out, err := exec.CommandContext(ctx, "ssh", append(args, host)...).Output()
 	if err != nil {
 		return host
 	}

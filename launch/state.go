@@ -3,14 +3,12 @@ package launch
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
+	"os"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/jobstate"
 )
@@ -32,9 +30,9 @@ type JobState = jobstate.Record
 // DefaultStateDir is hostsconfig.StateDir().
 func DefaultStateDir() string { return hostsconfig.StateDir() }
 
-// Counts is what a job's client reports to its launcher on
-// JobSubject(job, SubjectCounts) as its hosts and procs come and go: the
-// hosts with procs running and the procs running.
+// Counts is what a job's client reports to its launcher on the job's
+// Counts subject (jobenv.Subjects) as its hosts and procs come and go:
+// the hosts with procs running and the procs running.
 type Counts struct {
 	Hosts int `json:"hosts"`
 	Procs int `json:"procs"`
@@ -51,59 +49,64 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 	st.Update(func(r *jobstate.Record) { r.Hosts, r.Procs = c.Hosts, c.Procs })
 }
 
+// startRecord records a job this launcher starts to run, in the batch job
+// it runs in, if any, and keeps the record as the job runs.
+func startRecord(dir, jobID, sched, program string) (*jobstate.Writer, error) {
+	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now()}
+	rec.Batch, rec.BatchID = enclosingBatch()
+	rec.Self()
+	return jobstate.NewWriter(dir, rec)
+}
+
+// endRecord records how the job ended, with nothing of it up any more.
+func endRecord(st *jobstate.Writer, state string, exit int) {
+	st.Finish(func(r *JobState) { r.State, r.Exit, r.Hosts, r.Procs = state, exit, 0, 0 })
+}
+
 // Status lists the jobs in dir, newest first. Jobs whose process is gone
-// show as lost (see jobstate.List); submitted batch jobs carry what Slurm
-// says of them in SlurmState.
-func Status(dir string) ([]*JobState, error) {
+// show as lost (see jobstate.List); submitted batch jobs carry what their
+// scheduler's queue says of them in BatchState.
+func Status(ctx context.Context, dir string) ([]*JobState, error) {
 	jobs, err := jobstate.List(dir)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range jobs {
-		if s.State == StateSubmitted && s.SlurmJob != "" {
-			s.SlurmState = squeueState(s.SlurmJob)
+		if q := batchQueue(s); q != nil && s.State == StateSubmitted {
+			s.BatchState = q.state(ctx, s.BatchID)
 		}
 	}
 	return jobs, nil
 }
 
-// squeueState is Slurm's state of a job, lower case: "finished" once it
-// has left the queue, "" when squeue cannot say.
-func squeueState(id string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "squeue", "-h", "-j", id, "-o", "%T").Output()
-	var ee *exec.ExitError
-	switch {
-	case err == nil && strings.TrimSpace(string(out)) == "":
-		return "finished"
-	case err == nil:
-		return strings.ToLower(strings.TrimSpace(string(out)))
-	case errors.As(err, &ee) && strings.Contains(string(ee.Stderr), "Invalid job id"):
-		return "finished" // too old for squeue to know
+// batchQueue is the queue that holds r's batch job; nil when there is
+// none (or no scheduler of that name here).
+func batchQueue(r *JobState) queue {
+	if r.BatchID == "" {
+		return nil
 	}
-	return ""
+	return kinds[r.Batch].queue
 }
 
-// Stop stops a job: a batch job with scancel, a running launcher (or
-// directly run program) of this host with SIGTERM (it then tears its job
-// down), waiting up to grace+5s for it to go.
-func Stop(dir, job string, grace time.Duration) error {
-	jobs, err := Status(dir)
+// Stop stops a job (named by its id, or its batch job's): a submitted one,
+// or one of another host that runs in a batch job, by cancelling the
+// batch job; a running launcher (or directly run program) of this host
+// with SIGTERM (it then tears its job down), waiting up to grace+5s for it
+// to go.
+func Stop(ctx context.Context, dir, job string, grace time.Duration) error {
+	jobs, err := Status(ctx, dir)
 	if err != nil {
 		return err
 	}
 	var known []string
 	for _, s := range jobs {
 		known = append(known, s.Job)
-		if s.Job != job && s.SlurmJob != job {
+		if s.Job != job && s.BatchID != job {
 			continue
 		}
-		if s.SlurmJob != "" && (s.State == StateSubmitted || s.Host != hostname()) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if out, err := exec.CommandContext(ctx, "scancel", s.SlurmJob).CombinedOutput(); err != nil {
-				return fmt.Errorf("stop %s: scancel %s: %v: %s", job, s.SlurmJob, err, strings.TrimSpace(string(out)))
+		if q := batchQueue(s); q != nil && (s.State == StateSubmitted || s.Host != hostname()) {
+			if err := q.cancel(ctx, s.BatchID); err != nil {
+				return fmt.Errorf("stop %s: %w", job, err)
 			}
 			return nil
 		}
@@ -131,5 +134,7 @@ func Stop(dir, job string, grace time.Duration) error {
 	return fmt.Errorf("stop %s: no such job; known jobs: %s", job, strings.Join(known, ", "))
 }
 
-// countsSubject is where the client reports its counts.
-func countsSubject(job string) string { return bus.JobSubject(job, bus.SubjectCounts) }
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}

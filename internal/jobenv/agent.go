@@ -84,7 +84,8 @@ func (a AgentArgs) Argv(monarch string) []string {
 
 // ParseAgentArgs reads the arguments of `monarch agent` (after the command
 // name). On a bad command line it returns an error that says what is
-// wrong; usage, if not nil, gets the flags' help for -h.
+// wrong; usage, if not nil, gets the flags' help for -h (and, with
+// flag.ErrHelp, ParseAgentArgs returns).
 func ParseAgentArgs(args []string, usage io.Writer) (AgentArgs, error) {
 	var a AgentArgs
 	fs := flag.NewFlagSet("monarch agent", flag.ContinueOnError)
@@ -92,6 +93,7 @@ func ParseAgentArgs(args []string, usage io.Writer) (AgentArgs, error) {
 		usage = io.Discard
 	}
 	fs.SetOutput(usage)
+	fs.Usage = fs.PrintDefaults // the flags alone: the caller has the usage line
 	agentFlags(fs, &a)
 	if err := fs.Parse(args); err != nil {
 		return AgentArgs{}, err
@@ -103,7 +105,7 @@ func ParseAgentArgs(args []string, usage io.Writer) (AgentArgs, error) {
 	case a.Program == "":
 		return AgentArgs{}, errors.New("--program is required")
 	case !a.Slurm && a.Index < 0:
-		return AgentArgs{}, fmt.Errorf("--index %d: want this host's index (0 or more), or --slurm", a.Index)
+		return AgentArgs{}, fmt.Errorf("--index %d: want 0 or more (this host's index), or --slurm", a.Index)
 	}
 	return a, nil
 }

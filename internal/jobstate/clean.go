@@ -19,8 +19,9 @@ type Removed struct {
 // olderThan before now, with their other files (files(job) lists them:
 // the job's logs; missing ones are skipped). A job that may still run is
 // never removed: one of this host whose process is alive, one of another
-// host whose record does not say it ended, a submitted job Slurm has not
-// finished (the caller sets SlurmState). Removal stops at the first error.
+// host whose record does not say it ended, a submitted job its scheduler
+// has not finished (the caller sets BatchState). Removal stops at the
+// first error.
 func Clean(recs []*Record, dir string, olderThan time.Duration, now time.Time, files func(job string) []string) ([]Removed, error) {
 	var out []Removed
 	for _, r := range recs {

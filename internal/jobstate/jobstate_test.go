@@ -185,3 +185,60 @@ func TestSaveRefusesLinks(t *testing.T) {
 		t.Errorf("wrote through a link: %q", b)
 	}
 }
+
+// A record written before batch jobs had scheduler-neutral fields (its
+// Slurm job in slurm_job) still loads, as a Slurm batch job; a record
+// written now keeps its batch fields under their own names.
+func TestRecordCompatibility(t *testing.T) {
+	dir := t.TempDir()
+	old := `{
+  "job": "slurm-4242",
+  "scheduler": "slurm",
+  "program": "/bin/prog",
+  "state": "submitted",
+  "exit": 0,
+  "launcher_host": "login1",
+  "slurm_job": "4242",
+  "hosts": 0,
+  "procs": 0,
+  "started": "2025-01-02T03:04:05Z"
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "slurm-4242.json"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := jobstate.Load(dir, "slurm-4242")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Batch != "slurm" || r.BatchID != "4242" || r.State != jobstate.Submitted || r.Host != "login1" || r.Program != "/bin/prog" {
+		t.Errorf("old record read as %+v", r)
+	}
+	if !r.Active() {
+		t.Error("a submitted job its scheduler has not said is finished is not active")
+	}
+	r.BatchState = "finished"
+	if r.Active() {
+		t.Error("a submitted job its scheduler says is finished is still active")
+	}
+
+	r.Job, r.BatchID = "slurm-4343", "4343"
+	if err := jobstate.Save(dir, r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(jobstate.Path(dir, r.Job))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"batch": "slurm"`, `"batch_id": "4343"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("saved record lacks %s:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), "slurm_job") || strings.Contains(string(b), "4242") {
+		t.Errorf("saved record keeps the old field:\n%s", b)
+	}
+	if back, err := jobstate.Load(dir, r.Job); err != nil || back.Batch != "slurm" || back.BatchID != "4343" || back.BatchState != "" {
+		t.Errorf("new record read back as %+v, %v", back, err)
+	}
+}

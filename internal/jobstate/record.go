@@ -58,7 +58,12 @@ type Record struct {
 	PID      int    `json:"pid,omitempty"`
 	PIDStart string `json:"pid_start,omitempty"`
 	Host     string `json:"launcher_host"`
-	SlurmJob string `json:"slurm_job,omitempty"`
+	// Batch names the scheduler whose queue holds the batch job BatchID
+	// that this job is, or runs in: the job submitted for it (--detach),
+	// or the allocation its launcher runs in. Status asks that scheduler
+	// about it (BatchState); stop cancels it there.
+	Batch   string `json:"batch,omitempty"`
+	BatchID string `json:"batch_id,omitempty"`
 	// Hosts and Procs are up now (hosts with procs running, procs
 	// running); MaxHosts and MaxProcs the most there were at once.
 	Hosts    int       `json:"hosts"`
@@ -68,9 +73,10 @@ type Record struct {
 	Started  time.Time `json:"started"`
 	Ended    time.Time `json:"ended,omitzero"`
 
-	// SlurmState is what Slurm says of a submitted job ("pending",
-	// "finished", "" when unknown); set by whoever lists, never stored.
-	SlurmState string `json:"-"`
+	// BatchState is what the Batch scheduler says of a submitted job
+	// ("pending", "finished", "" when unknown); set by whoever lists,
+	// never stored.
+	BatchState string `json:"-"`
 	// Updated is when the record was last written (its file's time).
 	Updated time.Time `json:"-"`
 }
@@ -81,9 +87,27 @@ func (r *Record) Active() bool {
 	case Starting, Running:
 		return true
 	case Submitted:
-		return r.SlurmState != "finished"
+		return r.BatchState != "finished"
 	}
 	return false
+}
+
+// UnmarshalJSON reads a record, also as earlier versions wrote it: their
+// slurm_job is the BatchID of a Slurm batch job.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	type plain Record // without this method
+	var v struct {
+		plain
+		SlurmJob string `json:"slurm_job"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Record(v.plain)
+	if r.BatchID == "" && v.SlurmJob != "" {
+		r.Batch, r.BatchID = "slurm", v.SlurmJob
+	}
+	return nil
 }
 
 // EndTime is when the job ended, or, for a lost job, when its record was

@@ -1,0 +1,149 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
+)
+
+// A scheduler gets a job's host agents running on the hosts of one kind
+// of hosts file (its scheduler key). Run asks it where the job runs, then
+// runs the job's bus and client itself and asks it to start the agents:
+// nothing else of a run depends on the scheduler. Each scheduler lives in
+// a file of its own (slurm.go, ssh.go, local.go) and registers there.
+type scheduler interface {
+	// prepare says where the job runs from here (see placement). It
+	// blocks only on what it asks the scheduler, if anything.
+	prepare(ctx context.Context) (*placement, error)
+	// start starts one host agent on every host of p, as spec says, and
+	// returns them running (their ends are reported on agents.ended). On
+	// error it has stopped what it started.
+	start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error)
+}
+
+// A queue is a scheduler's own queue of batch jobs (Slurm's). With one, a
+// job can be submitted and left to run (--detach); the job store records
+// the batch job's id and asks the queue about it.
+type queue interface {
+	// current is the id of the queue's batch job this process runs in,
+	// "" outside one.
+	current() string
+	// submit queues `monarch run` of the job file (cfg.Monarch,
+	// cfg.JobPath) and returns the batch job's id.
+	submit(ctx context.Context, cfg *RunConfig) (string, error)
+	// state is what the queue says of batch job id, in lower case
+	// ("pending", "running"); "finished" once it has left the queue; ""
+	// when the queue cannot say.
+	state(ctx context.Context, id string) string
+	// cancel ends batch job id, queued or running.
+	cancel(ctx context.Context, id string) error
+}
+
+// placement is where a job runs, as its scheduler prepared it.
+type placement struct {
+	// hosts names the hosts in the job's order: host i runs agent
+	// jobenv.AgentID(i). None: no host agents, the program runs on this
+	// machine alone.
+	hosts []string
+	// remote says the hosts are other machines, which must reach the bus
+	// over the network.
+	remote bool
+	// route returns a host on the workers' side of the network (name or
+	// address): unless the hosts file says what to advertise, the bus
+	// advertises this machine's address on the route to it. Called only
+	// then; nil for hosts that are not remote.
+	route func(ctx context.Context) string
+	// monarch is the monarch binary on the hosts, as the hosts file gives
+	// it; "" for the launcher's own.
+	monarch string
+	// elsewhere, when set, runs the job instead of this launcher: the
+	// hosts must first be got from the scheduler (salloc outside a Slurm
+	// allocation). It returns the exit status.
+	elsewhere func(ctx context.Context, cfg *RunConfig) (int, error)
+}
+
+// agentSpec is what every host agent of a job is started with.
+type agentSpec struct {
+	// args is the agent's command line but for where it finds its index
+	// and its secret, which each scheduler sets.
+	args    jobenv.AgentArgs
+	monarch string // the monarch binary on the hosts
+	// env is the agents' environment: the bus as the hosts dial it (with
+	// the secret: the scheduler passes it on without putting it in argv),
+	// the system log levels.
+	env jobenv.Env
+	// stderr receives the agents' stderr (a launcher process's last lines
+	// also go in its agentEnd).
+	stderr io.Writer
+	// awaitAgents waits until at least n agents have reported on the bus,
+	// ctx ends or limit fires (jobWatch.awaitHosts): a scheduler paces
+	// its starts on it.
+	awaitAgents func(ctx context.Context, n int, limit <-chan time.Time)
+}
+
+// kind is a scheduler as its file registers it.
+type kind struct {
+	name  string // the hosts file's scheduler key
+	title string // as messages name it: "Slurm"
+	// open returns the scheduler of hosts h: nil for the local kind means
+	// no hosts file, the program on this machine alone.
+	open  func(h *hostsconfig.Hosts) scheduler
+	queue queue // nil: the scheduler has no queue of its own
+}
+
+// kinds holds the registered schedulers by name. It is written only by
+// the init functions of the schedulers' files, and read after.
+var kinds = map[string]kind{}
+
+func register(k kind) { kinds[k.name] = k }
+
+// kindOf is the kind of scheduler of hosts h; nil h is this machine.
+func kindOf(h *hostsconfig.Hosts) (kind, error) {
+	name := hostsconfig.SchedulerLocal
+	if h != nil {
+		name = h.Scheduler
+	}
+	k, ok := kinds[name]
+	if !ok {
+		return kind{}, fmt.Errorf("launch: no scheduler %q", name)
+	}
+	return k, nil
+}
+
+// queueKinds are the registered kinds with a queue, by name.
+func queueKinds() []kind {
+	var ks []kind
+	for _, k := range kinds {
+		if k.queue != nil {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortFunc(ks, func(a, b kind) int { return strings.Compare(a.name, b.name) })
+	return ks
+}
+
+// enclosingBatch names the batch job this process runs in, if any: the
+// scheduler whose queue holds it, and its id there.
+func enclosingBatch() (sched, id string) {
+	for _, k := range queueKinds() {
+		if id := k.queue.current(); id != "" {
+			return k.name, id
+		}
+	}
+	return "", ""
+}
+
+// errNoDetach says that k cannot queue a job and return.
+func errNoDetach(k kind) error {
+	var titles []string
+	for _, q := range queueKinds() {
+		titles = append(titles, q.title)
+	}
+	return fmt.Errorf("launch: --detach needs a %s hosts file (scheduler is %q)", strings.Join(titles, " or "), k.name)
+}

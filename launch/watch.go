@@ -1,0 +1,121 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/jobstate"
+)
+
+// jobWatch follows a job on its bus: which agents heartbeat, how many
+// procs came up, for the progress display and for schedulers that pace
+// their starts on it (awaitHosts, as agentSpec.awaitAgents); and the
+// client's counts of what is up now, for the job's record.
+type jobWatch struct {
+	conn     *bus.Conn
+	subjects jobenv.Subjects
+	stop     context.CancelFunc
+
+	mu    sync.Mutex
+	hosts map[string]bool
+	procs int
+	more  chan struct{} // closed, and replaced, when another host reports
+}
+
+func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer) (*jobWatch, error) {
+	conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "launcher"})
+	if err != nil {
+		return nil, err
+	}
+	subj := jobenv.SubjectsOf(jobID)
+	for _, s := range []string{subj.HeartbeatPrefix() + "*", subj.Up(), subj.Counts()} {
+		if _, err := conn.Subscribe(s); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newJobWatch(subj)
+	w.conn, w.stop = conn, cancel
+	go conn.Run(ctx, func(m bus.Message) {
+		if m.Subject == subj.Counts() {
+			recordCounts(st, m.Data)
+			return
+		}
+		if hosts, procs, changed := w.saw(m.Subject); changed {
+			prog.update(hosts, procs)
+		}
+	})
+	return w, nil
+}
+
+func newJobWatch(subj jobenv.Subjects) *jobWatch {
+	return &jobWatch{subjects: subj, hosts: map[string]bool{}, more: make(chan struct{})}
+}
+
+// saw counts a heartbeat or an up message: a host agent's first
+// heartbeat, or a proc up. It returns the counts, and whether they
+// changed.
+func (w *jobWatch) saw(subject string) (hosts, procs int, changed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if agent, ok := strings.CutPrefix(subject, w.subjects.HeartbeatPrefix()); ok {
+		// Procs heartbeat too once they start procs of their own.
+		if w.hosts[agent] || !jobenv.IsAgentID(agent) {
+			return len(w.hosts), w.procs, false
+		}
+		w.hosts[agent] = true
+		close(w.more)
+		w.more = make(chan struct{})
+	} else {
+		w.procs++
+	}
+	return len(w.hosts), w.procs, true
+}
+
+func (w *jobWatch) hostsUp() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.hosts)
+}
+
+// awaitHosts waits until at least n host agents have reported, ctx ends
+// or limit fires.
+func (w *jobWatch) awaitHosts(ctx context.Context, n int, limit <-chan time.Time) {
+	for {
+		w.mu.Lock()
+		up, more := len(w.hosts), w.more
+		w.mu.Unlock()
+		if up >= n {
+			return
+		}
+		select {
+		case <-more:
+		case <-limit:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// agentGone says, on progress and to the client, that an agent's process
+// ended while the job ran: the client hears it now rather than after the
+// heartbeat timeout, and its supervision takes it from there.
+func (w *jobWatch) agentGone(progress io.Writer, e agentEnd) {
+	fmt.Fprintf(progress, "monarch: %s\n", e)
+	for _, id := range e.agents {
+		w.conn.Publish(w.subjects.AgentGone(id), []byte(e.String()))
+	}
+}
+
+func (w *jobWatch) close() {
+	w.stop()
+	w.conn.Close()
+}
