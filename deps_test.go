@@ -17,7 +17,7 @@ func TestLayering(t *testing.T) {
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus"},
 		"launch":      {"hostsconfig", "bus", "internal/jobstate", "internal/jobenv", "internal/child"},
-		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate"},
+		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/wire"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg"},
 		// Internal packages are layers of their own.
 		"internal/privfs":   {},
@@ -25,6 +25,7 @@ func TestLayering(t *testing.T) {
 		"internal/jobstate": {"internal/privfs", "internal/procid", "hostsconfig", "logagg"},
 		"internal/jobenv":   {"hostsconfig", "logagg"},
 		"internal/child":    {},
+		"internal/wire":     {},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -326,7 +327,7 @@ func (a *actor) explicitPort(m *method, reply portRef) reflect.Value {
 
 // decodeArgs decodes an argument array into values of the given types.
 func decodeArgs(p []byte, types []reflect.Type, into []reflect.Value) error {
-	return decodePayload(p, types, func(d *msgpack.Decoder) error {
+	return wire.DecodePayload(p, types, func(d *msgpack.Decoder) error {
 		n, err := d.DecodeArrayLen()
 		if err != nil {
 			return fmt.Errorf("argument list: %v", err)

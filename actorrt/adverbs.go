@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // The adverbs (the methods Call, CallOne, Broadcast, Stream, Choose and
@@ -76,31 +78,32 @@ func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, reply 
 	if err := rt.meshUsable(ref, reg); err != nil {
 		return err
 	}
-	h := header{kind: kindActor, target: ref.id, method: m.name, rank: -1}
+	h := wire.Header{Kind: wire.KindActor, Target: ref.id, Method: m.name, Rank: -1}
 	if !reply.zero() {
-		h.port, h.replyTo = reply.id, reply.proc
+		h.Port, h.ReplyTo = reply.id, reply.proc
 	}
+	var box [3 * 8]int // the region's wire form: on the stack up to 8 dimensions
 	if !reg.isWhole() {
-		h.region = &reg
+		h.Region = reg.appendWire(box[:0])
 	}
 	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}
-	defer w.free()
-	if err := w.enc.EncodeArrayLen(len(args)); err != nil {
+	defer w.Free()
+	if err := w.Enc.EncodeArrayLen(len(args)); err != nil {
 		return err
 	}
 	for i, a := range args {
-		if err := w.enc.Encode(a); err != nil {
+		if err := w.Enc.Encode(a); err != nil {
 			what := fmt.Sprintf("%s.%s argument %d", ref.name, m.name, i+1)
-			if tl := w.tooLarge(what, err); tl != nil {
+			if tl := w.TooLarge(what, err); tl != nil {
 				return tl
 			}
 			return fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err)
 		}
 	}
-	return rt.publish(ref.subject, w.bytes())
+	return rt.publish(ref.subject, w.Bytes())
 }
 
 func callAdverb[R any](t meshTarget, b *binding, args []any) *Future[ValueMesh[R]] {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -116,7 +117,7 @@ func runAgent(ctx context.Context, cfg AgentConfig) error {
 
 // agentWait collects the agents' reports at the client.
 type agentWait struct {
-	fut *Future[ValueMesh[procReady]]
+	fut *Future[ValueMesh[wire.ProcReady]]
 	n   int
 }
 
@@ -132,12 +133,12 @@ func (rt *runtimeT) openAgentsPort() error {
 	}
 	ext, _ := NewExtent(Dims{{"hosts", n}})
 	rt.agents.n = n
-	rt.agents.fut = newFuture[ValueMesh[procReady]](label{mesh: "host agents"})
+	rt.agents.fut = newFuture[ValueMesh[wire.ProcReady]](label{mesh: "host agents"})
 	waits := make([]string, n)
 	for i := range waits {
 		waits[i] = AgentID(i)
 	}
-	rt.ports.openAt(agentsPort, newCallPort[procReady](rt.agents.fut, ext), waits)
+	rt.ports.openAt(agentsPort, newCallPort[wire.ProcReady](rt.agents.fut, ext), waits)
 	return nil
 }
 
@@ -164,19 +165,19 @@ func (rt *runtimeT) agentsSubject() string { return bus.JobSubject(rt.job, "agen
 
 // reportAgent tells the client this agent serves.
 func (rt *runtimeT) reportAgent() error {
-	ready := procReady{PID: os.Getpid(), Host: rt.hostname}
+	ready := wire.ProcReady{PID: os.Getpid(), Host: rt.hostname}
 	to := portRef{proc: clientProcID, id: agentsPort, rank: rt.agentIndex}
 	return rt.sendToPort(to, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
 }
 
 // askAgents asks every agent of the job to report (client).
 func (rt *runtimeT) askAgents() error {
-	h := header{kind: kindControl, method: opAgentsHello, replyTo: rt.procID, rank: -1}
+	h := wire.Header{Kind: wire.KindControl, Method: wire.OpAgentsHello, ReplyTo: rt.procID, Rank: -1}
 	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}
-	defer w.free()
-	w.enc.EncodeNil()
-	return rt.publish(rt.agentsSubject(), w.bytes())
+	defer w.Free()
+	w.Enc.EncodeNil()
+	return rt.publish(rt.agentsSubject(), w.Bytes())
 }

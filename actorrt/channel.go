@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -151,7 +152,7 @@ func (r *PortReceiver[T]) Close() {
 	r.fail(fmt.Errorf("%w: channel closed", ErrStopped))
 }
 
-func (r *PortReceiver[T]) deliver(f *frame) bool {
+func (r *PortReceiver[T]) deliver(f *wire.Frame) bool {
 	var v T
 	err := decodeReply(f, &v)
 	r.mu.Lock()

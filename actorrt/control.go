@@ -3,6 +3,8 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // Control messages are read in two steps: readControl decodes the body of
@@ -14,107 +16,57 @@ import (
 
 // readControl decodes and checks the body of a control frame. It returns
 // the body (nil for the ops that have none) or the kind of drop and why.
-func readControl(f *frame) (any, dropKind, error) {
+func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 	var body any
-	switch f.h.method {
-	case opSpawn:
+	switch f.Method {
+	case wire.OpSpawn:
 		body = &spawnReq{}
-	case opStop:
+	case wire.OpStop:
 		body = &stopReq{}
-	case opGone:
-		body = &goneNotice{}
-	case opPortGone:
-		body = &portGone{}
-	case opSpawnProcs:
-		body = &spawnProcsReq{}
-	case opStopProcs, opSyncLogs:
-		body = &stopProcsReq{}
-	case opFailure:
+	case wire.OpGone:
+		body = &wire.GoneNotice{}
+	case wire.OpPortGone:
+		body = &wire.PortGone{}
+	case wire.OpSpawnProcs:
+		body = &wire.SpawnProcsReq{}
+	case wire.OpStopProcs, wire.OpSyncLogs:
+		body = &wire.StopProcsReq{}
+	case wire.OpFailure:
 		body = &MeshFailure{}
-	case opAgentsHello, opHeartbeat:
+	case wire.OpAgentsHello, wire.OpHeartbeat:
 	default:
-		return nil, dropOp, fmt.Errorf("unknown control op %.40q", f.h.method)
+		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
 	}
 	if body != nil {
 		if err := decodeBody(f, body); err != nil {
-			return nil, dropBody, fmt.Errorf("%s: body: %v", f.h.method, err)
+			return nil, wire.DropBody, fmt.Errorf("%s: body: %v", f.Method, err)
 		}
 	}
-	if err := checkControl(&f.h, body); err != nil {
-		return nil, dropIDs, fmt.Errorf("%s: %v", f.h.method, err)
+	if err := checkControl(&f.Header, body); err != nil {
+		return nil, wire.DropIDs, fmt.Errorf("%s: %v", f.Method, err)
 	}
 	return body, 0, nil
 }
 
-// controlReplies reports whether op answers on the header's port: a
-// refused request is answered with the refusal, so its sender does not
-// wait for nothing.
-func controlReplies(op string) bool {
-	switch op {
-	case opSpawn, opSpawnProcs, opStopProcs, opSyncLogs:
-		return true
-	}
-	return false
-}
-
-// checkControl checks the ids of a decoded control message.
-func checkControl(h *header, body any) error {
-	if controlReplies(h.method) && (h.port == 0 || !validID(h.replyTo)) {
-		return fmt.Errorf("no reply port (%.40q#%d)", h.replyTo, h.port)
+// checkControl checks the ids of a decoded control message: the header
+// and the host agent's bodies as wire checks them, then the actor ops'
+// bodies.
+func checkControl(h *wire.Header, body any) error {
+	if err := wire.CheckControl(h, body); err != nil {
+		return err
 	}
 	switch b := body.(type) {
-	case nil:
-		if h.method == opHeartbeat && !validID(h.replyTo) {
-			return fmt.Errorf("heartbeat from %.40q", h.replyTo)
-		}
 	case *spawnReq:
 		return b.check()
 	case *stopReq:
-		if !validID(b.Mesh) {
+		if !wire.ValidID(b.Mesh) {
 			return fmt.Errorf("mesh id %.40q", b.Mesh)
 		}
-	case *goneNotice:
-		if !validID(b.Proc) {
-			return fmt.Errorf("proc id %.40q", b.Proc)
-		}
-	case *portGone:
-		if b.ID == 0 || !validID(h.replyTo) {
-			return fmt.Errorf("port %.40q#%d", h.replyTo, b.ID)
-		}
-	case *spawnProcsReq:
-		if len(b.IDs) == 0 || len(b.Ranks) != len(b.IDs) || len(b.Env) != len(b.IDs) {
-			return fmt.Errorf("%d ids, %d ranks, %d environments", len(b.IDs), len(b.Ranks), len(b.Env))
-		}
-		if err := checkIDs("proc", b.IDs); err != nil {
-			return err
-		}
-		if !validID(b.Proc) || b.Port == 0 {
-			return fmt.Errorf("ready port %.40q#%d", b.Proc, b.Port)
-		}
-		for _, r := range b.Ranks {
-			if r < 0 {
-				return fmt.Errorf("rank %d", r)
-			}
-		}
-	case *stopProcsReq:
-		if b.Rank < 0 {
-			return fmt.Errorf("rank %d", b.Rank)
-		}
-		return checkIDs("proc", b.IDs)
 	case *MeshFailure:
 		// A failure report moves the supervision tree: it must say what
 		// failed, where.
-		if !validID(b.MeshID) || b.Mesh == "" || b.ActorID == "" || !validID(b.Proc) {
+		if !wire.ValidID(b.MeshID) || b.Mesh == "" || b.ActorID == "" || !wire.ValidID(b.Proc) {
 			return fmt.Errorf("failure of mesh %.40q (id %.40q), actor %.40q, proc %.40q", b.Mesh, b.MeshID, b.ActorID, b.Proc)
-		}
-	}
-	return nil
-}
-
-func checkIDs(what string, ids []string) error {
-	for _, id := range ids {
-		if !validID(id) {
-			return fmt.Errorf("%s id %.40q", what, id)
 		}
 	}
 	return nil
@@ -124,18 +76,18 @@ func checkIDs(what string, ids []string) error {
 // names, and the ranks against the extent.
 func (req *spawnReq) check() error {
 	switch {
-	case !validID(req.Mesh) || req.Mesh == sysMesh:
+	case !wire.ValidID(req.Mesh) || req.Mesh == sysMesh:
 		return fmt.Errorf("mesh id %.40q", req.Mesh)
 	case !validName(req.Name):
 		return fmt.Errorf("mesh name %.40q", req.Name)
 	case req.Type == "":
 		return errors.New("no actor type")
-	case !validID(req.Owner):
+	case !wire.ValidID(req.Owner):
 		return fmt.Errorf("owner %.40q", req.Owner)
 	case len(req.Ranks) == 0:
 		return errors.New("no ranks")
 	}
-	if err := checkIDs("proc", req.Procs); err != nil {
+	if err := wire.CheckIDs("proc", req.Procs); err != nil {
 		return err
 	}
 	// The extent's size must be the number of procs, computed so that it

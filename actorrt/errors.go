@@ -3,8 +3,12 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
+// The sentinels a host agent also sends (ErrDecode, ErrStopped,
+// ErrProcFailed, ErrTooLarge) are wire's: one value on both sides.
 var (
 	// ErrNotStarted: the runtime is used before Main started it.
 	ErrNotStarted = errors.New("actorrt: not started (call actorrt.Main first)")
@@ -27,24 +31,24 @@ var (
 	// the procs.
 	ErrNameTaken = errors.New("actorrt: name already used")
 	// ErrDecode: a message or argument that could not be decoded.
-	ErrDecode = errors.New("actorrt: cannot decode")
+	ErrDecode = wire.ErrDecode
 	// ErrPanic: an endpoint panicked.
 	ErrPanic = errors.New("actorrt: endpoint panicked")
 	// ErrStopped: the mesh, actor or proc is stopped, or the runtime shut
 	// down, before the message could be handled.
-	ErrStopped = errors.New("actorrt: stopped")
+	ErrStopped = wire.ErrStopped
 	// ErrActorFailed: the actor failed (an error nobody received, a
 	// failure it did not supervise, or its proc ended) and answers no more.
 	ErrActorFailed = errors.New("actorrt: actor failed")
 	// ErrProcFailed: a proc exited or was lost.
-	ErrProcFailed = errors.New("actorrt: proc failed")
+	ErrProcFailed = wire.ErrProcFailed
 	// ErrNoHostsConfig: HostsFromConfig found neither a hosts file nor host
 	// agents started by a launcher.
 	ErrNoHostsConfig = errors.New("actorrt: no hosts configured")
 	// ErrTooLarge: a message (call arguments, a reply, a value sent to a
 	// port) that would pass the bus's largest message (WithMaxMessage). It
 	// is refused before it is copied.
-	ErrTooLarge = errors.New("actorrt: message too large")
+	ErrTooLarge = wire.ErrTooLarge
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")
 )

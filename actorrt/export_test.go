@@ -1,5 +1,7 @@
 package actorrt
 
+import "github.com/monarch-go/monarch/internal/wire"
+
 // Hooks for the black-box tests that play a buggy or hostile peer of the
 // job (malformed_test.go). Compiled into the test binary only.
 
@@ -41,9 +43,9 @@ func NextPortID() uint64 {
 
 // Message kinds, for forged frames.
 const (
-	KindActor   = kindActor
-	KindPort    = kindPort
-	KindControl = kindControl
+	KindActor   = wire.KindActor
+	KindPort    = wire.KindPort
+	KindControl = wire.KindControl
 )
 
 // TestHeader is a frame header as a peer writes it. Region, if set, is
@@ -61,13 +63,13 @@ type TestHeader struct {
 
 // EncodeFrame writes a frame with the runtime's own encoder.
 func EncodeFrame(th TestHeader, payload []byte) []byte {
-	h := header{kind: th.Kind, target: th.Target, port: th.Port, replyTo: th.ReplyTo, method: th.Method, rank: th.Rank, flags: th.Flags}
-	w, err := newFrame(&h, 1<<30)
+	h := wire.Header{Kind: th.Kind, Target: th.Target, Port: th.Port, ReplyTo: th.ReplyTo, Method: th.Method, Rank: th.Rank, Flags: th.Flags}
+	w, err := wire.NewFrame(&h, 1<<30)
 	if err != nil {
 		panic(err)
 	}
-	defer w.free()
-	b := append([]byte(nil), w.bytes()...)
+	defer w.Free()
+	b := append([]byte(nil), w.Bytes()...)
 	if th.Region != nil {
 		b = append(b[:len(b)-1], th.Region...) // in place of nil
 		n := len(b) - 4

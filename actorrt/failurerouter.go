@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"fmt"
+	"github.com/monarch-go/monarch/internal/wire"
 	"slices"
 	"strconv"
 )
@@ -68,7 +69,7 @@ type (
 	}
 	// evProcEnded: a proc ended; members on it of meshes owned here
 	// failed, unless it was stopped on request.
-	evProcEnded struct{ n goneNotice }
+	evProcEnded struct{ n wire.GoneNotice }
 	// evMeshStopped: mesh id was stopped on request.
 	evMeshStopped struct{ id string }
 	// evOwnerEnded: an owner actor failed or stopped.

@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"fmt"
+	"github.com/monarch-go/monarch/internal/wire"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,7 +76,7 @@ func TestFailureRouter(t *testing.T) {
 					Proc: m.procs[rank], Reason: reason, Dims: m.base.dims, Coords: pt.coords, Base: rank}
 				effects = r.step(evMemberFailed{f: f, ownerProc: ownerProc})
 			case "proc-ended":
-				var n goneNotice
+				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)
 				d.ScanArgs(t, "reason", &n.Reason)
 				n.Stopped = d.HasArg("stopped")

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -16,23 +17,11 @@ import (
 // undeliverable), and the reply ports its explicit-response endpoints
 // still owe an answer.
 
-// goneNotice is published on the deaths subject when a proc ends.
-type goneNotice struct {
-	Proc    string `msgpack:"proc"`
-	Reason  string `msgpack:"reason"`
-	Stopped bool   `msgpack:"stopped"` // ended on request (Stop), not a failure
-}
-
-// portGone tells a sender that a port it sent to is closed.
-type portGone struct {
-	ID uint64 `msgpack:"id"`
-}
-
 type health struct {
 	nGone   atomic.Int32 // len(gone), for a lock-free fast path
 	nClosed atomic.Int32 // len(closed), likewise
 	mu      sync.Mutex
-	gone    map[string]goneNotice
+	gone    map[string]wire.GoneNotice
 	closed  map[portKey]bool // bounded: reset when it grows past closedMax
 	owed    map[portRef]*actor
 
@@ -50,10 +39,10 @@ const closedMax = 1 << 14
 func (rt *runtimeT) deathsSubject() string { return "mon." + rt.job + ".deaths" }
 
 // procGone records that proc ended and fails everything waiting on it.
-func (rt *runtimeT) procGone(n goneNotice) {
+func (rt *runtimeT) procGone(n wire.GoneNotice) {
 	rt.health.mu.Lock()
 	if rt.health.gone == nil {
-		rt.health.gone = map[string]goneNotice{}
+		rt.health.gone = map[string]wire.GoneNotice{}
 	}
 	if _, dup := rt.health.gone[n.Proc]; dup {
 		rt.health.mu.Unlock()
@@ -70,7 +59,7 @@ func (rt *runtimeT) procGone(n goneNotice) {
 	rt.goneWithAgent(n.Proc, n.Reason)
 }
 
-func goneError(n goneNotice) error {
+func goneError(n wire.GoneNotice) error {
 	if n.Stopped {
 		return fmt.Errorf("%w: proc %s was stopped", ErrStopped, n.Proc)
 	}
@@ -134,15 +123,15 @@ func (rt *runtimeT) portUsable(to portRef) error {
 // closed: saying it is would make the sender refuse, for good, the answer
 // to the call that opens it later (port ids are handed out in order). Such
 // a message is misrouted or forged; it is dropped.
-func (rt *runtimeT) undeliverable(f *frame, subject string) {
-	if f.h.port == 0 || !rt.ports.wasOpened(f.h.port) {
-		rt.drop(dropIDs, subject, fmt.Errorf("a message for port %d, never opened here (from %.40q)", f.h.port, f.h.replyTo))
+func (rt *runtimeT) undeliverable(f *wire.Frame, subject string) {
+	if f.Port == 0 || !rt.ports.wasOpened(f.Port) {
+		rt.drop(wire.DropIDs, subject, fmt.Errorf("a message for port %d, never opened here (from %.40q)", f.Port, f.ReplyTo))
 		return
 	}
-	if !validID(f.h.replyTo) {
+	if !wire.ValidID(f.ReplyTo) {
 		return // nobody to tell
 	}
-	rt.sendControl(f.h.replyTo, opPortGone, 0, &portGone{ID: f.h.port})
+	rt.sendControl(f.ReplyTo, wire.OpPortGone, 0, &wire.PortGone{ID: f.Port})
 }
 
 // portClosed records that a port of proc is closed: sends to it fail from
@@ -211,19 +200,19 @@ func (rt *runtimeT) failOwed(a *actor, err error) {
 }
 
 // announceGone publishes that proc ended, to every proc of the job.
-func (rt *runtimeT) announceGone(n goneNotice) {
-	h := header{kind: kindControl, method: opGone, replyTo: rt.procID, rank: -1}
+func (rt *runtimeT) announceGone(n wire.GoneNotice) {
+	h := wire.Header{Kind: wire.KindControl, Method: wire.OpGone, ReplyTo: rt.procID, Rank: -1}
 	w, err := rt.newFrame(&h)
 	if err != nil {
 		return
 	}
-	defer w.free()
-	if err := w.enc.Encode(&n); err != nil {
+	defer w.Free()
+	if err := w.Enc.Encode(&n); err != nil {
 		return
 	}
-	rt.publish(rt.deathsSubject(), w.bytes())
+	rt.publish(rt.deathsSubject(), w.Bytes())
 }
 
-func decodeBody(f *frame, v any) error {
-	return decodePayload(f.payload, []reflect.Type{reflect.TypeOf(v)}, func(d *msgpack.Decoder) error { return d.Decode(v) })
+func decodeBody(f *wire.Frame, v any) error {
+	return wire.DecodePayload(f.Payload, []reflect.Type{reflect.TypeOf(v)}, func(d *msgpack.Decoder) error { return d.Decode(v) })
 }

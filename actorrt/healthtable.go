@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"fmt"
+	"github.com/monarch-go/monarch/internal/wire"
 	"slices"
 	"time"
 )
@@ -19,13 +20,13 @@ type healthTable struct {
 	self    string        // this process's proc id: its own agent is not watched
 	timeout time.Duration // an agent silent this long is gone
 
-	gone      map[string]goneNotice
+	gone      map[string]wire.GoneNotice
 	agentOf   map[string]string    // proc -> the agent that started it
 	lastHeard map[string]time.Time // watched agents -> when last heard from
 }
 
 func newHealthTable(self string, timeout time.Duration) *healthTable {
-	return &healthTable{self: self, timeout: timeout, gone: map[string]goneNotice{},
+	return &healthTable{self: self, timeout: timeout, gone: map[string]wire.GoneNotice{},
 		agentOf: map[string]string{}, lastHeard: map[string]time.Time{}}
 }
 
@@ -35,7 +36,7 @@ type (
 	// be told (the process that saw the end tells everyone; one that
 	// heard of it from the job does not repeat it).
 	evGone struct {
-		n        goneNotice
+		n        wire.GoneNotice
 		announce bool
 	}
 	// evStarted: these procs were started by these agents (a spawn
@@ -58,7 +59,7 @@ type (
 	// effGone: proc is gone: fail the calls waiting on it, tell
 	// supervision (unless it was stopped), and announce it if asked.
 	effGone struct {
-		n        goneNotice
+		n        wire.GoneNotice
 		announce bool
 	}
 	// effWatch: start watching agent's heartbeats.
@@ -96,7 +97,7 @@ func (t *healthTable) step(ev any) []any {
 		}
 		slices.Sort(silent) // effects in a stable order
 		for _, a := range silent {
-			n := goneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, t.timeout)}
+			n := wire.GoneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, t.timeout)}
 			out = t.goneWithAgents(out, n, true)
 		}
 	default:
@@ -108,7 +109,7 @@ func (t *healthTable) step(ev any) []any {
 // goneWithAgents records n and, if n's proc is an agent, every proc it
 // started that is not gone yet (they are only told, not announced: the
 // job hears of the agent).
-func (t *healthTable) goneWithAgents(out []any, n goneNotice, announce bool) []any {
+func (t *healthTable) goneWithAgents(out []any, n wire.GoneNotice, announce bool) []any {
 	if _, dup := t.gone[n.Proc]; dup {
 		return out
 	}
@@ -123,13 +124,13 @@ func (t *healthTable) goneWithAgents(out []any, n goneNotice, announce bool) []a
 	}
 	slices.Sort(started)
 	for _, p := range started {
-		out = t.goneWithAgents(out, goneNotice{Proc: p, Reason: "its host agent " + n.Proc + " is gone: " + n.Reason}, false)
+		out = t.goneWithAgents(out, wire.GoneNotice{Proc: p, Reason: "its host agent " + n.Proc + " is gone: " + n.Reason}, false)
 	}
 	return out
 }
 
-// goneNotice returns why proc is gone, if it is.
-func (t *healthTable) goneNotice(proc string) (goneNotice, bool) {
+// notice returns why proc is gone, if it is.
+func (t *healthTable) notice(proc string) (wire.GoneNotice, bool) {
 	n, ok := t.gone[proc]
 	return n, ok
 }

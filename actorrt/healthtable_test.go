@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"fmt"
+	"github.com/monarch-go/monarch/internal/wire"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestHealthTable(t *testing.T) {
 				}
 				effects = ht.step(evStarted{procs: procs, at: at(d)})
 			case "gone":
-				var n goneNotice
+				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)
 				d.ScanArgs(t, "reason", &n.Reason)
 				n.Stopped = d.HasArg("stopped")
@@ -77,7 +78,7 @@ func TestHealthTable(t *testing.T) {
 			case "query":
 				var proc string
 				d.ScanArgs(t, "proc", &proc)
-				n, ok := ht.goneNotice(proc)
+				n, ok := ht.notice(proc)
 				if !ok {
 					return fmt.Sprintf("%s: not gone (%d gone)\n", proc, ht.numGone())
 				}
@@ -105,7 +106,7 @@ func TestHealthTable(t *testing.T) {
 	})
 }
 
-func describeGone(n goneNotice) string {
+func describeGone(n wire.GoneNotice) string {
 	if n.Stopped {
 		return n.Reason + " [stopped]"
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // Host loss. A host agent that has started procs publishes a heartbeat on
@@ -28,11 +29,11 @@ func (rt *runtimeT) heartbeats() {
 	defer t.Stop()
 	for {
 		if rt.host.started.Load() {
-			h := header{kind: kindControl, method: opHeartbeat, replyTo: rt.procID, rank: -1}
+			h := wire.Header{Kind: wire.KindControl, Method: wire.OpHeartbeat, ReplyTo: rt.procID, Rank: -1}
 			if w, err := rt.newFrame(&h); err == nil {
-				w.enc.EncodeNil()
-				rt.publish(rt.heartbeatSubject(rt.procID), w.bytes())
-				w.free()
+				w.Enc.EncodeNil()
+				rt.publish(rt.heartbeatSubject(rt.procID), w.Bytes())
+				w.Free()
 			}
 		}
 		select {
@@ -100,7 +101,7 @@ func (rt *runtimeT) watchAgents() {
 		}
 		rt.health.mu.Unlock()
 		for _, a := range silent {
-			n := goneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, rt.opts.hostTimeout)}
+			n := wire.GoneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, rt.opts.hostTimeout)}
 			rt.procGone(n)
 			rt.announceGone(n)
 		}
@@ -120,6 +121,6 @@ func (rt *runtimeT) goneWithAgent(agent string, why string) {
 	}
 	rt.health.mu.Unlock()
 	for _, p := range procs {
-		rt.procGone(goneNotice{Proc: p, Reason: "its host agent " + agent + " is gone: " + why})
+		rt.procGone(wire.GoneNotice{Proc: p, Reason: "its host agent " + agent + " is gone: " + why})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/monarch-go/monarch/logagg"
 	"golang.org/x/sys/unix"
 )
@@ -54,22 +55,6 @@ type startReq struct {
 	done chan error
 }
 
-// spawnProcsReq asks an agent to start procs. Each new proc reports ready
-// to Ready with its rank.
-type spawnProcsReq struct {
-	IDs   []string   `msgpack:"ids"`
-	Ranks []int      `msgpack:"ranks"` // rank of each in the new ProcMesh
-	Env   [][]string `msgpack:"env"`   // extra environment of each (its place in the mesh)
-	Proc  string     `msgpack:"proc"`  // Ready's address
-	Port  uint64     `msgpack:"port"`
-}
-
-// stopProcsReq asks an agent to stop some of its procs.
-type stopProcsReq struct {
-	IDs  []string `msgpack:"ids"`
-	Rank int      `msgpack:"rank"` // the rank of the reply, once they are stopped
-}
-
 func newHostAgent(rt *runtimeT) *hostAgent {
 	h := &hostAgent{rt: rt, starts: make(chan startReq), children: map[string]*child{}}
 	go h.starter()
@@ -91,7 +76,7 @@ func (h *hostAgent) starter() {
 // spawnProcs starts the requested procs; a proc that cannot be started is
 // reported on the ready port. Readiness itself goes straight from each new
 // proc to the requester.
-func (h *hostAgent) spawnProcs(req spawnProcsReq, reply portRef) {
+func (h *hostAgent) spawnProcs(req wire.SpawnProcsReq, reply portRef) {
 	rt := h.rt
 	h.started.Store(true)
 	exe, args := h.program, h.args
@@ -263,7 +248,7 @@ func (h *hostAgent) watch(c *child) {
 	if err != nil {
 		reason = describeExit(err)
 	}
-	n := goneNotice{Proc: c.id, Reason: reason + " (host " + h.rt.hostLabel + ")", Stopped: stopped}
+	n := wire.GoneNotice{Proc: c.id, Reason: reason + " (host " + h.rt.hostLabel + ")", Stopped: stopped}
 	if !stopped {
 		h.rt.log.Warn().Str("proc", c.id).Str("reason", reason).Msg("proc ended")
 	}

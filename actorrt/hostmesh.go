@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // hostInfo is one host of a HostMesh: the proc whose host agent serves it.
@@ -151,12 +152,12 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 		procs[r] = procInfo{ID: rt.newProcID(), Host: hi.Name, Agent: hi.Agent}
 		waits = append(waits, procs[r].ID)
 	}
-	reqs := map[string]*spawnProcsReq{}
+	reqs := map[string]*wire.SpawnProcsReq{}
 	var agents []string
 	for r, p := range procs {
 		req := reqs[p.Agent]
 		if req == nil {
-			req = &spawnProcsReq{}
+			req = &wire.SpawnProcsReq{}
 			reqs[p.Agent] = req
 			agents = append(agents, p.Agent)
 			waits = append(waits, p.Agent)
@@ -170,8 +171,8 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 		req.Env = append(req.Env, env)
 	}
 	// The ready port fails as soon as a new proc or an agent is gone.
-	fut := newFuture[ValueMesh[procReady]](label{mesh: "SpawnProcs " + ext.String()})
-	port, err := rt.ports.open(newCallPort[procReady](fut, ext), waits)
+	fut := newFuture[ValueMesh[wire.ProcReady]](label{mesh: "SpawnProcs " + ext.String()})
+	port, err := rt.ports.open(newCallPort[wire.ProcReady](fut, ext), waits)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	for _, a := range agents {
 		req := reqs[a]
 		req.Proc, req.Port = rt.procID, port
-		if err := rt.sendControl(a, opSpawnProcs, port, req); err != nil {
+		if err := rt.sendControl(a, wire.OpSpawnProcs, port, req); err != nil {
 			pm.Stop(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
 		}

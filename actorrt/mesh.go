@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // procInfo is one proc of a ProcMesh.
@@ -72,7 +74,7 @@ func (p *ProcMesh) Stop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return p.askAgents(ctx, rt, opStopProcs, rt.opts.stopTimeout+10*time.Second)
+	return p.askAgents(ctx, rt, wire.OpStopProcs, rt.opts.stopTimeout+10*time.Second)
 }
 
 // FlushLogs returns once every line the procs wrote before the call has
@@ -84,7 +86,7 @@ func (p *ProcMesh) FlushLogs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return p.askAgents(ctx, rt, opSyncLogs, 10*time.Second)
+	return p.askAgents(ctx, rt, wire.OpSyncLogs, 10*time.Second)
 }
 
 // askAgents sends op for the procs of the mesh to their host agents and
@@ -120,7 +122,7 @@ func (p *ProcMesh) askAgents(ctx context.Context, rt *runtimeT, op string, d tim
 	}
 	defer rt.ports.close(port)
 	for i, a := range agents {
-		if err := rt.sendControl(a, op, port, &stopProcsReq{IDs: byAgent[a], Rank: i}); err != nil {
+		if err := rt.sendControl(a, op, port, &wire.StopProcsReq{IDs: byAgent[a], Rank: i}); err != nil {
 			return err
 		}
 	}
@@ -338,7 +340,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	if args == nil {
 		args = []any{} // an empty array: a nil one would arrive as no bytes at all
 	}
-	rawArgs, err := marshalLimited(args, rt.conn.MaxMessage(), "Init arguments")
+	rawArgs, err := wire.MarshalLimited(args, rt.conn.MaxMessage(), "Init arguments")
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return fail(err)
@@ -386,7 +388,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 			ranks[i] = v*perN + i
 		}
 		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Procs: ref.procs, Owner: rt.procID}
-		if err := rt.sendControl(p.ID, opSpawn, port, &req); err != nil {
+		if err := rt.sendControl(p.ID, wire.OpSpawn, port, &req); err != nil {
 			stopOn(rt, ref.id, sentTo)
 			return fail(err)
 		}
@@ -417,7 +419,7 @@ func anyGone(rt *runtimeT, procs []string) error {
 // stopOn stops a mesh's members on the given procs.
 func stopOn(rt *runtimeT, mesh string, procs []string) {
 	for _, p := range procs {
-		rt.sendControl(p, opStop, 0, &stopReq{Mesh: mesh})
+		rt.sendControl(p, wire.OpStop, 0, &stopReq{Mesh: mesh})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -18,7 +19,7 @@ import (
 type portHandler interface {
 	// deliver takes one message for the port, on the dispatcher goroutine,
 	// in arrival order. It returns false once the port wants no more.
-	deliver(f *frame) bool
+	deliver(f *wire.Frame) bool
 	// fail ends the port with err (shutdown, lost proc, lost bus). It may be
 	// called after the port is done; it must then do nothing.
 	fail(err error)
@@ -138,6 +139,15 @@ func sentinelOf(err error) string {
 	return ""
 }
 
+// wireError is an error as it travels in a port message. A sender
+// without this package's types writes a wire.ErrorReply, which reads as
+// one: the same fields, without the actor's.
+type wireError struct {
+	Sentinel string      `msgpack:"s"` // name of a sentinel of this package, for errors.Is after the trip
+	Actor    *ActorError `msgpack:"a"`
+	Message  string      `msgpack:"m"`
+}
+
 func toWireError(err error) wireError {
 	var ae *ActorError
 	if errors.As(err, &ae) {
@@ -167,9 +177,9 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Unwrap() error { return e.sentinel }
 
 // replyError decodes the error payload of a port message.
-func replyError(f *frame) error {
+func replyError(f *wire.Frame) error {
 	var we wireError
-	if err := decodePayload(f.payload, nil, func(d *msgpack.Decoder) error { return d.Decode(&we) }); err != nil {
+	if err := wire.DecodePayload(f.Payload, nil, func(d *msgpack.Decoder) error { return d.Decode(&we) }); err != nil {
 		return fmt.Errorf("%w: error reply: %v", ErrDecode, err)
 	}
 	return we.toError()
@@ -177,14 +187,14 @@ func replyError(f *frame) error {
 
 // decodeReply decodes a reply value into v, or returns the error the reply
 // carries.
-func decodeReply[T any](f *frame, v *T) error {
-	if f.h.flags&flagError != 0 {
+func decodeReply[T any](f *wire.Frame, v *T) error {
+	if f.Flags&wire.FlagError != 0 {
 		return replyError(f)
 	}
 	if _, void := any(v).(*Void); void {
 		return nil
 	}
-	if err := decodePayload(f.payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
+	if err := wire.DecodePayload(f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
 		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
 	}
 	return nil
@@ -207,8 +217,8 @@ func newCallPort[R any](fut *Future[ValueMesh[R]], ext Extent) *callPort[R] {
 	return &callPort[R]{fut: fut, ext: ext, vals: make([]R, n), got: make([]bool, n), left: n}
 }
 
-func (p *callPort[R]) deliver(f *frame) bool {
-	r := f.h.rank
+func (p *callPort[R]) deliver(f *wire.Frame) bool {
+	r := f.Rank
 	if r < 0 || r >= len(p.vals) {
 		p.fail(fmt.Errorf("%w: reply for rank %d of %v", ErrDecode, r, p.ext))
 		return false
@@ -234,7 +244,7 @@ func (p *callPort[R]) fail(err error) { p.fut.resolve(ValueMesh[R]{}, err) }
 // onePort takes a single reply.
 type onePort[R any] struct{ fut *Future[R] }
 
-func (p *onePort[R]) deliver(f *frame) bool {
+func (p *onePort[R]) deliver(f *wire.Frame) bool {
 	var v R
 	err := decodeReply(f, &v)
 	p.fut.resolve(v, err)
@@ -250,7 +260,7 @@ type streamPort[R any] struct {
 	left int
 }
 
-func (p *streamPort[R]) deliver(f *frame) bool {
+func (p *streamPort[R]) deliver(f *wire.Frame) bool {
 	var v R
 	err := decodeReply(f, &v)
 	p.mu.Lock()

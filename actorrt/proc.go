@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -50,29 +51,10 @@ func newProcState(rt *runtimeT) *procState {
 	return &procState{rt: rt, meshes: map[string]*localMesh{}, names: map[string]*localMesh{}}
 }
 
-// Control ops and their bodies.
-const (
-	opSpawn = "spawn" // spawnReq: create members of a mesh here
-	opStop  = "stop"  // stopReq: stop this proc's members of a mesh
-	// opGone (goneNotice), on the job's deaths subject: a proc ended.
-	opGone = "gone"
-	// opPortGone (portGone): a port this proc sent to is closed.
-	opPortGone = "portgone"
-	// opHeartbeat (nil), on an agent's heartbeat subject.
-	opHeartbeat = "hb"
-	// opAgentsHello (nil), on the job's agents subject: the client asks the
-	// host agents to report.
-	opAgentsHello = "hello"
-	// opFailure (MeshFailure): a member of a mesh owned here failed.
-	opFailure = "failure"
-	// Host agent ops: start procs (spawnProcsReq), stop some (stopProcsReq).
-	opSpawnProcs = "spawnprocs"
-	opStopProcs  = "stopprocs"
-	// opSyncLogs (stopProcsReq): answer once every line the procs wrote
-	// so far has been sent.
-	opSyncLogs = "synclogs"
-)
+// The bodies of the actor ops. The ops, and the bodies of the host
+// agent's, are wire's.
 
+// spawnReq (wire.OpSpawn) creates members of a mesh on the receiving proc.
 type spawnReq struct {
 	Mesh  string             `msgpack:"mesh"`
 	Name  string             `msgpack:"name"`
@@ -84,35 +66,36 @@ type spawnReq struct {
 	Owner string             `msgpack:"owner"` // the proc that owns the mesh: failures go there
 }
 
+// stopReq (wire.OpStop) stops the receiving proc's members of a mesh.
 type stopReq struct {
 	Mesh string `msgpack:"mesh"`
 }
 
 // deliver hands a mesh message to each local member in its region.
-func (ps *procState) deliver(f frame, subject string) {
+func (ps *procState) deliver(f wire.Frame, subject string) {
 	var lm *localMesh
 	if m := ps.byID.Load(); m != nil {
-		lm = (*m)[f.h.target]
+		lm = (*m)[f.Target]
 	}
 	if lm == nil {
-		ps.rt.drop(dropIDs, subject, fmt.Errorf("a call to mesh %.40q, not hosted here", f.h.target))
+		ps.rt.drop(wire.DropIDs, subject, fmt.Errorf("a call to mesh %.40q, not hosted here", f.Target))
 		return
 	}
-	if f.h.port != 0 && !validID(f.h.replyTo) {
-		ps.rt.drop(dropIDs, subject, fmt.Errorf("a call to mesh %s with reply port %.40q#%d", lm.name, f.h.replyTo, f.h.port))
+	if f.Port != 0 && !wire.ValidID(f.ReplyTo) {
+		ps.rt.drop(wire.DropIDs, subject, fmt.Errorf("a call to mesh %s with reply port %.40q#%d", lm.name, f.ReplyTo, f.Port))
 		return
 	}
 	view := lm.whole
-	if f.region != nil {
-		r, err := f.region.toRegion(lm.base)
+	if f.Region != nil {
+		r, err := wireRegion(f.Region).toRegion(lm.base)
 		if err != nil {
-			ps.rt.drop(dropRegion, subject, fmt.Errorf("mesh %s: %w", lm.name, err))
+			ps.rt.drop(wire.DropRegion, subject, fmt.Errorf("mesh %s: %w", lm.name, err))
 			return
 		}
 		view = &r
 	}
-	if f.h.port != 0 {
-		ps.rt.portNamedOpen(f.h.replyTo, f.h.port)
+	if f.Port != 0 {
+		ps.rt.portNamedOpen(f.ReplyTo, f.Port)
 	}
 	stopped := lm.stopped.Load()
 	for _, a := range lm.members {
@@ -130,16 +113,16 @@ func (ps *procState) deliver(f frame, subject string) {
 			refused = a.deadErr()
 		}
 		if refused != nil {
-			if f.h.port != 0 {
-				ps.rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}, refused)
+			if f.Port != 0 {
+				ps.rt.sendErrorToPort(portRef{proc: f.ReplyTo, id: f.Port, rank: idx}, refused)
 			}
 			continue
 		}
-		e := envelope{method: f.h.method, payload: f.payload, view: view, msgIdx: idx}
-		if f.h.port != 0 {
-			e.reply = portRef{proc: f.h.replyTo, id: f.h.port, rank: idx}
-			if f.h.rank >= 0 {
-				e.reply.rank = f.h.rank // the sender chose the rank (remote functions)
+		e := envelope{method: f.Method, payload: f.Payload, view: view, msgIdx: idx}
+		if f.Port != 0 {
+			e.reply = portRef{proc: f.ReplyTo, id: f.Port, rank: idx}
+			if f.Rank >= 0 {
+				e.reply.rank = f.Rank // the sender chose the rank (remote functions)
 			}
 		}
 		a.enqueue(e)
@@ -149,55 +132,55 @@ func (ps *procState) deliver(f frame, subject string) {
 // control runs a control op, once readControl has checked it. It is
 // called on the dispatcher goroutine and must not block: user code (Init)
 // runs on the actors' goroutines.
-func (ps *procState) control(f *frame, subject string) {
+func (ps *procState) control(f *wire.Frame, subject string) {
 	rt := ps.rt
 	body, kind, err := readControl(f)
 	if err != nil {
 		rt.drop(kind, subject, err)
-		if controlReplies(f.h.method) && f.h.port != 0 && validID(f.h.replyTo) {
-			rt.sendErrorToPort(portRef{proc: f.h.replyTo, id: f.h.port}, fmt.Errorf("%w: %v", ErrDecode, err))
+		if wire.OpReplies(f.Method) && f.Port != 0 && wire.ValidID(f.ReplyTo) {
+			rt.sendErrorToPort(portRef{proc: f.ReplyTo, id: f.Port}, fmt.Errorf("%w: %v", ErrDecode, err))
 		}
 		return
 	}
-	reply := portRef{proc: f.h.replyTo, id: f.h.port}
-	if controlReplies(f.h.method) {
+	reply := portRef{proc: f.ReplyTo, id: f.Port}
+	if wire.OpReplies(f.Method) {
 		rt.portNamedOpen(reply.proc, reply.id)
 	}
-	switch f.h.method {
-	case opSpawn:
+	switch f.Method {
+	case wire.OpSpawn:
 		req := body.(*spawnReq)
 		if err := ps.spawn(req, reply); err != nil {
 			reply.rank = req.Ranks[0]
 			rt.sendErrorToPort(reply, err)
 		}
-	case opStop:
+	case wire.OpStop:
 		ps.stopMesh(body.(*stopReq).Mesh)
-	case opGone:
-		rt.procGone(*body.(*goneNotice))
-	case opPortGone:
-		rt.portClosed(f.h.replyTo, body.(*portGone).ID)
-	case opSpawnProcs:
-		req := body.(*spawnProcsReq)
+	case wire.OpGone:
+		rt.procGone(*body.(*wire.GoneNotice))
+	case wire.OpPortGone:
+		rt.portClosed(f.ReplyTo, body.(*wire.PortGone).ID)
+	case wire.OpSpawnProcs:
+		req := body.(*wire.SpawnProcsReq)
 		go rt.host.spawnProcs(*req, portRef{proc: req.Proc, id: req.Port})
-	case opStopProcs:
-		req := body.(*stopProcsReq)
+	case wire.OpStopProcs:
+		req := body.(*wire.StopProcsReq)
 		reply.rank = req.Rank
 		go func() {
 			rt.host.stopProcs(req.IDs, rt.opts.stopTimeout)
 			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
 		}()
-	case opSyncLogs:
-		req := body.(*stopProcsReq)
+	case wire.OpSyncLogs:
+		req := body.(*wire.StopProcsReq)
 		reply.rank = req.Rank
 		go func() {
 			rt.host.syncLogs(req.IDs)
 			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
 		}()
-	case opAgentsHello:
+	case wire.OpAgentsHello:
 		rt.reportAgent()
-	case opHeartbeat:
-		rt.sawHeartbeat(f.h.replyTo)
-	case opFailure:
+	case wire.OpHeartbeat:
+		rt.sawHeartbeat(f.ReplyTo)
+	case wire.OpFailure:
 		rt.handleFailure(body.(*MeshFailure))
 	}
 }

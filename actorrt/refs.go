@@ -13,23 +13,15 @@ import (
 // in the client. What travels is the mesh's identity, shape, selected
 // region and where its members live; ownership stays with the creator.
 
-// wireRegion of a region: the base dimensions and, per dimension, start,
-// size and kept.
+// regionWire is a region in a mesh reference: the base dimensions and its
+// wire form (start, size and kept per dimension).
 type regionWire struct {
 	Dims Dims  `msgpack:"dims"`
 	Box  []int `msgpack:"box"`
 }
 
 func toRegionWire(r region) regionWire {
-	box := make([]int, 0, 3*len(r.start))
-	for i := range r.start {
-		k := 0
-		if r.kept[i] {
-			k = 1
-		}
-		box = append(box, r.start[i], r.size[i], k)
-	}
-	return regionWire{Dims: r.base.dims, Box: box}
+	return regionWire{Dims: r.base.dims, Box: r.appendWire(make([]int, 0, 3*len(r.start)))}
 }
 
 func (w regionWire) region(ranks int) (region, error) {

@@ -159,3 +159,35 @@ func (r region) single(viewRank int) region {
 	}
 	return out
 }
+
+// appendWire appends r's wire form (wire.Header.Region) to dst: start,
+// size and kept (1 or 0) per base dimension.
+func (r region) appendWire(dst []int) []int {
+	for i := range r.start {
+		k := 0
+		if r.kept[i] {
+			k = 1
+		}
+		dst = append(dst, r.start[i], r.size[i], k)
+	}
+	return dst
+}
+
+// wireRegion is a region as sent: start, size and kept per base dimension.
+// The receiver joins it to the base extent it knows for the mesh.
+type wireRegion []int
+
+// toRegion joins a wire region to the mesh's base extent.
+func (wr wireRegion) toRegion(base Extent) (region, error) {
+	if len(wr) != 3*len(base.dims) {
+		return region{}, fmt.Errorf("%w: region of %d dimensions for %v", ErrDecode, len(wr)/3, base)
+	}
+	r := region{base: base, start: make([]int, len(base.dims)), size: make([]int, len(base.dims)), kept: make([]bool, len(base.dims))}
+	for i, d := range base.dims {
+		r.start[i], r.size[i], r.kept[i] = wr[3*i], wr[3*i+1], wr[3*i+2] == 1
+		if r.start[i] < 0 || r.size[i] < 1 || r.start[i]+r.size[i] > d.Size || wr[3*i+2]&^1 != 0 {
+			return region{}, fmt.Errorf("%w: region %v of %v", ErrDecode, []int(wr), base)
+		}
+	}
+	return r, nil
+}

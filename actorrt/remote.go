@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -175,7 +176,7 @@ func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply po
 	if args == nil {
 		args = []any{} // an empty array, not nil: nil would arrive as no bytes at all
 	}
-	raw, err := marshalLimited(args, rt.conn.MaxMessage(), "remote "+name+" arguments")
+	raw, err := wire.MarshalLimited(args, rt.conn.MaxMessage(), "remote "+name+" arguments")
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return err
@@ -187,19 +188,19 @@ func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply po
 		if err := rt.goneProc(p.ID); err != nil {
 			return fmt.Errorf("actorrt: remote %s on %v: %w", name, procs.reg.extent().point(v), err)
 		}
-		h := header{kind: kindActor, target: sysMesh, method: "Run", port: reply.id, replyTo: reply.proc, rank: v}
+		h := wire.Header{Kind: wire.KindActor, Target: sysMesh, Method: "Run", Port: reply.id, ReplyTo: reply.proc, Rank: v}
 		w, err := rt.newFrame(&h)
 		if err != nil {
 			return err
 		}
-		err = w.enc.EncodeMulti([]any{name, msgpack.RawMessage(raw)})
-		if tl := w.tooLarge("remote "+name+" arguments", err); tl != nil {
+		err = w.Enc.EncodeMulti([]any{name, msgpack.RawMessage(raw)})
+		if tl := w.TooLarge("remote "+name+" arguments", err); tl != nil {
 			err = tl
 		}
 		if err == nil {
-			err = rt.publish(rt.procSubjectOf(p.ID), w.bytes())
+			err = rt.publish(rt.procSubjectOf(p.ID), w.Bytes())
 		}
-		w.free()
+		w.Free()
 		if err != nil {
 			return fmt.Errorf("actorrt: remote %s: %w", name, err)
 		}
@@ -234,7 +235,7 @@ func (procService) Run(ctx *Context, name string, args msgpack.RawMessage) (msgp
 	if rt, err := getRuntime(); err == nil {
 		limit = rt.conn.MaxMessage()
 	}
-	return marshalLimited(v, limit, "the result of remote "+name)
+	return wire.MarshalLimited(v, limit, "the result of remote "+name)
 }
 
 // startSystemActor makes the proc's system actor, a mesh of one reached

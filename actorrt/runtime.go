@@ -16,6 +16,7 @@ import (
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/jobstate"
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/monarch-go/monarch/logagg"
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
@@ -54,7 +55,7 @@ type runtimeT struct {
 	server *bus.Server // the embedded server, when this process owns it
 
 	ports  portTable
-	drops  drops            // malformed messages dropped, by kind (drops.go)
+	drops  wire.Drops       // malformed messages dropped, by kind (drops.go)
 	agents agentWait        // the agents a launcher started (client)
 	logs   *clientLogs      // the job's output (client)
 	record *jobstate.Writer // the job's record, when there is no launcher (client)
@@ -414,37 +415,37 @@ func (rt *runtimeT) dispatch(m bus.Message) {
 	if agent, ok := strings.CutPrefix(m.Subject, rt.agentGoneSubj); ok && rt.agents.fut != nil {
 		// The launcher saw an agent's process end: no need to wait for
 		// its heartbeats to stop.
-		n := goneNotice{Proc: agent, Reason: "host agent ended: " + string(m.Data)}
+		n := wire.GoneNotice{Proc: agent, Reason: "host agent ended: " + string(m.Data)}
 		rt.procGone(n)
 		rt.announceGone(n)
 		return
 	}
-	f, err := parseFrame(m.Data)
+	f, err := wire.Parse(m.Data)
 	if err != nil {
-		rt.drop(dropFrame, m.Subject, err)
+		rt.drop(wire.DropFrame, m.Subject, err)
 		return
 	}
-	switch f.h.kind {
-	case kindActor:
+	switch f.Kind {
+	case wire.KindActor:
 		rt.local.deliver(f, m.Subject)
-	case kindPort:
+	case wire.KindPort:
 		// A copy, so that only this path pays for a frame on the heap.
 		pf := f
-		h := rt.ports.get(pf.h.port)
+		h := rt.ports.get(pf.Port)
 		if h == nil {
 			rt.undeliverable(&pf, m.Subject)
 		} else if !h.deliver(&pf) {
-			rt.ports.close(pf.h.port)
+			rt.ports.close(pf.Port)
 		}
-	case kindControl:
+	case wire.KindControl:
 		cf := f
 		rt.local.control(&cf, m.Subject)
 	default:
-		rt.drop(dropKindOf, m.Subject, fmt.Errorf("a message of kind %d", f.h.kind))
+		rt.drop(wire.DropKindOf, m.Subject, fmt.Errorf("a message of kind %d", f.Kind))
 	}
 }
 
-// sendToPort sends a value (or, with flagError, a wireError) to a port.
+// sendToPort sends a value (or, with wire.FlagError, a wireError) to a port.
 // Every reply and every Port.Send goes through here. It fails at once for
 // a port on a proc known to be gone, or a port known to be closed.
 func (rt *runtimeT) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) error) error {
@@ -454,48 +455,48 @@ func (rt *runtimeT) sendToPort(to portRef, flags uint8, body func(*msgpack.Encod
 	if to.once {
 		rt.answered(to)
 	}
-	h := header{kind: kindPort, port: to.id, rank: to.rank, flags: flags, replyTo: rt.procID}
+	h := wire.Header{Kind: wire.KindPort, Port: to.id, Rank: to.rank, Flags: flags, ReplyTo: rt.procID}
 	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}
-	defer w.free()
-	if err := body(w.enc); err != nil {
+	defer w.Free()
+	if err := body(w.Enc); err != nil {
 		what := fmt.Sprintf("a value for %s#%d", to.proc, to.id)
-		if tl := w.tooLarge(what, err); tl != nil {
+		if tl := w.TooLarge(what, err); tl != nil {
 			return tl
 		}
 		return fmt.Errorf("%w: encode %s: %v", ErrDecode, what, err)
 	}
-	return rt.publish(rt.procSubjectOf(to.proc), w.bytes())
+	return rt.publish(rt.procSubjectOf(to.proc), w.Bytes())
 }
 
 // sendErrorToPort sends err to a port.
 func (rt *runtimeT) sendErrorToPort(to portRef, err error) error {
 	we := toWireError(err)
-	return rt.sendToPort(to, flagError, func(e *msgpack.Encoder) error { return e.Encode(&we) })
+	return rt.sendToPort(to, wire.FlagError, func(e *msgpack.Encoder) error { return e.Encode(&we) })
 }
 
 // sendControl sends a control op to a proc, with an optional reply port.
 func (rt *runtimeT) sendControl(proc, op string, port uint64, body any) error {
-	h := header{kind: kindControl, method: op, port: port, replyTo: rt.procID, rank: -1}
+	h := wire.Header{Kind: wire.KindControl, Method: op, Port: port, ReplyTo: rt.procID, Rank: -1}
 	w, err := rt.newFrame(&h)
 	if err != nil {
 		return err
 	}
-	defer w.free()
-	if err := w.enc.Encode(body); err != nil {
-		if tl := w.tooLarge(op+" request", err); tl != nil {
+	defer w.Free()
+	if err := w.Enc.Encode(body); err != nil {
+		if tl := w.TooLarge(op+" request", err); tl != nil {
 			return tl
 		}
 		return fmt.Errorf("actorrt: encode %s: %w", op, err)
 	}
-	return rt.publish(rt.procSubjectOf(proc), w.bytes())
+	return rt.publish(rt.procSubjectOf(proc), w.Bytes())
 }
 
 // newFrame starts a frame that may not pass the bus's largest message.
-func (rt *runtimeT) newFrame(h *header) (*frameWriter, error) {
-	return newFrame(h, rt.conn.MaxMessage())
+func (rt *runtimeT) newFrame(h *wire.Header) (*wire.Writer, error) {
+	return wire.NewFrame(h, rt.conn.MaxMessage())
 }
 
 func (rt *runtimeT) publish(subject string, data []byte) error {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // Supervision. Every actor mesh has one owner: the actor whose endpoint (or
@@ -95,7 +97,7 @@ func (rt *runtimeT) reportFailure(ownerProc string, f *MeshFailure) {
 		rt.handleFailure(f)
 		return
 	}
-	if err := rt.sendControl(ownerProc, opFailure, 0, f); err != nil {
+	if err := rt.sendControl(ownerProc, wire.OpFailure, 0, f); err != nil {
 		rt.log.Error().Err(err).Str("failure", f.Error()).Msg("cannot report a failure to its owner")
 	}
 }
@@ -122,7 +124,7 @@ func (rt *runtimeT) handleFailure(f *MeshFailure) {
 	if rt.procID != clientProcID {
 		// Owned by this proc rather than an actor, or by an actor that is
 		// gone: the root decides.
-		rt.sendControl(clientProcID, opFailure, 0, f)
+		rt.sendControl(clientProcID, wire.OpFailure, 0, f)
 		return
 	}
 	rt.unhandled(f)
@@ -172,7 +174,7 @@ func (rt *runtimeT) fatal(err error) {
 
 // failuresOnProc reports every member of the meshes owned here that lived
 // on a proc that ended.
-func (rt *runtimeT) failuresOnProc(n goneNotice) {
+func (rt *runtimeT) failuresOnProc(n wire.GoneNotice) {
 	if n.Stopped {
 		return
 	}

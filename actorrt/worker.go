@@ -8,14 +8,9 @@ import (
 	"syscall"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
-
-// procReady is what a new proc reports to its spawner once it serves.
-type procReady struct {
-	PID  int    `msgpack:"pid"`
-	Host string `msgpack:"host"`
-}
 
 // runWorker serves this process as a proc of a job until told to exit or
 // until its bus connection is gone. It returns the exit status.
@@ -77,7 +72,7 @@ func startWorker(o options) (*runtimeT, error) {
 		conn.Close()
 		return nil, err
 	}
-	ready := procReady{PID: os.Getpid(), Host: hostname}
+	ready := wire.ProcReady{PID: os.Getpid(), Host: hostname}
 	// Sent after the inbox SUB on the same connection: once the spawner has
 	// it, the server routes messages for this proc.
 	to := portRef{proc: parent, id: port, rank: rank}

@@ -1,12 +1,15 @@
-package actorrt
+package wire
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"unsafe"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // The frame header is msgpack, written and read by hand: it is on every
@@ -208,7 +211,27 @@ const maxDepth = 10000
 
 var errDeep = errors.New("msgpack: values nest deeper than 10000")
 
-// checkMsgpack walks the msgpack values in b without decoding them. It
+var errExtQuirk = errors.New("msgpack: an extension whose data is a map, where a map is decoded (msgpack/v5 would read that map unchecked)")
+
+// DecodePayload runs fn with a decoder over p, once p is known to hold
+// only lengths that fit its bytes (CheckMsgpack). types are the Go types
+// fn decodes into: a payload whose extensions msgpack/v5 would read as
+// maps is refused where one of them holds a map.
+func DecodePayload(p []byte, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
+	quirk, err := CheckMsgpack(p)
+	if err != nil {
+		return err
+	}
+	if quirk && hasMap(types) {
+		return errExtQuirk
+	}
+	d := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(d)
+	d.Reset(bytes.NewReader(p))
+	return fn(d)
+}
+
+// CheckMsgpack walks the msgpack values in b without decoding them. It
 // fails if a length claims more bytes than remain, if the arrays and maps
 // claim more elements in all than there are bytes left to hold them (each
 // takes at least one), or if values nest deeper than maxDepth. A payload
@@ -221,7 +244,7 @@ var errDeep = errors.New("msgpack: values nest deeper than 10000")
 // msgpack/v5 skips an extension header and reads a map from the
 // extension's data (DecodeMapLen), data the walk took as opaque. quirk
 // reports such an extension; the caller refuses it where a map is decoded.
-func checkMsgpack(b []byte) (quirk bool, err error) {
+func CheckMsgpack(b []byte) (quirk bool, err error) {
 	var small [16]int
 	open := small[:0] // values still to come in each open array or map
 	need := 0         // the sum of open: every one takes a byte at least

@@ -1,0 +1,69 @@
+package actorrt
+
+import (
+	"testing"
+
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// TestControlChecked: control messages with empty or invalid ids are
+// refused before they act, under the kind of drop they are.
+func TestControlChecked(t *testing.T) {
+	spawn := spawnReq{Mesh: "c.m1", Name: "n", Type: "T", Dims: Dims{{"a", 2}}, Ranks: []int{1}, Procs: []string{"c-1", "c-2"}, Owner: "c"}
+	with := func(f func(r *spawnReq)) *spawnReq { r := spawn; f(&r); return &r }
+	tests := []struct {
+		name string
+		op   string
+		body any
+		port uint64
+		kind wire.DropKind // 0xff: accepted
+	}{
+		{"spawn", wire.OpSpawn, &spawn, 3, 0xff},
+		{"spawn without a reply port", wire.OpSpawn, &spawn, 0, wire.DropIDs},
+		{"spawn of mesh \"\"", wire.OpSpawn, with(func(r *spawnReq) { r.Mesh = "" }), 3, wire.DropIDs},
+		{"spawn over the system actor", wire.OpSpawn, with(func(r *spawnReq) { r.Mesh = sysMesh }), 3, wire.DropIDs},
+		{"spawn with a wildcard proc", wire.OpSpawn, with(func(r *spawnReq) { r.Procs = []string{"c-1", ">"} }), 3, wire.DropIDs},
+		{"spawn whose extent overflows", wire.OpSpawn, with(func(r *spawnReq) { r.Dims = Dims{{"a", 1 << 32}, {"b", 1 << 32}} }), 3, wire.DropIDs},
+		{"spawn whose extent is not its procs", wire.OpSpawn, with(func(r *spawnReq) { r.Dims = Dims{{"a", 3}} }), 3, wire.DropIDs},
+		{"spawn of a rank twice", wire.OpSpawn, with(func(r *spawnReq) { r.Ranks = []int{1, 1} }), 3, wire.DropIDs},
+		{"spawn of no rank", wire.OpSpawn, with(func(r *spawnReq) { r.Ranks = nil }), 3, wire.DropIDs},
+		{"stop", wire.OpStop, &stopReq{Mesh: "c.m1"}, 0, 0xff},
+		{"stop of \"\"", wire.OpStop, &stopReq{}, 0, wire.DropIDs},
+		{"stop of a number", wire.OpStop, map[string]any{"mesh": 5}, 0, wire.DropBody},
+		{"gone", wire.OpGone, &wire.GoneNotice{Proc: "c-1"}, 0, 0xff},
+		{"gone of \"\"", wire.OpGone, &wire.GoneNotice{}, 0, wire.DropIDs},
+		{"port gone", wire.OpPortGone, &wire.PortGone{ID: 4}, 0, 0xff},
+		{"port 0 gone", wire.OpPortGone, &wire.PortGone{}, 0, wire.DropIDs},
+		{"spawnprocs", wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 2}, 3, 0xff},
+		{"spawnprocs of \"\"", wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{""}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 2}, 3, wire.DropIDs},
+		{"spawnprocs of nothing", wire.OpSpawnProcs, &wire.SpawnProcsReq{Proc: "c", Port: 2}, 3, wire.DropIDs},
+		{"spawnprocs with no ready port", wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c"}, 3, wire.DropIDs},
+		{"stopprocs", wire.OpStopProcs, &wire.StopProcsReq{IDs: []string{"c-1"}}, 3, 0xff},
+		{"stopprocs of \"\"", wire.OpStopProcs, &wire.StopProcsReq{IDs: []string{""}}, 3, wire.DropIDs},
+		{"synclogs without a reply port", wire.OpSyncLogs, &wire.StopProcsReq{IDs: []string{"c-1"}}, 0, wire.DropIDs},
+		{"failure", wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m2", ActorID: "w[0]", Proc: "c-1"}, 0, 0xff},
+		{"failure of no mesh", wire.OpFailure, &MeshFailure{Mesh: "w", ActorID: "w[0]", Proc: "c-1"}, 0, wire.DropIDs},
+		{"failure of no actor", wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m2", Proc: "c-1"}, 0, wire.DropIDs},
+		{"failure on no proc", wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m2", ActorID: "w[0]"}, 0, wire.DropIDs},
+		{"unknown op", "explode", nil, 0, wire.DropOp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body, err := msgpack.Marshal(tt.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := &wire.Frame{Header: wire.Header{Kind: wire.KindControl, Method: tt.op, Port: tt.port, ReplyTo: "c", Rank: -1}, Payload: body}
+			_, kind, err := readControl(f)
+			switch {
+			case tt.kind == 0xff && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.kind != 0xff && err == nil:
+				t.Fatal("accepted")
+			case tt.kind != 0xff && kind != tt.kind:
+				t.Fatalf("dropped as %s, want %s: %v", kind, tt.kind, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,128 @@
+package wire
+
+import "fmt"
+
+// Control ops: the Method of a KindControl frame, each with the body its
+// payload holds. The bodies of the actor ops (spawn, stop, failure) are
+// the SDK's; those a host agent reads or writes are here.
+const (
+	// OpSpawn (the SDK's spawn request): create members of a mesh on the
+	// receiving proc.
+	OpSpawn = "spawn"
+	// OpStop (the SDK's stop request): stop the receiving proc's members
+	// of a mesh.
+	OpStop = "stop"
+	// OpGone (GoneNotice), on the job's deaths subject: a proc ended.
+	OpGone = "gone"
+	// OpPortGone (PortGone): a port the receiver sent to is closed.
+	OpPortGone = "portgone"
+	// OpHeartbeat (no body), on an agent's heartbeat subject, from the
+	// agent named by ReplyTo.
+	OpHeartbeat = "hb"
+	// OpAgentsHello (no body), on the job's agents subject: the client
+	// asks the host agents to report.
+	OpAgentsHello = "hello"
+	// OpFailure (the SDK's MeshFailure): a member of a mesh owned by the
+	// receiver failed.
+	OpFailure = "failure"
+	// OpSpawnProcs (SpawnProcsReq): a host agent starts procs.
+	OpSpawnProcs = "spawnprocs"
+	// OpStopProcs (StopProcsReq): a host agent stops some of its procs,
+	// and answers once they are gone.
+	OpStopProcs = "stopprocs"
+	// OpSyncLogs (StopProcsReq): a host agent answers once every line the
+	// procs wrote so far has been sent.
+	OpSyncLogs = "synclogs"
+)
+
+// SpawnProcsReq asks an agent to start procs. Each new proc reports ready
+// (ProcReady) to the port Proc#Port with its rank.
+type SpawnProcsReq struct {
+	IDs   []string   `msgpack:"ids"`
+	Ranks []int      `msgpack:"ranks"` // rank of each in the new proc mesh
+	Env   [][]string `msgpack:"env"`   // extra environment of each (its place in the mesh)
+	Proc  string     `msgpack:"proc"`  // the ready port's proc
+	Port  uint64     `msgpack:"port"`
+}
+
+// StopProcsReq asks an agent to stop some of its procs (OpStopProcs), or
+// to send their output so far (OpSyncLogs).
+type StopProcsReq struct {
+	IDs  []string `msgpack:"ids"`
+	Rank int      `msgpack:"rank"` // the rank of the reply, once done
+}
+
+// GoneNotice is published on the deaths subject when a proc ends.
+type GoneNotice struct {
+	Proc    string `msgpack:"proc"`
+	Reason  string `msgpack:"reason"`
+	Stopped bool   `msgpack:"stopped"` // ended on request (a stop), not a failure
+}
+
+// PortGone tells a sender that a port it sent to is closed.
+type PortGone struct {
+	ID uint64 `msgpack:"id"`
+}
+
+// ProcReady is what a new proc (or a host agent, asked by OpAgentsHello)
+// reports to its spawner once it serves.
+type ProcReady struct {
+	PID  int    `msgpack:"pid"`
+	Host string `msgpack:"host"`
+}
+
+// OpReplies reports whether op answers on the header's port: a refused
+// request is answered with the refusal, so its sender does not wait for
+// nothing.
+func OpReplies(op string) bool {
+	switch op {
+	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs:
+		return true
+	}
+	return false
+}
+
+// CheckControl checks the ids of a decoded control message whose body is
+// nil or one of this package's: a message that fails is dropped before it
+// acts. For a body of another type only the header is checked; the rest
+// is the caller's.
+func CheckControl(h *Header, body any) error {
+	if OpReplies(h.Method) && (h.Port == 0 || !ValidID(h.ReplyTo)) {
+		return fmt.Errorf("no reply port (%.40q#%d)", h.ReplyTo, h.Port)
+	}
+	switch b := body.(type) {
+	case nil:
+		if h.Method == OpHeartbeat && !ValidID(h.ReplyTo) {
+			return fmt.Errorf("heartbeat from %.40q", h.ReplyTo)
+		}
+	case *GoneNotice:
+		if !ValidID(b.Proc) {
+			return fmt.Errorf("proc id %.40q", b.Proc)
+		}
+	case *PortGone:
+		if b.ID == 0 || !ValidID(h.ReplyTo) {
+			return fmt.Errorf("port %.40q#%d", h.ReplyTo, b.ID)
+		}
+	case *SpawnProcsReq:
+		if len(b.IDs) == 0 || len(b.Ranks) != len(b.IDs) || len(b.Env) != len(b.IDs) {
+			return fmt.Errorf("%d ids, %d ranks, %d environments", len(b.IDs), len(b.Ranks), len(b.Env))
+		}
+		if err := CheckIDs("proc", b.IDs); err != nil {
+			return err
+		}
+		if !ValidID(b.Proc) || b.Port == 0 {
+			return fmt.Errorf("ready port %.40q#%d", b.Proc, b.Port)
+		}
+		for _, r := range b.Ranks {
+			if r < 0 {
+				return fmt.Errorf("rank %d", r)
+			}
+		}
+	case *StopProcsReq:
+		if b.Rank < 0 {
+			return fmt.Errorf("rank %d", b.Rank)
+		}
+		return CheckIDs("proc", b.IDs)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+// Package wire is the format of a monarch job's messages on the bus, and
+// the host agent's control protocol: what the SDK (package actorrt) and a
+// host agent both read and write. It knows nothing of actors, meshes or
+// processes; it defines frames, the bodies of the agent's control ops,
+// the errors that cross process boundaries, and the kinds of malformed
+// message a receiver drops.
+//
+// # Frames
+//
+// A message on the bus is one frame:
+//
+//	[4-byte big-endian header length][msgpack header][msgpack payload]
+//
+// The header (Header) is what a receiver routes by: a msgpack array of
+// eight fields, kind, target, port, replyTo, method, rank, flags and
+// region, written and read by hand (it is on every message; the generic
+// encoder's reflection was most of the per-message cost). The payload
+// (call arguments, a reply value, an error reply, a control body) is
+// encoded straight after it into the same buffer by NewFrame's Writer,
+// and Parse leaves it in place: payload bytes are never copied on either
+// side.
+//
+// # Limits
+//
+//   - A header is at most MaxHeader bytes, and its region at most
+//     MaxRegionDims dimensions (three numbers each).
+//   - A frame is at most the limit its writer is given (the bus's largest
+//     message): NewFrame and MarshalLimited refuse the first write that
+//     would pass it, before its bytes are copied, with an error wrapping
+//     ErrTooLarge.
+//   - A payload's arrays and maps nest at most 10000 deep.
+//
+// # Guarantees
+//
+// Every length read from the wire is checked against the bytes present
+// before anything is allocated: Parse checks the header's length and its
+// region's, and CheckMsgpack (which DecodePayload runs first) checks every
+// length in a payload, so that a frame of a few bytes cannot make its
+// receiver allocate gigabytes. A malformed frame or payload is an error
+// (wrapping ErrDecode from Parse), never a panic; the receiver drops it
+// and counts it (Drops).
+//
+// # Concurrency
+//
+// Parse, CheckMsgpack, DecodePayload, MarshalLimited and the checks are
+// safe for concurrent use. A Writer belongs to one goroutine from NewFrame
+// to Free.
+package wire

@@ -1,0 +1,140 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Writer builds one frame in a pooled buffer: the header by hand, the
+// payload with Enc, which appends to the same buffer. A frame may not
+// pass its limit (the bus's largest message): the first write that would
+// is refused, before its bytes are copied, and the encoder stops with an
+// error (TooLarge tells it apart). So a value too large to send is never
+// copied whole. A Writer is used by one goroutine at a time.
+type Writer struct {
+	// Enc encodes the payload into the frame, with compact integers.
+	Enc *msgpack.Encoder
+	buf limitedBuffer
+}
+
+// limitedBuffer is what a frame's encoder writes to.
+type limitedBuffer struct {
+	b     []byte
+	limit int
+	full  bool // a write was refused
+}
+
+var errFrameFull = errors.New("frame full")
+
+func (w *limitedBuffer) fits(n int) bool {
+	if len(w.b)+n > w.limit {
+		w.full = true
+		return false
+	}
+	return true
+}
+
+func (w *limitedBuffer) Write(p []byte) (int, error) {
+	if !w.fits(len(p)) {
+		return 0, errFrameFull
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+func (w *limitedBuffer) WriteByte(c byte) error {
+	if !w.fits(1) {
+		return errFrameFull
+	}
+	w.b = append(w.b, c)
+	return nil
+}
+
+func (w *limitedBuffer) WriteString(s string) (int, error) {
+	if !w.fits(len(s)) {
+		return 0, errFrameFull
+	}
+	w.b = append(w.b, s...)
+	return len(s), nil
+}
+
+// tooLarge is the error for an encoding stopped by the limit, or nil if
+// no write was refused.
+func (w *limitedBuffer) tooLarge(what string) error {
+	if !w.full {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: over the bus's largest message of %d bytes", ErrTooLarge, what, w.limit)
+}
+
+var framePool = sync.Pool{New: func() any {
+	w := &Writer{buf: limitedBuffer{b: make([]byte, 0, 256)}}
+	w.Enc = msgpack.NewEncoder(&w.buf)
+	w.Enc.UseCompactInts(true)
+	return w
+}}
+
+// NewFrame starts a frame with header h, at most limit bytes in all; the
+// payload is then encoded with w.Enc. It fails if the header alone passes
+// MaxHeader or limit. h is not kept. Release the Writer with Free once its
+// bytes are published.
+func NewFrame(h *Header, limit int) (*Writer, error) {
+	w := framePool.Get().(*Writer)
+	w.buf.b = h.appendTo(append(w.buf.b[:0], 0, 0, 0, 0))
+	w.buf.limit, w.buf.full = limit, false
+	n := len(w.buf.b) - 4
+	if n > MaxHeader || len(w.buf.b) > limit {
+		w.Free()
+		// Copies of the names, so that h does not escape: a caller's
+		// header and its region can stay on the caller's stack.
+		target, method := strings.Clone(h.Target), strings.Clone(h.Method)
+		return nil, fmt.Errorf("actorrt: a header of %d bytes (target %.40q, method %.40q): the limit is %d", n, target, method, min(MaxHeader, limit))
+	}
+	binary.BigEndian.PutUint32(w.buf.b[:4], uint32(n))
+	return w, nil
+}
+
+// TooLarge is the error for an encoding that the frame's limit stopped
+// (wrapping ErrTooLarge, naming what was encoded), or nil if err came
+// from elsewhere.
+func (w *Writer) TooLarge(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return w.buf.tooLarge(what)
+}
+
+// Bytes is the frame so far. It aliases the Writer's buffer: valid until
+// Free.
+func (w *Writer) Bytes() []byte { return w.buf.b }
+
+// Free returns the Writer to the pool; neither it nor its Bytes may be
+// used after.
+func (w *Writer) Free() {
+	if cap(w.buf.b) > 1<<20 {
+		return // do not keep huge buffers alive in the pool
+	}
+	framePool.Put(w)
+}
+
+// MarshalLimited encodes v as msgpack.Marshal does, but fails with
+// ErrTooLarge (naming what) as soon as the encoding would pass limit
+// bytes.
+func MarshalLimited(v any, limit int, what string) ([]byte, error) {
+	buf := &limitedBuffer{limit: limit}
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(buf)
+	if err := enc.Encode(v); err != nil {
+		if tl := buf.tooLarge(what); tl != nil {
+			return nil, tl
+		}
+		return nil, err
+	}
+	return buf.b, nil
+}
