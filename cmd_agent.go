@@ -6,11 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
 
-	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/launch"
 	"github.com/urfave/cli/v2"
@@ -47,29 +48,28 @@ func agentCommand(a *app) *cli.Command {
 		if err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
-		cfg := actorrt.AgentConfig{
-			Job: args.Job, Index: args.Index, BusURL: env.Bus.URL,
-			Program: args.Program, Args: args.Args, Dir: args.Dir, Env: args.Env,
-		}
 		if args.Slurm {
 			i, err := slurmIndex()
 			if err != nil {
 				return err
 			}
-			cfg.Index = i
+			args.Index = i
 		}
+		var stdin io.Reader
 		if args.TokenStdin {
 			r := bufio.NewReader(os.Stdin)
 			line, err := r.ReadString('\n')
 			if err != nil {
 				return fmt.Errorf("agent: read the job secret from stdin: %w", err)
 			}
-			cfg.Token, cfg.Stdin = strings.TrimSpace(line), r
+			env.Bus.Token, stdin = strings.TrimSpace(line), r
 		} else {
-			cfg.Token = env.Bus.Token
 			jobenv.UnsetSecret()
 		}
-		a.code = actorrt.RunAgent(c.Context, cfg)
+		if err := hostagent.Run(c.Context, args, env, stdin); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "monarch agent %s: %v\n", jobenv.AgentID(args.Index), err)
+			a.code = 1
+		}
 		return nil
 	}
 	return cmd

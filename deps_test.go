@@ -15,17 +15,18 @@ func TestLayering(t *testing.T) {
 		"bus":         {},
 		"hostsconfig": {},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
-		"ibverbs":     {"bus"},
+		"ibverbs":     {"bus", "internal/jobenv"},
 		"launch":      {"hostsconfig", "bus", "internal/jobstate", "internal/jobenv", "internal/child"},
-		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/wire"},
+		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg"},
 		// Internal packages are layers of their own.
-		"internal/privfs":   {},
-		"internal/procid":   {},
-		"internal/jobstate": {"internal/privfs", "internal/procid", "hostsconfig", "logagg"},
-		"internal/jobenv":   {"hostsconfig", "logagg"},
-		"internal/child":    {},
-		"internal/wire":     {},
+		"internal/privfs":    {},
+		"internal/procid":    {},
+		"internal/jobstate":  {"internal/privfs", "internal/procid", "hostsconfig", "logagg"},
+		"internal/jobenv":    {"hostsconfig", "logagg"},
+		"internal/child":     {},
+		"internal/wire":      {},
+		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

@@ -116,7 +116,7 @@ func (a *actor) stop() {
 	}
 	a.cancel()
 	a.mesh.rt.failOwed(a, fmt.Errorf("%w: actor %s stopped before it answered", ErrStopped, a.id))
-	a.mesh.rt.stopOwnedBy(a)
+	a.mesh.rt.sup.ownerEnded(a)
 }
 
 // alive reports whether the actor still handles messages.
@@ -141,12 +141,12 @@ func (a *actor) fail(reason string, cause *ActorError) {
 	a.cancel()
 	rt := a.mesh.rt
 	rt.failOwed(a, err)
-	rt.stopOwnedBy(a)
+	rt.sup.ownerEnded(a)
 	lm := a.mesh
-	rt.reportFailure(lm.owner, &MeshFailure{
+	rt.sup.memberFailed(&MeshFailure{
 		Mesh: lm.name, MeshID: lm.id, ActorID: a.id, Proc: rt.procID, Reason: reason,
 		Dims: lm.base.dims, Coords: a.rank.coords, Base: a.baseRank, Err: cause,
-	})
+	}, lm.owner)
 }
 
 func (a *actor) refuseQueued() {
@@ -196,7 +196,7 @@ func (a *actor) handle(e *envelope) {
 			// endpoint already sent one.
 			owed := e.reply
 			owed.once = true
-			if a.mesh.rt.answered(owed) {
+			if a.mesh.rt.health.answered(owed) {
 				a.replyError(e, aerr)
 			}
 		case !e.reply.zero():
@@ -319,7 +319,7 @@ func (a *actor) explicitPort(m *method, reply portRef) reflect.Value {
 	pv := reflect.New(m.port)
 	if !reply.zero() {
 		reply.once = true
-		a.mesh.rt.owe(reply, a)
+		a.mesh.rt.health.owe(reply, a)
 		pv.Interface().(portSetter).setRef(reply)
 	}
 	return pv.Elem()

@@ -49,7 +49,7 @@ type meshTarget struct {
 }
 
 // prepare checks the target and finds the endpoint b names.
-func prepare(t meshTarget, b *binding) (*runtimeT, *method, label, error) {
+func prepare(t meshTarget, b *binding) (*core, *method, label, error) {
 	what := label{"?", "?"}
 	if t.ref != nil {
 		what.mesh = t.ref.name
@@ -74,8 +74,8 @@ func prepare(t meshTarget, b *binding) (*runtimeT, *method, label, error) {
 // send publishes one call to the members of reg; each answers on reply
 // (a port of any proc) unless it is the zero port. This is the one way
 // calls travel: every adverb is a port and a send.
-func (rt *runtimeT) send(ref *meshRef, reg region, m *method, args []any, reply portRef) error {
-	if err := rt.meshUsable(ref, reg); err != nil {
+func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply portRef) error {
+	if err := rt.health.meshUsable(ref, reg); err != nil {
 		return err
 	}
 	h := wire.Header{Kind: wire.KindActor, Target: ref.id, Method: m.name, Rank: -1}
@@ -155,7 +155,7 @@ func sendAdverb(t meshTarget, b *binding, port portRef, args []any) error {
 
 // sendOpen opens a port of this proc for h, which waits for the members'
 // procs, and sends the call with it as the reply port.
-func (rt *runtimeT) sendOpen(t meshTarget, m *method, args []any, h portHandler) error {
+func (rt *core) sendOpen(t meshTarget, m *method, args []any, h portHandler) error {
 	id, err := rt.ports.open(h, t.ref.procsOf(t.reg))
 	if err != nil {
 		return err

@@ -93,7 +93,7 @@ func OpenChannel[T any]() (Port[T], *PortReceiver[T]) {
 // PortReceiver is the receiving end of a channel. It is safe for use from
 // many goroutines.
 type PortReceiver[T any] struct {
-	rt *runtimeT
+	rt *core
 	id uint64
 
 	mu      sync.Mutex

@@ -83,6 +83,6 @@ func OwnMesh[A any](ctx *Context) (*ActorMesh[A], error) {
 		return nil, fmt.Errorf("%w: the system actor has no mesh", ErrBadArgs)
 	}
 	rt := lm.rt
-	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.meshSubjectOf(lm.id), procs: lm.procs, all: uniq(lm.procs)}
+	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: lm.procs, all: uniq(lm.procs)}
 	return &ActorMesh[A]{ref: ref, reg: *lm.whole}, nil
 }

@@ -1,6 +1,9 @@
 package actorrt
 
-import "github.com/monarch-go/monarch/internal/wire"
+import (
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/wire"
+)
 
 // Hooks for the black-box tests that play a buggy or hostile peer of the
 // job (malformed_test.go). Compiled into the test binary only.
@@ -19,13 +22,13 @@ func DropCounts() map[string]uint64 {
 // peer of the job holds.
 func JobBus() (job, url, token string) {
 	rt := current.Load()
-	return rt.job, rt.busURL, rt.token
+	return rt.job, rt.bus.URL, rt.bus.Token
 }
 
 // ProcSubject is the subject of a proc's inbox; ClientProc the client's id.
-func ProcSubject(proc string) string { return current.Load().procSubjectOf(proc) }
+func ProcSubject(proc string) string { return current.Load().subjects.Proc(proc) }
 
-const ClientProc = clientProcID
+const ClientProc = jobenv.ClientID
 
 // MeshSubjectOf is the subject of an actor mesh.
 func MeshSubjectOf[A any](m *ActorMesh[A]) string { return m.ref.subject }

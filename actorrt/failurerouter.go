@@ -2,9 +2,10 @@ package actorrt
 
 import (
 	"fmt"
-	"github.com/monarch-go/monarch/internal/wire"
 	"slices"
 	"strconv"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // failureRouter decides, in one process, who hears of a failed member of

@@ -2,10 +2,11 @@ package actorrt
 
 import (
 	"fmt"
-	"github.com/monarch-go/monarch/internal/wire"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/monarch-go/monarch/internal/wire"
 
 	"github.com/cockroachdb/datadriven"
 )

@@ -2,9 +2,10 @@ package actorrt
 
 import (
 	"fmt"
-	"github.com/monarch-go/monarch/internal/wire"
 	"slices"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // healthTable is what a process knows of the rest of its job's health:

@@ -2,10 +2,11 @@ package actorrt
 
 import (
 	"fmt"
-	"github.com/monarch-go/monarch/internal/wire"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/wire"
 
 	"github.com/cockroachdb/datadriven"
 )

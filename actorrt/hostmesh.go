@@ -6,9 +6,9 @@ import (
 	"hash/fnv"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -50,8 +50,9 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rt.agents.fut != nil {
-		return rt.launchedHosts(ctx)
+	c := rt.client()
+	if c != nil && c.launched != nil {
+		return c.launched.hosts(ctx)
 	}
 	path := os.Getenv(env)
 	if path == "" {
@@ -72,13 +73,13 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	// agent, so its children are that host's procs. Its name, h0, h1, ...,
 	// tags its procs' lines; it is counted as a host, not a proc.
 	agents, err := ThisHost().spawnProcs(ctx, Dims{{"hosts", n}}, func(rank int) []string {
-		return []string{envHostName + "=" + AgentID(rank)}
+		return jobenv.Env{HostName: jobenv.AgentID(rank)}.Environ()
 	})
 	if err != nil {
 		return nil, err
 	}
-	if rt.counts != nil {
-		rt.counts.hostsNotProcs(agents.ids())
+	if c != nil {
+		c.counts.hostsNotProcs(agents.ids())
 	}
 	hosts := make([]hostInfo, n)
 	for i, p := range agents.procs {
@@ -177,7 +178,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 		return nil, err
 	}
 	defer rt.ports.close(port)
-	if err := anyGone(rt, agents); err != nil {
+	if err := rt.health.anyGone(agents); err != nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
 	}
 	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs}
@@ -199,12 +200,8 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	for r, rd := range ready.Values() {
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
-	rt.noteAgents(procs)
-	if rt.logs != nil {
-		rt.spawnedMu.Lock()
-		rt.spawned = append(rt.spawned, pm)
-		rt.spawnedMu.Unlock()
-	}
+	rt.health.started(procs)
+	rt.role.procsStarted(pm)
 	return pm, nil
 }
 
@@ -236,24 +233,33 @@ func masterPort(job string) int {
 }
 
 // JobProcs is the per-host procs a job file asks for ([procs] in the job,
-// passed by `monarch run` as MONARCH_PROCS="gpus=4"), or def when the
-// program was not started from a job file (or the value cannot be read).
+// which `monarch run` passes to its client), or def when the program was
+// not started from a job file, or outside the client.
 func JobProcs(def Dims) Dims {
-	s := os.Getenv("MONARCH_PROCS")
-	if s == "" {
+	rt, err := getRuntime()
+	if err != nil {
 		return def
 	}
-	var dims Dims
-	for _, part := range strings.Split(s, ",") {
-		name, size, ok := strings.Cut(part, "=")
-		n, err := strconv.Atoi(size)
-		if !ok || err != nil {
-			return def
-		}
-		dims = append(dims, Dim{name, n})
+	c := rt.client()
+	if c == nil || len(c.jobProcs) == 0 {
+		return def
+	}
+	dims := make(Dims, len(c.jobProcs))
+	for i, d := range c.jobProcs {
+		dims[i] = Dim{d.Name, d.Size}
 	}
 	if _, err := NewExtent(dims); err != nil {
 		return def
 	}
 	return dims
+}
+
+// rankEnv tells a proc where it is: MONARCH_RANK_<DIM> and
+// MONARCH_SIZE_<DIM> for each dimension of its mesh.
+func rankEnv(p Point) []string {
+	dims := make([]hostsconfig.Dim, len(p.ext.dims))
+	for i, d := range p.ext.dims {
+		dims[i] = hostsconfig.Dim{Name: d.Name, Size: d.Size}
+	}
+	return jobenv.RankVars(dims, p.coords)
 }

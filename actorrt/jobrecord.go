@@ -7,10 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/jobstate"
-	"github.com/monarch-go/monarch/logagg"
 )
 
 // The job's record (see internal/jobstate), for `monarch status`. The
@@ -20,18 +18,6 @@ import (
 // (go run ., ./prog), the client writes the job's record itself; under
 // one (monarch run, monarch local) it reports the counts to the launcher,
 // which owns the record.
-
-// envHostName names a simulated host (monarch local --hosts N starts
-// agents h0, h1, ... on one machine): the name its procs' lines carry.
-const envHostName = "MONARCH_HOST_NAME"
-
-// hostLabel is what this process's lines and messages call its host.
-func hostLabel(hostname string) string {
-	if s := os.Getenv(envHostName); s != "" && len(s) <= 255 && !strings.ContainsAny(s, " \t\r\n") {
-		return s
-	}
-	return hostname
-}
 
 // jobCounts counts the procs up and their hosts (client).
 type jobCounts struct {
@@ -92,36 +78,36 @@ func (c *jobCounts) gone(proc string) {
 // openJobRecord starts the job's record for a client without a launcher.
 // The program runs even if the record cannot be written (the state dir
 // refused, say): that is reported, not fatal.
-func (rt *runtimeT) openJobRecord() {
-	rec := jobstate.Record{Job: rt.job, Scheduler: jobstate.Direct, Program: os.Args[0], State: jobstate.Running, Started: time.Now()}
+func (c *client) openJobRecord() {
+	rec := jobstate.Record{Job: c.job, Scheduler: jobstate.Direct, Program: os.Args[0], State: jobstate.Running, Started: time.Now()}
 	rec.Self()
 	w, err := jobstate.NewWriter(hostsconfig.StateDir(), rec)
 	if err != nil {
-		rt.log.Warn().Err(err).Msg("the job will not be listed by monarch status")
+		c.log.Warn().Err(err).Msg("the job will not be listed by monarch status")
 		return
 	}
-	rt.record = w
+	c.record = w
 }
 
 // startCounting sets up the counts, which go to the job's record or to
 // the launcher (at most every jobstate.MinInterval); the client then
-// subscribes to rt.upSubj.
-func (rt *runtimeT) startCounting() {
-	if rt.record != nil {
-		rt.counts = newJobCounts(func(hosts, procs int) {
-			rt.record.Update(func(r *jobstate.Record) { r.Hosts, r.Procs = hosts, procs })
+// subscribes to the up subject.
+func (c *client) startCounting() {
+	if c.record != nil {
+		c.counts = newJobCounts(func(hosts, procs int) {
+			c.record.Update(func(r *jobstate.Record) { r.Hosts, r.Procs = hosts, procs })
 		})
 	} else {
-		subject := bus.JobSubject(rt.job, bus.SubjectCounts)
+		subject := c.subjects.Counts()
 		var mu sync.Mutex
 		var now struct{ Hosts, Procs int }
 		report := newCoalescer(jobstate.MinInterval, func() {
 			mu.Lock()
 			b, _ := json.Marshal(map[string]int{"hosts": now.Hosts, "procs": now.Procs})
 			mu.Unlock()
-			rt.publish(subject, b)
+			c.publish(subject, b)
 		})
-		rt.counts = newJobCounts(func(hosts, procs int) {
+		c.counts = newJobCounts(func(hosts, procs int) {
 			mu.Lock()
 			now.Hosts, now.Procs = hosts, procs
 			mu.Unlock()
@@ -132,8 +118,8 @@ func (rt *runtimeT) startCounting() {
 
 // finishJobRecord records how the job ended, when the client keeps the
 // record.
-func (rt *runtimeT) finishJobRecord(code int, stopped bool) {
-	if rt.record == nil {
+func (c *client) finishJobRecord(code int, stopped bool) {
+	if c.record == nil {
 		return
 	}
 	state := jobstate.Done
@@ -143,9 +129,9 @@ func (rt *runtimeT) finishJobRecord(code int, stopped bool) {
 	case code != 0:
 		state = jobstate.Failed
 	}
-	err := rt.record.Finish(func(r *jobstate.Record) { r.State, r.Exit, r.Hosts, r.Procs = state, code, 0, 0 })
+	err := c.record.Finish(func(r *jobstate.Record) { r.State, r.Exit, r.Hosts, r.Procs = state, code, 0, 0 })
 	if err != nil {
-		rt.log.Warn().Err(err).Msg("cannot record the job's end")
+		c.log.Warn().Err(err).Msg("cannot record the job's end")
 	}
 }
 
@@ -186,15 +172,4 @@ func (c *coalescer) run() {
 	c.last = time.Now()
 	c.mu.Unlock()
 	c.fn()
-}
-
-// pruneSystemLogs removes this user's old system logs (see
-// logagg.PruneSystemLogs); cheap, so every client and host agent does it
-// as it starts. A job whose record says it may still run keeps its files.
-func pruneSystemLogs() {
-	stateDir := hostsconfig.StateDir()
-	logagg.PruneSystemLogs(logagg.SystemLogDir(), time.Now(), func(job string) bool {
-		r, err := jobstate.Load(stateDir, job)
-		return err == nil && r.Active()
-	})
 }

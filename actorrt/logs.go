@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/logagg"
 )
 
@@ -32,8 +31,6 @@ type LogOptions struct {
 	AggregateWindow time.Duration
 }
 
-func (rt *runtimeT) logSubject() string { return bus.JobSubject(rt.job, "log") }
-
 // LoggingOption sets how the client shows the output of these procs
 // (every proc of the mesh, slices included). Call it from the client.
 func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
@@ -44,7 +41,8 @@ func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
 	if err != nil {
 		return err
 	}
-	if rt.logs == nil {
+	c := rt.client()
+	if c == nil {
 		return fmt.Errorf("actorrt: LoggingOption is the client's: call it from Main's function")
 	}
 	if o.AggregateWindow < 0 {
@@ -54,7 +52,7 @@ func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
 	if err := p.FlushLogs(ctx); err != nil {
 		return err
 	}
-	rt.logs.setOptions(p.ids(), o)
+	c.logs.setOptions(p.ids(), o)
 	return nil
 }
 
@@ -85,13 +83,14 @@ type LogStats struct {
 // client.
 func ClientLogStats() LogStats {
 	rt, err := getRuntime()
-	if err != nil || rt.logs == nil {
+	if err != nil || rt.client() == nil {
 		return LogStats{}
 	}
-	return LogStats{Lines: rt.logs.lines.Load(), Bad: rt.logs.bad.Load()}
+	l := rt.client().logs
+	return LogStats{Lines: l.lines.Load(), Bad: l.bad.Load()}
 }
 
-func newClientLogs(rt *runtimeT) *clientLogs {
+func newClientLogs(c *client, env jobenv.Env) *clientLogs {
 	l := &clientLogs{
 		def:     LogOptions{StreamToClient: true},
 		out:     logagg.NewPrinter(os.Stdout, os.Stderr),
@@ -101,15 +100,13 @@ func newClientLogs(rt *runtimeT) *clientLogs {
 		opts:    map[string]LogOptions{},
 	}
 	// A launcher passes the job file's [log] options.
-	if v := os.Getenv("MONARCH_LOG_STREAM"); v != "" {
-		l.def.StreamToClient, _ = strconv.ParseBool(v)
+	if env.LogStream != nil {
+		l.def.StreamToClient = *env.LogStream
 	}
-	if v := os.Getenv("MONARCH_LOG_WINDOW"); v != "" {
-		l.def.AggregateWindow, _ = time.ParseDuration(v)
-	}
-	store, err := logagg.NewWriter(hostsconfig.StateDir(), rt.job, logagg.DefaultMaxBytes)
+	l.def.AggregateWindow = env.LogWindow
+	store, err := logagg.NewWriter(hostsconfig.StateDir(), c.job, logagg.DefaultMaxBytes)
 	if err != nil {
-		rt.log.Warn().Err(err).Msg("the job's log will not be recorded")
+		c.log.Warn().Err(err).Msg("the job's log will not be recorded")
 	} else {
 		l.store = store
 	}

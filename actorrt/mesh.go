@@ -92,7 +92,7 @@ func (p *ProcMesh) FlushLogs(ctx context.Context) error {
 // askAgents sends op for the procs of the mesh to their host agents and
 // waits (at most d, or until ctx ends) for every agent's answer; then, in
 // the client, it prints the lines that came before the answers.
-func (p *ProcMesh) askAgents(ctx context.Context, rt *runtimeT, op string, d time.Duration) error {
+func (p *ProcMesh) askAgents(ctx context.Context, rt *core, op string, d time.Duration) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -107,7 +107,7 @@ func (p *ProcMesh) askAgents(ctx context.Context, rt *runtimeT, op string, d tim
 	agents := make([]string, 0, len(byAgent))
 	for a := range byAgent {
 		// An agent that is gone took its procs with it: nothing to ask.
-		if rt.goneProc(a) == nil {
+		if rt.health.goneErr(a) == nil {
 			agents = append(agents, a)
 		}
 	}
@@ -129,10 +129,8 @@ func (p *ProcMesh) askAgents(ctx context.Context, rt *runtimeT, op string, d tim
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	_, err = fut.Get(ctx)
-	if rt.logs != nil {
-		// The procs' lines came before their agents' answers: print them.
-		rt.logs.flush()
-	}
+	// The procs' lines came before their agents' answers: print them.
+	rt.role.linesArrived()
 	return err
 }
 
@@ -261,7 +259,7 @@ func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 	stopOn(rt, m.ref.id, m.ref.all)
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.stopTimeout)
 	defer cancel()
-	return rt.conn.Flush(ctx)
+	return rt.link.Flush(ctx)
 }
 
 // SliceAt selects the member at point p: every dimension of p is fixed
@@ -340,7 +338,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	if args == nil {
 		args = []any{} // an empty array: a nil one would arrive as no bytes at all
 	}
-	rawArgs, err := wire.MarshalLimited(args, rt.conn.MaxMessage(), "Init arguments")
+	rawArgs, err := wire.MarshalLimited(args, rt.link.MaxMessage(), "Init arguments")
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return fail(err)
@@ -356,7 +354,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		perN *= d.Size
 	}
 	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks())}
-	ref.subject = rt.meshSubjectOf(ref.id)
+	ref.subject = rt.subjects.Mesh(ref.id)
 
 	nprocs := procs.reg.numRanks()
 	for v := 0; v < nprocs; v++ {
@@ -366,9 +364,9 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		}
 	}
 	ref.all = uniq(ref.procs)
-	rt.own(ref, ext, actorOf(ctx))
+	rt.sup.own(ref, ext, actorOf(ctx))
 	fail = func(err error) (*meshRef, Extent, error) {
-		rt.owned.Delete(ref.id)
+		rt.sup.disown(ref.id)
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
 	}
 	fut := newFuture[ValueMesh[Void]](label{mesh: "spawn " + name})
@@ -377,7 +375,10 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		return fail(err)
 	}
 	defer rt.ports.close(port)
-	if err := anyGone(rt, ref.all); err != nil {
+	// A proc known to be gone would never answer a spawn; one that goes
+	// later fails the port that waits for it. So the check comes after the
+	// port is open, and between them they miss nothing.
+	if err := rt.health.anyGone(ref.all); err != nil {
 		return fail(err)
 	}
 	sentTo := make([]string, 0, nprocs)
@@ -403,21 +404,8 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	return ref, ext, nil
 }
 
-// anyGone tells why one of procs is gone (stopped or failed), or nil. A
-// proc known to be gone would never answer a spawn; one that goes later
-// fails the port that waits for it. So the check comes after the port is
-// open, and between them they miss nothing.
-func anyGone(rt *runtimeT, procs []string) error {
-	for _, p := range procs {
-		if err := rt.goneProc(p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // stopOn stops a mesh's members on the given procs.
-func stopOn(rt *runtimeT, mesh string, procs []string) {
+func stopOn(rt *core, mesh string, procs []string) {
 	for _, p := range procs {
 		rt.sendControl(p, wire.OpStop, 0, &stopReq{Mesh: mesh})
 	}

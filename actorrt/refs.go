@@ -76,7 +76,7 @@ func (m *ActorMesh[A]) DecodeMsgpack(d *msgpack.Decoder) error {
 	if err != nil {
 		return err
 	}
-	m.ref = &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.meshSubjectOf(w.ID), procs: w.Procs, all: uniq(w.Procs)}
+	m.ref = &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, all: uniq(w.Procs)}
 	m.reg, m.err = reg, nil
 	return nil
 }
@@ -106,7 +106,7 @@ func (p *ProcMesh) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	p.reg, p.procs, p.err = reg, w.Procs, nil
 	if rt, err := getRuntime(); err == nil {
-		rt.noteAgents(w.Procs)
+		rt.health.started(w.Procs)
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func (f *RemoteFunc1[T1, R]) Broadcast(procs *ProcMesh, a1 T1) error {
 
 // remoteTarget checks a remote call: the function registered, the procs
 // usable, the runtime started.
-func remoteTarget(procs *ProcMesh, name string, regErr error) (*runtimeT, error) {
+func remoteTarget(procs *ProcMesh, name string, regErr error) (*core, error) {
 	switch {
 	case regErr != nil:
 		return nil, regErr
@@ -172,11 +172,11 @@ func sendRemote(procs *ProcMesh, name string, regErr error, port portRef, args [
 
 // runRemote asks the system actor of every proc of procs to run name; each
 // answers on reply with its rank in procs.
-func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply portRef) error {
+func (rt *core) runRemote(procs *ProcMesh, name string, args []any, reply portRef) error {
 	if args == nil {
 		args = []any{} // an empty array, not nil: nil would arrive as no bytes at all
 	}
-	raw, err := wire.MarshalLimited(args, rt.conn.MaxMessage(), "remote "+name+" arguments")
+	raw, err := wire.MarshalLimited(args, rt.link.MaxMessage(), "remote "+name+" arguments")
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
 			return err
@@ -185,7 +185,7 @@ func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply po
 	}
 	for v := 0; v < procs.reg.numRanks(); v++ {
 		p := procs.procs[procs.reg.baseRank(v)]
-		if err := rt.goneProc(p.ID); err != nil {
+		if err := rt.health.goneErr(p.ID); err != nil {
 			return fmt.Errorf("actorrt: remote %s on %v: %w", name, procs.reg.extent().point(v), err)
 		}
 		h := wire.Header{Kind: wire.KindActor, Target: sysMesh, Method: "Run", Port: reply.id, ReplyTo: reply.proc, Rank: v}
@@ -198,7 +198,7 @@ func (rt *runtimeT) runRemote(procs *ProcMesh, name string, args []any, reply po
 			err = tl
 		}
 		if err == nil {
-			err = rt.publish(rt.procSubjectOf(p.ID), w.Bytes())
+			err = rt.publish(rt.subjects.Proc(p.ID), w.Bytes())
 		}
 		w.Free()
 		if err != nil {
@@ -233,26 +233,26 @@ func (procService) Run(ctx *Context, name string, args msgpack.RawMessage) (msgp
 	}
 	limit := bus.DefaultMaxMessage
 	if rt, err := getRuntime(); err == nil {
-		limit = rt.conn.MaxMessage()
+		limit = rt.link.MaxMessage()
 	}
 	return wire.MarshalLimited(v, limit, "the result of remote "+name)
 }
 
 // startSystemActor makes the proc's system actor, a mesh of one reached
 // on the proc's subject.
-func (ps *procState) startSystemActor() error {
+func (la *localActors) startSystemActor() error {
 	at, err := inspect(reflect.TypeFor[procService]())
 	if err != nil {
 		return err
 	}
 	whole := wholeRegion(Extent{})
-	lm := &localMesh{rt: ps.rt, id: sysMesh, name: "proc:" + ps.rt.procID, typ: at, base: Extent{}, whole: &whole}
+	lm := &localMesh{rt: la.rt, id: sysMesh, name: "proc:" + la.rt.procID, typ: at, base: Extent{}, whole: &whole}
 	a := newActor(lm, 0)
 	lm.members = []*actor{a}
 	go a.run()
-	ps.mu.Lock()
-	ps.meshes[sysMesh] = lm
-	ps.publish()
-	ps.mu.Unlock()
+	la.mu.Lock()
+	la.meshes[sysMesh] = lm
+	la.publish()
+	la.mu.Unlock()
 	return nil
 }

@@ -4,20 +4,32 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
+// worker is the runtime of a proc: this program started by a host agent
+// (SpawnProcs) to serve actors. Besides what every runtime does, it tells
+// its spawner it is ready, and it leaves when its agent asks (SIGTERM:
+// exit 0) or when its bus connection is gone (exit 1).
+type worker struct {
+	*core    // what every runtime has
+	exitCode atomic.Int32
+}
+
+var _ role = (*worker)(nil)
+
 // runWorker serves this process as a proc of a job until told to exit or
 // until its bus connection is gone. It returns the exit status.
-func runWorker(o options) int {
-	rt, err := startWorker(o)
+func runWorker(o options, env jobenv.Env) int {
+	w, err := newWorker(o, env)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "monarch proc %s: %v\n", os.Getenv(envProc), err)
+		fmt.Fprintf(os.Stderr, "monarch proc %s: %v\n", env.Proc.ID, err)
 		return 1
 	}
 	// The client owns Ctrl-C; a proc leaves when told to (SIGTERM from its
@@ -27,61 +39,69 @@ func runWorker(o options) int {
 	signal.Notify(term, syscall.SIGTERM)
 	go func() {
 		<-term
-		rt.exitCode.Store(0)
-		rt.cancel()
+		w.exitCode.Store(0)
+		w.cancel()
 	}()
-	<-rt.dispatchEnd
-	code := int(rt.exitCode.Load())
+	<-w.dispatchEnd
+	code := int(w.exitCode.Load())
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "monarch proc %s: bus connection lost, exiting\n", rt.procID)
+		fmt.Fprintf(os.Stderr, "monarch proc %s: bus connection lost, exiting\n", w.procID)
 	}
-	rt.shutdown()
+	w.stop()
+	w.logFile.Close()
 	return code
 }
 
-func startWorker(o options) (*runtimeT, error) {
-	hostname, _ := os.Hostname()
-	rt := &runtimeT{
-		job:      os.Getenv(envJob),
-		procID:   os.Getenv(envProc),
-		busURL:   os.Getenv(envBusURL),
-		token:    os.Getenv(envBusToken),
-		hostname: hostname,
-		opts:     o,
-	}
-	rt.hostLabel = hostLabel(hostname)
-	// The secret stays in the runtime; user code and its children do not
-	// inherit it.
-	os.Unsetenv(envBusToken)
-	rt.exitCode.Store(1) // unless SIGTERM asks it to stop
-	parent := os.Getenv(envParent)
-	port, err1 := strconv.ParseUint(os.Getenv(envReadyPort), 10, 64)
-	rank, err2 := strconv.Atoi(os.Getenv(envReadyRank))
-	if rt.job == "" || rt.busURL == "" || parent == "" || err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("incomplete bootstrap environment (%s, %s, %s, %s, %s)", envJob, envBusURL, envParent, envReadyPort, envReadyRank)
-	}
-	if err := rt.openSystemLog("proc-" + rt.procID); err != nil {
-		return nil, err
-	}
-	conn, err := bus.Connect(rt.busURL, tlsOptions(bus.ConnOptions{Name: "proc " + rt.procID, Token: rt.token, MaxMessage: o.maxMessage, OnError: rt.busFault}))
+// newWorker connects the proc env describes to its job's bus, starts its
+// runtime and reports it ready to its spawner.
+func newWorker(o options, env jobenv.Env) (*worker, error) {
+	boot := env.Proc
+	rt, err := newRuntime(env.Job, boot.ID, env, o, "proc-"+boot.ID)
 	if err != nil {
 		return nil, err
 	}
-	rt.conn = conn
-	if err := rt.start(); err != nil {
-		conn.Close()
+	w := &worker{core: rt}
+	w.exitCode.Store(1) // unless SIGTERM asks it to stop
+	// The secret stays in the runtime; user code and its children do not
+	// inherit it.
+	jobenv.UnsetSecret()
+	conn, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + boot.ID, Token: env.Bus.Token,
+		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: o.maxMessage, OnError: rt.busFault})
+	if err != nil {
+		rt.logFile.Close()
 		return nil, err
 	}
-	ready := wire.ProcReady{PID: os.Getpid(), Host: hostname}
+	if err := rt.start(busLink{conn}, w, false); err != nil {
+		conn.Close()
+		rt.logFile.Close()
+		return nil, err
+	}
+	ready := wire.ProcReady{PID: os.Getpid(), Host: rt.hostname}
 	// Sent after the inbox SUB on the same connection: once the spawner has
 	// it, the server routes messages for this proc.
-	to := portRef{proc: parent, id: port, rank: rank}
+	to := portRef{proc: boot.Parent, id: boot.ReadyPort, rank: boot.ReadyRank}
 	if err := rt.sendToPort(to, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) }); err != nil {
-		rt.shutdown()
+		w.stop()
+		rt.logFile.Close()
 		return nil, err
 	}
 	// For the client's counts (see jobrecord.go) and the launcher's
 	// progress.
-	rt.publish(bus.JobSubject(rt.job, bus.SubjectUp), []byte(rt.procID+" "+rt.hostLabel))
-	return rt, nil
+	rt.publish(rt.subjects.Up(), []byte(rt.procID+" "+rt.hostLabel))
+	return w, nil
 }
+
+// A proc has no subjects of its own beyond every runtime's.
+func (w *worker) take(bus.Message) bool { return false }
+
+// unhandled is the root's: in a proc, supervision sends what nobody here
+// handles up to the client, so this is not called.
+func (w *worker) unhandled(f *MeshFailure) {
+	w.log.Error().Str("failure", f.Error()).Msg("an unhandled failure in a proc")
+}
+
+func (w *worker) procEnded(wire.GoneNotice) {}
+
+func (w *worker) procsStarted(*ProcMesh) {}
+
+func (w *worker) linesArrived() {}

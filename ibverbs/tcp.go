@@ -9,11 +9,10 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"sync"
 	"time"
 
-	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobenv"
 )
 
 // Transfers between machines, the tcp backend: each process that owns
@@ -50,7 +49,7 @@ func (p *process) serveTCP() (string, error) {
 // listenHost is this host's address on the route to the job's bus, or
 // loopback without one.
 func listenHost() string {
-	u, err := url.Parse(os.Getenv(bus.EnvURL))
+	u, err := url.Parse(jobenv.BusURL())
 	if err != nil || u.Hostname() == "" {
 		return "127.0.0.1"
 	}

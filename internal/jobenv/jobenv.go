@@ -141,6 +141,10 @@ func dimVar(name string) string {
 	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// BusURL is the job's bus URL from this process's environment, or "" when
+// it has none (a client run directly, with a bus of its own).
+func BusURL() string { return os.Getenv(varBusURL) }
+
 // IsProc reports whether this process was started as a proc of a job.
 func IsProc() bool { return os.Getenv(varProc) != "" }
 

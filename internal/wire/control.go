@@ -1,6 +1,11 @@
 package wire
 
-import "fmt"
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
 
 // Control ops: the Method of a KindControl frame, each with the body its
 // payload holds. The bodies of the actor ops (spawn, stop, failure) are
@@ -125,4 +130,36 @@ func CheckControl(h *Header, body any) error {
 		return CheckIDs("proc", b.IDs)
 	}
 	return nil
+}
+
+// AgentsPort is the port of the client that every host agent a launcher
+// started reports to (ProcReady, at its host's rank): a fixed number,
+// since the agents start before the client runs. Ports the client opens
+// count up from 1 and never reach it.
+const AgentsPort uint64 = 1 << 62
+
+// ReadAgentControl decodes and checks a control frame addressed to a
+// standalone host agent: its own ops (OpSpawnProcs, OpStopProcs,
+// OpSyncLogs, whose body it returns) and OpAgentsHello (nil body). A frame
+// that fails gives the kind of drop and why.
+func ReadAgentControl(f *Frame) (any, DropKind, error) {
+	var body any
+	switch f.Method {
+	case OpSpawnProcs:
+		body = &SpawnProcsReq{}
+	case OpStopProcs, OpSyncLogs:
+		body = &StopProcsReq{}
+	case OpAgentsHello:
+	default:
+		return nil, DropOp, fmt.Errorf("op %.40q is not a host agent's", f.Method)
+	}
+	if body != nil {
+		if err := DecodePayload(f.Payload, []reflect.Type{reflect.TypeOf(body)}, func(d *msgpack.Decoder) error { return d.Decode(body) }); err != nil {
+			return nil, DropBody, fmt.Errorf("%s: body: %v", f.Method, err)
+		}
+	}
+	if err := CheckControl(&f.Header, body); err != nil {
+		return nil, DropIDs, fmt.Errorf("%s: %v", f.Method, err)
+	}
+	return body, 0, nil
 }

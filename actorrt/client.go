@@ -1,0 +1,329 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/jobstate"
+	"github.com/monarch-go/monarch/internal/wire"
+)
+
+// client is the runtime of a job's client: the program run directly or by
+// a launcher, the root of the supervision tree. Besides what every
+// runtime does it may run the job's bus (when there is no launcher),
+// prints and records the procs' output, counts what is up for the job's
+// record, collects the host agents a launcher started, runs the fault
+// hook, and stops every proc mesh it started when it ends.
+type client struct {
+	*core                      // what every runtime has
+	server   *bus.Server       // the embedded bus, when there is no launcher
+	logs     *clientLogs       // the job's output
+	record   *jobstate.Writer  // the job's record, when there is no launcher
+	counts   *jobCounts        // procs and hosts up, for the record
+	launched *launchedAgents   // the host agents a launcher started, or nil
+	jobProcs []hostsconfig.Dim // the job file's [procs], from the launcher
+	stopLogs context.CancelFunc
+
+	faults    chan *MeshFailure // failures for the fault hook
+	fatalCh   chan struct{}     // closed when the client must end (an unhandled failure)
+	fatalErr  error
+	fatalOnce sync.Once
+
+	spawnedMu sync.Mutex
+	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
+	shutOnce  sync.Once
+}
+
+var _ role = (*client)(nil)
+
+// client is rt's client, or nil if rt is a proc's.
+func (rt *core) client() *client {
+	c, _ := rt.role.(*client)
+	return c
+}
+
+// runClient runs fn in the client and returns the exit status.
+func runClient(fn func(ctx context.Context) error, o options, env jobenv.Env) int {
+	c, err := newClient(o, env)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	code, stopped := 0, false
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "error: %v\n", err)
+			code = 1
+		}
+	case sig := <-sigs:
+		// Do not wait for fn: it may ignore ctx. Tear down and leave.
+		cancel()
+		code, stopped = 128+int(sig.(syscall.Signal)), true
+	case <-c.fatalCh:
+		fmt.Fprintf(os.Stderr, "monarch: unhandled failure: %v\n", c.fatalErr)
+		cancel()
+		code = 1
+	}
+	c.shutdown()
+	c.finishJobRecord(code, stopped)
+	return code
+}
+
+// newClient starts the client of the job env describes: on the launcher's
+// bus, or, run directly, on an embedded bus of its own.
+func newClient(o options, env jobenv.Env) (*client, error) {
+	job := env.Job
+	if job == "" {
+		id, err := jobstate.NewID()
+		if err != nil {
+			return nil, fmt.Errorf("actorrt: %w", err)
+		}
+		job = id
+	}
+	rt, err := newRuntime(job, jobenv.ClientID, env, o, "client")
+	if err != nil {
+		return nil, err
+	}
+	c := &client{core: rt, jobProcs: env.Procs, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
+	jobstate.PruneSystemLogs(time.Now())
+	if env.Bus.URL == "" {
+		c.openJobRecord() // no launcher: the record is ours to keep
+	}
+	if err := c.connect(env); err != nil {
+		c.finishJobRecord(1, false)
+		rt.logFile.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect connects the client to its job's bus and starts its runtime.
+func (c *client) connect(env jobenv.Env) error {
+	var conn *bus.Conn
+	if env.Bus.URL != "" {
+		// Under `monarch local` or `monarch run`: the bus is theirs.
+		jobenv.UnsetSecret()
+		var err error
+		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token,
+			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: c.opts.maxMessage, OnError: c.busFault})
+		if err != nil {
+			return fmt.Errorf("actorrt: client: %w", err)
+		}
+	} else {
+		srv, err := bus.StartServer(bus.ServerOptions{})
+		if err != nil {
+			return fmt.Errorf("actorrt: client: %w", err)
+		}
+		conn, err = bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", MaxMessage: c.opts.maxMessage, OnError: c.busFault})
+		if err != nil {
+			srv.Shutdown()
+			return fmt.Errorf("actorrt: client: %w", err)
+		}
+		c.server = srv
+		c.bus = jobenv.Bus{URL: srv.URL(), Token: srv.Token()}
+	}
+	if err := c.start(env, busLink{conn}); err != nil {
+		c.shutdown()
+		return err
+	}
+	return nil
+}
+
+// start starts the runtime, then what only the client does.
+func (c *client) start(env jobenv.Env, l link) error {
+	// What the dispatcher reads (take) is set before it starts.
+	c.startCounting()
+	c.logs = newClientLogs(c, env)
+	if env.HostAgents > 0 {
+		c.launched = openLaunchedAgents(c.core, env.HostAgents)
+	}
+	if err := c.core.start(l, c, true); err != nil {
+		return err
+	}
+	logCtx, stopLogs := context.WithCancel(context.Background())
+	c.stopLogs = stopLogs
+	go c.logs.run(logCtx)
+	go c.hookLoop()
+	subjects := []string{c.subjects.Log(), c.subjects.Up()}
+	if c.launched != nil {
+		subjects = append(subjects, c.subjects.AgentGonePrefix()+"*")
+	}
+	for _, s := range subjects {
+		if _, err := l.Subscribe(s); err != nil {
+			return fmt.Errorf("actorrt: client: %w", err)
+		}
+	}
+	if c.launched != nil {
+		return c.launched.ask() // after the inbox SUB: the answers can come
+	}
+	return nil
+}
+
+// take handles the client's own subjects: the procs' lines, procs coming
+// up, and host agents the launcher saw end.
+func (c *client) take(m bus.Message) bool {
+	switch {
+	case m.Subject == c.subjects.Log():
+		c.logs.receive(m.Data)
+	case m.Subject == c.subjects.Up():
+		c.counts.up(m.Data)
+	case c.launched != nil && strings.HasPrefix(m.Subject, c.subjects.AgentGonePrefix()):
+		// The launcher saw an agent's process end: no need to wait for
+		// its heartbeats to stop.
+		agent := strings.TrimPrefix(m.Subject, c.subjects.AgentGonePrefix())
+		if wire.ValidID(agent) {
+			c.health.gone(wire.GoneNotice{Proc: agent, Reason: "host agent ended: " + string(m.Data)}, true)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// unhandled passes f to the fault hook, in order, off the dispatcher.
+func (c *client) unhandled(f *MeshFailure) {
+	select {
+	case c.faults <- f:
+	default:
+		// The hook is far behind; this failure is not lost: it is fatal.
+		c.fatal(fmt.Errorf("actorrt: too many unhandled failures; the last: %w", f))
+	}
+}
+
+// hookLoop runs the fault hook for each failure that reaches the client.
+func (c *client) hookLoop() {
+	for {
+		select {
+		case f := <-c.faults:
+			if err := callHook(c.opts.faultHook, f); err != nil {
+				c.fatal(err)
+			}
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+func callHook(hook func(*MeshFailure) error, f *MeshFailure) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the fault hook panicked: %v (on %w)", r, f)
+		}
+	}()
+	return hook(f)
+}
+
+// fatal ends the client: Main prints err and exits 1.
+func (c *client) fatal(err error) {
+	c.fatalOnce.Do(func() {
+		c.fatalErr = err
+		close(c.fatalCh)
+	})
+}
+
+func (c *client) procEnded(n wire.GoneNotice) { c.counts.gone(n.Proc) }
+
+func (c *client) procsStarted(pm *ProcMesh) {
+	c.spawnedMu.Lock()
+	c.spawned = append(c.spawned, pm)
+	c.spawnedMu.Unlock()
+}
+
+func (c *client) linesArrived() { c.logs.flush() }
+
+// shutdown stops the procs this client started (through their agents:
+// their last lines arrive before the agents' replies), prints the last
+// lines, then stops the runtime and the embedded bus. Idempotent.
+func (c *client) shutdown() {
+	c.shutOnce.Do(func() {
+		c.closing.Store(true)
+		if c.link != nil {
+			c.stopSpawned()
+			c.logs.flush()
+			c.stopLogs()
+			<-c.logs.done
+			c.stop()
+		}
+		if c.server != nil {
+			c.server.Shutdown()
+		}
+		c.logFile.Close()
+	})
+}
+
+// stopSpawned stops every proc mesh this client started (it returns when
+// their agents have confirmed, or the stop timeout has passed).
+func (c *client) stopSpawned() {
+	c.spawnedMu.Lock()
+	pms := c.spawned
+	c.spawned = nil
+	c.spawnedMu.Unlock()
+	var wg sync.WaitGroup
+	for _, pm := range pms {
+		wg.Add(1)
+		go func() { defer wg.Done(); pm.Stop(context.Background()) }()
+	}
+	wg.Wait()
+}
+
+// launchedAgents collects, at the client, the reports of the host agents
+// a launcher started: they become the HostMesh HostsFromConfig returns.
+type launchedAgents struct {
+	rt  *core
+	fut *Future[ValueMesh[wire.ProcReady]]
+	n   int
+}
+
+// openLaunchedAgents opens the port every agent reports to.
+func openLaunchedAgents(rt *core, n int) *launchedAgents {
+	ext, _ := NewExtent(Dims{{"hosts", n}})
+	la := &launchedAgents{rt: rt, n: n, fut: newFuture[ValueMesh[wire.ProcReady]](label{mesh: "host agents"})}
+	waits := make([]string, n)
+	for i := range waits {
+		waits[i] = jobenv.AgentID(i)
+	}
+	rt.ports.openAt(wire.AgentsPort, newCallPort[wire.ProcReady](la.fut, ext), waits)
+	return la
+}
+
+// ask asks every agent of the job to report.
+func (la *launchedAgents) ask() error {
+	return la.rt.sendControlOn(la.rt.subjects.Agents(), wire.OpAgentsHello, 0, nil)
+}
+
+// hosts returns the HostMesh of the agents, once all have reported
+// (bounded by the spawn timeout and ctx).
+func (la *launchedAgents) hosts(ctx context.Context) (*HostMesh, error) {
+	ctx, cancel := context.WithTimeout(ctx, la.rt.opts.spawnTimeout)
+	defer cancel()
+	ready, err := la.fut.Get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("actorrt: waiting for %d host agents: %w", la.n, err)
+	}
+	hosts := make([]hostInfo, la.n)
+	infos := make([]procInfo, la.n)
+	for i, r := range ready.Values() {
+		id := jobenv.AgentID(i)
+		hosts[i] = hostInfo{Agent: id, Name: r.Host}
+		infos[i] = procInfo{ID: id, Host: r.Host, PID: r.PID, Agent: id}
+	}
+	la.rt.health.started(infos)
+	return &HostMesh{reg: wholeRegion(ready.Extent()), hosts: hosts}, nil
+}

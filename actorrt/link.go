@@ -1,0 +1,44 @@
+package actorrt
+
+import (
+	"context"
+
+	"github.com/monarch-go/monarch/bus"
+)
+
+// link is this process's connection to the job's bus, as the runtime uses
+// it. It is the seam behind which the bus may be one server, a leaf node
+// per host, or a link that reconnects; busLink, over a *bus.Conn, is the
+// one there is.
+type link interface {
+	// Publish sends data on subject; it fails once the link is closed.
+	Publish(subject string, data []byte) error
+	Subscribe(subject string) (subscription, error)
+	// Run hands every message of every subscription to handle, one at a
+	// time, in the order they arrived, until ctx ends or the link is lost
+	// (bus.ErrClosed).
+	Run(ctx context.Context, handle func(bus.Message)) error
+	// Flush waits until everything published so far has reached the bus.
+	Flush(ctx context.Context) error
+	// MaxMessage is the largest message the link sends and takes.
+	MaxMessage() int
+	// Dropped counts the malformed messages the link dropped, by kind.
+	Dropped(k bus.DropKind) uint64
+	Close()
+}
+
+// subscription is a subject a link delivers.
+type subscription interface{ Unsubscribe() error }
+
+// busLink is a link over a bus connection.
+type busLink struct{ *bus.Conn }
+
+var _ link = busLink{}
+
+func (l busLink) Subscribe(subject string) (subscription, error) {
+	s, err := l.Conn.Subscribe(subject)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

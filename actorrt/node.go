@@ -1,0 +1,143 @@
+package actorrt
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// node is this process's place on the job's bus: its link, its proc id,
+// its ports, what it knows of the job's health, and the sending of
+// frames. The client and every proc hold one (in their runtime).
+type node struct {
+	job      string
+	procID   string
+	subjects jobenv.Subjects
+	link     link
+	ports    portTable
+	health   *health
+	drops    wire.Drops // malformed messages dropped, by kind
+	log      zerolog.Logger
+}
+
+// publish sends data on subject; a closed link is ErrStopped.
+func (n *node) publish(subject string, data []byte) error {
+	if err := n.link.Publish(subject, data); err != nil {
+		if errors.Is(err, bus.ErrClosed) {
+			return fmt.Errorf("%w: %v", ErrStopped, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// newFrame starts a frame that may not pass the link's largest message.
+func (n *node) newFrame(h *wire.Header) (*wire.Writer, error) {
+	return wire.NewFrame(h, n.link.MaxMessage())
+}
+
+// sendToPort sends a value (or, with wire.FlagError, an error) to a port.
+// Every reply and every Port.Send goes through here. It fails at once for
+// a port on a proc known to be gone, or a port known to be closed.
+func (n *node) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) error) error {
+	if err := n.health.portUsable(to); err != nil {
+		return err
+	}
+	if to.once {
+		n.health.answered(to)
+	}
+	h := wire.Header{Kind: wire.KindPort, Port: to.id, Rank: to.rank, Flags: flags, ReplyTo: n.procID}
+	w, err := n.newFrame(&h)
+	if err != nil {
+		return err
+	}
+	defer w.Free()
+	if err := body(w.Enc); err != nil {
+		what := fmt.Sprintf("a value for %s#%d", to.proc, to.id)
+		if tl := w.TooLarge(what, err); tl != nil {
+			return tl
+		}
+		return fmt.Errorf("%w: encode %s: %v", ErrDecode, what, err)
+	}
+	return n.publish(n.subjects.Proc(to.proc), w.Bytes())
+}
+
+// sendErrorToPort sends err to a port.
+func (n *node) sendErrorToPort(to portRef, err error) error {
+	we := toWireError(err)
+	return n.sendToPort(to, wire.FlagError, func(e *msgpack.Encoder) error { return e.Encode(&we) })
+}
+
+// sendControl sends a control op to a proc (or a subject of the job, with
+// sendControlOn), with an optional reply port.
+func (n *node) sendControl(proc, op string, port uint64, body any) error {
+	return n.sendControlOn(n.subjects.Proc(proc), op, port, body)
+}
+
+func (n *node) sendControlOn(subject, op string, port uint64, body any) error {
+	h := wire.Header{Kind: wire.KindControl, Method: op, Port: port, ReplyTo: n.procID, Rank: -1}
+	w, err := n.newFrame(&h)
+	if err != nil {
+		return err
+	}
+	defer w.Free()
+	if err := w.Enc.Encode(body); err != nil {
+		if tl := w.TooLarge(op+" request", err); tl != nil {
+			return tl
+		}
+		return fmt.Errorf("actorrt: encode %s: %w", op, err)
+	}
+	return n.publish(subject, w.Bytes())
+}
+
+// undeliverable handles a message for a port that is not open here. If
+// the port was opened here and has closed since, the sender is told, so
+// that its next send fails. A port that was never opened here is not
+// closed: saying it is would make the sender refuse, for good, the answer
+// to the call that opens it later (port ids are handed out in order). Such
+// a message is misrouted or forged; it is dropped.
+func (n *node) undeliverable(f *wire.Frame, subject string) {
+	if f.Port == 0 || !n.ports.wasOpened(f.Port) {
+		n.drop(wire.DropIDs, subject, fmt.Errorf("a message for port %d, never opened here (from %.40q)", f.Port, f.ReplyTo))
+		return
+	}
+	if !wire.ValidID(f.ReplyTo) {
+		return // nobody to tell
+	}
+	n.sendControl(f.ReplyTo, wire.OpPortGone, 0, &wire.PortGone{ID: f.Port})
+}
+
+// Malformed messages. Any process holding the job's token can publish
+// anything to a proc: a bug in another version of the program, or worse.
+// A message the runtime cannot read, or that names nothing it could act
+// on, is dropped and counted by kind; the first of each kind is written
+// to the system log (one line per kind, not one per message, so that a
+// flood cannot flood the log). A drop never ends the proc, never fails the
+// calls waiting on it, and never changes what the proc knows about the
+// job (gone procs, closed ports, failures).
+
+// drop counts a dropped message; the first of its kind is logged.
+func (n *node) drop(k wire.DropKind, subject string, err error) {
+	if n.drops.Add(k) == 1 {
+		n.log.Warn().Err(err).Str("drop", k.String()).Str("subject", subject).
+			Msg("dropped a malformed message; later ones of this kind are counted, not logged")
+	}
+}
+
+// dropCounts is every drop counter of this process: the dispatcher's and
+// its link's (as bus-<kind>).
+func (n *node) dropCounts() map[string]uint64 {
+	out := make(map[string]uint64, len(wire.DropKinds())+len(bus.DropKinds()))
+	for _, k := range wire.DropKinds() {
+		out[k.String()] = n.drops.Load(k)
+	}
+	for _, k := range bus.DropKinds() {
+		out["bus-"+k.String()] = n.link.Dropped(k)
+	}
+	return out
+}

@@ -1,0 +1,77 @@
+package actorrt
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/hostagent"
+)
+
+// Option configures Main.
+type Option func(*options) error
+
+type options struct {
+	spawnTimeout time.Duration
+	stopTimeout  time.Duration
+	hostTimeout  time.Duration
+	maxMessage   int // 0: the bus's default
+	faultHook    func(*MeshFailure) error
+}
+
+func defaultOptions() options {
+	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, hostTimeout: 5 * time.Second,
+		faultHook: defaultFaultHook}
+}
+
+// WithHostTimeout sets how long a host agent may be silent before its
+// host is declared lost and its procs failed. Default 5s; heartbeats are
+// sent every second.
+func WithHostTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 2*hostagent.HeartbeatInterval {
+			return fmt.Errorf("actorrt: host timeout %v must be at least %v", d, 2*hostagent.HeartbeatInterval)
+		}
+		o.hostTimeout = d
+		return nil
+	}
+}
+
+// WithSpawnTimeout bounds how long SpawnProcs waits for new procs to be
+// ready and Spawn waits for every actor's Init. Default 60s.
+func WithSpawnTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("actorrt: spawn timeout %v must be positive", d)
+		}
+		o.spawnTimeout = d
+		return nil
+	}
+}
+
+// WithMaxMessage sets the largest message this process sends and takes:
+// a call's arguments, a reply, a value sent to a port. A larger one is
+// refused at once with ErrTooLarge, the limit in the error, without being
+// copied. Default bus.DefaultMaxMessage (1 GiB). Every process of the job
+// must agree (a receiver drops a message over its own limit); procs that
+// run this program's Main with the same options do.
+func WithMaxMessage(bytes int) Option {
+	return func(o *options) error {
+		if bytes < 64<<10 {
+			return fmt.Errorf("actorrt: max message %d must be at least 64 KiB", bytes)
+		}
+		o.maxMessage = bytes
+		return nil
+	}
+}
+
+// WithStopTimeout bounds how long a stopping proc is given to exit before
+// it is killed. Default 5s.
+func WithStopTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("actorrt: stop timeout %v must be positive", d)
+		}
+		o.stopTimeout = d
+		return nil
+	}
+}

@@ -1,0 +1,51 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/monarch-go/monarch/internal/jobenv"
+)
+
+// Main runs the program and exits the process with its status; it does
+// not return.
+//
+// Started directly (or by `monarch local`/`monarch run`), the process is
+// the client: Main connects to the job's bus (starting an embedded,
+// loopback-only one when there is none), runs fn, then stops every proc it
+// started and exits 0, or 1 if fn returned an error (printed to stderr).
+// SIGINT or SIGTERM cancels fn's ctx, tears the job down and exits 130 (or
+// 143).
+//
+// Started as a proc of a job (by SpawnProcs, in the same binary), Main
+// serves actors and never calls fn. Register every actor type before Main.
+func Main(fn func(ctx context.Context) error, opts ...Option) {
+	os.Exit(Run(fn, opts...))
+}
+
+// Run is Main without the exit: it returns the exit status. It suits a
+// TestMain, which must run its tests inside the client and exit with their
+// status: os.Exit(actorrt.Run(...)).
+func Run(fn func(ctx context.Context) error, opts ...Option) int {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	env, err := jobenv.FromEnviron()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "actorrt:", err)
+		return 1
+	}
+	if env.Proc != nil {
+		return runWorker(o, env)
+	}
+	return runClient(fn, o, env)
+}
+
+// IsProc reports whether this process was started as a proc of a job (in
+// worker mode) rather than as a client.
+func IsProc() bool { return jobenv.IsProc() }

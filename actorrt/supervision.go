@@ -1,0 +1,161 @@
+package actorrt
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/wire"
+)
+
+// Supervision. Every actor mesh has one owner: the actor whose endpoint (or
+// Supervise) spawned it, or else the client. When a member fails (an
+// endpoint error or panic that no caller waits for, or the end of its
+// proc) the owner hears of it as a *MeshFailure:
+//
+//   - an owner actor with a method Supervise(ctx *Context, f *MeshFailure)
+//     bool gets it in its mailbox; true means handled, false means the owner
+//     fails too, and its own owner hears of that;
+//   - an owner actor without Supervise fails too (nothing goes unreported);
+//   - the client calls its fault hook (WithFaultHook).
+//
+// A failed actor answers every later call with ErrActorFailed, and the
+// meshes it owned are stopped. Ownership never moves: a failure on a slice,
+// or on a mesh passed to another actor, goes to the mesh's creator.
+
+// MeshFailure reports a failed member of an actor mesh.
+type MeshFailure struct {
+	Mesh    string      `msgpack:"mesh"`   // the mesh's name
+	MeshID  string      `msgpack:"id"`     // the mesh's id
+	ActorID string      `msgpack:"actor"`  // the failed member, as mesh[rank]
+	Proc    string      `msgpack:"proc"`   // its proc
+	Reason  string      `msgpack:"reason"` // what happened
+	Dims    Dims        `msgpack:"dims"`   // the mesh's extent
+	Coords  []int       `msgpack:"coords"` // the member's rank, per dimension
+	Base    int         `msgpack:"base"`   // the member's row-major rank
+	Err     *ActorError `msgpack:"err"`    // the endpoint's error or panic, if that was the cause
+}
+
+// Rank is the failed member's rank in its mesh.
+func (f *MeshFailure) Rank() Point {
+	ext, err := NewExtent(f.Dims)
+	if err != nil || len(f.Coords) != len(ext.dims) {
+		return Point{}
+	}
+	return Point{ext: ext, coords: f.Coords}
+}
+
+// Error describes the failure; a MeshFailure is an error, so a hook can
+// return it as is.
+func (f *MeshFailure) Error() string {
+	return fmt.Sprintf("mesh %s: actor %s %v on proc %s failed: %s", f.Mesh, f.ActorID, f.Rank(), f.Proc, f.Reason)
+}
+
+func (f *MeshFailure) String() string { return f.Error() }
+
+// WithFaultHook sets the client's fault hook: it is called, once per
+// failure, for every MeshFailure that reaches the client: a failure of a
+// mesh the client owns, or one no owner handled. Returning nil ignores
+// the failure; returning an error means it is unhandled: the client
+// prints it to stderr, stops every proc it started and exits with status
+// 1. The default hook returns the failure; a nil hook ignores every
+// failure. The hook runs on a goroutine of its own, one failure at a
+// time.
+func WithFaultHook(hook func(*MeshFailure) error) Option {
+	return func(o *options) error {
+		if hook == nil {
+			hook = func(*MeshFailure) error { return nil }
+		}
+		o.faultHook = hook
+		return nil
+	}
+}
+
+func defaultFaultHook(f *MeshFailure) error { return f }
+
+// supervision drives this process's failureRouter: it records the meshes
+// spawned here, feeds it the failures and ends that reach this process,
+// and carries out where it sends them. Safe for concurrent use.
+type supervision struct {
+	rt *core
+
+	mu     sync.Mutex
+	router *failureRouter[*actor]
+	refs   map[string]*meshRef // the meshes owned here, to mark them stopped
+}
+
+func newSupervision(rt *core, client bool) *supervision {
+	return &supervision{rt: rt, router: newFailureRouter[*actor](rt.procID, client), refs: map[string]*meshRef{}}
+}
+
+// step runs one event through the router and carries out its effects,
+// without the lock.
+func (s *supervision) step(ev any) {
+	s.mu.Lock()
+	effects := s.router.step(ev)
+	var stopped []*meshRef
+	for _, e := range effects {
+		if st, ok := e.(effStopMesh); ok {
+			if ref := s.refs[st.id]; ref != nil {
+				stopped = append(stopped, ref)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, ref := range stopped {
+		ref.stopped.Store(true)
+	}
+	rt := s.rt
+	for _, e := range effects {
+		switch e := e.(type) {
+		case effSupervise[*actor]:
+			e.owner.enqueue(envelope{failure: e.f})
+		case effForward:
+			s.send(e.proc, e.f)
+		case effEscalate:
+			s.send(jobenv.ClientID, e.f)
+		case effUnhandled:
+			rt.role.unhandled(e.f)
+		case effStopMesh:
+			stopOn(rt, e.id, e.procs)
+		}
+	}
+}
+
+func (s *supervision) send(proc string, f *MeshFailure) {
+	if err := s.rt.sendControl(proc, wire.OpFailure, 0, f); err != nil {
+		s.rt.log.Error().Err(err).Str("failure", f.Error()).Msg("cannot report a failure to its owner")
+	}
+}
+
+// own records that this process (owner nil) or actor owner owns ref.
+func (s *supervision) own(ref *meshRef, base Extent, owner *actor) {
+	s.mu.Lock()
+	s.refs[ref.id] = ref
+	s.mu.Unlock()
+	s.step(evOwned[*actor]{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner})
+}
+
+// disown forgets a mesh whose spawn failed.
+func (s *supervision) disown(id string) {
+	s.mu.Lock()
+	delete(s.refs, id)
+	s.mu.Unlock()
+	s.step(evDisowned{id})
+}
+
+// memberFailed routes a failure: of a member here (its mesh owned on
+// ownerProc), or a report that reached this process ("" for ownerProc).
+func (s *supervision) memberFailed(f *MeshFailure, ownerProc string) {
+	s.step(evMemberFailed{f: f, ownerProc: ownerProc})
+}
+
+// procEnded fails the members of meshes owned here that lived on a proc
+// that ended.
+func (s *supervision) procEnded(n wire.GoneNotice) { s.step(evProcEnded{n}) }
+
+// meshStopped records a stop on request: not a failure.
+func (s *supervision) meshStopped(id string) { s.step(evMeshStopped{id}) }
+
+// ownerEnded stops the meshes actor a owns: they die with their owner.
+func (s *supervision) ownerEnded(a *actor) { s.step(evOwnerEnded[*actor]{a}) }

@@ -1,0 +1,239 @@
+package hostagent
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/child"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Link is what an agent needs of its process's connection to the job's
+// bus.
+type Link interface {
+	Publish(subject string, data []byte) error
+	// MaxMessage is the largest message the link sends.
+	MaxMessage() int
+}
+
+// Config says what an agent is and what its procs run.
+type Config struct {
+	ID  string // the agent's proc id: its process's own, or jobenv.AgentID(i)
+	Job string
+	Bus jobenv.Bus // what its procs dial
+	// Host is what its procs' lines call their host: the machine's name,
+	// or a simulated host's (h0, h1, ...).
+	Host string
+	// Program, Args, Dir and Env: what each proc runs. An empty Program
+	// runs this process's own program with its arguments (the SDK's
+	// self-exec): os.Executable and os.Args[1:].
+	Program string
+	Args    []string
+	Dir     string
+	Env     []string
+	// StopTimeout is how long a proc asked to stop has before it is
+	// killed.
+	StopTimeout time.Duration
+	Log         zerolog.Logger
+	// OnEnd, if set, hears of every proc of this agent that ends, once its
+	// output has been sent; not once Close has begun.
+	OnEnd func(wire.GoneNotice)
+}
+
+// OutputGrace bounds how long an ended proc's output pipes may stay open
+// (held by a grandchild) before they are closed.
+const OutputGrace = 2 * time.Second
+
+// Agent starts, watches and stops the procs of one host. Its methods are
+// safe for concurrent use.
+type Agent struct {
+	cfg      Config
+	link     Link
+	subjects jobenv.Subjects
+
+	mu       sync.Mutex
+	children map[string]*proc
+
+	started atomic.Bool // it has started a proc: it heartbeats from then on
+	closing atomic.Bool // Close has begun: ends are expected, not told
+}
+
+// New makes an agent that sends through link. It starts nothing until
+// asked.
+func New(cfg Config, link Link) *Agent {
+	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}}
+}
+
+// Started reports whether the agent has been asked to start procs.
+func (a *Agent) Started() bool { return a.started.Load() }
+
+// SpawnProcs starts the procs req asks for. Each new proc reports ready to
+// req's port itself; a proc that cannot be started is reported there, as
+// an error for its rank. It does not wait for the procs.
+func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
+	a.started.Store(true)
+	exe, args := a.cfg.Program, a.cfg.Args
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			for _, r := range req.Ranks {
+				a.replyError(req.Proc, req.Port, r, fmt.Errorf("SpawnProcs: find this program: %w", err))
+			}
+			return
+		}
+		args = os.Args[1:]
+	}
+	base := append(jobenv.Clean(os.Environ()), a.cfg.Env...)
+	for i, id := range req.IDs {
+		rank := req.Ranks[i]
+		env := jobenv.Env{Job: a.cfg.Job, Bus: a.cfg.Bus,
+			Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank}}
+		cmd := exec.Command(exe, args...)
+		cmd.Dir = a.cfg.Dir
+		cmd.Env = append(append(append([]string(nil), base...), env.Environ()...), req.Env[i]...)
+		// Its own process group: a terminal's Ctrl-C reaches the client
+		// only, which then stops the procs in order.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		p, err := a.start(id, rank, cmd)
+		if err != nil {
+			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, exe, a.cfg.Host, err))
+			continue
+		}
+		a.mu.Lock()
+		a.children[id] = p
+		a.mu.Unlock()
+		go a.watch(p)
+	}
+}
+
+// StopProcs stops the given procs of this host (SIGTERM; SIGKILL after
+// the stop timeout) and then answers on the reply port. Procs it does not
+// have (ended already) are not an error.
+func (a *Agent) StopProcs(req wire.StopProcsReq, replyProc string, replyPort uint64) {
+	go func() {
+		a.stop(a.take(req.IDs, true), a.cfg.StopTimeout)
+		a.reply(replyProc, replyPort, req.Rank)
+	}()
+}
+
+// SyncLogs answers on the reply port once every line the given procs
+// wrote so far has been sent to the job's log (bounded: 5s a proc).
+func (a *Agent) SyncLogs(req wire.StopProcsReq, replyProc string, replyPort uint64) {
+	go func() {
+		for _, p := range a.take(req.IDs, false) {
+			p.syncOutput(5 * time.Second)
+		}
+		a.reply(replyProc, replyPort, req.Rank)
+	}()
+}
+
+// take finds the children with the given ids; stopping marks them, so
+// that their ends are told as stops, not failures.
+func (a *Agent) take(ids []string, stopping bool) []*proc {
+	var ps []*proc
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		if p := a.children[id]; p != nil {
+			if stopping {
+				p.stopping = true
+			}
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// Close stops every proc of this agent and returns once they are gone
+// (or the stop timeout and child.KillWait have passed). Their ends are not
+// told: the whole process is going. Idempotent.
+func (a *Agent) Close() {
+	a.closing.Store(true)
+	a.mu.Lock()
+	ps := make([]*proc, 0, len(a.children))
+	for _, p := range a.children {
+		p.stopping = true
+		ps = append(ps, p)
+	}
+	a.mu.Unlock()
+	a.stop(ps, a.cfg.StopTimeout)
+}
+
+// stop ends procs together (see child.StopAll) and waits until their
+// output is sent.
+func (a *Agent) stop(ps []*proc, grace time.Duration) {
+	procs := make([]*child.Process, len(ps))
+	for i, p := range ps {
+		procs[i] = p.process
+	}
+	child.StopAll(procs, grace)
+	deadline := time.NewTimer(OutputGrace + time.Second)
+	defer deadline.Stop()
+	for _, p := range ps {
+		select {
+		case <-p.ended:
+		case <-deadline.C:
+			return
+		}
+	}
+}
+
+// watch waits for a proc to end, sends its last lines, and tells the job.
+func (a *Agent) watch(p *proc) {
+	<-p.process.Done()
+	p.drainOutput(OutputGrace)
+	a.mu.Lock()
+	delete(a.children, p.id)
+	stopped := p.stopping
+	a.mu.Unlock()
+	close(p.ended)
+	if a.closing.Load() {
+		return // the whole process is going: nobody to tell
+	}
+	reason := child.Describe(p.process.Err())
+	if !stopped {
+		a.cfg.Log.Warn().Str("proc", p.id).Str("reason", reason).Msg("proc ended")
+	}
+	if a.cfg.OnEnd != nil {
+		a.cfg.OnEnd(wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: stopped})
+	}
+}
+
+// reply answers a request on its port with nil.
+func (a *Agent) reply(proc string, port uint64, rank int) {
+	a.sendToPort(proc, port, rank, 0, func(e *msgpack.Encoder) error { return e.EncodeNil() })
+}
+
+// replyError answers a request on its port with err.
+func (a *Agent) replyError(proc string, port uint64, rank int, err error) {
+	r := wire.NewErrorReply(err)
+	a.sendToPort(proc, port, rank, wire.FlagError, func(e *msgpack.Encoder) error { return e.Encode(&r) })
+}
+
+func (a *Agent) sendToPort(proc string, port uint64, rank int, flags uint8, body func(*msgpack.Encoder) error) {
+	h := wire.Header{Kind: wire.KindPort, Port: port, Rank: rank, Flags: flags, ReplyTo: a.cfg.ID}
+	if err := a.publishFrame(a.subjects.Proc(proc), &h, body); err != nil {
+		a.cfg.Log.Warn().Err(err).Str("to", proc).Msg("cannot answer a request")
+	}
+}
+
+// publishFrame sends one frame with header h and the payload body writes.
+func (a *Agent) publishFrame(subject string, h *wire.Header, body func(*msgpack.Encoder) error) error {
+	w, err := wire.NewFrame(h, a.link.MaxMessage())
+	if err != nil {
+		return err
+	}
+	defer w.Free()
+	if err := body(w.Enc); err != nil {
+		return err
+	}
+	return a.link.Publish(subject, w.Bytes())
+}

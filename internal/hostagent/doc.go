@@ -1,0 +1,39 @@
+// Package hostagent is a job's host agent: on one host, it starts the
+// job's program in worker mode for every proc asked of it, captures each
+// proc's stdout and stderr line by line onto the job's log subject,
+// watches the procs and tells the job when one ends, and stops them on
+// request.
+//
+// An agent is addressed like a proc, by its id, with control messages on
+// its proc subject (internal/wire): spawnprocs, stopprocs, synclogs. Each
+// new proc reports ready straight to whoever asked; an agent answers a
+// stop or a log sync once it is done.
+//
+// # Two ways to run
+//
+//   - Embedded (New): every process of a job that hosts actors (the
+//     client and every proc) has an agent for its own host, so that
+//     ThisHost().SpawnProcs works anywhere. Its process's runtime hands it
+//     the control messages addressed to it (Handle) and hears of every
+//     child that ends (Config.OnEnd).
+//   - Standalone (Run): `monarch agent`, started by a launcher on each
+//     host (an srun step, an ssh session, a local process). It connects to
+//     the job's bus itself, reports to the client, heartbeats, announces
+//     the ends of its procs to the job, and exits when the job is gone:
+//     its bus connection lost, SIGTERM (srun's teardown), or EOF on its
+//     stdin (the ssh session closed), taking its procs along.
+//
+// # Processes
+//
+// Children are started with internal/child: a parent-death signal from a
+// thread that lives as long as the process, their own process group (a
+// terminal's Ctrl-C reaches the client only, which stops them in order),
+// and SIGTERM, then SIGKILL after the stop timeout, to stop them.
+//
+// # Output
+//
+// Every line a proc writes is sent before anyone hears that it ended (a
+// grandchild holding its pipes open gets OutputGrace, not forever), and a
+// log sync answers once every line written so far has been sent: both
+// pipes empty and both captures waiting on them.
+package hostagent

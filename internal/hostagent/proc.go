@@ -1,0 +1,148 @@
+package hostagent
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/child"
+	"github.com/monarch-go/monarch/logagg"
+	"golang.org/x/sys/unix"
+)
+
+// proc is a proc this agent started: the process and the capture of its
+// output.
+type proc struct {
+	id       string
+	rank     int
+	process  *child.Process
+	ended    chan struct{} // closed once reaped and its output sent
+	stopping bool          // a stop was asked for: its end is not a failure (under Agent.mu)
+	outputs  []*os.File    // read ends of its stdout and stderr pipes
+	captured sync.WaitGroup
+	waiting  [2]atomic.Bool // each capture is blocked reading its pipe: it has sent every whole line read
+}
+
+// start starts cmd as proc id, its stdout and stderr captured onto the
+// job's log subject.
+func (a *Agent) start(id string, rank int, cmd *exec.Cmd) (*proc, error) {
+	p := &proc{id: id, rank: rank, ended: make(chan struct{})}
+	var writeEnds []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	for range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(p.outputs)
+			closeAll(writeEnds)
+			return nil, fmt.Errorf("output pipe: %w", err)
+		}
+		p.outputs = append(p.outputs, r)
+		writeEnds = append(writeEnds, w)
+	}
+	cmd.Stdout, cmd.Stderr = writeEnds[0], writeEnds[1]
+	process, err := child.Start(cmd)
+	closeAll(writeEnds) // the child has its copies
+	if err != nil {
+		closeAll(p.outputs)
+		return nil, err
+	}
+	p.process = process
+	for s, r := range p.outputs {
+		p.captured.Add(1)
+		go a.capture(p, logagg.Stream(s+1), r)
+	}
+	return p, nil
+}
+
+// capture sends one output of a proc to the job's log, line by line, in
+// order.
+func (a *Agent) capture(p *proc, stream logagg.Stream, r *os.File) {
+	defer p.captured.Done()
+	defer r.Close()
+	subject := a.subjects.Log()
+	var buf []byte
+	logagg.Capture(&idleReader{r: r, idle: &p.waiting[stream-1]}, func(text string) {
+		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: a.cfg.Host, Proc: p.id, Rank: p.rank, Stream: stream, Text: text})
+		a.link.Publish(subject, buf)
+	})
+}
+
+// drainOutput waits until the captures have sent everything the proc
+// wrote; a grandchild holding the pipes open gets grace, then the pipes
+// are closed.
+func (p *proc) drainOutput(grace time.Duration) {
+	drained := make(chan struct{})
+	go func() { p.captured.Wait(); close(drained) }()
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	select {
+	case <-drained:
+	case <-timer.C:
+		for _, r := range p.outputs {
+			r.Close()
+		}
+		<-drained
+	}
+}
+
+// idleReader marks when its reader waits on the pipe: the capture then
+// has no whole line left unsent.
+type idleReader struct {
+	r    *os.File
+	idle *atomic.Bool
+}
+
+func (ir *idleReader) Read(b []byte) (int, error) {
+	ir.idle.Store(true)
+	n, err := ir.r.Read(b)
+	ir.idle.Store(false)
+	return n, err
+}
+
+// syncOutput waits (at most d) until every line the proc wrote so far has
+// been sent: both pipes empty and both captures waiting on them. Nothing
+// signals that moment, so it looks every millisecond.
+func (p *proc) syncOutput(d time.Duration) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		done := true
+		for i, r := range p.outputs {
+			if unread(r) > 0 || !p.waiting[i].Load() {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return
+		case <-p.ended:
+			return
+		}
+	}
+}
+
+// unread is the number of bytes waiting in a pipe (FIONREAD). It goes
+// through SyscallConn, which leaves the file in non-blocking mode (Fd
+// would not).
+func unread(f *os.File) int {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	sc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return n
+}

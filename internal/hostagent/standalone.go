@@ -1,0 +1,204 @@
+package hostagent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/jobstate"
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/monarch-go/monarch/logagg"
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// HeartbeatInterval is how often an agent that has procs to answer for
+// heartbeats (a standalone agent, from the start).
+const HeartbeatInterval = time.Second
+
+// DefaultStopTimeout is how long a standalone agent's procs have to stop
+// before they are killed.
+const DefaultStopTimeout = 5 * time.Second
+
+// Heartbeats publishes the agent's heartbeat every HeartbeatInterval, once
+// it has started a proc (always, if always is set), until ctx ends.
+func (a *Agent) Heartbeats(ctx context.Context, always bool) {
+	t := time.NewTicker(HeartbeatInterval)
+	defer t.Stop()
+	h := wire.Header{Kind: wire.KindControl, Method: wire.OpHeartbeat, ReplyTo: a.cfg.ID, Rank: -1}
+	subject := a.subjects.Heartbeat(a.cfg.ID)
+	for {
+		if always || a.started.Load() {
+			a.publishFrame(subject, &h, func(e *msgpack.Encoder) error { return e.EncodeNil() })
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Run serves as the standalone host agent of a job (`monarch agent`)
+// until the job is gone: its bus connection lost (an error), SIGTERM,
+// SIGINT or SIGHUP, EOF on stdin when stdin is given (an ssh session), or
+// ctx's end. It then stops its procs and returns.
+func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Reader) error {
+	if args.Job == "" || env.Bus.URL == "" || env.Bus.Token == "" || args.Program == "" || args.Index < 0 {
+		return errors.New("incomplete agent configuration (job, bus URL, token, program, index)")
+	}
+	hostname, _ := os.Hostname()
+	host := hostname
+	if env.HostName != "" {
+		host = env.HostName
+	}
+	cfg := Config{
+		ID: jobenv.AgentID(args.Index), Job: args.Job, Bus: env.Bus, Host: host,
+		Program: args.Program, Args: args.Args, Dir: args.Dir, Env: args.Env, StopTimeout: DefaultStopTimeout,
+	}
+	log, logFile, err := logagg.SystemLogger(cfg.Job, "agent-"+cfg.ID)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	cfg.Log = log
+	jobstate.PruneSystemLogs(time.Now())
+
+	s := &standalone{index: args.Index, hostname: hostname, log: log}
+	conn, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "agent " + cfg.ID, Token: env.Bus.Token,
+		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, OnError: s.busFault})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	s.conn = conn
+	s.subjects = jobenv.SubjectsOf(cfg.Job)
+	// The job hears of every proc of this host that ends.
+	cfg.OnEnd = func(n wire.GoneNotice) { s.announce(&n) }
+	s.agent = New(cfg, conn)
+	defer s.agent.Close()
+	for _, subj := range []string{s.subjects.Proc(cfg.ID), s.subjects.Agents()} {
+		if _, err := conn.Subscribe(subj); err != nil {
+			return err
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	lost := make(chan error, 1)
+	go func() { lost <- conn.Run(runCtx, s.dispatch) }()
+	go s.agent.Heartbeats(runCtx, true)
+	// Report now, and again whenever the client asks: an agent may start
+	// before the client listens, or after it asked.
+	if err := s.report(); err != nil {
+		return err
+	}
+
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(term)
+	eof := make(chan struct{})
+	if stdin != nil {
+		go func() {
+			io.Copy(io.Discard, bufio.NewReader(stdin))
+			close(eof)
+		}()
+	}
+	select {
+	case err := <-lost:
+		if runCtx.Err() == nil {
+			return fmt.Errorf("bus connection lost: %v", err)
+		}
+	case <-term:
+	case <-eof:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// standalone is what a standalone agent adds to an Agent: its own bus
+// connection and dispatcher.
+type standalone struct {
+	agent    *Agent
+	conn     *bus.Conn
+	subjects jobenv.Subjects
+	index    int
+	hostname string
+	log      zerolog.Logger
+	drops    wire.Drops
+}
+
+// dispatch acts on one message: the agent's own control ops and the
+// client's call to report. Anything else addressed here is dropped and
+// counted.
+func (s *standalone) dispatch(m bus.Message) {
+	f, err := wire.Parse(m.Data)
+	if err != nil {
+		s.drop(wire.DropFrame, m.Subject, err)
+		return
+	}
+	if f.Kind != wire.KindControl {
+		s.drop(wire.DropKindOf, m.Subject, fmt.Errorf("a message of kind %d for a host agent", f.Kind))
+		return
+	}
+	body, kind, err := wire.ReadAgentControl(&f)
+	if err != nil {
+		s.drop(kind, m.Subject, err)
+		if f.Port != 0 && wire.ValidID(f.ReplyTo) {
+			s.agent.replyError(f.ReplyTo, f.Port, f.Rank, fmt.Errorf("%w: %v", wire.ErrDecode, err))
+		}
+		return
+	}
+	switch b := body.(type) {
+	case *wire.SpawnProcsReq:
+		go s.agent.SpawnProcs(*b)
+	case *wire.StopProcsReq:
+		if f.Method == wire.OpSyncLogs {
+			s.agent.SyncLogs(*b, f.ReplyTo, f.Port)
+		} else {
+			s.agent.StopProcs(*b, f.ReplyTo, f.Port)
+		}
+	case nil:
+		if f.Method == wire.OpAgentsHello {
+			s.report()
+		}
+	}
+}
+
+// report tells the client this agent serves: its pid and host, on the
+// client's agents port, at this host's rank.
+func (s *standalone) report() error {
+	ready := wire.ProcReady{PID: os.Getpid(), Host: s.hostname}
+	h := wire.Header{Kind: wire.KindPort, Port: wire.AgentsPort, Rank: s.index, ReplyTo: s.agent.cfg.ID}
+	return s.agent.publishFrame(s.subjects.Proc(jobenv.ClientID), &h, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
+}
+
+// announce tells the job that a proc of this host ended.
+func (s *standalone) announce(n *wire.GoneNotice) {
+	h := wire.Header{Kind: wire.KindControl, Method: wire.OpGone, ReplyTo: s.agent.cfg.ID, Rank: -1}
+	if err := s.agent.publishFrame(s.subjects.Deaths(), &h, func(e *msgpack.Encoder) error { return e.Encode(n) }); err != nil {
+		s.log.Error().Err(err).Str("proc", n.Proc).Msg("cannot announce a proc's end")
+	}
+}
+
+// busFault logs what the bus reports. A lost link ends Run (the bus's
+// Run returns); a malformed message the bus dropped is logged once per
+// kind by the bus itself.
+func (s *standalone) busFault(err error) {
+	s.log.Warn().Err(err).Msg("bus fault")
+}
+
+// drop counts a malformed message; the first of its kind is logged.
+func (s *standalone) drop(k wire.DropKind, subject string, err error) {
+	if s.drops.Add(k) == 1 {
+		s.log.Warn().Err(err).Str("drop", k.String()).Str("subject", subject).
+			Msg("dropped a malformed message; later ones of this kind are counted, not logged")
+	}
+}
