@@ -119,9 +119,6 @@ func (a *actor) stop() {
 	a.mesh.rt.sup.ownerEnded(a)
 }
 
-// alive reports whether the actor still handles messages.
-func (a *actor) alive() bool { return a.dead.Load() == nil }
-
 // deadErr is why the actor no longer handles messages, or nil.
 func (a *actor) deadErr() error {
 	if p := a.dead.Load(); p != nil {

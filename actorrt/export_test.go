@@ -80,3 +80,20 @@ func EncodeFrame(th TestHeader, payload []byte) []byte {
 	}
 	return append(b, payload...)
 }
+
+// LogStats counts what the client received of its procs' output.
+type LogStats struct {
+	Lines int64 // lines received (each recorded, and printed if streamed)
+	Bad   int64 // messages that could not be decoded
+}
+
+// ClientLogStats returns the client's counts of its procs' lines so
+// far; zero outside the client.
+func ClientLogStats() LogStats {
+	rt, err := getRuntime()
+	if err != nil || rt.client() == nil {
+		return LogStats{}
+	}
+	l := rt.client().logs
+	return LogStats{Lines: l.lines.Load(), Bad: l.bad.Load()}
+}

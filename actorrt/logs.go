@@ -73,23 +73,6 @@ type clientLogs struct {
 	bad   atomic.Int64 // messages that could not be decoded
 }
 
-// LogStats counts what the client received of its procs' output.
-type LogStats struct {
-	Lines int64 // lines received (each recorded, and printed if streamed)
-	Bad   int64 // messages that could not be decoded
-}
-
-// ClientLogStats returns the client's counts so far; zero outside the
-// client.
-func ClientLogStats() LogStats {
-	rt, err := getRuntime()
-	if err != nil || rt.client() == nil {
-		return LogStats{}
-	}
-	l := rt.client().logs
-	return LogStats{Lines: l.lines.Load(), Bad: l.bad.Load()}
-}
-
 func newClientLogs(c *client, env jobenv.Env) *clientLogs {
 	l := &clientLogs{
 		def:     LogOptions{StreamToClient: true},

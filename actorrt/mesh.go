@@ -256,6 +256,7 @@ func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 		return err
 	}
 	m.ref.stopped.Store(true)
+	rt.sup.meshStopped(m.ref.id) // a stop is not a failure (if owned here)
 	stopOn(rt, m.ref.id, m.ref.all)
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.stopTimeout)
 	defer cancel()

@@ -1,282 +1,184 @@
 package actorrt
 
 import (
-	"errors"
+	"context"
 	"fmt"
+	"iter"
 	"reflect"
-	"slices"
 	"sync"
 
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// A port is an address messages can be sent to: a proc and a number on it.
-// Every reply in the runtime travels to a port: Call opens one that
-// gathers a reply per member, CallOne one that takes a single reply, a
-// channel (OpenChannel) one that queues whatever comes. The receiving side
-// of a port is a portHandler.
-type portHandler interface {
-	// deliver takes one message for the port, on the dispatcher goroutine,
-	// in arrival order. It returns false once the port wants no more.
-	deliver(f *wire.Frame) bool
-	// fail ends the port with err (shutdown, lost proc, lost bus). It may be
-	// called after the port is done; it must then do nothing.
-	fail(err error)
+// Port is an address values of type T can be sent to, from any proc of the
+// job: a port of a channel (OpenChannel), or the reply port an
+// explicit-response endpoint receives. A Port is a small value: copy it,
+// keep it, pass it as an endpoint argument to another proc and Send from
+// there. The zero Port goes nowhere: Send on it does nothing.
+type Port[T any] struct {
+	ref portRef
 }
 
-// portTable holds the open ports of this proc. Port ids are handed out in
-// order and never reused, so the ids ever opened are those up to next,
-// and the fixed ones opened with openAt.
-type portTable struct {
-	mu    sync.Mutex
-	next  uint64
-	fixed []uint64 // ids opened with openAt
-	m     map[uint64]portEntry
-	err   error // once set (the proc is shutting down), open fails at once
+// portRef is a port's address. rank is what the sender reports as its
+// place (a member's message rank, for replies); once marks the reply port
+// of an explicit-response endpoint.
+type portRef struct {
+	proc string
+	id   uint64
+	rank int
+	once bool
 }
 
-type portEntry struct {
-	h     portHandler
-	waits []string // procs whose replies the port waits for: it fails if one dies
-}
+func (r portRef) zero() bool { return r.id == 0 }
 
-func (t *portTable) open(h portHandler, waits []string) (uint64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.err != nil {
-		return 0, t.err
-	}
-	if t.m == nil {
-		t.m = map[uint64]portEntry{}
-	}
-	t.next++
-	t.m[t.next] = portEntry{h, waits}
-	return t.next, nil
-}
-
-// openAt opens a port at a fixed id, known to its senders in advance.
-func (t *portTable) openAt(id uint64, h portHandler, waits []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[uint64]portEntry{}
-	}
-	t.m[id] = portEntry{h, waits}
-	t.fixed = append(t.fixed, id)
-}
-
-// wasOpened reports whether id was ever opened here.
-func (t *portTable) wasOpened(id uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return id != 0 && id <= t.next || slices.Contains(t.fixed, id)
-}
-
-func (t *portTable) get(id uint64) portHandler {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[id].h
-}
-
-func (t *portTable) close(id uint64) {
-	t.mu.Lock()
-	delete(t.m, id)
-	t.mu.Unlock()
-}
-
-// failAll ends every open port with err, and every later open.
-func (t *portTable) failAll(err error) {
-	t.mu.Lock()
-	es := t.m
-	t.m = nil
-	if t.err == nil {
-		t.err = err
-	}
-	t.mu.Unlock()
-	for _, e := range es {
-		e.h.fail(err)
-	}
-}
-
-// failWaiting ends every port that waits for a reply from proc.
-func (t *portTable) failWaiting(proc string, err error) {
-	var hs []portHandler
-	t.mu.Lock()
-	for id, e := range t.m {
-		if slices.Contains(e.waits, proc) {
-			hs = append(hs, e.h)
-			delete(t.m, id)
-		}
-	}
-	t.mu.Unlock()
-	for _, h := range hs {
-		h.fail(err)
-	}
-}
-
-// Sentinels travel by their text so that errors.Is works after the trip.
-var (
-	sentinelList = []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
-		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed,
-		ErrTooLarge, ErrNoHostsConfig, ErrBus}
-	sentinels = map[string]error{}
-)
-
-func init() {
-	for _, e := range sentinelList {
-		sentinels[e.Error()] = e
-	}
-}
-
-// sentinelOf is the text of the first sentinel err matches, or "".
-func sentinelOf(err error) string {
-	for _, s := range sentinelList {
-		if errors.Is(err, s) {
-			return s.Error()
-		}
-	}
-	return ""
-}
-
-// wireError is an error as it travels in a port message. A sender
-// without this package's types writes a wire.ErrorReply, which reads as
-// one: the same fields, without the actor's.
-type wireError struct {
-	Sentinel string      `msgpack:"s"` // name of a sentinel of this package, for errors.Is after the trip
-	Actor    *ActorError `msgpack:"a"`
-	Message  string      `msgpack:"m"`
-}
-
-func toWireError(err error) wireError {
-	var ae *ActorError
-	if errors.As(err, &ae) {
-		return wireError{Actor: ae}
-	}
-	return wireError{Message: err.Error(), Sentinel: sentinelOf(err)}
-}
-
-func (we wireError) toError() error {
-	if we.Actor != nil {
-		return we.Actor
-	}
-	if s := sentinels[we.Sentinel]; s != nil {
-		return &remoteError{msg: we.Message, sentinel: s}
-	}
-	return errors.New(we.Message)
-}
-
-// remoteError is a runtime error raised in another proc; it keeps its
-// sentinel for errors.Is.
-type remoteError struct {
-	msg      string
-	sentinel error
-}
-
-func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.sentinel }
-
-// replyError decodes the error payload of a port message.
-func replyError(f *wire.Frame) error {
-	var we wireError
-	if err := wire.DecodePayload(f.Payload, nil, func(d *msgpack.Decoder) error { return d.Decode(&we) }); err != nil {
-		return fmt.Errorf("%w: error reply: %v", ErrDecode, err)
-	}
-	return we.toError()
-}
-
-// decodeReply decodes a reply value into v, or returns the error the reply
-// carries.
-func decodeReply[T any](f *wire.Frame, v *T) error {
-	if f.Flags&wire.FlagError != 0 {
-		return replyError(f)
-	}
-	if _, void := any(v).(*Void); void {
+// Send delivers v to the port. It does not wait for the receiver. It fails
+// at once if the port's proc is known to be gone or the receiver known to
+// be closed (learned from an earlier send); otherwise a value that cannot
+// be delivered is reported back to this proc, and later sends fail.
+func (p Port[T]) Send(v T) error {
+	if p.ref.zero() {
 		return nil
 	}
-	if err := wire.DecodePayload(f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
-		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
+	rt, err := getRuntime()
+	if err != nil {
+		return err
 	}
-	return nil
+	return rt.sendToPort(p.ref, 0, func(e *msgpack.Encoder) error { return e.Encode(v) })
 }
 
-// Void is the result type of endpoints that return only an error.
-type Void struct{}
+// String prints the port's address.
+func (p Port[T]) String() string { return fmt.Sprintf("Port(%s#%d)", p.ref.proc, p.ref.id) }
 
-// callPort gathers one reply per member of a region into a ValueMesh.
-type callPort[R any] struct {
-	fut  *Future[ValueMesh[R]]
-	ext  Extent
-	vals []R
-	got  []bool
-	left int
+// EncodeMsgpack and DecodeMsgpack make a Port an endpoint argument.
+func (p Port[T]) EncodeMsgpack(e *msgpack.Encoder) error {
+	return e.EncodeMulti(p.ref.proc, p.ref.id, p.ref.rank, p.ref.once)
 }
 
-func newCallPort[R any](fut *Future[ValueMesh[R]], ext Extent) *callPort[R] {
-	n := ext.NumRanks()
-	return &callPort[R]{fut: fut, ext: ext, vals: make([]R, n), got: make([]bool, n), left: n}
+func (p *Port[T]) DecodeMsgpack(d *msgpack.Decoder) error {
+	return d.DecodeMulti(&p.ref.proc, &p.ref.id, &p.ref.rank, &p.ref.once)
 }
 
-func (p *callPort[R]) deliver(f *wire.Frame) bool {
-	r := f.Rank
-	if r < 0 || r >= len(p.vals) {
-		p.fail(fmt.Errorf("%w: reply for rank %d of %v", ErrDecode, r, p.ext))
-		return false
+// portElem marks Port types for Register: an endpoint whose first argument
+// is a Port is an explicit-response endpoint.
+func (Port[T]) portElem() reflect.Type { return reflect.TypeFor[T]() }
+
+func (p *Port[T]) setRef(r portRef) { p.ref = r }
+
+type portType interface{ portElem() reflect.Type }
+
+type portSetter interface{ setRef(portRef) }
+
+var portIface = reflect.TypeFor[portType]()
+
+// OpenChannel opens a channel: values sent to the Port, from any proc, are
+// received in arrival order from the PortReceiver. Values from one sender
+// arrive in the order sent.
+func OpenChannel[T any]() (Port[T], *PortReceiver[T]) {
+	r := &PortReceiver[T]{}
+	rt, err := getRuntime()
+	if err != nil {
+		r.err = err
+		return Port[T]{}, r
 	}
-	if p.got[r] {
-		return true // a second answer from one member: the first stands
+	id, err := rt.ports.open(r, nil)
+	if err != nil {
+		r.err = err
+		return Port[T]{}, r
 	}
-	if err := decodeReply(f, &p.vals[r]); err != nil {
-		p.fail(err)
-		return false
-	}
-	p.got[r] = true
-	p.left--
-	if p.left > 0 {
-		return true
-	}
-	p.fut.resolve(ValueMesh[R]{ext: p.ext, vals: p.vals}, nil)
-	return false
+	r.rt, r.id = rt, id
+	return Port[T]{ref: portRef{proc: rt.procID, id: id, rank: -1}}, r
 }
 
-func (p *callPort[R]) fail(err error) { p.fut.resolve(ValueMesh[R]{}, err) }
+// PortReceiver is the receiving end of a channel. It is safe for use from
+// many goroutines.
+type PortReceiver[T any] struct {
+	rt *core
+	id uint64
 
-// onePort takes a single reply.
-type onePort[R any] struct{ fut *Future[R] }
+	mu      sync.Mutex
+	queue   []streamItem[T] // arrived, not yet received
+	waiters []*Future[T]    // Recv calls waiting, in call order
+	err     error           // set once closed: Recv returns it
+}
 
-func (p *onePort[R]) deliver(f *wire.Frame) bool {
-	var v R
+// Recv returns a future for the next value. Futures of successive Recv
+// calls get successive values.
+func (r *PortReceiver[T]) Recv() *Future[T] {
+	f := newFuture[T](label{mesh: "channel receive"})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case len(r.queue) > 0:
+		it := r.queue[0]
+		r.queue = r.queue[1:]
+		f.resolve(it.v, it.err)
+	case r.err != nil:
+		f.resolve(*new(T), r.err)
+	default:
+		r.waiters = append(r.waiters, f)
+	}
+	return f
+}
+
+// All yields values as they arrive until ctx ends (it then yields ctx's
+// error once) or the receiver is closed.
+func (r *PortReceiver[T]) All(ctx context.Context) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		for {
+			v, err := r.Recv().Get(ctx)
+			if err != nil && r.closedErr() == err {
+				return
+			}
+			if !yield(v, err) || ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+func (r *PortReceiver[T]) closedErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Close closes the channel: waiting and later Recv calls fail with
+// ErrStopped, and senders learn that the port is gone. Idempotent.
+func (r *PortReceiver[T]) Close() {
+	if r.rt != nil {
+		r.rt.ports.close(r.id)
+	}
+	r.fail(fmt.Errorf("%w: channel closed", ErrStopped))
+}
+
+func (r *PortReceiver[T]) deliver(f *wire.Frame) bool {
+	var v T
 	err := decodeReply(f, &v)
-	p.fut.resolve(v, err)
-	return false
-}
-
-func (p *onePort[R]) fail(err error) { p.fut.resolve(*new(R), err) }
-
-// streamPort passes each reply on as it comes.
-type streamPort[R any] struct {
-	mu   sync.Mutex
-	s    *ReplyStream[R]
-	left int
-}
-
-func (p *streamPort[R]) deliver(f *wire.Frame) bool {
-	var v R
-	err := decodeReply(f, &v)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.left == 0 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
 		return false
 	}
-	p.s.ch <- streamItem[R]{v, err} // buffered for every reply: never blocks
-	p.left--
-	return p.left > 0
+	if len(r.waiters) > 0 {
+		w := r.waiters[0]
+		r.waiters = r.waiters[1:]
+		w.resolve(v, err)
+	} else {
+		r.queue = append(r.queue, streamItem[T]{v, err})
+	}
+	return true
 }
 
-func (p *streamPort[R]) fail(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for ; p.left > 0; p.left-- {
-		p.s.ch <- streamItem[R]{err: err}
+func (r *PortReceiver[T]) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return
 	}
+	r.err = err
+	for _, w := range r.waiters {
+		w.resolve(*new(T), err)
+	}
+	r.waiters = nil
 }

@@ -1,0 +1,106 @@
+package actorrt
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// decodeReply decodes a reply value into v, or returns the error the reply
+// carries.
+func decodeReply[T any](f *wire.Frame, v *T) error {
+	if f.Flags&wire.FlagError != 0 {
+		return replyError(f)
+	}
+	if _, void := any(v).(*Void); void {
+		return nil
+	}
+	if err := wire.DecodePayload(f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
+		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
+	}
+	return nil
+}
+
+// Void is the result type of endpoints that return only an error.
+type Void struct{}
+
+// callPort gathers one reply per member of a region into a ValueMesh.
+type callPort[R any] struct {
+	fut  *Future[ValueMesh[R]]
+	ext  Extent
+	vals []R
+	got  []bool
+	left int
+}
+
+func newCallPort[R any](fut *Future[ValueMesh[R]], ext Extent) *callPort[R] {
+	n := ext.NumRanks()
+	return &callPort[R]{fut: fut, ext: ext, vals: make([]R, n), got: make([]bool, n), left: n}
+}
+
+func (p *callPort[R]) deliver(f *wire.Frame) bool {
+	r := f.Rank
+	if r < 0 || r >= len(p.vals) {
+		p.fail(fmt.Errorf("%w: reply for rank %d of %v", ErrDecode, r, p.ext))
+		return false
+	}
+	if p.got[r] {
+		return true // a second answer from one member: the first stands
+	}
+	if err := decodeReply(f, &p.vals[r]); err != nil {
+		p.fail(err)
+		return false
+	}
+	p.got[r] = true
+	p.left--
+	if p.left > 0 {
+		return true
+	}
+	p.fut.resolve(ValueMesh[R]{ext: p.ext, vals: p.vals}, nil)
+	return false
+}
+
+func (p *callPort[R]) fail(err error) { p.fut.resolve(ValueMesh[R]{}, err) }
+
+// onePort takes a single reply.
+type onePort[R any] struct{ fut *Future[R] }
+
+func (p *onePort[R]) deliver(f *wire.Frame) bool {
+	var v R
+	err := decodeReply(f, &v)
+	p.fut.resolve(v, err)
+	return false
+}
+
+func (p *onePort[R]) fail(err error) { p.fut.resolve(*new(R), err) }
+
+// streamPort passes each reply on as it comes.
+type streamPort[R any] struct {
+	mu   sync.Mutex
+	s    *ReplyStream[R]
+	left int
+}
+
+func (p *streamPort[R]) deliver(f *wire.Frame) bool {
+	var v R
+	err := decodeReply(f, &v)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.left == 0 {
+		return false
+	}
+	p.s.ch <- streamItem[R]{v, err} // buffered for every reply: never blocks
+	p.left--
+	return p.left > 0
+}
+
+func (p *streamPort[R]) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ; p.left > 0; p.left-- {
+		p.s.ch <- streamItem[R]{err: err}
+	}
+}

@@ -1,0 +1,353 @@
+package hostagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/testenv"
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/monarch-go/monarch/logagg"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// jobBus is a real bus for one test, with a connection that plays the
+// rest of the job: it records what the agent publishes.
+type jobBus struct {
+	t    *testing.T
+	srv  *bus.Server
+	conn *bus.Conn // the agent's link
+	peer *bus.Conn // the rest of the job
+	subj jobenv.Subjects
+
+	mu    sync.Mutex
+	lines []logagg.Line
+	msgs  []wire.Frame // frames to the client's inbox and the deaths subject
+	subjs []string
+	wake  chan struct{}
+}
+
+func newJobBus(t *testing.T, job string) *jobBus {
+	t.Helper()
+	srv, err := bus.StartServer(bus.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	peer, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "peer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(peer.Close)
+	b := &jobBus{t: t, srv: srv, conn: conn, peer: peer, subj: jobenv.SubjectsOf(job), wake: make(chan struct{}, 1)}
+	for _, s := range []string{b.subj.Log(), b.subj.Proc(jobenv.ClientID), b.subj.Deaths(), b.subj.HeartbeatPrefix() + "*"} {
+		if _, err := peer.Subscribe(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := peer.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go peer.Run(ctx, func(m bus.Message) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if m.Subject == b.subj.Log() {
+			l, err := logagg.ParseLine(m.Data)
+			if err != nil {
+				t.Errorf("a log line that does not parse: %v", err)
+			}
+			b.lines = append(b.lines, l)
+		} else {
+			f, err := wire.Parse(append([]byte(nil), m.Data...))
+			if err != nil {
+				t.Errorf("a frame that does not parse on %s: %v", m.Subject, err)
+			}
+			b.msgs = append(b.msgs, f)
+			b.subjs = append(b.subjs, m.Subject)
+		}
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	})
+	return b
+}
+
+// waitFor waits (10s at most) until cond holds of what arrived.
+func (b *jobBus) waitFor(what string, cond func() bool) {
+	b.t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		b.mu.Lock()
+		ok := cond()
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-b.wake:
+		case <-deadline:
+			b.t.Fatalf("after 10s, still waiting for %s", what)
+		}
+	}
+}
+
+// reply finds the port message for port and rank.
+func (b *jobBus) reply(port uint64, rank int) *wire.Frame {
+	for i := range b.msgs {
+		if f := &b.msgs[i]; f.Kind == wire.KindPort && f.Port == port && f.Rank == rank {
+			return f
+		}
+	}
+	return nil
+}
+
+func shell(script string) Config {
+	return Config{ID: "c", Job: "j1", Host: "h0", Program: "/bin/sh", Args: []string{"-c", script}, StopTimeout: 300 * time.Millisecond}
+}
+
+// TestEmbedded: an agent as a runtime embeds it: procs started, their
+// lines sent with their rank and host, their ends told once the lines are
+// out, and a stop answered on its port and told as a stop.
+func TestEmbedded(t *testing.T) {
+	b := newJobBus(t, "j1")
+	ended := make(chan wire.GoneNotice, 4)
+	cfg := shell(`test -n "$HOLD" && exec sleep 60; echo "out $RANK_HINT"; echo err >&2; test -n "$MONARCH_PROC" || exit 9; exit 3`)
+	cfg.OnEnd = func(n wire.GoneNotice) { ended <- n }
+	cfg.Env = []string{"RANK_HINT=hinted"}
+	a := New(cfg, b.conn)
+	defer a.Close()
+
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{5}, Env: [][]string{{"EXTRA=1"}}, Proc: "c", Port: 7})
+	if !a.Started() {
+		t.Error("an agent that started a proc says it has not")
+	}
+	var n wire.GoneNotice
+	select {
+	case n = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the proc's end was not told within 10s")
+	}
+	if n.Proc != "c-1" || n.Reason != "exited with status 3 (host h0)" || n.Stopped {
+		t.Errorf("end told as %+v", n)
+	}
+	// The lines were sent before the end was told.
+	b.waitFor("both lines", func() bool { return len(b.lines) == 2 })
+	for _, l := range b.lines {
+		if l.Proc != "c-1" || l.Rank != 5 || l.Host != "h0" {
+			t.Errorf("line %+v: want proc c-1, rank 5, host h0", l)
+		}
+		switch l.Stream {
+		case logagg.Stdout:
+			if l.Text != "out hinted" {
+				t.Errorf("stdout line %q", l.Text)
+			}
+		case logagg.Stderr:
+			if l.Text != "err" {
+				t.Errorf("stderr line %q", l.Text)
+			}
+		}
+	}
+
+	// A stop is answered, and the end is a stop, not a failure.
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-2"}, Ranks: []int{0}, Env: [][]string{{"HOLD=1"}}, Proc: "c", Port: 7})
+	a.StopProcs(wire.StopProcsReq{IDs: []string{"c-2", "c-gone"}, Rank: 4}, "c", 8)
+	select {
+	case n = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stopped proc's end was not told within 10s")
+	}
+	if n.Proc != "c-2" || !n.Stopped {
+		t.Errorf("stop told as %+v", n)
+	}
+	b.waitFor("the stop's answer", func() bool { return b.reply(8, 4) != nil })
+	if f := b.reply(8, 4); f.Flags&wire.FlagError != 0 || f.ReplyTo != "c" {
+		t.Errorf("stop answered with %+v", f.Header)
+	}
+}
+
+// TestStopKillsAfterTheTimeout: a proc that ignores SIGTERM is killed.
+func TestStopKillsAfterTheTimeout(t *testing.T) {
+	b := newJobBus(t, "j1")
+	ended := make(chan wire.GoneNotice, 1)
+	cfg := shell(`trap '' TERM; sleep 60 & wait`)
+	cfg.OnEnd = func(n wire.GoneNotice) { ended <- n }
+	a := New(cfg, b.conn)
+	defer a.Close()
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 7})
+	time.Sleep(200 * time.Millisecond) // let the shell set its trap
+	start := time.Now()
+	a.StopProcs(wire.StopProcsReq{IDs: []string{"c-1"}}, "c", 8)
+	n := <-ended
+	if n.Reason != "killed by SIGKILL (host h0)" || !n.Stopped {
+		t.Errorf("end told as %+v", n)
+	}
+	if d := time.Since(start); d < cfg.StopTimeout {
+		t.Errorf("killed after %v, before the stop timeout %v", d, cfg.StopTimeout)
+	}
+}
+
+// TestSyncLogs: a sync waits while a proc's pipe holds bytes not read, or
+// a capture is not back waiting on its pipe; once every line written so
+// far is sent, it returns. The proc here is two pipes this test writes to.
+func TestSyncLogs(t *testing.T) {
+	b := newJobBus(t, "j1")
+	a := New(shell(""), b.conn)
+	p := &proc{id: "c-1", ended: make(chan struct{})}
+	var writers []*os.File
+	for range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.outputs = append(p.outputs, r)
+		writers = append(writers, w)
+	}
+	defer func() {
+		for _, w := range writers {
+			w.Close()
+		}
+	}()
+	const n = 1000
+	for i := range n {
+		fmt.Fprintf(writers[i%2], "line %d\n", i)
+	}
+	// Nothing reads the pipes yet: the sync waits for its whole bound.
+	start := time.Now()
+	p.syncOutput(200 * time.Millisecond)
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("sync returned after %v with %d bytes unread", d, unread(p.outputs[0]))
+	}
+	// Captures read and send the lines; the sync returns once they are
+	// all sent, long before its bound.
+	for s, r := range p.outputs {
+		p.captured.Add(1)
+		go a.capture(p, logagg.Stream(s+1), r)
+	}
+	start = time.Now()
+	p.syncOutput(10 * time.Second)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("sync took %v", d)
+	}
+	if err := b.conn.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("every line", func() bool { return len(b.lines) == n })
+}
+
+// TestStartFailure: a program that cannot start is an error on the ready
+// port, for its rank.
+func TestStartFailure(t *testing.T) {
+	b := newJobBus(t, "j1")
+	cfg := shell("")
+	cfg.Program = "/nonexistent/program"
+	a := New(cfg, b.conn)
+	defer a.Close()
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{3}, Env: [][]string{nil}, Proc: "c", Port: 7})
+	b.waitFor("the refusal", func() bool { return b.reply(7, 3) != nil })
+	f := b.reply(7, 3)
+	var r wire.ErrorReply
+	if err := msgpack.Unmarshal(f.Payload, &r); err != nil || f.Flags&wire.FlagError == 0 {
+		t.Fatalf("reply %+v (%v)", f.Header, err)
+	}
+	if r.Sentinel != wire.ErrProcFailed.Error() || !strings.Contains(r.Message, "start proc c-1 (/nonexistent/program) on h0") {
+		t.Errorf("refusal %+v", r)
+	}
+}
+
+// TestStandalone runs the agent `monarch agent` runs, in this process: it
+// reports to the client, heartbeats, starts procs asked over the bus,
+// announces their ends on the deaths subject, drops what is not for it,
+// and ends with its ctx.
+func TestStandalone(t *testing.T) {
+	b := newJobBus(t, "j2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	args := jobenv.AgentArgs{Job: "j2", Index: 1, Program: "/bin/sh", Args: []string{"-c", "echo hello; exit 4"}}
+	env := jobenv.Env{Bus: jobenv.Bus{URL: b.srv.URL(), Token: b.srv.Token()}, HostName: "h1"}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, args, env, nil) }()
+
+	b.waitFor("the agent's report", func() bool { return b.reply(wire.AgentsPort, 1) != nil })
+	b.waitFor("a heartbeat", func() bool {
+		for i, f := range b.msgs {
+			if f.Method == wire.OpHeartbeat && b.subjs[i] == b.subj.Heartbeat("h1") {
+				return true
+			}
+		}
+		return false
+	})
+	// Something that is not for an agent, then a spawn.
+	send := func(h wire.Header, body any) {
+		w, err := wire.NewFrame(&h, bus.DefaultMaxMessage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Free()
+		if body != nil {
+			if err := w.Enc.Encode(body); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			w.Enc.EncodeNil()
+		}
+		if err := b.peer.Publish(b.subj.Proc("h1"), w.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(wire.Header{Kind: wire.KindControl, Method: wire.OpSpawn, ReplyTo: "c", Rank: -1}, nil)
+	send(wire.Header{Kind: wire.KindControl, Method: wire.OpSpawnProcs, ReplyTo: "c", Port: 11, Rank: -1},
+		&wire.SpawnProcsReq{IDs: []string{"c-9"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 11})
+	b.waitFor("the end announced", func() bool {
+		for i, f := range b.msgs {
+			if f.Method == wire.OpGone && b.subjs[i] == b.subj.Deaths() {
+				var n wire.GoneNotice
+				if err := msgpack.Unmarshal(f.Payload, &n); err != nil {
+					t.Fatal(err)
+				}
+				if n.Proc != "c-9" || n.Reason != "exited with status 4 (host h1)" {
+					t.Errorf("end announced as %+v", n)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	b.waitFor("the proc's line", func() bool { return len(b.lines) == 1 && b.lines[0].Text == "hello" })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end 10s after its ctx")
+	}
+}
+
+// TestStandaloneRefusesIncompleteConfig: nothing starts without a job,
+// bus, secret, program and index.
+func TestStandaloneRefusesIncompleteConfig(t *testing.T) {
+	err := Run(context.Background(), jobenv.AgentArgs{Job: "j", Index: 0, Program: "p"}, jobenv.Env{Bus: jobenv.Bus{URL: "nats://127.0.0.1:1"}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "incomplete agent configuration") {
+		t.Errorf("Run without a token: %v", err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	env := testenv.Setup() // the agent writes a system log: not into the user's dirs
+	os.Exit(env.Finish(m.Run()))
+}
