@@ -3,7 +3,6 @@ package actorrt
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -16,29 +15,19 @@ import (
 // port.
 
 // binding is a method expression bound as an endpoint (Method and its
-// kin). The endpoint it names is found from the function at its first
-// use, and kept: later sends skip the lookup.
-type binding struct {
-	fn any
-	m  atomic.Pointer[method]
-}
+// kin): a function value, so binding costs nothing, at the call as in a
+// var. The endpoint it names is looked up once per method, at its first
+// use, and kept in the registry (endpointOf).
+type binding struct{ fn any }
 
-func bind(fn any) *binding { return &binding{fn: fn} }
+func bind(fn any) binding { return binding{fn} }
 
 // endpoint is the endpoint b names in actor type at.
-func (b *binding) endpoint(at *actorType) (*method, error) {
-	if b == nil {
+func (b binding) endpoint(at *actorType) (*method, error) {
+	if b.fn == nil {
 		return nil, fmt.Errorf("%w: the zero endpoint (bind one with actorrt.Method)", ErrBadEndpoint)
 	}
-	if m := b.m.Load(); m != nil && m.owner == at {
-		return m, nil
-	}
-	m, err := endpointOf(b.fn, at)
-	if err != nil {
-		return nil, err
-	}
-	b.m.Store(m)
-	return m, nil
+	return endpointOf(b.fn, at)
 }
 
 // meshTarget is a (sliced) mesh as the adverbs see it.
@@ -49,7 +38,7 @@ type meshTarget struct {
 }
 
 // prepare checks the target and finds the endpoint b names.
-func prepare(t meshTarget, b *binding) (*core, *method, label, error) {
+func prepare(t meshTarget, b binding) (*core, *method, label, error) {
 	what := label{"?", "?"}
 	if t.ref != nil {
 		what.mesh = t.ref.name
@@ -106,7 +95,7 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 	return rt.publish(ref.subject, w.Bytes())
 }
 
-func callAdverb[R any](t meshTarget, b *binding, args []any) *Future[ValueMesh[R]] {
+func callAdverb[R any](t meshTarget, b binding, args []any) *Future[ValueMesh[R]] {
 	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return failedFuture[ValueMesh[R]](what, err)
@@ -118,7 +107,7 @@ func callAdverb[R any](t meshTarget, b *binding, args []any) *Future[ValueMesh[R
 	return fut
 }
 
-func callOneAdverb[R any](t meshTarget, b *binding, args []any) *Future[R] {
+func callOneAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
 	if t.err == nil && t.reg.numRanks() != 1 {
 		t.err = fmt.Errorf("%w: %s has extent %v (%d actors)", ErrNotOne, t.ref.name, t.reg.extent(), t.reg.numRanks())
 	}
@@ -133,7 +122,7 @@ func callOneAdverb[R any](t meshTarget, b *binding, args []any) *Future[R] {
 	return fut
 }
 
-func broadcastAdverb(t meshTarget, b *binding, args []any) error {
+func broadcastAdverb(t meshTarget, b binding, args []any) error {
 	rt, m, _, err := prepare(t, b)
 	if err != nil {
 		return err
@@ -142,7 +131,7 @@ func broadcastAdverb(t meshTarget, b *binding, args []any) error {
 }
 
 // sendAdverb is Send: every member answers on the caller's port.
-func sendAdverb(t meshTarget, b *binding, port portRef, args []any) error {
+func sendAdverb(t meshTarget, b binding, port portRef, args []any) error {
 	rt, m, _, err := prepare(t, b)
 	if err != nil {
 		return err
@@ -167,7 +156,7 @@ func (rt *core) sendOpen(t meshTarget, m *method, args []any, h portHandler) err
 	return nil
 }
 
-func streamAdverb[R any](t meshTarget, b *binding, args []any) *ReplyStream[R] {
+func streamAdverb[R any](t meshTarget, b binding, args []any) *ReplyStream[R] {
 	rt, m, what, err := prepare(t, b)
 	failed := func(err error) *ReplyStream[R] {
 		s := &ReplyStream[R]{ch: make(chan streamItem[R], 1), n: 1, what: what}
@@ -186,7 +175,7 @@ func streamAdverb[R any](t meshTarget, b *binding, args []any) *ReplyStream[R] {
 }
 
 // chooseAdverb calls one member of the region picked at random.
-func chooseAdverb[R any](t meshTarget, b *binding, args []any) *Future[R] {
+func chooseAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
 	if t.err == nil {
 		t.reg = t.reg.single(rand.IntN(t.reg.numRanks()))
 	}

@@ -5,7 +5,7 @@ package actorrt
 // Endpoint is an endpoint of actor type A taking 0 argument(s) and answering R,
 // bound once from a method expression (see Method). Its methods are the adverbs.
 // The zero Endpoint is bound to nothing: its adverbs fail.
-type Endpoint[A, R any] struct{ b *binding }
+type Endpoint[A, R any] struct{ b binding }
 
 // Method binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 0 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -64,7 +64,7 @@ func (e Endpoint[A, R]) Send(m *ActorMesh[A], port Port[R]) error {
 // Endpoint1 is an endpoint of actor type A taking 1 argument(s) and answering R,
 // bound once from a method expression (see Method1). Its methods are the adverbs.
 // The zero Endpoint1 is bound to nothing: its adverbs fail.
-type Endpoint1[A, T1, R any] struct{ b *binding }
+type Endpoint1[A, T1, R any] struct{ b binding }
 
 // Method1 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 1 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -123,7 +123,7 @@ func (e Endpoint1[A, T1, R]) Send(m *ActorMesh[A], port Port[R], a1 T1) error {
 // Endpoint2 is an endpoint of actor type A taking 2 argument(s) and answering R,
 // bound once from a method expression (see Method2). Its methods are the adverbs.
 // The zero Endpoint2 is bound to nothing: its adverbs fail.
-type Endpoint2[A, T1, T2, R any] struct{ b *binding }
+type Endpoint2[A, T1, T2, R any] struct{ b binding }
 
 // Method2 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 2 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -182,7 +182,7 @@ func (e Endpoint2[A, T1, T2, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T
 // Endpoint3 is an endpoint of actor type A taking 3 argument(s) and answering R,
 // bound once from a method expression (see Method3). Its methods are the adverbs.
 // The zero Endpoint3 is bound to nothing: its adverbs fail.
-type Endpoint3[A, T1, T2, T3, R any] struct{ b *binding }
+type Endpoint3[A, T1, T2, T3, R any] struct{ b binding }
 
 // Method3 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 3 argument(s) returning (R, error). It is cheap; bind once in a package-level var

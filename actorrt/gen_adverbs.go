@@ -117,7 +117,7 @@ func writeType(b *bytes.Buffer, n int) {
 	fmt.Fprintf(b, "\n// %s is an endpoint of actor type A taking %d argument(s) and answering R,\n", a.typ, n)
 	fmt.Fprintf(b, "// bound once from a method expression (see %s). Its methods are the adverbs.\n", bindName("Method", n))
 	fmt.Fprintf(b, "// The zero %s is bound to nothing: its adverbs fail.\n", a.typ)
-	fmt.Fprintf(b, "type %s[%s any] struct{ b *binding }\n", a.typ, a.typeParams("R"))
+	fmt.Fprintf(b, "type %s[%s any] struct{ b binding }\n", a.typ, a.typeParams("R"))
 }
 
 func bindName(fn string, n int) string {

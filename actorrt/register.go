@@ -44,6 +44,7 @@ var registry = struct {
 	sync.RWMutex
 	types  map[string]*actorType
 	failed map[string]error // why a Register failed, for a better error at Spawn
+	byPC   sync.Map         // a method expression's entry PC -> its *method, for the adverbs
 }{types: map[string]*actorType{}, failed: map[string]error{}}
 
 // Register makes actor type T known to this program, in every process of
@@ -219,13 +220,17 @@ func shortName(name string) string {
 
 // endpointOf finds the endpoint behind a method expression such as
 // (*Counter).GetValue. The compiler has already checked its signature
-// against the mesh's actor type; this finds its name (once per binding).
+// against the mesh's actor type; this finds its name, once per method.
 func endpointOf(fn any, at *actorType) (*method, error) {
 	v := reflect.ValueOf(fn)
 	if v.Kind() != reflect.Func || v.IsNil() {
 		return nil, fmt.Errorf("%w: nil endpoint", ErrBadEndpoint)
 	}
-	full := runtime.FuncForPC(v.Pointer()).Name()
+	pc := v.Pointer()
+	if m, ok := registry.byPC.Load(pc); ok && m.(*method).owner == at {
+		return m.(*method), nil
+	}
+	full := runtime.FuncForPC(pc).Name()
 	dot := strings.LastIndexByte(full, '.')
 	recv := ".(*" + stripTypeArgs(at.typ.Name()) + ")."
 	if dot < 0 || !strings.HasSuffix(stripTypeArgs(full[:dot+1]), recv) {
@@ -235,6 +240,7 @@ func endpointOf(fn any, at *actorType) (*method, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: %s is not an endpoint of %s", ErrBadEndpoint, full[dot+1:], at.name)
 	}
+	registry.byPC.Store(pc, m)
 	return m, nil
 }
 
