@@ -126,10 +126,24 @@
 //
 // # Processes
 //
-// Procs are started with a parent-death signal from a thread that lives as
-// long as the process, so they die with their parent, and they exit when
-// their bus connection is gone. A proc gets MONARCH_RANK_<DIM> and
-// MONARCH_SIZE_<DIM> for each dimension of its mesh.
+// Every process of a job that hosts actors (the client, and each proc) has
+// a host agent of its own (internal/hostagent) serving ThisHost(): it
+// starts procs, captures their output and watches them. Procs are started
+// with a parent-death signal from a thread that lives as long as the
+// process, so they die with their parent, and they exit when their bus
+// connection is gone. A proc gets MONARCH_RANK_<DIM> and MONARCH_SIZE_<DIM>
+// for each dimension of its mesh.
+//
+// # Inside
+//
+// The client's runtime and a proc's (client.go, worker.go) share a core
+// (runtime.go): its node on the bus (node.go, behind the link interface of
+// link.go), the actors it hosts (localactors.go), the host agent,
+// supervision (supervision.go, driving the failureRouter state machine of
+// failurerouter.go) and what it knows of the job's health (health.go,
+// driving the healthTable of healthtable.go). The two state machines do
+// no I/O; their tests are scripts in testdata/health and
+// testdata/supervision.
 package actorrt
 
 //go:generate go run gen_adverbs.go

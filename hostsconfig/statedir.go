@@ -6,12 +6,15 @@ import (
 	"strconv"
 )
 
+// EnvStateDir names the variable that overrides StateDir.
+const EnvStateDir = "MONARCH_STATE_DIR"
+
 // StateDir is where launchers and clients keep their jobs' records (state
 // for `monarch status`, logs for `monarch logs`): $MONARCH_STATE_DIR, else
 // ~/.monarch/jobs. A home directory is usually shared by a cluster's
 // nodes, so a batch job's records are visible from the login node.
 func StateDir() string {
-	if d := os.Getenv("MONARCH_STATE_DIR"); d != "" {
+	if d := os.Getenv(EnvStateDir); d != "" {
 		return d
 	}
 	home, err := os.UserHomeDir()

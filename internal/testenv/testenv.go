@@ -109,12 +109,12 @@ func setup(extra []string) (*Env, error) {
 	// MONARCH_* are set, not only HOME and TMPDIR: they also pass where
 	// a launcher forwards only those (the test cluster's ssh).
 	vars := map[string]string{
-		"HOME":                 home,
-		"TMPDIR":               tmp,
-		"MONARCH_STATE_DIR":    filepath.Join(home, ".monarch", "jobs"),
-		logagg.EnvSystemLogDir: filepath.Join(tmp, "monarch-logs"),
-		jobstate.EnvIDPrefix:   e.prefix,
-		envMarker:              root,
+		"HOME":                  home,
+		"TMPDIR":                tmp,
+		hostsconfig.EnvStateDir: filepath.Join(home, ".monarch", "jobs"),
+		logagg.EnvSystemLogDir:  filepath.Join(tmp, "monarch-logs"),
+		jobstate.EnvIDPrefix:    e.prefix,
+		envMarker:               root,
 	}
 	for k, v := range goEnv {
 		vars[k] = v
