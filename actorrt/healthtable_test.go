@@ -16,7 +16,8 @@ import (
 // from the start of the script. Commands:
 //
 //	table self=c timeout=5s          a new table (every script starts with one)
-//	started at=1s                    procs started, one per input line: "<proc> <agent>"
+//	started at=1s [fresh]            procs started, one per input line: "<proc> <agent>";
+//	                                 fresh: being spawned here now (none can have ended)
 //	c-1 h0
 //	gone proc=c-1 reason=crashed [stopped] [announce]
 //	heard agent=h0 at=2s             a heartbeat
@@ -63,7 +64,7 @@ func TestHealthTable(t *testing.T) {
 					}
 					procs = append(procs, procInfo{ID: f[0], Agent: f[1]})
 				}
-				effects = ht.step(evStarted{procs: procs, at: at(d)})
+				effects = ht.step(evStarted{procs: procs, fresh: d.HasArg("fresh"), at: at(d)})
 			case "gone":
 				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)
@@ -93,11 +94,13 @@ func TestHealthTable(t *testing.T) {
 				case effGone:
 					fmt.Fprintf(&b, "gone %s: %s", e.n.Proc, describeGone(e.n))
 					if e.announce {
-						b.WriteString(" (announce)")
+						fmt.Fprintf(&b, " (announce to the holders of %s's procs)", e.agent)
 					}
 					b.WriteString("\n")
 				case effWatch:
 					fmt.Fprintf(&b, "watch %s\n", e.agent)
+				case effAsk:
+					fmt.Fprintf(&b, "ask %s which ended of %s\n", e.agent, strings.Join(e.procs, ","))
 				default:
 					fmt.Fprintf(&b, "? %T\n", e)
 				}

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -23,6 +24,11 @@ type node struct {
 	health   *health
 	drops    wire.Drops // malformed messages dropped, by kind
 	log      zerolog.Logger
+
+	// received counts the frames the dispatcher took, by kind, and the
+	// notices of ends among them: what tests read to see who got what.
+	received [4]atomic.Uint64
+	notices  atomic.Uint64
 }
 
 // publish sends data on subject; a closed link is ErrStopped.

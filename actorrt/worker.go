@@ -105,3 +105,7 @@ func (w *worker) procEnded(wire.GoneNotice) {}
 func (w *worker) procsStarted(*ProcMesh) {}
 
 func (w *worker) linesArrived() {}
+
+func (w *worker) watchSubjects(agent string) []string {
+	return []string{w.subjects.Heartbeat(agent), w.subjects.Deaths(agent)}
+}

@@ -51,7 +51,7 @@ func newJobBus(t *testing.T, job string) *jobBus {
 	}
 	t.Cleanup(peer.Close)
 	b := &jobBus{t: t, srv: srv, conn: conn, peer: peer, subj: jobenv.SubjectsOf(job), wake: make(chan struct{}, 1)}
-	for _, s := range []string{b.subj.Log(), b.subj.Proc(jobenv.ClientID), b.subj.Deaths(), b.subj.HeartbeatPrefix() + "*"} {
+	for _, s := range []string{b.subj.Log(), b.subj.Proc(jobenv.ClientID), b.subj.DeathsPrefix() + "*", b.subj.HeartbeatPrefix() + "*"} {
 		if _, err := peer.Subscribe(s); err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestStandalone(t *testing.T) {
 		&wire.SpawnProcsReq{IDs: []string{"c-9"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 11})
 	b.waitFor("the end announced", func() bool {
 		for i, f := range b.msgs {
-			if f.Method == wire.OpGone && b.subjs[i] == b.subj.Deaths() {
+			if f.Method == wire.OpGone && b.subjs[i] == b.subj.Deaths("h1") {
 				var n wire.GoneNotice
 				if err := msgpack.Unmarshal(f.Payload, &n); err != nil {
 					t.Fatal(err)

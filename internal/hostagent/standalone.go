@@ -159,6 +159,8 @@ func (s *standalone) dispatch(m bus.Message) {
 	switch b := body.(type) {
 	case *wire.SpawnProcsReq:
 		go s.agent.SpawnProcs(*b)
+	case *wire.EndedReq:
+		s.agent.Ended(*b, f.ReplyTo, f.Port)
 	case *wire.StopProcsReq:
 		if f.Method == wire.OpSyncLogs {
 			s.agent.SyncLogs(*b, f.ReplyTo, f.Port)
@@ -183,7 +185,7 @@ func (s *standalone) report() error {
 // announce tells the job that a proc of this host ended.
 func (s *standalone) announce(n *wire.GoneNotice) {
 	h := wire.Header{Kind: wire.KindControl, Method: wire.OpGone, ReplyTo: s.agent.cfg.ID, Rank: -1}
-	if err := s.agent.publishFrame(s.subjects.Deaths(), &h, func(e *msgpack.Encoder) error { return e.Encode(n) }); err != nil {
+	if err := s.agent.publishFrame(s.subjects.Deaths(s.agent.cfg.ID), &h, func(e *msgpack.Encoder) error { return e.Encode(n) }); err != nil {
 		s.log.Error().Err(err).Str("proc", n.Proc).Msg("cannot announce a proc's end")
 	}
 }
