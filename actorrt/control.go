@@ -37,7 +37,7 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &MeshFailure{}
 	case wire.OpMeshInfo:
 		body = &meshInfoReq{}
-	case wire.OpAgentsHello, wire.OpHeartbeat:
+	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive:
 	default:
 		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
 	}

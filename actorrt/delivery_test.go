@@ -3,6 +3,8 @@ package actorrt_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,4 +209,34 @@ func TestOrderingWithChoose(t *testing.T) {
 	if want := 3*wholes + (n - wholes); total != want {
 		t.Errorf("%d messages seen in all, want %d", total, want)
 	}
+}
+
+// TestStoppedProcIsReported: a proc that is alive but does nothing (here
+// SIGSTOP) is found out within the host timeout: its agent kills it, the
+// call waiting on it fails, and its owner hears why.
+func TestStoppedProcIsReported(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
+	c := spawn[Crasher](t, procs, "stopped")
+	pid, err := actorrt.Method((*Crasher).PID).CallOne(c).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = actorrt.Method((*Crasher).PID).CallOne(c).Get(ctx)
+	if !errors.Is(err, actorrt.ErrProcFailed) {
+		t.Fatalf("a call to a stopped proc: %v, want ErrProcFailed", err)
+	}
+	d := time.Since(start)
+	f := waitFailure(t, "stopped")
+	if !strings.Contains(f.Reason, "unresponsive") {
+		t.Errorf("failure %q does not say the proc was unresponsive", f.Reason)
+	}
+	if d > 10*time.Second {
+		t.Errorf("reported after %v, want within the host timeout (5s) and a tick", d)
+	}
+	t.Logf("a stopped proc was reported after %v", d.Round(time.Millisecond))
 }

@@ -67,8 +67,9 @@ func (h *health) started(procs []procInfo, fresh bool) {
 // heard takes a heartbeat of agent.
 func (h *health) heard(agent string) { h.step(evHeard{agent: agent, at: time.Now()}) }
 
-// tick declares silent agents gone.
-func (h *health) tick(now time.Time) { h.step(evTick{at: now}) }
+// tick declares silent agents gone; starved says this process was
+// starved itself since the last tick.
+func (h *health) tick(now time.Time, starved bool) { h.step(evTick{at: now, starved: starved}) }
 
 func goneError(n wire.GoneNotice) error {
 	if n.Stopped {

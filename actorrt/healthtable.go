@@ -53,8 +53,13 @@ type (
 		agent string
 		at    time.Time
 	}
-	// evTick: time passes; silent agents are declared gone.
-	evTick struct{ at time.Time }
+	// evTick: time passes; silent agents are declared gone. starved says
+	// this process itself was starved since the last tick (the tick came
+	// late): its silence is not the agents', so they get a fresh start.
+	evTick struct {
+		at      time.Time
+		starved bool
+	}
 )
 
 // The effects a healthTable asks for.
@@ -122,6 +127,12 @@ func (t *healthTable) step(ev any) []any {
 			t.lastHeard[ev.agent] = ev.at
 		}
 	case evTick:
+		if ev.starved {
+			for a := range t.lastHeard {
+				t.lastHeard[a] = ev.at
+			}
+			break
+		}
 		var silent []string
 		for a, last := range t.lastHeard {
 			if _, gone := t.gone[a]; !gone && ev.at.Sub(last) > t.timeout {

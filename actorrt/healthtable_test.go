@@ -21,7 +21,7 @@ import (
 //	c-1 h0
 //	gone proc=c-1 reason=crashed [stopped] [announce]
 //	heard agent=h0 at=2s             a heartbeat
-//	tick at=7s                       time passes
+//	tick at=7s [starved]             time passes (starved: this process was starved since the last tick)
 //	query proc=c-1                   what the table knows of a proc
 //
 // go test -run TestHealthTable -rewrite ./actorrt rewrites the expected
@@ -76,7 +76,7 @@ func TestHealthTable(t *testing.T) {
 				d.ScanArgs(t, "agent", &agent)
 				effects = ht.step(evHeard{agent: agent, at: at(d)})
 			case "tick":
-				effects = ht.step(evTick{at: at(d)})
+				effects = ht.step(evTick{at: at(d), starved: d.HasArg("starved")})
 			case "query":
 				var proc string
 				d.ScanArgs(t, "proc", &proc)

@@ -125,6 +125,7 @@ func (rt *core) start(l link, r role, client bool) error {
 	current.Store(rt)
 	go rt.dispatchLoop()
 	go rt.agent.Heartbeats(rt.ctx, false)
+	go rt.agent.WatchLiveness(rt.ctx, rt.opts.hostTimeout)
 	go rt.watchHosts()
 	return nil
 }
@@ -238,6 +239,8 @@ func (rt *core) control(f *wire.Frame, subject string) {
 		rt.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
 	case wire.OpHeartbeat:
 		rt.health.heard(f.ReplyTo)
+	case wire.OpAlive:
+		rt.agent.Alive(f.ReplyTo)
 	case wire.OpFailure:
 		rt.sup.memberFailed(body.(*MeshFailure), "")
 	case wire.OpMeshInfo:
@@ -327,14 +330,20 @@ func (p *endedPort) deliver(f *wire.Frame) bool {
 func (p *endedPort) fail(error) {}
 
 // watchHosts ticks the health table, which declares silent host agents
-// gone, until the runtime ends.
+// gone, until the runtime ends. A tick that comes late means this process
+// was starved of CPU: the agents' silence may be its own, so they get a
+// fresh start rather than a verdict.
 func (rt *core) watchHosts() {
-	t := time.NewTicker(hostagent.HeartbeatInterval / 4)
+	interval := hostagent.HeartbeatInterval / 4
+	t := time.NewTicker(interval)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
-		case now := <-t.C:
-			rt.health.tick(now)
+		case <-t.C:
+			now := time.Now()
+			rt.health.tick(now, now.Sub(last) > 4*interval)
+			last = now
 		case <-rt.ctx.Done():
 			return
 		}

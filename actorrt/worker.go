@@ -6,8 +6,10 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
@@ -88,7 +90,26 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	// For the client's counts (see jobrecord.go) and the launcher's
 	// progress.
 	rt.publish(rt.subjects.Up(), []byte(rt.procID+" "+rt.hostLabel))
+	if rt.startedBy != "" {
+		go w.beat()
+	}
 	return w, nil
+}
+
+// beat tells the agent that started this proc, every heartbeat interval,
+// that it is alive; from a goroutine of its own, so that a busy
+// dispatcher does not make it look dead (see hostagent.WatchLiveness).
+func (w *worker) beat() {
+	t := time.NewTicker(hostagent.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		w.sendControl(w.startedBy, wire.OpAlive, 0, nil)
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+			return
+		}
+	}
 }
 
 // A proc has no subjects of its own beyond every runtime's.

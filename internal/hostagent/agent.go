@@ -213,6 +213,9 @@ func (a *Agent) watch(p *proc) {
 	<-p.process.Done()
 	p.drainOutput(OutputGrace)
 	reason := child.Describe(p.process.Err())
+	if p.unresponsive.Load() {
+		reason = "unresponsive (no sign of life: stopped, or its runtime wedged): " + reason
+	}
 	a.mu.Lock()
 	delete(a.children, p.id)
 	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping}

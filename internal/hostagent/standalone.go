@@ -28,6 +28,10 @@ const HeartbeatInterval = time.Second
 // before they are killed.
 const DefaultStopTimeout = 5 * time.Second
 
+// DefaultHostTimeout is how long a standalone agent's procs may show no
+// life before they are killed as unresponsive (see WatchLiveness).
+const DefaultHostTimeout = 5 * time.Second
+
 // Heartbeats publishes the agent's heartbeat every HeartbeatInterval, once
 // it has started a proc (always, if always is set), until ctx ends.
 func (a *Agent) Heartbeats(ctx context.Context, always bool) {
@@ -95,6 +99,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	lost := make(chan error, 1)
 	go func() { lost <- conn.Run(runCtx, s.dispatch) }()
 	go s.agent.Heartbeats(runCtx, true)
+	go s.agent.WatchLiveness(runCtx, DefaultHostTimeout)
 	// Report now, and again whenever the client asks: an agent may start
 	// before the client listens, or after it asked.
 	if err := s.report(); err != nil {
@@ -168,8 +173,11 @@ func (s *standalone) dispatch(m bus.Message) {
 			s.agent.StopProcs(*b, f.ReplyTo, f.Port)
 		}
 	case nil:
-		if f.Method == wire.OpAgentsHello {
+		switch f.Method {
+		case wire.OpAgentsHello:
 			s.report()
+		case wire.OpAlive:
+			s.agent.Alive(f.ReplyTo)
 		}
 	}
 }

@@ -41,6 +41,10 @@ const (
 	// OpSyncLogs (StopProcsReq): a host agent answers once every line the
 	// procs wrote so far has been sent.
 	OpSyncLogs = "synclogs"
+	// OpAlive (no body), from a proc to the host agent that started it
+	// (ReplyTo names the proc): it is alive. A proc that stops beating
+	// (stopped, or its runtime wedged) is killed and reported.
+	OpAlive = "alive"
 	// OpEnded (EndedReq): a host agent answers (EndedReply) which of the
 	// given procs of its host have ended. A process that starts holding
 	// procs of an agent subscribes to the agent's deaths subject, then
@@ -116,8 +120,8 @@ func CheckControl(h *Header, body any) error {
 	}
 	switch b := body.(type) {
 	case nil:
-		if h.Method == OpHeartbeat && !ValidID(h.ReplyTo) {
-			return fmt.Errorf("heartbeat from %.40q", h.ReplyTo)
+		if (h.Method == OpHeartbeat || h.Method == OpAlive) && !ValidID(h.ReplyTo) {
+			return fmt.Errorf("%s from %.40q", h.Method, h.ReplyTo)
 		}
 	case *GoneNotice:
 		if !ValidID(b.Proc) {
@@ -161,8 +165,8 @@ const AgentsPort uint64 = 1 << 62
 
 // ReadAgentControl decodes and checks a control frame addressed to a
 // standalone host agent: its own ops (OpSpawnProcs, OpStopProcs,
-// OpSyncLogs, OpEnded, whose body it returns) and OpAgentsHello (nil
-// body). A frame
+// OpSyncLogs, OpEnded, whose body it returns), OpAgentsHello and OpAlive
+// (nil body). A frame
 // that fails gives the kind of drop and why.
 func ReadAgentControl(f *Frame) (any, DropKind, error) {
 	var body any
@@ -173,7 +177,7 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 		body = &StopProcsReq{}
 	case OpEnded:
 		body = &EndedReq{}
-	case OpAgentsHello:
+	case OpAgentsHello, OpAlive:
 	default:
 		return nil, DropOp, fmt.Errorf("op %.40q is not a host agent's", f.Method)
 	}
