@@ -32,6 +32,10 @@ type actor struct {
 	wake  chan struct{}
 	done  chan struct{}
 
+	// pending and pendingBytes count the messages queued or in hand, for
+	// the mailbox's bound.
+	pending, pendingBytes atomic.Int64
+
 	failed error // set when Init failed: later messages get this error
 	// dead is set once the actor failed or stopped: the dispatcher then
 	// answers its messages with this error instead of queueing them.
@@ -67,9 +71,22 @@ func newActor(lm *localMesh, baseRank int) *actor {
 	return a
 }
 
-// enqueue adds a message; it never blocks (the mailbox is unbounded, so the
-// dispatcher is never held up by a busy actor).
-func (a *actor) enqueue(e envelope) {
+// enqueue adds a message; it never blocks, so the dispatcher is never
+// held up by a busy actor. The mailbox is bounded (WithMailboxLimit): a
+// message that would pass the bound is refused with ErrMailboxFull and the
+// caller says so to whoever sent it (the runtime's own messages, Init and
+// Supervise, always go in).
+func (a *actor) enqueue(e envelope) error {
+	size := int64(len(e.payload))
+	if !e.init && e.failure == nil {
+		lim := &a.mesh.rt.opts
+		if n, b := a.pending.Load(), a.pendingBytes.Load(); n >= int64(lim.mailboxMessages) || b+size > lim.mailboxBytes {
+			return fmt.Errorf("%w: actor %s has %d messages (%d bytes) waiting; the bound is %d messages, %d bytes (WithMailboxLimit)",
+				ErrMailboxFull, a.id, n, b, lim.mailboxMessages, lim.mailboxBytes)
+		}
+	}
+	a.pending.Add(1)
+	a.pendingBytes.Add(size)
 	a.mu.Lock()
 	a.queue = append(a.queue, e)
 	first := len(a.queue) == 1
@@ -80,6 +97,7 @@ func (a *actor) enqueue(e envelope) {
 		default:
 		}
 	}
+	return nil
 }
 
 func (a *actor) run() {
@@ -101,6 +119,8 @@ func (a *actor) run() {
 				return
 			}
 			a.handle(&batch[i])
+			a.pending.Add(-1)
+			a.pendingBytes.Add(-int64(len(batch[i].payload)))
 			batch[i] = envelope{}
 		}
 		a.spare = batch[:0]

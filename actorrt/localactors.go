@@ -140,7 +140,15 @@ func (la *localActors) deliver(f wire.Frame, subject string) {
 				e.reply.rank = f.Rank // the sender chose the rank (remote functions)
 			}
 		}
-		a.enqueue(e)
+		if err := a.enqueue(e); err != nil {
+			if f.Port != 0 {
+				la.rt.sendErrorToPort(e.reply, err)
+			} else {
+				// Nobody waits for it, so nobody would know it was lost:
+				// the actor fails, and its owner hears why.
+				a.fail(err.Error(), nil)
+			}
+		}
 	}
 }
 

@@ -61,6 +61,7 @@ func registerTestActors() {
 		actorrt.Register[Whoami](),
 		actorrt.Register[Crasher](),
 		actorrt.Register[RefHolder](),
+		actorrt.Register[Stall](),
 		actorrt.Register[Supervisor](),
 		actorrt.Register[Breaker](),
 		actorrt.Register[Starter](),

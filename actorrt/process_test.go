@@ -52,6 +52,8 @@ func runHelper(name string) int {
 		return helperTree()
 	case "failure":
 		return helperFailure()
+	case "mailbox":
+		return helperMailbox()
 	case "toolarge":
 		return helperTooLarge()
 	case "raw-rr", "raw-fan", "raw-sink":
