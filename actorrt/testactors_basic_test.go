@@ -130,3 +130,13 @@ type NeverRegistered struct{}
 func (n *NeverRegistered) Ping(ctx *actorrt.Context) (int, error) { return 1, nil }
 
 func (e *Echo) PID(ctx *actorrt.Context) (int, error) { return os.Getpid(), nil }
+
+// Scribble sums the bytes it got, then overwrites them.
+func (e *Echo) Scribble(ctx *actorrt.Context, b []byte) (int, error) {
+	sum := 0
+	for i := range b {
+		sum += int(b[i])
+		b[i] = 0xff
+	}
+	return sum, nil
+}
