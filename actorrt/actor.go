@@ -224,8 +224,11 @@ func (a *actor) handle(e *envelope) {
 		return // nobody waits, or the endpoint answers on its port itself
 	}
 	err := a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error {
-		if m.result == nil {
+		switch {
+		case m.result == nil:
 			return enc.EncodeNil()
+		case m.result == bytesType:
+			return wire.EncodeBytes(enc, out[0].Bytes())
 		}
 		return enc.EncodeValue(out[0])
 	})

@@ -237,6 +237,10 @@ func TestLargeArgument(t *testing.T) {
 	if sum != sha256.Sum256(big) {
 		t.Fatal("digest of the 20 MiB argument differs")
 	}
+	back, err := actorrt.Method1((*Echo).Bytes).CallOne(echo, big).Get(ctx)
+	if err != nil || !bytes.Equal(back, big) {
+		t.Fatalf("the 20 MiB argument came back as %d bytes: %v", len(back), err)
+	}
 }
 
 // TestLargeArgumentToSeveral: a large []byte argument may share the

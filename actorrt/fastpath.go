@@ -15,6 +15,8 @@ import (
 // a malformed one) goes the general way, which gives the same values and
 // the same errors as before.
 
+var bytesType = reflect.TypeFor[[]byte]()
+
 // argReader reads one plain argument as a reflect.Value of its type.
 type argReader func(*wire.Values) (reflect.Value, bool)
 

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"reflect"
 	"testing"
@@ -162,4 +163,45 @@ func FuzzValues(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEncodeBytesShares: a large []byte is not copied into the frame but
+// referred to, and the frame's parts are the bytes a plain encoding gives;
+// the frame's limit still holds.
+func TestEncodeBytesShares(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), ShareMin/8)
+	h := Header{Kind: KindActor, Target: "m", Method: "Put", Rank: -1}
+	w, err := NewFrame(&h, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Free()
+	args := []any{"before", big, 7, []byte("small")}
+	w.Enc.EncodeArrayLen(len(args))
+	for _, a := range args {
+		if err := EncodeArg(w.Enc, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, _ := NewFrame(&h, 1<<30)
+	defer plain.Free()
+	plain.Enc.Encode(args)
+	parts := w.Parts()
+	if !bytes.Equal(bytes.Join(parts, nil), plain.Bytes()) || !bytes.Equal(w.Bytes(), plain.Bytes()) {
+		t.Fatal("the frame's parts differ from the plain encoding")
+	}
+	shared := false
+	for _, p := range parts {
+		shared = shared || len(p) > 0 && &p[0] == &big[0]
+	}
+	if !shared || len(parts) != 3 {
+		t.Fatalf("%d parts; the large argument shared: %v", len(parts), shared)
+	}
+
+	small, _ := NewFrame(&h, ShareMin)
+	defer small.Free()
+	err = EncodeBytes(small.Enc, big)
+	if tl := small.TooLarge("big", err); !errors.Is(tl, ErrTooLarge) {
+		t.Fatalf("a shared []byte past the limit: %v", err)
+	}
 }
