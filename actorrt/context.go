@@ -11,7 +11,9 @@ import (
 // Context is what an endpoint receives first: the actor's own context (it
 // is done when the actor stops) and where the actor and the message are.
 // It implements context.Context. A Context is valid during the endpoint
-// call only; do not keep it after the method returns.
+// call only; do not keep it after the method returns (the actor's next
+// call reuses it). A context derived from it stays valid: it depends on the
+// actor's own context only.
 type Context struct {
 	context.Context
 	actor  *actor

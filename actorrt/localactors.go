@@ -133,7 +133,7 @@ func (la *localActors) deliver(f wire.Frame, subject string) {
 			}
 			continue
 		}
-		e := envelope{method: f.Method, payload: f.Payload, view: view, msgIdx: idx}
+		e := envelope{method: f.Method, payload: f.Payload, sole: len(lm.members) == 1, view: view, msgIdx: idx}
 		if f.Port != 0 {
 			e.reply = portRef{proc: f.ReplyTo, id: f.Port, rank: idx}
 			if f.Rank >= 0 {

@@ -42,6 +42,19 @@ func (n *node) publish(subject string, data []byte) error {
 	return nil
 }
 
+// publishParts is publish of a frame given as its parts (wire.Writer.Parts),
+// which are not joined first.
+func (n *node) publishParts(subject string, parts [][]byte) error {
+	if len(parts) == 1 {
+		return n.publish(subject, parts[0])
+	}
+	err := n.link.PublishParts(subject, parts)
+	if errors.Is(err, bus.ErrClosed) {
+		err = fmt.Errorf("%w: %v", ErrStopped, err)
+	}
+	return err
+}
+
 // newFrame starts a frame that may not pass the link's largest message.
 func (n *node) newFrame(h *wire.Header) (*wire.Writer, error) {
 	return wire.NewFrame(h, n.link.MaxMessage())
@@ -70,7 +83,7 @@ func (n *node) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) e
 		}
 		return fmt.Errorf("%w: encode %s: %v", ErrDecode, what, err)
 	}
-	return n.publish(n.subjects.Proc(to.proc), w.Bytes())
+	return n.publishParts(n.subjects.Proc(to.proc), w.Parts())
 }
 
 // sendErrorToPort sends err to a port.
