@@ -40,7 +40,8 @@ type inSender struct {
 	last      map[string]uint64 // key -> the last sequence number delivered
 	held      []Msg             // in arrival order
 	heldBytes int
-	gaps      map[string]*gap // key -> what is missing
+	gaps      map[string]*gap            // key -> what is missing
+	skipped   map[string]map[uint64]bool // key -> numbers given up on, not yet reached
 }
 
 type gap struct {
@@ -116,16 +117,35 @@ func (in *Inbox) Tick(now time.Time) []Nak {
 	return naks
 }
 
-// Abandon gives up on messages of from on key up to upto (the sender no
-// longer has them): it returns what that frees. The caller reports the
-// loss.
-func (in *Inbox) Abandon(from, key string, upto uint64) []Msg {
+// Skip gives up on message seq of from on key (the sender no longer has
+// it): it returns what that frees. The caller reports the loss.
+func (in *Inbox) Skip(from, key string, seq uint64) []Msg {
 	s := in.sender(from)
-	if upto > s.last[key] {
-		s.last[key] = upto
+	if seq <= s.last[key] {
+		return nil
+	}
+	if s.skipped == nil {
+		s.skipped = map[string]map[uint64]bool{}
+	}
+	if s.skipped[key] == nil {
+		s.skipped[key] = map[uint64]bool{}
+	}
+	s.skipped[key][seq] = true
+	in.advance(s, key)
+	return in.drain(s, nil)
+}
+
+// advance moves key's last delivered number past the numbers given up on.
+func (in *Inbox) advance(s *inSender, key string) {
+	sk := s.skipped[key]
+	for sk[s.last[key]+1] {
+		delete(sk, s.last[key]+1)
+		s.last[key]++
+	}
+	if len(sk) == 0 {
+		delete(s.skipped, key)
 	}
 	in.closeGap(s, key)
-	return in.drain(s, nil)
 }
 
 // Forget drops a sender (it ended) and what was held of it.
@@ -153,7 +173,10 @@ func (in *Inbox) deliverable(s *inSender, m *Msg) bool {
 
 func (in *Inbox) deliver(s *inSender, m Msg, out []Msg) []Msg {
 	s.last[m.Key] = m.Seq
-	if g := s.gaps[m.Key]; g != nil && m.Seq >= g.upto {
+	if s.skipped != nil {
+		in.advance(s, m.Key)
+	}
+	if g := s.gaps[m.Key]; g != nil && s.last[m.Key] >= g.upto {
 		delete(s.gaps, m.Key)
 	}
 	return append(out, m)

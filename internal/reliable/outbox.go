@@ -35,6 +35,11 @@ type Limits struct {
 	MaxBytes int           // at most this many bytes of messages in all
 }
 
+// Kept reports whether a frame of n bytes is kept to resend: those past a
+// tenth of MaxBytes are not (a lost one is given up on at once), so that
+// one large message does not push out everything else.
+func (l Limits) Kept(n int) bool { return n <= l.MaxBytes/10 }
+
 // TailDelays are when, after its last message, a quiet subject gets a
 // tail marker (its last sequence number), so that a receiver that lost
 // the last messages finds out. Several, since a marker can be lost too.
@@ -120,7 +125,7 @@ func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
 // and drops what is past the limits.
 func (o *Outbox) Keep(key string, seq uint64, frame []byte, now time.Time) {
 	os := o.subjects[key]
-	if os == nil {
+	if os == nil || !o.limits.Kept(len(frame)) {
 		return
 	}
 	k := &kept{subj: os, seq: seq, at: now, frame: append([]byte(nil), frame...)}
@@ -155,31 +160,45 @@ func (o *Outbox) expire(now time.Time) {
 }
 
 // Resend returns the kept frames on key with sequence numbers from..upto,
-// in order, and missing: the first sequence number of the range it no
-// longer holds the start of (0: it holds all). A receiver asked for them.
-func (o *Outbox) Resend(key string, from, upto uint64) (frames [][]byte, missingUpto uint64) {
+// in order, with their numbers, and the numbers in that range it no
+// longer holds (aged out, or never kept): a receiver asked for them.
+func (o *Outbox) Resend(key string, from, upto uint64) (frames [][]byte, seqs, missing []uint64) {
 	os := o.subjects[key]
 	if os == nil {
-		return nil, upto
+		return nil, nil, nil // never sent on: nothing to say
 	}
 	upto = min(upto, os.seq)
-	if from > upto {
-		return nil, 0
-	}
-	if len(os.kept) == 0 || from < os.kept[0].seq {
-		first := upto + 1
-		if len(os.kept) > 0 {
-			first = os.kept[0].seq
+	i := 0
+	for seq := from; seq <= upto && seq >= from; seq++ {
+		for i < len(os.kept) && os.kept[i].seq < seq {
+			i++
 		}
-		missingUpto = min(upto, first-1)
-		from = missingUpto + 1
-	}
-	for _, k := range os.kept {
-		if k.seq >= from && k.seq <= upto {
-			frames = append(frames, k.frame)
+		if i < len(os.kept) && os.kept[i].seq == seq {
+			frames, seqs = append(frames, os.kept[i].frame), append(seqs, seq)
+		} else {
+			missing = append(missing, seq)
 		}
 	}
-	return frames, missingUpto
+	return frames, seqs, missing
+}
+
+// ProcsSince counts the proc subjects in group s used since s's last
+// message: the fences a message on s would carry for them. Past a few, a
+// sender may rather send that message to each proc of the group (no proc
+// fences needed, each on its own subject) than carry them all.
+func (o *Outbox) ProcsSince(s *Subject) int {
+	os := o.subjects[s.Key]
+	var last uint64
+	if os != nil {
+		last = os.lastUse
+	}
+	n := 0
+	for x := o.procs.head; x != nil && x.lastUse > last; x = x.next {
+		if s.Group[x.subj.Proc] {
+			n++
+		}
+	}
+	return n
 }
 
 // Tick drops what has aged out and returns the tail markers due: for

@@ -132,14 +132,12 @@ func (w *world) answer(r string, naks []Nak) {
 		if w.lossy() {
 			continue // the NAK itself was lost: it is asked again
 		}
-		frames, missing := w.out.Resend(n.Key, n.From, n.Upto)
-		if missing != 0 {
-			w.take(r, w.ins[r].Abandon("s", n.Key, missing))
-			w.t.Logf("%s: %s up to %d no longer kept", r, n.Key, missing)
+		frames, seqs, missing := w.out.Resend(n.Key, n.From, n.Upto)
+		for _, seq := range missing {
+			w.take(r, w.ins[r].Skip("s", n.Key, seq))
 		}
-		first := max(n.From, missing+1)
 		for i := range frames {
-			seq := first + uint64(i)
+			seq := seqs[i]
 			id := w.byKeySeq[fmt.Sprintf("%s/%d", n.Key, seq)]
 			// A resent message is the same frame: its first fences.
 			w.wire(r, Msg{From: "s", Key: n.Key, Seq: seq, Fences: w.fencesOf[fmt.Sprintf("%s/%d", n.Key, seq)], Size: 1, Payload: id})

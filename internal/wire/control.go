@@ -41,6 +41,12 @@ const (
 	// OpSyncLogs (StopProcsReq): a host agent answers once every line the
 	// procs wrote so far has been sent.
 	OpSyncLogs = "synclogs"
+	// OpNak (NakReq), to a sender (internal/reliable): send again what it
+	// sent on a subject, from one sequence number up to another.
+	OpNak = "nak"
+	// OpNakMissing (NakMissing), the sender's answer to a NAK for what it
+	// no longer holds: give up on it, up to Upto.
+	OpNakMissing = "nakmissing"
 	// OpAlive (no body), from a proc to the host agent that started it
 	// (ReplyTo names the proc): it is alive. A proc that stops beating
 	// (stopped, or its runtime wedged) is killed and reported.
@@ -190,4 +196,18 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 		return nil, DropIDs, fmt.Errorf("%s: %v", f.Method, err)
 	}
 	return body, 0, nil
+}
+
+// NakReq asks for a sender's messages on subject Key, From..Upto.
+type NakReq struct {
+	Key  string `msgpack:"k"`
+	From uint64 `msgpack:"f"`
+	Upto uint64 `msgpack:"u"`
+}
+
+// NakMissing says the sender no longer holds its messages on Key up to
+// Upto.
+type NakMissing struct {
+	Key  string `msgpack:"k"`
+	Upto uint64 `msgpack:"u"`
 }

@@ -12,6 +12,14 @@ const (
 	KindActor   uint8 = 1 // to a mesh subject: call an endpoint on the members in the region
 	KindPort    uint8 = 2 // to a proc subject: a value (or error) for a port
 	KindControl uint8 = 3 // to a proc or agent subject: spawn, stop, ... (Method names the op)
+	// KindTail, on a subject that went quiet: the sender's last sequence
+	// number on it (Seq), so that a receiver that lost the last messages
+	// asks for them. No payload.
+	KindTail uint8 = 4
+	// KindResend, to a proc's subject: a message sent again on request;
+	// Target is the subject it was first sent on (its key), the payload
+	// the whole original frame.
+	KindResend uint8 = 5
 )
 
 // Header flags: bits of a Header's Flags.
@@ -35,9 +43,29 @@ type Header struct {
 	// receiver joins it to the base extent it knows for the mesh. nil
 	// selects the whole mesh.
 	Region []int
+
+	// Sequencing (internal/reliable): the sender's proc, its sequence
+	// number on the subject (0: not sequenced; the three fields are then
+	// not written), and its fences.
+	From   string
+	Seq    uint64
+	Fences []Fence
 }
 
-const headerFields = 8
+// Fence says: before this message, the sender's messages on the subject
+// Key, up to Seq.
+type Fence struct {
+	Key string
+	Seq uint64
+}
+
+// A header has headerFields fields, or seqHeaderFields when sequenced.
+const (
+	headerFields    = 8
+	seqHeaderFields = 11
+	// MaxFences bounds the fences of a header.
+	MaxFences = 4096
+)
 
 // Limits of a frame's header, checked before anything is allocated.
 const (
@@ -50,7 +78,11 @@ const (
 
 // appendTo appends the header as a msgpack array.
 func (h *Header) appendTo(b []byte) []byte {
-	b = appendArrayLen(b, headerFields)
+	if h.Seq != 0 {
+		b = appendArrayLen(b, seqHeaderFields)
+	} else {
+		b = appendArrayLen(b, headerFields)
+	}
 	b = appendUint(b, uint64(h.Kind))
 	b = appendString(b, h.Target)
 	b = appendUint(b, h.Port)
@@ -59,11 +91,24 @@ func (h *Header) appendTo(b []byte) []byte {
 	b = appendInt(b, int64(h.Rank))
 	b = appendUint(b, uint64(h.Flags))
 	if h.Region == nil {
-		return append(b, 0xc0) // nil
+		b = append(b, 0xc0) // nil
+	} else {
+		b = appendArrayLen(b, len(h.Region))
+		for _, v := range h.Region {
+			b = appendInt(b, int64(v))
+		}
 	}
-	b = appendArrayLen(b, len(h.Region))
-	for _, v := range h.Region {
-		b = appendInt(b, int64(v))
+	if h.Seq == 0 {
+		return b
+	}
+	b = appendString(b, h.From)
+	b = appendUint(b, h.Seq)
+	if len(h.Fences) == 0 {
+		return append(b, 0xc0)
+	}
+	b = appendArrayLen(b, 2*len(h.Fences))
+	for _, f := range h.Fences {
+		b = appendUint(appendString(b, f.Key), f.Seq)
 	}
 	return b
 }
@@ -80,8 +125,9 @@ func (h *Header) read(data []byte) error {
 // readAny is read of any form.
 func (h *Header) readAny(data []byte) error {
 	r := mpReader{b: data}
-	if n := r.arrayLen(); n != headerFields && r.err == nil {
-		return fmt.Errorf("header has %d fields, want %d", n, headerFields)
+	fields := r.arrayLen()
+	if fields != headerFields && fields != seqHeaderFields && r.err == nil {
+		return fmt.Errorf("header has %d fields, want %d or %d", fields, headerFields, seqHeaderFields)
 	}
 	h.Kind = r.uint8()
 	h.Target = r.str()
@@ -103,6 +149,7 @@ func (h *Header) readAny(data []byte) error {
 		return fmt.Errorf("region has %d numbers, want a multiple of 3", m)
 	}
 	h.Rank = int(rank)
+	h.Region = nil
 	if m >= 0 {
 		h.Region = make([]int, m)
 		for i := range h.Region {
@@ -113,6 +160,12 @@ func (h *Header) readAny(data []byte) error {
 			h.Region[i] = int(v)
 		}
 	}
+	h.From, h.Seq, h.Fences = "", 0, nil
+	if fields == seqHeaderFields {
+		if err := h.readSeq(&r); err != nil {
+			return err
+		}
+	}
 	switch {
 	case r.err != nil:
 		return r.err
@@ -120,6 +173,29 @@ func (h *Header) readAny(data []byte) error {
 		return fmt.Errorf("%d bytes after the header's fields", len(r.b))
 	}
 	return nil
+}
+
+// readSeq reads the sequencing fields.
+func (h *Header) readSeq(r *mpReader) error {
+	h.From = r.str()
+	h.Seq = r.uint()
+	n := r.arrayLen()
+	switch {
+	case r.err != nil:
+		return r.err
+	case h.Seq == 0:
+		return fmt.Errorf("sequenced header with sequence number 0")
+	case n > 2*MaxFences || n > len(r.b) || n > 0 && n%2 != 0:
+		// A fence takes two bytes at least.
+		return fmt.Errorf("%d fence numbers in %d bytes (at most %d fences)", n, len(r.b), MaxFences)
+	}
+	if n > 0 {
+		h.Fences = make([]Fence, n/2)
+		for i := range h.Fences {
+			h.Fences[i] = Fence{Key: r.str(), Seq: r.uint()}
+		}
+	}
+	return r.err
 }
 
 // Frame is a received message split into its header and payload.
@@ -155,24 +231,36 @@ func Parse(data []byte) (Frame, error) {
 // counts, for any other form; read then takes the general way (readAny),
 // which accepts everything readCommon does, as the same header.
 func (h *Header) readCommon(b []byte) bool {
-	if len(b) < 10 || b[0] != 0x90|headerFields || b[1] >= 0x80 || b[len(b)-1] != 0xc0 {
+	seq := len(b) > 0 && b[0] == 0x90|seqHeaderFields
+	if len(b) < 10 || !seq && b[0] != 0x90|headerFields || b[1] >= 0x80 || b[len(b)-1] != 0xc0 {
 		return false
 	}
 	target, i, ok1 := fixStr(b, 2)
 	port, i, ok2 := smallUint(b, i)
 	replyTo, i, ok3 := fixStr(b, i)
 	method, i, ok4 := fixStr(b, i)
-	if !ok1 || !ok2 || !ok3 || !ok4 || i != len(b)-3 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || i+3 > len(b) {
 		return false
 	}
 	rank, flags := int(b[i]), b[i+1]
 	if rank == 0xff {
 		rank = -1
 	}
-	if rank >= 0x80 || flags >= 0x80 {
+	if rank >= 0x80 || flags >= 0x80 || b[i+2] != 0xc0 {
 		return false
 	}
 	*h = Header{Kind: b[1], Target: target, Port: port, ReplyTo: replyTo, Method: method, Rank: rank, Flags: flags}
+	i += 3
+	if !seq {
+		return i == len(b)
+	}
+	// The sequenced form with no fences: from, seq, nil.
+	from, i, ok5 := fixStr(b, i)
+	n, i, ok6 := smallUint(b, i)
+	if !ok5 || !ok6 || n == 0 || i != len(b)-1 {
+		return false
+	}
+	h.From, h.Seq = from, n
 	return true
 }
 

@@ -21,6 +21,11 @@ type Writer struct {
 	Enc *msgpack.Encoder
 	buf limitedBuffer
 	one [1][]byte // Parts of an unshared frame
+
+	// A frame started with NewPayload gets its header at Seal.
+	deferred bool
+	head     []byte   // the header, with its length, built by Seal
+	sealed   [][]byte // Seal's parts
 }
 
 // limitedBuffer is what a frame's encoder writes to. Its bytes are b,
@@ -123,6 +128,37 @@ func NewFrame(h *Header, limit int) (*Writer, error) {
 	return w, nil
 }
 
+// NewPayload starts a frame whose header comes last (Seal): the payload is
+// encoded first, with w.Enc, so that what goes in the header may be
+// decided once the payload is known to encode (a sequence number is
+// then never spent on a message that is not sent). The payload may not
+// pass limit less room for a header.
+func NewPayload(limit int) *Writer {
+	w := framePool.Get().(*Writer)
+	w.buf.b = w.buf.b[:0]
+	w.buf.limit, w.buf.full = max(limit-headerRoom, 0), false
+	w.buf.shared, w.buf.sharedLen, w.buf.start = w.buf.shared[:0], 0, 0
+	w.deferred = true
+	return w
+}
+
+// headerRoom is what NewPayload leaves of a frame's limit for its header.
+const headerRoom = 1 << 10
+
+// Seal writes the header of a frame started with NewPayload and returns
+// the whole frame as parts to be sent one after the other (valid until
+// Free). A header past MaxHeader or the room left is an error.
+func (w *Writer) Seal(h *Header) ([][]byte, error) {
+	w.head = h.appendTo(append(w.head[:0], 0, 0, 0, 0))
+	n := len(w.head) - 4
+	if n > MaxHeader || w.buf.size()+len(w.head) > w.buf.limit+headerRoom {
+		return nil, fmt.Errorf("%w: a header of %d bytes (target %.40q): the limit is %d", ErrTooLarge, n, h.Target, min(MaxHeader, headerRoom))
+	}
+	binary.BigEndian.PutUint32(w.head[:4], uint32(n))
+	w.sealed = append(append(w.sealed[:0], w.head), w.Parts()...)
+	return w.sealed, nil
+}
+
 // TooLarge is the error for an encoding that the frame's limit stopped
 // (wrapping ErrTooLarge, naming what was encoded), or nil if err came
 // from elsewhere.
@@ -171,7 +207,8 @@ func (w *Writer) Free() {
 		return // do not keep huge buffers alive in the pool
 	}
 	clear(w.buf.shared[:cap(w.buf.shared)]) // nor what was shared
-	w.one[0] = nil
+	clear(w.sealed[:cap(w.sealed)])
+	w.one[0], w.deferred = nil, false
 	framePool.Put(w)
 }
 
