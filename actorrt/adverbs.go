@@ -75,10 +75,7 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 	if !reg.isWhole() {
 		h.Region = reg.appendWire(box[:0])
 	}
-	w, err := rt.newFrame(&h)
-	if err != nil {
-		return err
-	}
+	w := wire.NewPayload(&h, rt.link.MaxMessage())
 	defer w.Free()
 	if err := w.Enc.EncodeArrayLen(len(args)); err != nil {
 		return err
@@ -92,7 +89,7 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 			return fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err)
 		}
 	}
-	return rt.deliverTo(ref, reg, w.Parts())
+	return rt.deliverTo(ref, reg, w, &h)
 }
 
 // deliverTo publishes a call to exactly the procs that host members of
@@ -101,20 +98,22 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 // single member on the subject of each proc that hosts one, so that no
 // other proc receives it. Either way the frame is the same: each receiver
 // finds its members of the mesh in the region.
-func (rt *core) deliverTo(ref *meshRef, reg region, frame [][]byte) error {
-	if reg.isWhole() {
-		return rt.publishParts(ref.subject, frame)
+func (rt *core) deliverTo(ref *meshRef, reg region, w *wire.Writer, h *wire.Header) error {
+	var procs []string
+	if !reg.isWhole() {
+		procs = ref.procsOf(reg)
 	}
-	procs := ref.procsOf(reg)
-	if len(procs) == len(ref.all) {
-		return rt.publishParts(ref.subject, frame)
+	if reg.isWhole() || len(procs) == len(ref.all) {
+		return rt.sendSeq(w, h, seqDest{subject: ref.subject, rs: ref.seqSubject(), group: ref.all})
 	}
-	for _, p := range procs {
-		if err := rt.publishParts(rt.subjects.Proc(p), frame); err != nil {
-			return err
-		}
+	if len(procs) == 1 {
+		return rt.sendSeq(w, h, rt.toProc(procs[0]))
 	}
-	return nil
+	dests := make([]seqDest, len(procs))
+	for i, p := range procs {
+		dests[i] = rt.toProc(p)
+	}
+	return rt.sendSeq(w, h, dests...)
 }
 
 func callAdverb[R any](t meshTarget, b binding, args []any) *Future[ValueMesh[R]] {

@@ -122,7 +122,8 @@ func (c *client) connect(env jobenv.Env) error {
 		jobenv.UnsetSecret()
 		var err error
 		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token,
-			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: c.opts.maxMessage, OnError: c.busFault})
+			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: c.opts.maxMessage, OnError: c.busFault,
+			ReconnectFor: c.opts.hostTimeout})
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}

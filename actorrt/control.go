@@ -37,7 +37,11 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &MeshFailure{}
 	case wire.OpMeshInfo:
 		body = &meshInfoReq{}
-	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive:
+	case wire.OpNak:
+		body = &wire.NakReq{}
+	case wire.OpNakMissing:
+		body = &wire.NakMissing{}
+	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, opSkip:
 	default:
 		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
 	}
@@ -65,6 +69,14 @@ func checkControl(h *wire.Header, body any) error {
 	case *stopReq:
 		if !wire.ValidID(b.Mesh) {
 			return fmt.Errorf("mesh id %.40q", b.Mesh)
+		}
+	case *wire.NakReq:
+		if b.Key == "" || b.From == 0 || b.Upto < b.From || !wire.ValidID(h.ReplyTo) {
+			return fmt.Errorf("nak of %.40q %d..%d from %.40q", b.Key, b.From, b.Upto, h.ReplyTo)
+		}
+	case *wire.NakMissing:
+		if b.Key == "" || b.Upto == 0 || !wire.ValidID(h.ReplyTo) {
+			return fmt.Errorf("nak answer of %.40q %d from %.40q", b.Key, b.Upto, h.ReplyTo)
 		}
 	case *meshInfoReq:
 		if !wire.ValidID(b.Mesh) {

@@ -3,6 +3,8 @@ package actorrt_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -226,9 +228,10 @@ func TestStoppedProcIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = actorrt.Method((*Crasher).PID).CallOne(c).Get(ctx)
+	got, err := actorrt.Method((*Crasher).PID).CallOne(c).Get(ctx)
 	if !errors.Is(err, actorrt.ErrProcFailed) {
-		t.Fatalf("a call to a stopped proc: %v, want ErrProcFailed", err)
+		state, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		t.Fatalf("a call to a stopped proc: %d, %v after %v, want ErrProcFailed (pid %d: %q)", got, err, time.Since(start), pid, state)
 	}
 	d := time.Since(start)
 	f := waitFailure(t, "stopped")

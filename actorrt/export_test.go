@@ -110,3 +110,14 @@ func ReceivedCounts() map[string]uint64 {
 		"control": rt.received[wire.KindControl].Load(), "gone": rt.notices.Load(),
 	}
 }
+
+// SetChildBusURL makes the procs this process starts from now on dial
+// url (a proxy a test can cut); restore undoes it.
+func SetChildBusURL(url string) (hub string, restore func()) {
+	rt := current.Load()
+	old := rt.bus
+	b := old
+	b.URL = url
+	rt.agent.SetBus(b)
+	return old.URL, func() { rt.agent.SetBus(old) }
+}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -174,6 +175,9 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, owner: req.Owner}
 	// Subscribe before the first Init reply goes out: the spawner sends
 	// calls only after every reply, and the server has the SUB by then.
+	rt.seq.inMu.Lock()
+	rt.seq.in.Subscribe(jobenv.MeshKey(req.Mesh)) // before the SUB: what comes on it counts
+	rt.seq.inMu.Unlock()
 	if lm.sub, err = rt.link.Subscribe(rt.subjects.Mesh(req.Mesh)); err != nil {
 		return err
 	}
@@ -225,5 +229,20 @@ func (la *localActors) stopAll() {
 	la.mu.Unlock()
 	for _, id := range ids {
 		la.stopMesh(id)
+	}
+}
+
+// failAll fails every actor hosted here (the system actor included): a
+// message for any of them may be lost (see core.lost), and their owners
+// hear why.
+func (la *localActors) failAll(reason string) {
+	la.mu.Lock()
+	var all []*actor
+	for _, lm := range la.meshes {
+		all = append(all, lm.members...)
+	}
+	la.mu.Unlock()
+	for _, a := range all {
+		a.fail(reason, nil)
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/reliable"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -177,6 +179,8 @@ type meshRef struct {
 	agents  []string // the host agent that started each member's proc, by base rank
 	all     []string // every proc of the mesh, once
 	stopped atomic.Bool
+	rsOnce  sync.Once
+	rs      *reliable.Subject // the mesh's subject, for sequencing (seqSubject)
 }
 
 // procInfos lists the procs of the mesh with their agents, for health.

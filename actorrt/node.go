@@ -22,12 +22,13 @@ type node struct {
 	link     link
 	ports    portTable
 	health   *health
+	seq      *sequencer
 	drops    wire.Drops // malformed messages dropped, by kind
 	log      zerolog.Logger
 
 	// received counts the frames the dispatcher took, by kind, and the
 	// notices of ends among them: what tests read to see who got what.
-	received [4]atomic.Uint64
+	received [8]atomic.Uint64
 	notices  atomic.Uint64
 }
 
@@ -71,10 +72,7 @@ func (n *node) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) e
 		n.health.answered(to)
 	}
 	h := wire.Header{Kind: wire.KindPort, Port: to.id, Rank: to.rank, Flags: flags, ReplyTo: n.procID}
-	w, err := n.newFrame(&h)
-	if err != nil {
-		return err
-	}
+	w := wire.NewPayload(&h, n.link.MaxMessage())
 	defer w.Free()
 	if err := body(w.Enc); err != nil {
 		what := fmt.Sprintf("a value for %s#%d", to.proc, to.id)
@@ -83,7 +81,7 @@ func (n *node) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) e
 		}
 		return fmt.Errorf("%w: encode %s: %v", ErrDecode, what, err)
 	}
-	return n.publishParts(n.subjects.Proc(to.proc), w.Parts())
+	return n.sendSeq(w, &h, n.toProc(to.proc))
 }
 
 // sendErrorToPort sends err to a port.
@@ -95,15 +93,18 @@ func (n *node) sendErrorToPort(to portRef, err error) error {
 // sendControl sends a control op to a proc (or a subject of the job, with
 // sendControlOn), with an optional reply port.
 func (n *node) sendControl(proc, op string, port uint64, body any) error {
-	return n.sendControlOn(n.subjects.Proc(proc), op, port, body)
+	return n.sendControlTo(n.toProc(proc), op, port, body)
 }
 
+// sendControlOn sends a control op on a subject of the job that is not a
+// proc's (deaths, agents): not sequenced.
 func (n *node) sendControlOn(subject, op string, port uint64, body any) error {
+	return n.sendControlTo(seqDest{subject: subject}, op, port, body)
+}
+
+func (n *node) sendControlTo(d seqDest, op string, port uint64, body any) error {
 	h := wire.Header{Kind: wire.KindControl, Method: op, Port: port, ReplyTo: n.procID, Rank: -1}
-	w, err := n.newFrame(&h)
-	if err != nil {
-		return err
-	}
+	w := wire.NewPayload(&h, n.link.MaxMessage())
 	defer w.Free()
 	if err := w.Enc.Encode(body); err != nil {
 		if tl := w.TooLarge(op+" request", err); tl != nil {
@@ -111,7 +112,7 @@ func (n *node) sendControlOn(subject, op string, port uint64, body any) error {
 		}
 		return fmt.Errorf("actorrt: encode %s: %w", op, err)
 	}
-	return n.publish(subject, w.Bytes())
+	return n.sendSeq(w, &h, d)
 }
 
 // undeliverable handles a message for a port that is not open here. If

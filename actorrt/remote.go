@@ -189,16 +189,13 @@ func (rt *core) runRemote(procs *ProcMesh, name string, args []any, reply portRe
 			return fmt.Errorf("actorrt: remote %s on %v: %w", name, procs.reg.extent().point(v), err)
 		}
 		h := wire.Header{Kind: wire.KindActor, Target: sysMesh, Method: "Run", Port: reply.id, ReplyTo: reply.proc, Rank: v}
-		w, err := rt.newFrame(&h)
-		if err != nil {
-			return err
-		}
+		w := wire.NewPayload(&h, rt.link.MaxMessage())
 		err = w.Enc.EncodeMulti([]any{name, msgpack.RawMessage(raw)})
 		if tl := w.TooLarge("remote "+name+" arguments", err); tl != nil {
 			err = tl
 		}
 		if err == nil {
-			err = rt.publish(rt.subjects.Proc(p.ID), w.Bytes())
+			err = rt.sendSeq(w, &h, rt.toProc(p.ID))
 		}
 		w.Free()
 		if err != nil {

@@ -110,6 +110,7 @@ func (rt *core) start(l link, r role, client bool) error {
 	rt.link, rt.role = l, r
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.sup = newSupervision(rt, client)
+	rt.seq = newSequencer(rt.procID, 2*rt.opts.hostTimeout)
 	rt.actors = newLocalActors(rt)
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
@@ -127,6 +128,7 @@ func (rt *core) start(l link, r role, client bool) error {
 	go rt.agent.Heartbeats(rt.ctx, false)
 	go rt.agent.WatchLiveness(rt.ctx, rt.opts.hostTimeout)
 	go rt.watchHosts()
+	go rt.seqTicker(rt.ctx)
 	return nil
 }
 
@@ -178,24 +180,36 @@ func (rt *core) dispatch(m bus.Message) {
 		rt.drop(wire.DropFrame, m.Subject, err)
 		return
 	}
-	rt.received[f.Kind&3].Add(1)
+	rt.received[f.Kind&7].Add(1)
+	switch {
+	case f.Kind == wire.KindTail:
+		rt.tail(&f, rt.subjects.Key(m.Subject))
+	case f.Kind == wire.KindResend:
+		rt.resent(&f, m.Subject)
+	case f.Seq != 0:
+		sf := f // held, maybe: on the heap
+		rt.sequenced(&sf, rt.subjects.Key(m.Subject), m.Subject, len(m.Data))
+	default:
+		rt.route(&f, m.Subject)
+	}
+}
+
+// route acts on a frame, in the order it is due (see seq.go).
+func (rt *core) route(f *wire.Frame, subject string) {
 	switch f.Kind {
 	case wire.KindActor:
-		rt.actors.deliver(f, m.Subject)
+		rt.actors.deliver(*f, subject)
 	case wire.KindPort:
-		// A copy, so that only this path pays for a frame on the heap.
-		pf := f
-		h := rt.ports.get(pf.Port)
+		h := rt.ports.get(f.Port)
 		if h == nil {
-			rt.undeliverable(&pf, m.Subject)
-		} else if !h.deliver(&pf) {
-			rt.ports.close(pf.Port)
+			rt.undeliverable(f, subject)
+		} else if !h.deliver(f) {
+			rt.ports.close(f.Port)
 		}
 	case wire.KindControl:
-		cf := f
-		rt.control(&cf, m.Subject)
+		rt.control(f, subject)
 	default:
-		rt.drop(wire.DropKindOf, m.Subject, fmt.Errorf("a message of kind %d", f.Kind))
+		rt.drop(wire.DropKindOf, subject, fmt.Errorf("a message of kind %d", f.Kind))
 	}
 }
 
@@ -241,6 +255,10 @@ func (rt *core) control(f *wire.Frame, subject string) {
 		rt.health.heard(f.ReplyTo)
 	case wire.OpAlive:
 		rt.agent.Alive(f.ReplyTo)
+	case wire.OpNak:
+		rt.nak(f.ReplyTo, body.(*wire.NakReq))
+	case wire.OpNakMissing:
+		rt.nakMissing(f.ReplyTo, body.(*wire.NakMissing))
 	case wire.OpFailure:
 		rt.sup.memberFailed(body.(*MeshFailure), "")
 	case wire.OpMeshInfo:
@@ -268,10 +286,22 @@ func (rt *core) applyHealth(effects []any) {
 		switch e := e.(type) {
 		case effGone:
 			rt.role.procEnded(e.n)
+			rt.forgetProc(e.n.Proc)
 			rt.ports.failWaiting(e.n.Proc, goneError(e.n))
 			rt.sup.procEnded(e.n)
 			if e.announce {
 				rt.announceGone(e.n, e.agent)
+				// Again after a while: a notice lost to a link that was
+				// down is not otherwise sent again (receivers drop
+				// repeats).
+				for _, d := range hostagent.AnnounceAgain {
+					n, agent := e.n, e.agent
+					time.AfterFunc(d, func() {
+						if !rt.closing.Load() && rt.ctx.Err() == nil {
+							rt.announceGone(n, agent)
+						}
+					})
+				}
 			}
 		case effWatch:
 			for _, subj := range rt.role.watchSubjects(e.agent) {
@@ -290,7 +320,7 @@ func (rt *core) applyHealth(effects []any) {
 // watch) and, if the gone proc started procs itself, their holders.
 func (rt *core) announceGone(n wire.GoneNotice, agent string) {
 	for _, a := range []string{agent, n.Proc} {
-		if err := rt.sendControlOn(rt.subjects.Deaths(a), wire.OpGone, 0, &n); err != nil {
+		if err := rt.sendControlOn(rt.subjects.Deaths(a), wire.OpGone, 0, &n); err != nil && !errors.Is(err, ErrStopped) {
 			rt.log.Warn().Err(err).Str("proc", n.Proc).Msg("cannot announce a proc's end")
 		}
 		if a == n.Proc {

@@ -68,7 +68,8 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	// inherit it.
 	jobenv.UnsetSecret()
 	conn, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + boot.ID, Token: env.Bus.Token,
-		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: o.maxMessage, OnError: rt.busFault})
+		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: o.maxMessage, OnError: rt.busFault,
+		ReconnectFor: o.hostTimeout})
 	if err != nil {
 		rt.logFile.Close()
 		return nil, err

@@ -60,7 +60,21 @@ type ConnOptions struct {
 	// *DropError, which wraps ErrMalformed). It is called from the
 	// connection's own goroutines and must not block. May be nil.
 	OnError func(error)
+	// ReconnectFor, when positive, lets a link that drops reconnect, for
+	// at most this long from the drop; then it is lost (ErrClosed), as a
+	// link that does not reconnect is at once. While it is down,
+	// subscriptions are kept and Publish buffers up to ReconnectBuffer
+	// bytes (then fails with ErrNotSent). What the server had for this
+	// connection while it was down is lost: the caller makes up for that
+	// (actorrt resends). OnLink, if set, hears each drop (up=false, with
+	// the cause) and each reconnect (up=true).
+	ReconnectFor    time.Duration
+	ReconnectBuffer int
+	OnLink          func(up bool, err error)
 }
+
+// DefaultReconnectBuffer is ConnOptions.ReconnectBuffer's default: 64 MiB.
+const DefaultReconnectBuffer = 64 << 20
 
 // Message is one message as received. The handler owns Data.
 type Message struct {
@@ -76,6 +90,7 @@ type Conn struct {
 	closed     chan struct{}
 	closeOnce  sync.Once
 	closing    atomic.Bool // Close was called: the end is not a fault
+	lostLink   atomic.Bool // it stayed down past ReconnectFor: reported already
 	onError    func(error)
 	maxMessage int
 	maxPayload int // the server's, read once: a Conn never reconnects
@@ -153,9 +168,17 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		partials:      map[string]*partial{},
 		maxReassembly: o.MaxReassembly,
 	}
+	var reconnect []nats.Option
+	if o.ReconnectFor <= 0 {
+		reconnect = []nats.Option{nats.NoReconnect()}
+	} else {
+		if o.ReconnectBuffer <= 0 {
+			o.ReconnectBuffer = DefaultReconnectBuffer
+		}
+		reconnect = c.reconnectOptions(o)
+	}
 	opts := append([]nats.Option{
 		nats.Name(o.Name),
-		nats.NoReconnect(),
 		nats.Timeout(connectTimeout),
 		nats.PingInterval(o.PingInterval),
 		nats.MaxPingsOutstanding(o.MaxPingsOut),
@@ -176,7 +199,7 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 			}
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
-			if !c.closing.Load() {
+			if !c.closing.Load() && !c.lostLink.Load() {
 				cause := nc.LastError()
 				if cause == nil {
 					cause = errors.New("server closed the connection")
@@ -185,7 +208,7 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 			}
 			c.markClosed()
 		}),
-	}, extra...)
+	}, append(reconnect, extra...)...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		where := url
@@ -329,6 +352,8 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
 		return ErrClosed
+	case errors.Is(err, nats.ErrReconnectBufExceeded):
+		return ErrNotSent
 	default:
 		return err
 	}

@@ -94,6 +94,13 @@ func (a *Agent) Ended(req wire.EndedReq, replyProc string, replyPort uint64) {
 	a.sendToPort(replyProc, replyPort, 0, 0, func(e *msgpack.Encoder) error { return e.Encode(&out) })
 }
 
+// SetBus changes what the procs this agent starts from now on dial.
+func (a *Agent) SetBus(b jobenv.Bus) {
+	a.mu.Lock()
+	a.cfg.Bus = b
+	a.mu.Unlock()
+}
+
 // Started reports whether the agent has been asked to start procs.
 func (a *Agent) Started() bool { return a.started.Load() }
 
@@ -114,9 +121,12 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 		args = os.Args[1:]
 	}
 	base := append(jobenv.Clean(os.Environ()), a.cfg.Env...)
+	a.mu.Lock()
+	dial := a.cfg.Bus
+	a.mu.Unlock()
 	for i, id := range req.IDs {
 		rank := req.Ranks[i]
-		env := jobenv.Env{Job: a.cfg.Job, Bus: a.cfg.Bus,
+		env := jobenv.Env{Job: a.cfg.Job, Bus: dial,
 			Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank, Agent: a.cfg.ID}}
 		cmd := exec.Command(exe, args...)
 		cmd.Dir = a.cfg.Dir

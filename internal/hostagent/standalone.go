@@ -28,6 +28,9 @@ const HeartbeatInterval = time.Second
 // before they are killed.
 const DefaultStopTimeout = 5 * time.Second
 
+// AnnounceAgain are when, after a proc's end, its notice goes out again.
+var AnnounceAgain = [...]time.Duration{time.Second, 4 * time.Second}
+
 // DefaultHostTimeout is how long a standalone agent's procs may show no
 // life before they are killed as unresponsive (see WatchLiveness).
 const DefaultHostTimeout = 5 * time.Second
@@ -78,15 +81,22 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 
 	s := &standalone{index: args.Index, hostname: hostname, log: log}
 	conn, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "agent " + cfg.ID, Token: env.Bus.Token,
-		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, OnError: s.busFault})
+		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, OnError: s.busFault, ReconnectFor: DefaultHostTimeout})
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	s.conn = conn
 	s.subjects = jobenv.SubjectsOf(cfg.Job)
-	// The job hears of every proc of this host that ends.
-	cfg.OnEnd = func(n wire.GoneNotice) { s.announce(&n) }
+	// The job hears of every proc of this host that ends: again after a
+	// while too, since a notice lost to a link that was down is not sent
+	// again by anything else (the receivers drop repeats).
+	cfg.OnEnd = func(n wire.GoneNotice) {
+		s.announce(&n)
+		for _, d := range AnnounceAgain {
+			time.AfterFunc(d, func() { s.announce(&n) })
+		}
+	}
 	s.agent = New(cfg, conn)
 	defer s.agent.Close()
 	for _, subj := range []string{s.subjects.Proc(cfg.ID), s.subjects.Agents()} {

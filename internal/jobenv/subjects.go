@@ -11,10 +11,30 @@ func SubjectsOf(job string) Subjects { return Subjects{prefix: "mon." + job + ".
 // Proc is a proc's inbox: calls to its system actor, replies to its
 // ports, control messages (a host agent's too: an agent is addressed as a
 // proc).
-func (s Subjects) Proc(id string) string { return s.prefix + "proc." + id }
+func (s Subjects) Proc(id string) string { return s.prefix + ProcKey(id) }
 
 // Mesh is an actor mesh's subject: every proc hosting members subscribes.
-func (s Subjects) Mesh(id string) string { return s.prefix + "mesh." + id }
+func (s Subjects) Mesh(id string) string { return s.prefix + MeshKey(id) }
+
+// ProcKey and MeshKey are the short names of a proc's and a mesh's
+// subjects within the job: what sequencing fences name (Key turns a
+// subject into one, Of back).
+func ProcKey(id string) string { return "proc." + id }
+
+// MeshKey: see ProcKey.
+func MeshKey(id string) string { return "mesh." + id }
+
+// Key is the short name of one of the job's subjects, or "" for a
+// subject of another job.
+func (s Subjects) Key(subject string) string {
+	if len(subject) <= len(s.prefix) || subject[:len(s.prefix)] != s.prefix {
+		return ""
+	}
+	return subject[len(s.prefix):]
+}
+
+// Of is the subject a short name stands for.
+func (s Subjects) Of(key string) string { return s.prefix + key }
 
 // Deaths carries a notice for every proc host agent agent started that
 // ends, and for the agent itself: whoever holds procs of that agent

@@ -71,7 +71,7 @@ func (in *Inbox) sender(from string) *inSender {
 // Receive takes a message and returns what is now deliverable, in order
 // (it, held ones it freed, or nothing), and the NAKs to send. overflow
 // says the sender's held messages passed the bound: the caller gives up on
-// that sender (see Abandon).
+// that sender, and reports it.
 func (in *Inbox) Receive(m Msg, now time.Time) (deliver []Msg, naks []Nak, overflow bool) {
 	s := in.sender(m.From)
 	if m.Seq <= s.last[m.Key] {

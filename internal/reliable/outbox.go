@@ -42,8 +42,10 @@ func (l Limits) Kept(n int) bool { return n <= l.MaxBytes/10 }
 
 // TailDelays are when, after its last message, a quiet subject gets a
 // tail marker (its last sequence number), so that a receiver that lost
-// the last messages finds out. Several, since a marker can be lost too.
-var TailDelays = [...]time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second}
+// the last messages finds out. Several, since a marker can be lost too,
+// the last one past a host timeout's outage (an outage longer than that
+// is a failure).
+var TailDelays = [...]time.Duration{200 * time.Millisecond, time.Second, 3 * time.Second, 6 * time.Second, 10 * time.Second}
 
 // Outbox is a sender's side: sequence numbers and fences for what it
 // publishes, the history it resends from, and the tail markers it owes.
@@ -121,14 +123,17 @@ func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
 	return os.seq, fences
 }
 
-// Keep records a stamped message (its whole frame, copied) for resending,
-// and drops what is past the limits.
+// Keeps reports whether a frame of n bytes would be kept (Limits.Kept).
+func (o *Outbox) Keeps(n int) bool { return o.limits.Kept(n) }
+
+// Keep records a stamped message (its whole frame, which the outbox then
+// owns) for resending, and drops what is past the limits.
 func (o *Outbox) Keep(key string, seq uint64, frame []byte, now time.Time) {
 	os := o.subjects[key]
 	if os == nil || !o.limits.Kept(len(frame)) {
 		return
 	}
-	k := &kept{subj: os, seq: seq, at: now, frame: append([]byte(nil), frame...)}
+	k := &kept{subj: os, seq: seq, at: now, frame: frame}
 	o.history = append(o.history, k)
 	os.kept = append(os.kept, k)
 	o.bytes += len(k.frame)

@@ -34,6 +34,7 @@ type Writer struct {
 type limitedBuffer struct {
 	b     []byte
 	limit int
+	named int  // the limit errors name (the whole frame's)
 	full  bool // a write was refused
 	// shared holds, in order, pieces of b and the slices shared between
 	// them; sharedLen is their length in all.
@@ -97,7 +98,7 @@ func (w *limitedBuffer) tooLarge(what string) error {
 	if !w.full {
 		return nil
 	}
-	return fmt.Errorf("%w: %s: over the bus's largest message of %d bytes", ErrTooLarge, what, w.limit)
+	return fmt.Errorf("%w: %s: over the bus's largest message of %d bytes", ErrTooLarge, what, w.named)
 }
 
 var framePool = sync.Pool{New: func() any {
@@ -114,7 +115,7 @@ var framePool = sync.Pool{New: func() any {
 func NewFrame(h *Header, limit int) (*Writer, error) {
 	w := framePool.Get().(*Writer)
 	w.buf.b = h.appendTo(append(w.buf.b[:0], 0, 0, 0, 0))
-	w.buf.limit, w.buf.full = limit, false
+	w.buf.limit, w.buf.named, w.buf.full = limit, limit, false
 	w.buf.shared, w.buf.sharedLen, w.buf.start = w.buf.shared[:0], 0, 0
 	n := len(w.buf.b) - 4
 	if n > MaxHeader || len(w.buf.b) > limit {
@@ -131,28 +132,32 @@ func NewFrame(h *Header, limit int) (*Writer, error) {
 // NewPayload starts a frame whose header comes last (Seal): the payload is
 // encoded first, with w.Enc, so that what goes in the header may be
 // decided once the payload is known to encode (a sequence number is
-// then never spent on a message that is not sent). The payload may not
-// pass limit less room for a header.
-func NewPayload(limit int) *Writer {
+// then never spent on a message that is not sent). h is the header as it
+// is known now: the payload may pass limit less its size and SeqRoom.
+func NewPayload(h *Header, limit int) *Writer {
 	w := framePool.Get().(*Writer)
+	w.head = h.appendTo(append(w.head[:0], 0, 0, 0, 0))
 	w.buf.b = w.buf.b[:0]
-	w.buf.limit, w.buf.full = max(limit-headerRoom, 0), false
+	w.buf.limit, w.buf.named, w.buf.full = max(limit-len(w.head)-SeqRoom, 0), limit, false
 	w.buf.shared, w.buf.sharedLen, w.buf.start = w.buf.shared[:0], 0, 0
 	w.deferred = true
 	return w
 }
 
-// headerRoom is what NewPayload leaves of a frame's limit for its header.
-const headerRoom = 1 << 10
+// SeqRoom is what NewPayload keeps of a frame's limit for the sequencing
+// fields Seal adds to its header (a frame at the very limit with many
+// fences fails at Seal).
+const SeqRoom = 64
 
 // Seal writes the header of a frame started with NewPayload and returns
 // the whole frame as parts to be sent one after the other (valid until
-// Free). A header past MaxHeader or the room left is an error.
+// Free). A header past MaxHeader, or a frame past the limit, is an error.
 func (w *Writer) Seal(h *Header) ([][]byte, error) {
 	w.head = h.appendTo(append(w.head[:0], 0, 0, 0, 0))
 	n := len(w.head) - 4
-	if n > MaxHeader || w.buf.size()+len(w.head) > w.buf.limit+headerRoom {
-		return nil, fmt.Errorf("%w: a header of %d bytes (target %.40q): the limit is %d", ErrTooLarge, n, h.Target, min(MaxHeader, headerRoom))
+	if n > MaxHeader || w.buf.size()+len(w.head) > w.buf.named {
+		return nil, fmt.Errorf("%w: a frame of %d bytes with its header of %d (target %.40q): the limit is %d, and %d for a header",
+			ErrTooLarge, w.buf.size()+len(w.head), n, h.Target, w.buf.named, MaxHeader)
 	}
 	binary.BigEndian.PutUint32(w.head[:4], uint32(n))
 	w.sealed = append(append(w.sealed[:0], w.head), w.Parts()...)
@@ -244,7 +249,7 @@ func EncodeArg(enc *msgpack.Encoder, v any) error {
 // ErrTooLarge (naming what) as soon as the encoding would pass limit
 // bytes.
 func MarshalLimited(v any, limit int, what string) ([]byte, error) {
-	buf := &limitedBuffer{limit: limit}
+	buf := &limitedBuffer{limit: limit, named: limit}
 	enc := msgpack.GetEncoder()
 	defer msgpack.PutEncoder(enc)
 	enc.Reset(buf)

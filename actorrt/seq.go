@@ -1,0 +1,359 @@
+package actorrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/reliable"
+	"github.com/monarch-go/monarch/internal/wire"
+)
+
+// Reliable delivery (see internal/reliable). Every frame a runtime sends
+// on a proc's or a mesh's subject is sequenced: it carries this proc's
+// sequence number on that subject and its fences, and a copy is kept to
+// resend. A receiver delivers in sequence and fence order, holds what
+// comes early, asks (a NAK) for what is missing, and drops duplicates. So
+// a link that drops (a stall, a leaf's link cut for a few seconds, the
+// hub's listener restarting) and comes back loses, repeats and reorders
+// no actor message. What a sender no longer holds when asked is given up
+// on and reported: calls waiting on that sender fail, and this proc's
+// actors fail (their owners hear of it).
+//
+// Frames to standalone host agents (h0, h1, ...) and the transport's own
+// frames (NAKs, resends, tails, heartbeats) are not sequenced.
+
+// Bounds of the history kept to resend, and of what a receiver holds.
+const (
+	seqRetainMin = 12 * time.Second // past the last tail marker
+	seqKeepBytes = 256 << 20
+	seqHoldBytes = 256 << 20
+	seqTick      = 100 * time.Millisecond
+	// splitProcs: a whole-mesh message that would carry fences for more
+	// procs than this goes to each proc's subject instead.
+	splitProcs = 64
+)
+
+// sequencer is a runtime's reliable-delivery state: the outbox of what it
+// sends and the inbox of what it receives.
+type sequencer struct {
+	// outMu is held from stamping a frame to publishing it, so that
+	// frames leave in the order of their numbers.
+	outMu sync.Mutex
+	out   *reliable.Outbox
+	procs map[string]*reliable.Subject // proc subjects by proc id
+
+	inMu sync.Mutex
+	in   *reliable.Inbox
+}
+
+func newSequencer(self string, retain time.Duration) *sequencer {
+	s := &sequencer{
+		out:   reliable.NewOutbox(reliable.Limits{Retain: max(retain, seqRetainMin), MaxBytes: seqKeepBytes}),
+		procs: map[string]*reliable.Subject{},
+		in:    reliable.NewInbox(seqHoldBytes),
+	}
+	s.in.Subscribe(jobenv.ProcKey(self))
+	return s
+}
+
+// procSubject is proc's subject as the outbox knows it; nil for a
+// standalone host agent, whose frames are not sequenced. Hold outMu.
+func (s *sequencer) procSubject(proc string) *reliable.Subject {
+	if jobenv.IsAgentID(proc) {
+		return nil
+	}
+	rs := s.procs[proc]
+	if rs == nil {
+		rs = &reliable.Subject{Key: jobenv.ProcKey(proc), Proc: proc}
+		s.procs[proc] = rs
+	}
+	return rs
+}
+
+// meshSubject is a mesh's subject as the outbox knows it, made once.
+func (r *meshRef) seqSubject() *reliable.Subject {
+	r.rsOnce.Do(func() {
+		g := make(map[string]bool, len(r.all))
+		for _, p := range r.all {
+			g[p] = true
+		}
+		r.rs = &reliable.Subject{Key: jobenv.MeshKey(r.id), Group: g}
+	})
+	return r.rs
+}
+
+// sendSeq publishes a frame whose payload w holds (NewPayload), with
+// header h, on each destination: the subject, sequenced on rs (nil: not
+// sequenced). The payload is encoded once; each destination gets its own
+// header.
+func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
+	s := n.seq
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	now := time.Now()
+	if len(dests) == 1 && dests[0].group != nil && s.out.ProcsSince(dests[0].rs) > splitProcs {
+		// After sends to many of its procs, a mesh's message would carry
+		// a fence for each: it goes to each proc on its own subject.
+		procs := dests[0].group
+		dests = make([]seqDest, len(procs))
+		for i, p := range procs {
+			dests[i] = n.toProc(p)
+		}
+	}
+	for _, d := range dests {
+		rs := d.rs
+		if rs == nil && d.proc != "" {
+			rs = s.procSubject(d.proc)
+		}
+		h.From, h.Seq, h.Fences = "", 0, nil
+		if rs != nil {
+			seq, fences := s.out.Stamp(rs, now)
+			h.From, h.Seq = n.procID, seq
+			for _, f := range fences {
+				h.Fences = append(h.Fences, wire.Fence{Key: f.Key, Seq: f.Seq})
+			}
+		}
+		parts, err := w.Seal(h)
+		if err != nil {
+			if rs != nil {
+				// The number is spent: send it empty, so that nobody
+				// waits for it.
+				n.sendSkip(d.subject, rs.Key, h.Seq)
+			}
+			return err
+		}
+		err = n.publishParts(d.subject, parts)
+		if rs != nil && (err == nil || errors.Is(err, bus.ErrNotSent)) {
+			// Kept: a frame the link could not take while it was down
+			// goes again when its receivers ask.
+			if s.out.Keeps(partsLen(parts)) {
+				s.out.Keep(rs.Key, h.Seq, copyParts(parts), now)
+			}
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seqDest is one destination of sendSeq: a subject, and how it is
+// sequenced: rs, or the proc subject of proc, or not at all. A mesh's
+// subject names its procs (group): a message that would carry fences for
+// too many of them goes to each instead.
+type seqDest struct {
+	subject string
+	rs      *reliable.Subject
+	proc    string
+	group   []string
+}
+
+// toProc is the destination of proc's own subject.
+func (n *node) toProc(proc string) seqDest {
+	return seqDest{subject: n.subjects.Proc(proc), proc: proc}
+}
+
+// sendSkip publishes an empty frame for a number that was spent on a
+// frame that could not be sent. Hold outMu.
+func (n *node) sendSkip(subject, key string, seq uint64) {
+	h := wire.Header{Kind: wire.KindControl, Method: opSkip, From: n.procID, Seq: seq, Rank: -1}
+	w := wire.NewPayload(&h, n.link.MaxMessage())
+	defer w.Free()
+	w.Enc.EncodeNil()
+	if parts, err := w.Seal(&h); err == nil {
+		n.publishParts(subject, parts)
+		n.seq.out.Keep(key, seq, copyParts(parts), time.Now())
+	}
+}
+
+// opSkip is a control frame that carries nothing but its number.
+const opSkip = "skip"
+
+func partsLen(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
+
+// copyParts is a frame's parts joined in a buffer of its own (a frame's
+// parts live only until it is freed).
+func copyParts(parts [][]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// sequenced takes a sequenced frame that came on subject (key): it is
+// routed now, after frames it freed, or held until what it needs comes.
+func (rt *core) sequenced(f *wire.Frame, key, subject string, size int) {
+	if !wire.ValidID(f.From) || key == "" {
+		rt.drop(wire.DropIDs, subject, fmt.Errorf("a sequenced frame from %.40q on %.40q", f.From, subject))
+		return
+	}
+	s := rt.seq
+	msg := reliable.Msg{From: f.From, Key: key, Seq: f.Seq, Size: size, Payload: f}
+	for _, fe := range f.Fences {
+		msg.Fences = append(msg.Fences, reliable.Fence{Key: fe.Key, Seq: fe.Seq})
+	}
+	s.inMu.Lock()
+	deliver, naks, overflow := s.in.Receive(msg, time.Now())
+	if overflow {
+		s.in.Forget(f.From)
+	}
+	s.inMu.Unlock()
+	rt.sendNaks(naks)
+	for _, m := range deliver {
+		rt.route(m.Payload.(*wire.Frame), rt.subjects.Of(m.Key))
+	}
+	if overflow {
+		rt.lost(f.From, key, fmt.Sprintf("held more than %d bytes waiting for what was missing", seqHoldBytes))
+	}
+}
+
+// tail takes a tail marker: a gap it shows is asked for.
+func (rt *core) tail(f *wire.Frame, key string) {
+	s := rt.seq
+	s.inMu.Lock()
+	naks := s.in.Tail(f.From, key, f.Seq, time.Now())
+	s.inMu.Unlock()
+	rt.sendNaks(naks)
+}
+
+// resent takes a frame sent again on request: it goes the way it would
+// have, on the subject it was first sent on.
+func (rt *core) resent(f *wire.Frame, subject string) {
+	inner, err := wire.Parse(f.Payload)
+	if err != nil || inner.Seq == 0 || f.Target == "" {
+		rt.drop(wire.DropFrame, subject, fmt.Errorf("a resent frame that does not hold one: %v", err))
+		return
+	}
+	rt.sequenced(&inner, f.Target, subject, len(f.Payload))
+}
+
+// sendNaks asks the senders for what is missing.
+func (rt *core) sendNaks(naks []reliable.Nak) {
+	for _, k := range naks {
+		rt.sendControlUnsequenced(k.To, wire.OpNak, &wire.NakReq{Key: k.Key, From: k.From, Upto: k.Upto})
+	}
+}
+
+// nak answers a receiver's NAK: what this proc still holds, sent again to
+// it; what it does not, said so.
+func (rt *core) nak(from string, req *wire.NakReq) {
+	s := rt.seq
+	s.outMu.Lock()
+	frames, _, missing := s.out.Resend(req.Key, req.From, req.Upto)
+	s.outMu.Unlock()
+	for _, fr := range frames {
+		h := wire.Header{Kind: wire.KindResend, Target: req.Key, From: rt.procID, Rank: -1}
+		w := wire.NewPayload(&h, rt.link.MaxMessage()+len(fr))
+		w.Enc.Writer().Write(fr)
+		if parts, err := w.Seal(&h); err == nil {
+			rt.publishParts(rt.subjects.Proc(from), parts)
+		}
+		w.Free()
+	}
+	for _, seq := range missing {
+		rt.sendControlUnsequenced(from, wire.OpNakMissing, &wire.NakMissing{Key: req.Key, Upto: seq})
+	}
+}
+
+// nakMissing gives up on a message the sender no longer holds.
+func (rt *core) nakMissing(from string, m *wire.NakMissing) {
+	s := rt.seq
+	s.inMu.Lock()
+	deliver := s.in.Skip(from, m.Key, m.Upto)
+	s.inMu.Unlock()
+	rt.lost(from, m.Key, fmt.Sprintf("message %d on %s, which the sender no longer holds", m.Upto, m.Key))
+	for _, d := range deliver {
+		rt.route(d.Payload.(*wire.Frame), rt.subjects.Of(d.Key))
+	}
+}
+
+// lost reports messages from proc from that cannot be delivered: never
+// silently. Calls waiting on that proc fail; this proc's actors, any of
+// which the lost message may have been for, fail, and their owners hear
+// why.
+func (rt *core) lost(from, key, why string) {
+	err := fmt.Errorf("%w: proc %s lost messages from proc %s: %s", ErrBus, rt.procID, from, why)
+	rt.log.Error().Err(err).Msg("messages lost")
+	rt.ports.failWaiting(from, err)
+	rt.actors.failAll(err.Error())
+}
+
+// seqTicker sends the tail markers due and asks again for what is still
+// missing, until the runtime ends.
+func (rt *core) seqTicker(ctx context.Context) {
+	t := time.NewTicker(seqTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		s := rt.seq
+		s.outMu.Lock()
+		tails := s.out.Tick(now)
+		s.outMu.Unlock()
+		for _, tl := range tails {
+			h := wire.Header{Kind: wire.KindTail, Target: tl.Key, From: rt.procID, Seq: tl.Seq, Rank: -1}
+			rt.publishTransport(rt.subjects.Of(tl.Key), &h)
+		}
+		s.inMu.Lock()
+		naks := s.in.Tick(now)
+		s.inMu.Unlock()
+		rt.sendNaks(naks)
+	}
+}
+
+// publishTransport publishes a transport frame with no payload (a tail
+// marker: its Seq is the sender's last number on the subject, which the
+// dispatcher reads as such by its kind).
+func (rt *core) publishTransport(subject string, h *wire.Header) {
+	w := wire.NewPayload(h, rt.link.MaxMessage())
+	defer w.Free()
+	if parts, err := w.Seal(h); err == nil {
+		rt.publishParts(subject, parts)
+	}
+}
+
+// sendControlUnsequenced sends a transport control op to a proc.
+func (n *node) sendControlUnsequenced(proc, op string, body any) {
+	h := wire.Header{Kind: wire.KindControl, Method: op, ReplyTo: n.procID, Rank: -1}
+	w := wire.NewPayload(&h, n.link.MaxMessage())
+	defer w.Free()
+	if err := w.Enc.Encode(body); err != nil {
+		return
+	}
+	if parts, err := w.Seal(&h); err == nil {
+		n.publishParts(n.subjects.Proc(proc), parts)
+	}
+}
+
+// forgetProc drops what this proc keeps for and of a proc that ended.
+func (rt *core) forgetProc(proc string) {
+	s := rt.seq
+	s.outMu.Lock()
+	s.out.Forget(jobenv.ProcKey(proc))
+	delete(s.procs, proc)
+	s.outMu.Unlock()
+	s.inMu.Lock()
+	s.in.Forget(proc)
+	s.inMu.Unlock()
+}
