@@ -48,8 +48,13 @@ type Hub struct {
 // carries messages both ways once a request over it has been answered.
 const probeSubject = "_MONARCH_BUS.hub"
 
-// linkPoll is how often a leaf looks at its link to the hub.
-const linkPoll = 50 * time.Millisecond
+// linkPoll is how often a leaf looks at its link to the hub; probeAgain
+// how soon it probes the link again at start when the hub's interest has
+// not come over it yet.
+const (
+	linkPoll   = 50 * time.Millisecond
+	probeAgain = 5 * time.Millisecond
+)
 
 // StartLeaf starts an embedded server as a leaf node of hub: its clients
 // (o.Host, default loopback; o.Port; the token o.Token, default a fresh
@@ -137,7 +142,7 @@ func (s *Server) awaitHub(ctx context.Context) error {
 		if errors.Is(err, nats.ErrNoResponders) {
 			// The hub's interest has not come over the link yet.
 			select {
-			case <-time.After(linkPoll):
+			case <-time.After(probeAgain):
 			case <-ctx.Done():
 			}
 		}

@@ -247,7 +247,9 @@ func start(opts *server.Options, o *ServerOptions) (*Server, error) {
 	}
 	log := &serverLog{}
 	ns.SetLogger(log, false, false)
-	go ns.Start()
+	// Start returns once the client and leaf listeners are open (routes
+	// listen on a goroutine of their own): ready is then at once.
+	ns.Start()
 	if !ns.ReadyForConnections(startTimeout) {
 		ns.Shutdown()
 		if cause := log.last(); cause != nil {
