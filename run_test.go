@@ -56,6 +56,35 @@ func TestRunLocalTLS(t *testing.T) {
 	}
 }
 
+// TestRunLocalHubOfTwo runs a job on four simulated hosts whose hub is
+// two servers: the launcher's and one on h0.
+func TestRunLocalHubOfTwo(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 4\n[bus]\nhubs = 2\n")
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n[procs]\ngpus = 2\n", filepath.Join(build(t), "multihost")))
+	out, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + t.TempDir()}, "run", job)
+	if code != 0 || !strings.Contains(out, "Process mesh extent: {hosts: 4, gpus: 2}") || strings.Count(out, "taking a step") != 8 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// TestRunLeafCannotReachHub: hosts whose leaves cannot reach the hub (a
+// wrong advertised address) fail the job at start, saying where they
+// tried and why.
+func TestRunLeafCannotReachHub(t *testing.T) {
+	dir := t.TempDir()
+	// The bus listens on 127.0.0.1 only: nothing answers at 127.0.0.2.
+	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 1\n[bus]\nlisten = \"127.0.0.1:0\"\nadvertise = \"127.0.0.2\"\n")
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n", filepath.Join(build(t), "multihost")))
+	start := time.Now()
+	_, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + t.TempDir()}, "run", job)
+	if code != 1 || !strings.Contains(stderr, "host agents could not start") || !strings.Contains(stderr, "leaf cannot reach its hub at 127.0.0.2:") ||
+		!strings.Contains(stderr, "connection refused") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	t.Logf("after %v: %s", time.Since(start).Round(time.Millisecond), stderr)
+}
+
 // monarchEnv is monarch with extra environment (set for this test).
 func monarchEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()

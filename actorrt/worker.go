@@ -1,6 +1,7 @@
 package actorrt
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -8,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
@@ -20,6 +22,7 @@ import (
 type worker struct {
 	*core    // what every runtime has
 	exitCode atomic.Int32
+	hostBus  *hostagent.HostBus // a simulated host's own bus, or nil
 }
 
 var _ role = (*worker)(nil)
@@ -48,6 +51,9 @@ func runWorker(o options, env jobenv.Env) int {
 		fmt.Fprintf(os.Stderr, "monarch proc %s: bus connection lost, exiting\n", w.procID)
 	}
 	w.stop()
+	if w.hostBus != nil {
+		w.hostBus.Close()
+	}
 	w.logFile.Close()
 	return code
 }
@@ -65,16 +71,21 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	// The secret stays in the runtime; user code and its children do not
 	// inherit it.
 	jobenv.UnsetSecret()
-	conn, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + boot.ID, Token: env.Bus.Token,
-		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: o.maxMessage, OnError: rt.busFault})
+	conn, err := w.connect(env, o)
 	if err != nil {
 		rt.logFile.Close()
 		return nil, err
 	}
 	if err := rt.start(busLink{conn}, w, false); err != nil {
 		conn.Close()
+		if w.hostBus != nil {
+			w.hostBus.Close()
+		}
 		rt.logFile.Close()
 		return nil, err
+	}
+	if w.hostBus != nil {
+		go w.watchHostBus()
 	}
 	ready := wire.ProcReady{PID: os.Getpid(), Host: rt.hostname}
 	// Sent after the inbox SUB on the same connection: once the spawner has
@@ -89,6 +100,39 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	// progress.
 	rt.publish(rt.subjects.Up(), []byte(rt.procID+" "+rt.hostLabel))
 	return w, nil
+}
+
+// connect dials the proc's bus: the one its spawner dials, or, for a
+// simulated host (env.HostBus), the host's own, a leaf of the job's hub
+// that it starts here and its procs dial in turn.
+func (w *worker) connect(env jobenv.Env, o options) (*bus.Conn, error) {
+	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token,
+		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: o.maxMessage, OnError: w.busFault}
+	if !env.HostBus {
+		return bus.Connect(env.Bus.URL, opts)
+	}
+	hb, err := hostagent.StartHostBus(context.Background(), hostagent.HostBusConfig{Job: w.job, Bus: env.Bus, Log: w.log})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := bus.ConnectInProcess(hb.Server(), opts)
+	if err != nil {
+		hb.Close()
+		return nil, err
+	}
+	w.hostBus, w.bus = hb, hb.Procs()
+	return conn, nil
+}
+
+// watchHostBus closes the link, which ends the proc, once its host's
+// bus has been cut off from the hub for good.
+func (w *worker) watchHostBus() {
+	select {
+	case err := <-w.hostBus.Lost():
+		w.log.Error().Err(err).Msg("host bus cut off from the job")
+		w.link.Close()
+	case <-w.ctx.Done():
+	}
 }
 
 // A proc has no subjects of its own beyond every runtime's.
