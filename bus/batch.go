@@ -45,6 +45,9 @@ func (c *Conn) Publish(subject string, data []byte) error {
 	if len(data) > c.maxMessage {
 		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, len(data), subject, c.maxMessage)
 	}
+	if err := c.awaitHub(); err != nil {
+		return err
+	}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	now := time.Since(clockBase)

@@ -44,8 +44,11 @@ type Hub struct {
 	OnLink func(up bool, cause error)
 }
 
-// probeSubject is answered by every hub server: a leaf knows its link
-// carries messages both ways once a request over it has been answered.
+// probeSubject is answered by every hub server (every server started
+// with Leaves or Cluster): a leaf knows its link carries messages both
+// ways once a request over it has been answered, and a Conn that every
+// server of the hub knows its subscriptions once each has answered one
+// sent after them (hubsync.go).
 const probeSubject = "_MONARCH_BUS.hub"
 
 // linkPoll is how often a leaf looks at its link to the hub; probeAgain
@@ -149,13 +152,15 @@ func (s *Server) awaitHub(ctx context.Context) error {
 	}
 }
 
-// startProbe makes a hub answer the probes of its leaves.
+// startProbe makes a hub server answer probes.
 func (s *Server) startProbe() error {
 	nc, err := nats.Connect("", nats.InProcessServer(s.ns), nats.Token(s.token), nats.NoReconnect(), nats.Name("hub probe"))
 	if err != nil {
 		return fmt.Errorf("bus: hub probe: %w", err)
 	}
-	if _, err := nc.Subscribe(probeSubject, func(m *nats.Msg) { m.Respond(nil) }); err != nil {
+	// The answer names the server and echoes the probe: "<server> <probe>".
+	id := s.ns.ID() + " "
+	if _, err := nc.Subscribe(probeSubject, func(m *nats.Msg) { m.Respond(append([]byte(id), m.Data...)) }); err != nil {
 		nc.Close()
 		return fmt.Errorf("bus: hub probe: %w", err)
 	}

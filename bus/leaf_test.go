@@ -278,54 +278,77 @@ func TestClusterUnreachableRoute(t *testing.T) {
 
 // The interest race. A proc subscribes (its inbox; a mesh's subject when
 // an actor is spawned on it) and then tells its spawner, on another host,
-// that it is ready; the spawner sends to it at once. That first message
-// must not find the hub (or the spawner's leaf, or another server of the
-// hub's cluster) still unaware of the subscription: NATS would drop it,
-// as a message nobody wants. The promise that makes it hold: a server
-// handles one connection's protocol in order, so the leaf handles the
-// proc's SUB before its PUB of the ready message, and sends the hub the
-// subscription (LS+) before the message (LMSG) on the one link; the hub
-// in turn handles the LS+ first and sends it on (to its routes, to its
-// other leaves) before it forwards the message along the same links.
-// Every step is one connection's order, so the subscription is known
-// everywhere the ready message went before the ready message is.
+// that it is ready; the spawner sends to it at once, and may tell a third
+// process, on yet another host, which sends to it too. Neither message
+// may find a server (the hub, a leaf, another server of the hub's
+// cluster) still unaware of the subscription: NATS would drop it, as a
+// message nobody wants.
+//
+// Through one hub this holds by NATS's order alone: a server handles one
+// connection's protocol in order, so the proc's leaf handles its SUB
+// before its PUB of the ready message, and sends the hub the subscription
+// (LS+) before the message (LMSG) on the one link; the hub handles the
+// LS+ first and sends it on to its other leaves before it forwards
+// anything that follows along the same links. Every path between two
+// leaves goes through the hub, so the subscription is ahead of every
+// message that follows the ready one, however it travels.
+//
+// Across a cluster it does not: the hub's servers hear of the
+// subscription over one route each, and the third process's message can
+// come round by another server first (without HubServers, 110 of 5000
+// rounds of spawner-then-third-party across three servers lost their
+// message). ConnOptions.HubServers makes the proc's first publish after a
+// subscription wait until every server of the hub has it.
 //
 // raceRounds runs rounds of exactly that and counts: procs on leaf home
 // each subscribe fresh subjects and announce themselves; every spawner
-// sends to each subject as soon as it hears, and each proc must get
-// every message, every round. The test does catch the race where there
-// is one: with each proc's subscriptions on one connection and its ready
-// message sent from another of the same leaf (no order between the two),
-// it fails within the first few rounds.
-func raceRounds(t *testing.T, home *bus.Server, spawners []*bus.Server, procs, rounds, subjects int) {
+// sends to each subject as soon as it hears and tells every teller, which
+// sends to each subject in turn; each proc must get every message, every
+// round. The test does catch the race where there is one: with each
+// proc's subscriptions on one connection and its ready message sent from
+// another of the same leaf (no order between the two), it fails within
+// the first few rounds.
+func raceRounds(t *testing.T, home *bus.Server, hubServers int, spawners, tellers []*bus.Server, procs, rounds, subjects int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Spawners answer a ready message "proc round" with one message on
-	// each of that proc's subjects of that round.
-	for i, s := range spawners {
-		c := dial(t, s, bus.ConnOptions{Name: fmt.Sprint("spawner ", i)})
-		if _, err := c.Subscribe("race.ready"); err != nil {
-			t.Fatal(err)
-		}
-		c.Flush(ctx)
-		go c.Run(ctx, func(m bus.Message) {
+	// A message "proc round" on race.ready or race.tell is answered with
+	// one message on each of that proc's subjects of that round, which
+	// names who sent it.
+	answer := func(c *bus.Conn, name string, tell bool) func(bus.Message) {
+		return func(m bus.Message) {
 			var p, r int
 			fmt.Sscanf(string(m.Data), "%d %d", &p, &r)
 			for k := 0; k < subjects; k++ {
-				c.Publish(fmt.Sprintf("race.p%d.r%d.s%d", p, r, k), []byte(fmt.Sprint(i)))
+				c.Publish(fmt.Sprintf("race.p%d.r%d.s%d", p, r, k), []byte(name))
 			}
-		})
+			if tell {
+				c.Publish("race.tell", m.Data)
+			}
+		}
 	}
-	// The spawners' interest in race.ready must be known at home before
-	// the first round: ask until every spawner has answered.
+	serve := func(servers []*bus.Server, role, subject string, tell bool) {
+		for i, s := range servers {
+			name := fmt.Sprint(role, i)
+			c := dial(t, s, bus.ConnOptions{Name: name})
+			if _, err := c.Subscribe(subject); err != nil {
+				t.Fatal(err)
+			}
+			c.Flush(ctx)
+			go c.Run(ctx, answer(c, name, tell))
+		}
+	}
+	serve(spawners, "spawner", "race.ready", true)
+	serve(tellers, "teller", "race.tell", false)
+	// Everybody's interest must be known where it is needed before the
+	// first round: ask until every spawner and teller has answered.
 	probe := dial(t, home, bus.ConnOptions{})
 	if _, err := probe.Subscribe("race.p-1.r-1.s0"); err != nil {
 		t.Fatal(err)
 	}
 	answers := collect(t, probe, 1024)
 	heard := map[string]bool{}
-	waitCount(t, "spawners heard from", len(spawners), func() int {
+	waitCount(t, "spawners and tellers heard from", len(spawners)+len(tellers), func() int {
 		probe.Publish("race.ready", []byte("-1 -1"))
 		select {
 		case m := <-answers:
@@ -335,14 +358,14 @@ func raceRounds(t *testing.T, home *bus.Server, spawners []*bus.Server, procs, r
 		return len(heard)
 	})
 
-	want := subjects * len(spawners)
+	want := subjects * len(spawners) * (1 + len(tellers))
 	var wg sync.WaitGroup
 	errs := make(chan error, procs)
 	for p := 0; p < procs; p++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := bus.Connect(home.URL(), bus.ConnOptions{Name: fmt.Sprint("proc ", p), Token: home.Token()})
+			c, err := bus.Connect(home.URL(), bus.ConnOptions{Name: fmt.Sprint("proc ", p), Token: home.Token(), HubServers: hubServers})
 			if err != nil {
 				errs <- err
 				return
@@ -364,6 +387,7 @@ func raceRounds(t *testing.T, home *bus.Server, spawners []*bus.Server, procs, r
 					errs <- err
 					return
 				}
+				from := map[string]int{}
 				for n := 0; n < want; n++ {
 					select {
 					case m := <-got:
@@ -371,8 +395,9 @@ func raceRounds(t *testing.T, home *bus.Server, spawners []*bus.Server, procs, r
 							errs <- fmt.Errorf("proc %d round %d: a message on %s", p, r, m.Subject)
 							return
 						}
+						from[string(m.Data)]++
 					case <-time.After(5 * time.Second):
-						errs <- fmt.Errorf("proc %d round %d: %d of %d messages (the rest were dropped: no interest where they were sent)", p, r, n, want)
+						errs <- fmt.Errorf("proc %d round %d: %d of %d messages, by sender %v (the rest were dropped: no interest where they were sent)", p, r, n, want, from)
 						return
 					}
 				}
@@ -389,23 +414,28 @@ func raceRounds(t *testing.T, home *bus.Server, spawners []*bus.Server, procs, r
 	}
 }
 
-// TestInterestRace: procs on a leaf, spawners on another leaf and on the
-// hub.
+// TestInterestRace: procs on a leaf; spawners on another leaf and on the
+// hub, which tell a third leaf and the hub.
 func TestInterestRace(t *testing.T) {
 	hub := startHub(t, bus.ServerOptions{})
-	home, other := startLeaf(t, hub.Token(), hub), startLeaf(t, hub.Token(), hub)
+	home, other, third := startLeaf(t, hub.Token(), hub), startLeaf(t, hub.Token(), hub), startLeaf(t, hub.Token(), hub)
 	start := time.Now()
-	raceRounds(t, home, []*bus.Server{other, hub}, 8, 300, 2)
-	t.Logf("8 procs x 300 rounds x 2 subjects x 2 spawners: %v", time.Since(start).Round(time.Millisecond))
+	raceRounds(t, home, 1, []*bus.Server{other, hub}, []*bus.Server{third, hub}, 8, 300, 2)
+	t.Logf("8 procs x 300 rounds x 2 subjects x 2 spawners x (1 + 2 tellers): %v", time.Since(start).Round(time.Millisecond))
 }
 
 // TestInterestRaceCluster: the same with the hub a cluster of three
-// servers: procs on a leaf of one, spawners on a leaf of another and on
-// the third.
+// servers: procs on a leaf of the second; spawners on a leaf of the third
+// and on the first, which tell leaves of the first and the third and the
+// third itself (so that what they send comes round by another server than
+// the one the proc's subscription went through first).
 func TestInterestRaceCluster(t *testing.T) {
 	hubs := startCluster(t, 3)
-	home, other := startLeaf(t, hubs[0].Token(), hubs[1]), startLeaf(t, hubs[0].Token(), hubs[2])
+	tok := hubs[0].Token()
+	home := startLeaf(t, tok, hubs[1])
+	spawners := []*bus.Server{startLeaf(t, tok, hubs[2]), hubs[0]}
+	tellers := []*bus.Server{startLeaf(t, tok, hubs[0]), startLeaf(t, tok, hubs[2]), hubs[2]}
 	start := time.Now()
-	raceRounds(t, home, []*bus.Server{other, hubs[0], hubs[2]}, 8, 300, 2)
-	t.Logf("8 procs x 300 rounds x 2 subjects x 3 spawners: %v", time.Since(start).Round(time.Millisecond))
+	raceRounds(t, home, 3, spawners, tellers, 8, 300, 2)
+	t.Logf("8 procs x 300 rounds x 2 subjects x 2 spawners x (1 + 3 tellers): %v", time.Since(start).Round(time.Millisecond))
 }

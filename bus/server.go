@@ -113,7 +113,7 @@ func StartServer(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Leaves != nil {
+	if o.Leaves != nil || o.Cluster != nil {
 		if err := s.startProbe(); err != nil {
 			s.Shutdown()
 			return nil, err
