@@ -30,7 +30,7 @@ func build(t *testing.T) string {
 			return
 		}
 		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
-			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold"} {
+			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold", "./internal/testprog/race": "race"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
 			if err != nil {
 				buildErr = err

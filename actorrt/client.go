@@ -121,8 +121,8 @@ func (c *client) connect(env jobenv.Env) error {
 		// Under `monarch local` or `monarch run`: the bus is theirs.
 		jobenv.UnsetSecret()
 		var err error
-		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token,
-			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: c.opts.maxMessage, OnError: c.busFault})
+		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token, TLSCA: env.Bus.TLSCA,
+			TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, MaxMessage: c.opts.maxMessage, OnError: c.busFault})
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}

@@ -131,6 +131,22 @@ func TestSimulatedHostsOnLeaves(t *testing.T) {
 	if len(byHost) != 3 {
 		t.Errorf("buses by host: %v", byHost)
 	}
+	// A proc's own procs (ThisHost() in an actor) dial what it dials.
+	starter, err := actorrt.Spawn[Starter](ctx, procs.Slice("hosts", 2, 3).Slice("gpus", 0, 1), "starter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := actorrt.Method((*Starter).Start).CallOne(starter).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	innerRacers, err := actorrt.Spawn[Racer](ctx, inner, "inner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := actorrt.Method((*Racer).Bus).CallOne(innerRacers).Get(ctx); err != nil || u != byHost[2] {
+		t.Errorf("a proc of a proc of host 2 dials %q (%v), want its host's %s", u, err, byHost[2])
+	}
 }
 
 // TestInterestRaceAcrossHosts: procs spawned on one simulated host take

@@ -106,8 +106,8 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 // simulated host (env.HostBus), the host's own, a leaf of the job's hub
 // that it starts here and its procs dial in turn.
 func (w *worker) connect(env jobenv.Env, o options) (*bus.Conn, error) {
-	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token,
-		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: o.maxMessage, OnError: w.busFault}
+	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token, TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName,
+		HubServers: env.Bus.Hubs, MaxMessage: o.maxMessage, OnError: w.busFault}
 	if !env.HostBus {
 		return bus.Connect(env.Bus.URL, opts)
 	}

@@ -61,7 +61,8 @@ type HostBusConfig struct {
 type HostBus struct {
 	srv   *bus.Server
 	token string
-	hubs  string // the hub's addresses, for messages
+	nhubs int    // the hub's servers
+	hubs  string // the hub's first address, for messages
 
 	announcer *bus.Conn // a hub host's: announces its server
 	stopRun   context.CancelFunc
@@ -82,7 +83,7 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 	if b.Leaf == "" || b.Token == "" {
 		return nil, errors.New("host bus: no hub to link to (leaf URL and token)")
 	}
-	h := &HostBus{token: b.Token, lost: make(chan error, 1), hubs: hostOf(b.Leaf), grace: cfg.LinkGrace}
+	h := &HostBus{token: b.Token, nhubs: b.Hubs, lost: make(chan error, 1), hubs: hostOf(b.Leaf), grace: cfg.LinkGrace}
 	if h.grace <= 0 {
 		h.grace = LinkGrace
 	}
@@ -91,6 +92,9 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 			return nil, errors.New("host bus: a hub of several servers does not take TLS")
 		}
 		if cfg.Index < b.Hubs-1 {
+			if b.Route == "" {
+				return nil, errors.New("host bus: no route URL to join the hub's first server")
+			}
 			if err := h.startHub(ctx, cfg); err != nil {
 				return nil, err
 			}
@@ -131,7 +135,9 @@ func (h *HostBus) startHub(ctx context.Context, cfg HostBusConfig) error {
 	h.srv = srv
 	joinCtx, cancel := context.WithTimeout(ctx, HubWait)
 	defer cancel()
-	if err := srv.AwaitRoutes(joinCtx, 1); err != nil {
+	// Linked to every other server, it is one of the hub: then it can
+	// answer the probes of the processes that wait for all.
+	if err := srv.AwaitRoutes(joinCtx, cfg.Bus.Hubs-1); err != nil {
 		srv.Shutdown()
 		return fmt.Errorf("host bus: join the hub: %w", err)
 	}
@@ -295,8 +301,10 @@ const linkWarn = time.Second
 func (h *HostBus) Server() *bus.Server { return h.srv }
 
 // Procs is how the host's procs dial its server: over loopback, without
-// TLS, with the job's token.
-func (h *HostBus) Procs() jobenv.Bus { return jobenv.Bus{URL: h.srv.URL(), Token: h.token} }
+// TLS, with the job's token (and the number of the hub's servers).
+func (h *HostBus) Procs() jobenv.Bus {
+	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs}
+}
 
 // Lost gets an error once the host's link to the hub has been down for
 // the link grace: the job is gone, or this host is cut off from it.

@@ -23,7 +23,7 @@ const testProcVar = "HOSTAGENT_TEST_PROC"
 
 // busProc is a proc for the host bus tests: it dials the bus its agent
 // gives it, subscribes to its inbox, then says on test.up where it is
-// ("<proc> <url>"), and echoes what comes to its inbox on test.echo. It
+// ("<proc> <url> <hub servers>"), and echoes what comes to its inbox on test.echo. It
 // runs until SIGTERM.
 func busProc() int {
 	env, err := jobenv.FromEnviron()
@@ -31,7 +31,7 @@ func busProc() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + env.Proc.ID, Token: env.Bus.Token})
+	c, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + env.Proc.ID, Token: env.Bus.Token, HubServers: env.Bus.Hubs})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -41,7 +41,7 @@ func busProc() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c.Publish("test.up", []byte(env.Proc.ID+" "+env.Bus.URL))
+	c.Publish("test.up", []byte(fmt.Sprint(env.Proc.ID, " ", env.Bus.URL, " ", env.Bus.Hubs)))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	c.Run(ctx, func(m bus.Message) { c.Publish("test.echo", m.Data) })
@@ -87,7 +87,15 @@ func hostsOnLeaves(t *testing.T, n, hubs int) (*bus.Server, map[string]string) {
 		defer mu.Unlock()
 		switch m.Subject {
 		case "test.up":
-			proc, url, _ := strings.Cut(string(m.Data), " ")
+			var proc, url string
+			var servers int
+			fmt.Sscan(string(m.Data), &proc, &url, &servers)
+			if servers == 0 {
+				servers = 1 // one server: nothing to tell
+			}
+			if servers != hubs {
+				t.Errorf("proc %s was told of %d hub servers, want %d", proc, servers, hubs)
+			}
 			up[proc] = url
 			// At once: the proc's inbox must be known here already.
 			peer.Publish(subj.Proc(proc), []byte(proc))

@@ -90,13 +90,13 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 		}
 		defer hb.Close()
 		cfg.Bus, hubLost = hb.Procs(), hb.Lost()
-		conn, err = bus.ConnectInProcess(hb.Server(), bus.ConnOptions{Name: "agent " + cfg.ID, OnError: s.busFault})
+		conn, err = bus.ConnectInProcess(hb.Server(), bus.ConnOptions{Name: "agent " + cfg.ID, HubServers: env.Bus.Hubs, OnError: s.busFault})
 		if err != nil {
 			return err
 		}
 	} else {
 		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "agent " + cfg.ID, Token: env.Bus.Token,
-			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, OnError: s.busFault})
+			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, OnError: s.busFault})
 		if err != nil {
 			return err
 		}

@@ -55,8 +55,10 @@ type Bus struct {
 	// bus (see hostagent.StartHostBus).
 	Leaf string
 	// Hubs is how many servers the job's hub has, when more than one
-	// (the hosts file's [bus] hubs); Route is then the route URL of the
-	// first, which the others join.
+	// (the hosts file's [bus] hubs): a process's first message after a
+	// subscription waits until all know it (bus.ConnOptions.HubServers).
+	// Route is then, for a host agent, the route URL of the first, which
+	// the hub's other servers join.
 	Hubs  int
 	Route string
 }
@@ -190,9 +192,6 @@ func FromEnviron() (Env, error) {
 			bad(varBusHubs, v, "a number of hub servers, 2 or more")
 		}
 		e.Bus.Hubs = n
-	}
-	if e.Bus.Hubs > 1 && (e.Bus.Route == "" || e.Bus.Leaf == "") {
-		errs = append(errs, fmt.Errorf("$%s needs $%s and $%s", varBusHubs, varBusRoute, varBusLeaf))
 	}
 	e.HostBus = os.Getenv(varHostBus) == "1"
 	if e.HostBus && e.Bus.Leaf == "" {
