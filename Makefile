@@ -3,7 +3,7 @@
 GO  ?= go
 BIN := bin
 
-.PHONY: all build run test vet lint bench fuzz generate clean
+.PHONY: all build run test vet lint bench bench-scale fuzz generate clean
 
 all: build
 
@@ -28,9 +28,15 @@ test: vet
 # gathered at the end.
 bench:
 	@mkdir -p $(BIN)
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./... | tee $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench . -skip '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 30m ./... | tee $(BIN)/bench.txt
 	@echo "== summary"
 	@grep '^BENCH' $(BIN)/bench.txt
+
+# The scale benchmark: the scale program on 1, 4, 16, 32 and 64 simulated
+# hosts x 4 procs x 4 actors (MONARCH_SCALE_SIZES=1,4 for fewer), a line
+# of figures per size.
+bench-scale:
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m .
 
 # Every Fuzz* target of every package, found by `go test -list`, for
 # FUZZTIME each; not part of test, which already runs their seed corpora.

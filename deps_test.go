@@ -26,6 +26,7 @@ func TestLayering(t *testing.T) {
 		"internal/jobenv":    {"hostsconfig", "logagg"},
 		"internal/child":     {},
 		"internal/wire":      {},
+		"internal/reliable":  {},
 		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()

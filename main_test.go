@@ -22,7 +22,7 @@ var (
 	buildErr  error
 )
 
-func build(t *testing.T) string {
+func build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "monarch-cli-test")
@@ -30,7 +30,8 @@ func build(t *testing.T) string {
 			return
 		}
 		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
-			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold", "./internal/testprog/race": "race"} {
+			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold", "./internal/testprog/race": "race",
+			"./internal/testprog/scale": "scale"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
 			if err != nil {
 				buildErr = err

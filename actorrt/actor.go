@@ -32,7 +32,17 @@ type actor struct {
 	wake  chan struct{}
 	done  chan struct{}
 
+	// pending and pendingBytes count the messages queued or in hand, for
+	// the mailbox's bound.
+	pending, pendingBytes atomic.Int64
+
 	failed error // set when Init failed: later messages get this error
+	// msgCtx is the Context of every endpoint call, reused: only its
+	// message's fields change, so that a context derived from it (which
+	// reads only the actor's) stays valid. last is the endpoint called
+	// last, to skip the lookup for a run of calls to one endpoint.
+	msgCtx Context
+	last   *method
 	// dead is set once the actor failed or stopped: the dispatcher then
 	// answers its messages with this error instead of queueing them.
 	dead atomic.Pointer[error]
@@ -40,7 +50,10 @@ type actor struct {
 
 // envelope is one message in a mailbox.
 type envelope struct {
-	init    bool         // Init, with the spawn request's arguments
+	init bool // Init, with the spawn request's arguments
+	// sole: payload goes to this actor alone, so a large []byte argument
+	// may share it instead of being copied.
+	sole    bool
 	failure *MeshFailure // a failure of a mesh this actor owns, for Supervise
 	method  string
 	payload []byte
@@ -64,12 +77,26 @@ func newActor(lm *localMesh, baseRank int) *actor {
 	// The actor travels in its context: what it spawns with it (or with a
 	// context derived from it) it owns.
 	a.ctx, a.cancel = context.WithCancel(context.WithValue(lm.rt.ctx, actorKey{}, a))
+	a.msgCtx = Context{Context: a.ctx, actor: a}
 	return a
 }
 
-// enqueue adds a message; it never blocks (the mailbox is unbounded, so the
-// dispatcher is never held up by a busy actor).
-func (a *actor) enqueue(e envelope) {
+// enqueue adds a message; it never blocks, so the dispatcher is never
+// held up by a busy actor. The mailbox is bounded (WithMailboxLimit): a
+// message that would pass the bound is refused with ErrMailboxFull and the
+// caller says so to whoever sent it (the runtime's own messages, Init and
+// Supervise, always go in).
+func (a *actor) enqueue(e envelope) error {
+	size := int64(len(e.payload))
+	if !e.init && e.failure == nil {
+		lim := &a.mesh.rt.opts
+		if n, b := a.pending.Load(), a.pendingBytes.Load(); n >= int64(lim.mailboxMessages) || b+size > lim.mailboxBytes {
+			return fmt.Errorf("%w: actor %s has %d messages (%d bytes) waiting; the bound is %d messages, %d bytes (WithMailboxLimit)",
+				ErrMailboxFull, a.id, n, b, lim.mailboxMessages, lim.mailboxBytes)
+		}
+	}
+	a.pending.Add(1)
+	a.pendingBytes.Add(size)
 	a.mu.Lock()
 	a.queue = append(a.queue, e)
 	first := len(a.queue) == 1
@@ -80,6 +107,7 @@ func (a *actor) enqueue(e envelope) {
 		default:
 		}
 	}
+	return nil
 }
 
 func (a *actor) run() {
@@ -101,6 +129,8 @@ func (a *actor) run() {
 				return
 			}
 			a.handle(&batch[i])
+			a.pending.Add(-1)
+			a.pendingBytes.Add(-int64(len(batch[i].payload)))
 			batch[i] = envelope{}
 		}
 		a.spare = batch[:0]
@@ -179,13 +209,18 @@ func (a *actor) handle(e *envelope) {
 		a.replyError(e, a.failed)
 		return
 	}
-	m := a.mesh.typ.endpoints[e.method]
+	m := a.last
+	if m == nil || m.name != e.method {
+		m = a.mesh.typ.endpoints[e.method]
+		a.last = m
+	}
 	if m == nil {
 		a.replyError(e, a.errorf(e.method, CodeNoSuch, "%s has no endpoint %s", a.mesh.typ.name, e.method))
 		return
 	}
-	ctx := &Context{Context: a.ctx, actor: a, view: e.view, msgIdx: e.msgIdx, reply: e.reply}
-	out, aerr := a.invoke(m, ctx, e.payload)
+	ctx := &a.msgCtx
+	ctx.view, ctx.msgIdx, ctx.reply = e.view, e.msgIdx, e.reply
+	out, aerr := a.invoke(m, ctx, e.payload, e.sole)
 	if aerr != nil {
 		switch {
 		case m.port != nil && !e.reply.zero():
@@ -209,8 +244,11 @@ func (a *actor) handle(e *envelope) {
 		return // nobody waits, or the endpoint answers on its port itself
 	}
 	err := a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error {
-		if m.result == nil {
+		switch {
+		case m.result == nil:
 			return enc.EncodeNil()
+		case m.result == bytesType:
+			return wire.EncodeBytes(enc, out[0].Bytes())
 		}
 		return enc.EncodeValue(out[0])
 	})
@@ -223,7 +261,7 @@ func (a *actor) handleInit(e *envelope) {
 	var err error
 	if m := a.mesh.typ.init; m != nil {
 		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank}
-		if _, aerr := a.invoke(m, ctx, e.payload); aerr != nil {
+		if _, aerr := a.invoke(m, ctx, e.payload, false); aerr != nil {
 			err = aerr
 		}
 	}
@@ -237,7 +275,7 @@ func (a *actor) handleInit(e *envelope) {
 
 // invoke decodes the arguments and calls the method, turning an error
 // result, a decode failure or a panic into an *ActorError.
-func (a *actor) invoke(m *method, ctx *Context, payload []byte) (out []reflect.Value, aerr *ActorError) {
+func (a *actor) invoke(m *method, ctx *Context, payload []byte, sole bool) (out []reflect.Value, aerr *ActorError) {
 	defer func() {
 		if r := recover(); r != nil {
 			aerr = a.errorf(m.name, CodePanic, "%v", r)
@@ -250,14 +288,24 @@ func (a *actor) invoke(m *method, ctx *Context, payload []byte) (out []reflect.V
 		}
 		return nil, nil
 	}
+	if m.void1 != nil {
+		if handled, err := m.void1(a.ptr, ctx, payload, sole); handled {
+			if err != nil {
+				return nil, a.endpointError(m.name, err)
+			}
+			return nil, nil
+		}
+	}
 	lead := 2
 	if m.port != nil {
 		lead = 3
 	}
 	in := make([]reflect.Value, lead+len(m.args))
 	in[0], in[1] = a.val, reflect.ValueOf(ctx)
-	if err := decodeArgs(payload, m.args, in[lead:]); err != nil {
-		return nil, a.errorf(m.name, CodeDecode, "%v", err)
+	if m.readers == nil || !readPlainArgs(payload, sole, m.readers, in[lead:]) {
+		if err := decodeArgs(payload, m.args, in[lead:]); err != nil {
+			return nil, a.errorf(m.name, CodeDecode, "%v", err)
+		}
 	}
 	if m.port != nil {
 		in[2] = a.explicitPort(m, ctx.reply)

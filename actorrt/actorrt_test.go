@@ -237,6 +237,32 @@ func TestLargeArgument(t *testing.T) {
 	if sum != sha256.Sum256(big) {
 		t.Fatal("digest of the 20 MiB argument differs")
 	}
+	back, err := actorrt.Method1((*Echo).Bytes).CallOne(echo, big).Get(ctx)
+	if err != nil || !bytes.Equal(back, big) {
+		t.Fatalf("the 20 MiB argument came back as %d bytes: %v", len(back), err)
+	}
+}
+
+// TestLargeArgumentToSeveral: a large []byte argument may share the
+// received message, but only where one actor receives it: two members in
+// one proc each get bytes of their own, which they may change.
+func TestLargeArgumentToSeveral(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
+	echo, err := actorrt.SpawnPerProc[Echo](ctx, procs, "scribblers", actorrt.Dims{{"actors", 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte{3}, 1<<20)
+	sums, err := actorrt.Method1((*Echo).Scribble).Call(echo, big).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sums.Values() {
+		if s != 3<<20 {
+			t.Errorf("member %d summed %d, want %d: it saw the other's writes", i, s, 3<<20)
+		}
+	}
 }
 
 func TestEndpointErrors(t *testing.T) {

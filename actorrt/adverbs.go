@@ -84,7 +84,7 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 		return err
 	}
 	for i, a := range args {
-		if err := w.Enc.Encode(a); err != nil {
+		if err := wire.EncodeArg(w.Enc, a); err != nil {
 			what := fmt.Sprintf("%s.%s argument %d", ref.name, m.name, i+1)
 			if tl := w.TooLarge(what, err); tl != nil {
 				return tl
@@ -92,7 +92,29 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 			return fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err)
 		}
 	}
-	return rt.publish(ref.subject, w.Bytes())
+	return rt.deliverTo(ref, reg, w.Parts())
+}
+
+// deliverTo publishes a call to exactly the procs that host members of
+// reg: a whole mesh (or a slice that spans every proc of it) on the mesh's
+// subject, one message the bus fans out; a smaller slice, a Choose or a
+// single member on the subject of each proc that hosts one, so that no
+// other proc receives it. Either way the frame is the same: each receiver
+// finds its members of the mesh in the region.
+func (rt *core) deliverTo(ref *meshRef, reg region, frame [][]byte) error {
+	if reg.isWhole() {
+		return rt.publishParts(ref.subject, frame)
+	}
+	procs := ref.procsOf(reg)
+	if len(procs) == len(ref.all) {
+		return rt.publishParts(ref.subject, frame)
+	}
+	for _, p := range procs {
+		if err := rt.publishParts(rt.subjects.Proc(p), frame); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func callAdverb[R any](t meshTarget, b binding, args []any) *Future[ValueMesh[R]] {

@@ -163,7 +163,8 @@ func (c *client) start(env jobenv.Env, l link) error {
 	c.stopLogs = stopLogs
 	go c.logs.run(logCtx)
 	go c.hookLoop()
-	subjects := []string{c.subjects.Log(), c.subjects.Up()}
+	// Every proc's end: for the counts, and the client holds most procs.
+	subjects := []string{c.subjects.Log(), c.subjects.Up(), c.subjects.DeathsPrefix() + "*"}
 	if c.launched != nil {
 		subjects = append(subjects, c.subjects.AgentGonePrefix()+"*")
 	}
@@ -249,6 +250,12 @@ func (c *client) procsStarted(pm *ProcMesh) {
 }
 
 func (c *client) linesArrived() { c.logs.flush() }
+
+// watchSubjects: the client hears every end already (all the deaths
+// subjects); it watches an agent's heartbeats.
+func (c *client) watchSubjects(agent string) []string {
+	return []string{c.subjects.Heartbeat(agent)}
+}
 
 // shutdown stops the procs this client started (through their agents:
 // their last lines arrive before the agents' replies), prints the last
@@ -351,6 +358,6 @@ func (la *launchedAgents) hosts(ctx context.Context) (*HostMesh, error) {
 		hosts[i] = hostInfo{Agent: id, Name: r.Host}
 		infos[i] = procInfo{ID: id, Host: r.Host, PID: r.PID, Agent: id}
 	}
-	la.rt.health.started(infos)
+	la.rt.health.started(infos, true) // the launcher tells of an agent that ends
 	return &HostMesh{reg: wholeRegion(ready.Extent()), hosts: hosts}, nil
 }

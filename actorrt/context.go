@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // Context is what an endpoint receives first: the actor's own context (it
 // is done when the actor stops) and where the actor and the message are.
 // It implements context.Context. A Context is valid during the endpoint
-// call only; do not keep it after the method returns.
+// call only; do not keep it after the method returns (the actor's next
+// call reuses it). A context derived from it stays valid: it depends on the
+// actor's own context only.
 type Context struct {
 	context.Context
 	actor  *actor
@@ -73,16 +77,58 @@ func (i *ActorInstance) String() string {
 
 // OwnMesh is the whole mesh the running actor belongs to, as a reference
 // it can message (its siblings, or itself with SliceAt(Rank())). It fails
-// if A is not the actor's type.
+// if A is not the actor's type. The first call in a proc asks the mesh's
+// owner where the members are (a proc is told only of its own): it
+// waits, at most the spawn timeout or until ctx ends.
 func OwnMesh[A any](ctx *Context) (*ActorMesh[A], error) {
 	lm := ctx.actor.mesh
 	if want := typeName(reflect.TypeFor[A]()); want != lm.typ.name {
 		return nil, fmt.Errorf("%w: OwnMesh[%s] in an actor of %s", ErrBadArgs, shortName(want), lm.typ.name)
 	}
-	if lm.procs == nil {
+	if lm.id == sysMesh {
 		return nil, fmt.Errorf("%w: the system actor has no mesh", ErrBadArgs)
 	}
+	info, err := lm.memberInfo(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("actorrt: OwnMesh: %w", err)
+	}
 	rt := lm.rt
-	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: lm.procs, all: uniq(lm.procs)}
+	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: info.Procs, agents: info.Agents, all: uniq(info.Procs)}
+	rt.health.started(ref.procInfos(), false)
 	return &ActorMesh[A]{ref: ref, reg: *lm.whole}, nil
+}
+
+// memberInfo is where the mesh's members are, asked of its owner once.
+func (lm *localMesh) memberInfo(ctx context.Context) (*meshInfo, error) {
+	lm.infoMu.Lock()
+	defer lm.infoMu.Unlock()
+	if lm.info != nil {
+		return lm.info, nil
+	}
+	rt := lm.rt
+	fut := newFuture[meshInfo](label{mesh: lm.name, method: "where are the members"})
+	id, err := rt.ports.open(&onePort[meshInfo]{fut: fut}, []string{lm.owner})
+	if err != nil {
+		return nil, err
+	}
+	defer rt.ports.close(id)
+	if err := rt.sendControl(lm.owner, wire.OpMeshInfo, id, &meshInfoReq{Mesh: lm.id}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
+	defer cancel()
+	info, err := fut.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(info.Procs) != lm.base.NumRanks() || len(info.Agents) != len(info.Procs) {
+		return nil, fmt.Errorf("%w: mesh %s: %d procs and %d agents for %v", ErrDecode, lm.name, len(info.Procs), len(info.Agents), lm.base)
+	}
+	for i := range info.Procs {
+		if err := checkProcRef(info.Procs[i], info.Agents[i]); err != nil {
+			return nil, err
+		}
+	}
+	lm.info = &info
+	return lm.info, nil
 }

@@ -31,9 +31,13 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &wire.SpawnProcsReq{}
 	case wire.OpStopProcs, wire.OpSyncLogs:
 		body = &wire.StopProcsReq{}
+	case wire.OpEnded:
+		body = &wire.EndedReq{}
 	case wire.OpFailure:
 		body = &MeshFailure{}
-	case wire.OpAgentsHello, wire.OpHeartbeat:
+	case wire.OpMeshInfo:
+		body = &meshInfoReq{}
+	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive:
 	default:
 		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
 	}
@@ -62,6 +66,10 @@ func checkControl(h *wire.Header, body any) error {
 		if !wire.ValidID(b.Mesh) {
 			return fmt.Errorf("mesh id %.40q", b.Mesh)
 		}
+	case *meshInfoReq:
+		if !wire.ValidID(b.Mesh) {
+			return fmt.Errorf("mesh id %.40q", b.Mesh)
+		}
 	case *MeshFailure:
 		// A failure report moves the supervision tree: it must say what
 		// failed, where.
@@ -72,8 +80,12 @@ func checkControl(h *wire.Header, body any) error {
 	return nil
 }
 
-// check checks a spawn request: ids, the extent against the procs it
-// names, and the ranks against the extent.
+// maxMembers bounds the extent a spawn request may name: far more actors
+// than any job has, small enough that a rank always fits an int32.
+const maxMembers = 1 << 30
+
+// check checks a spawn request: ids, the extent, and the ranks against
+// the extent.
 func (req *spawnReq) check() error {
 	switch {
 	case !wire.ValidID(req.Mesh) || req.Mesh == sysMesh:
@@ -87,22 +99,18 @@ func (req *spawnReq) check() error {
 	case len(req.Ranks) == 0:
 		return errors.New("no ranks")
 	}
-	if err := wire.CheckIDs("proc", req.Procs); err != nil {
-		return err
-	}
-	// The extent's size must be the number of procs, computed so that it
-	// cannot overflow.
+	// The extent's size, computed so that it cannot overflow.
 	n := 1
 	for _, d := range req.Dims {
-		if d.Size < 1 || d.Size > len(req.Procs) || n*d.Size > len(req.Procs) {
-			return fmt.Errorf("extent %v for %d procs", req.Dims, len(req.Procs))
+		if d.Size < 1 || d.Size > maxMembers || n > maxMembers/d.Size {
+			return fmt.Errorf("extent %v (at most %d members)", req.Dims, maxMembers)
 		}
 		n *= d.Size
 	}
-	if n != len(req.Procs) {
-		return fmt.Errorf("extent %v for %d procs", req.Dims, len(req.Procs))
+	if len(req.Ranks) > n {
+		return fmt.Errorf("%d ranks for an extent of %d", len(req.Ranks), n)
 	}
-	seen := make([]bool, n)
+	seen := make(map[int]bool, len(req.Ranks))
 	for _, r := range req.Ranks {
 		if r < 0 || r >= n || seen[r] {
 			return fmt.Errorf("rank %d of %d (or given twice)", r, n)

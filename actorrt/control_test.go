@@ -10,7 +10,7 @@ import (
 // TestControlChecked: control messages with empty or invalid ids are
 // refused before they act, under the kind of drop they are.
 func TestControlChecked(t *testing.T) {
-	spawn := spawnReq{Mesh: "c.m1", Name: "n", Type: "T", Dims: Dims{{"a", 2}}, Ranks: []int{1}, Procs: []string{"c-1", "c-2"}, Owner: "c"}
+	spawn := spawnReq{Mesh: "c.m1", Name: "n", Type: "T", Dims: Dims{{"a", 2}}, Ranks: []int{1}, Owner: "c"}
 	with := func(f func(r *spawnReq)) *spawnReq { r := spawn; f(&r); return &r }
 	tests := []struct {
 		name string
@@ -23,9 +23,15 @@ func TestControlChecked(t *testing.T) {
 		{"spawn without a reply port", wire.OpSpawn, &spawn, 0, wire.DropIDs},
 		{"spawn of mesh \"\"", wire.OpSpawn, with(func(r *spawnReq) { r.Mesh = "" }), 3, wire.DropIDs},
 		{"spawn over the system actor", wire.OpSpawn, with(func(r *spawnReq) { r.Mesh = sysMesh }), 3, wire.DropIDs},
-		{"spawn with a wildcard proc", wire.OpSpawn, with(func(r *spawnReq) { r.Procs = []string{"c-1", ">"} }), 3, wire.DropIDs},
+		{"spawn with a wildcard owner", wire.OpSpawn, with(func(r *spawnReq) { r.Owner = ">" }), 3, wire.DropIDs},
 		{"spawn whose extent overflows", wire.OpSpawn, with(func(r *spawnReq) { r.Dims = Dims{{"a", 1 << 32}, {"b", 1 << 32}} }), 3, wire.DropIDs},
-		{"spawn whose extent is not its procs", wire.OpSpawn, with(func(r *spawnReq) { r.Dims = Dims{{"a", 3}} }), 3, wire.DropIDs},
+		{"spawn whose extent is past the bound", wire.OpSpawn, with(func(r *spawnReq) { r.Dims = Dims{{"a", 1 << 20}, {"b", 1 << 11}} }), 3, wire.DropIDs},
+		{"spawn of a rank outside its extent", wire.OpSpawn, with(func(r *spawnReq) { r.Ranks = []int{2} }), 3, wire.DropIDs},
+		{"meshinfo", wire.OpMeshInfo, &meshInfoReq{Mesh: "c.m1"}, 3, 0xff},
+		{"meshinfo without a reply port", wire.OpMeshInfo, &meshInfoReq{Mesh: "c.m1"}, 0, wire.DropIDs},
+		{"meshinfo of \"\"", wire.OpMeshInfo, &meshInfoReq{}, 3, wire.DropIDs},
+		{"ended", wire.OpEnded, &wire.EndedReq{IDs: []string{"c-1"}}, 3, 0xff},
+		{"ended of a wildcard", wire.OpEnded, &wire.EndedReq{IDs: []string{"*"}}, 3, wire.DropIDs},
 		{"spawn of a rank twice", wire.OpSpawn, with(func(r *spawnReq) { r.Ranks = []int{1, 1} }), 3, wire.DropIDs},
 		{"spawn of no rank", wire.OpSpawn, with(func(r *spawnReq) { r.Ranks = nil }), 3, wire.DropIDs},
 		{"stop", wire.OpStop, &stopReq{Mesh: "c.m1"}, 0, 0xff},

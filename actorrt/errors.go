@@ -49,6 +49,10 @@ var (
 	// port) that would pass the bus's largest message (WithMaxMessage). It
 	// is refused before it is copied.
 	ErrTooLarge = wire.ErrTooLarge
+	// ErrMailboxFull: an actor's mailbox is at its bound (WithMailboxLimit):
+	// a call is refused with it; a message nobody waits for fails the
+	// actor instead, so that its loss is reported to the owner.
+	ErrMailboxFull = errors.New("actorrt: mailbox full")
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")
 )

@@ -12,7 +12,7 @@ import (
 var (
 	sentinelList = []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
 		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed,
-		ErrTooLarge, ErrNoHostsConfig, ErrBus}
+		ErrTooLarge, ErrNoHostsConfig, ErrBus, ErrMailboxFull}
 	sentinels = map[string]error{}
 )
 

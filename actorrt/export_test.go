@@ -107,3 +107,16 @@ func ClientLogStats() LogStats {
 	l := rt.client().logs
 	return LogStats{Lines: l.lines.Load(), Bad: l.bad.Load()}
 }
+
+// ReceivedCounts counts what this process's dispatcher took: frames by
+// kind (actor, port, control) and notices of ends.
+func ReceivedCounts() map[string]uint64 {
+	rt := current.Load()
+	if rt == nil {
+		return nil
+	}
+	return map[string]uint64{
+		"actor": rt.received[wire.KindActor].Load(), "port": rt.received[wire.KindPort].Load(),
+		"control": rt.received[wire.KindControl].Load(), "gone": rt.notices.Load(),
+	}
+}

@@ -94,7 +94,7 @@ func seedControls() []struct {
 		op   string
 		body any
 	}{
-		{wire.OpSpawn, &spawnReq{Mesh: "c.m1", Name: "counters", Type: "pkg.Counter", Dims: Dims{{"gpus", 2}}, Ranks: []int{1}, Args: args, Procs: []string{"c-1", "c-2"}, Owner: "c"}},
+		{wire.OpSpawn, &spawnReq{Mesh: "c.m1", Name: "counters", Type: "pkg.Counter", Dims: Dims{{"gpus", 2}}, Ranks: []int{1}, Args: args, Owner: "c"}},
 		{wire.OpStop, &stopReq{Mesh: "c.m1"}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "killed by SIGKILL", Stopped: false}},
 		{wire.OpPortGone, &wire.PortGone{ID: 12}},

@@ -57,14 +57,19 @@ func (h *health) gone(n wire.GoneNotice, announce bool) {
 	h.step(evGone{n: n, announce: announce})
 }
 
-// started records which agent started each of procs.
-func (h *health) started(procs []procInfo) { h.step(evStarted{procs: procs, at: time.Now()}) }
+// started records which agent started each of procs; fresh says this
+// process is spawning them now (else they arrived from elsewhere, and may
+// have ended already).
+func (h *health) started(procs []procInfo, fresh bool) {
+	h.step(evStarted{procs: procs, fresh: fresh, at: time.Now()})
+}
 
 // heard takes a heartbeat of agent.
 func (h *health) heard(agent string) { h.step(evHeard{agent: agent, at: time.Now()}) }
 
-// tick declares silent agents gone.
-func (h *health) tick(now time.Time) { h.step(evTick{at: now}) }
+// tick declares silent agents gone; starved says this process was
+// starved itself since the last tick.
+func (h *health) tick(now time.Time, starved bool) { h.step(evTick{at: now, starved: starved}) }
 
 func goneError(n wire.GoneNotice) error {
 	if n.Stopped {

@@ -40,10 +40,12 @@ type (
 		n        wire.GoneNotice
 		announce bool
 	}
-	// evStarted: these procs were started by these agents (a spawn
-	// answered, or a proc mesh arrived as an argument).
+	// evStarted: these procs were started by these agents. fresh says
+	// this process is spawning them now (none can have ended yet); else
+	// they arrived as an argument, and may have ended already.
 	evStarted struct {
 		procs []procInfo
+		fresh bool
 		at    time.Time
 	}
 	// evHeard: an agent's heartbeat arrived.
@@ -51,20 +53,35 @@ type (
 		agent string
 		at    time.Time
 	}
-	// evTick: time passes; silent agents are declared gone.
-	evTick struct{ at time.Time }
+	// evTick: time passes; silent agents are declared gone. starved says
+	// this process itself was starved since the last tick (the tick came
+	// late): its silence is not the agents', so they get a fresh start.
+	evTick struct {
+		at      time.Time
+		starved bool
+	}
 )
 
 // The effects a healthTable asks for.
 type (
 	// effGone: proc is gone: fail the calls waiting on it, tell
-	// supervision (unless it was stopped), and announce it if asked.
+	// supervision (unless it was stopped), and announce it if asked, to
+	// the holders of procs of agent (the one that started it) and of
+	// procs the gone proc started itself.
 	effGone struct {
 		n        wire.GoneNotice
 		announce bool
+		agent    string
 	}
-	// effWatch: start watching agent's heartbeats.
+	// effWatch: start watching agent: its heartbeats and the ends of its
+	// procs.
 	effWatch struct{ agent string }
+	// effAsk: ask agent which of procs have ended (they may have before
+	// this process watched for it).
+	effAsk struct {
+		agent string
+		procs []string
+	}
 )
 
 // step applies one event and returns the effects, in order.
@@ -74,22 +91,48 @@ func (t *healthTable) step(ev any) []any {
 	case evGone:
 		out = t.goneWithAgents(out, ev.n, ev.announce)
 	case evStarted:
+		var ask map[string][]string // agent -> procs it started, new to this table
+		var agents []string
 		for _, p := range ev.procs {
-			if p.Agent == "" {
+			if p.Agent == "" || p.Agent == t.self {
+				continue // this process's own agent tells it directly
+			}
+			if _, known := t.agentOf[p.ID]; known {
 				continue
 			}
 			t.agentOf[p.ID] = p.Agent
-			if _, watched := t.lastHeard[p.Agent]; watched || p.Agent == t.self {
+			if _, gone := t.gone[p.Agent]; gone {
+				out = t.goneWithAgents(out, wire.GoneNotice{Proc: p.ID, Reason: "its host agent " + p.Agent + " is gone"}, false)
 				continue
 			}
-			t.lastHeard[p.Agent] = ev.at
-			out = append(out, effWatch{p.Agent})
+			if _, watched := t.lastHeard[p.Agent]; !watched {
+				t.lastHeard[p.Agent] = ev.at
+				out = append(out, effWatch{p.Agent})
+			}
+			if !ev.fresh {
+				if ask == nil {
+					ask = map[string][]string{}
+				}
+				if ask[p.Agent] == nil {
+					agents = append(agents, p.Agent)
+				}
+				ask[p.Agent] = append(ask[p.Agent], p.ID)
+			}
+		}
+		for _, a := range agents {
+			out = append(out, effAsk{a, ask[a]})
 		}
 	case evHeard:
 		if _, watched := t.lastHeard[ev.agent]; watched {
 			t.lastHeard[ev.agent] = ev.at
 		}
 	case evTick:
+		if ev.starved {
+			for a := range t.lastHeard {
+				t.lastHeard[a] = ev.at
+			}
+			break
+		}
 		var silent []string
 		for a, last := range t.lastHeard {
 			if _, gone := t.gone[a]; !gone && ev.at.Sub(last) > t.timeout {
@@ -116,7 +159,11 @@ func (t *healthTable) goneWithAgents(out []any, n wire.GoneNotice, announce bool
 	}
 	t.gone[n.Proc] = n
 	delete(t.lastHeard, n.Proc)
-	out = append(out, effGone{n, announce})
+	agent, ok := t.agentOf[n.Proc]
+	if !ok {
+		agent = t.self // an end this process's own agent saw, or an agent's
+	}
+	out = append(out, effGone{n, announce, agent})
 	var started []string
 	for p, a := range t.agentOf {
 		if a == n.Proc {

@@ -16,11 +16,12 @@ import (
 // from the start of the script. Commands:
 //
 //	table self=c timeout=5s          a new table (every script starts with one)
-//	started at=1s                    procs started, one per input line: "<proc> <agent>"
+//	started at=1s [fresh]            procs started, one per input line: "<proc> <agent>";
+//	                                 fresh: being spawned here now (none can have ended)
 //	c-1 h0
 //	gone proc=c-1 reason=crashed [stopped] [announce]
 //	heard agent=h0 at=2s             a heartbeat
-//	tick at=7s                       time passes
+//	tick at=7s [starved]             time passes (starved: this process was starved since the last tick)
 //	query proc=c-1                   what the table knows of a proc
 //
 // go test -run TestHealthTable -rewrite ./actorrt rewrites the expected
@@ -63,7 +64,7 @@ func TestHealthTable(t *testing.T) {
 					}
 					procs = append(procs, procInfo{ID: f[0], Agent: f[1]})
 				}
-				effects = ht.step(evStarted{procs: procs, at: at(d)})
+				effects = ht.step(evStarted{procs: procs, fresh: d.HasArg("fresh"), at: at(d)})
 			case "gone":
 				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)
@@ -75,7 +76,7 @@ func TestHealthTable(t *testing.T) {
 				d.ScanArgs(t, "agent", &agent)
 				effects = ht.step(evHeard{agent: agent, at: at(d)})
 			case "tick":
-				effects = ht.step(evTick{at: at(d)})
+				effects = ht.step(evTick{at: at(d), starved: d.HasArg("starved")})
 			case "query":
 				var proc string
 				d.ScanArgs(t, "proc", &proc)
@@ -93,11 +94,13 @@ func TestHealthTable(t *testing.T) {
 				case effGone:
 					fmt.Fprintf(&b, "gone %s: %s", e.n.Proc, describeGone(e.n))
 					if e.announce {
-						b.WriteString(" (announce)")
+						fmt.Fprintf(&b, " (announce to the holders of %s's procs)", e.agent)
 					}
 					b.WriteString("\n")
 				case effWatch:
 					fmt.Fprintf(&b, "watch %s\n", e.agent)
+				case effAsk:
+					fmt.Fprintf(&b, "ask %s which ended of %s\n", e.agent, strings.Join(e.procs, ","))
 				default:
 					fmt.Fprintf(&b, "? %T\n", e)
 				}

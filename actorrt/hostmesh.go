@@ -187,6 +187,9 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	if err := rt.health.anyGone(agents); err != nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
 	}
+	// Watch the agents first: a new proc that ends before it is ready is
+	// heard of.
+	rt.health.started(procs, true)
 	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs}
 	for _, a := range agents {
 		req := reqs[a]
@@ -206,7 +209,6 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	for r, rd := range ready.Values() {
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
-	rt.health.started(procs)
 	rt.role.procsStarted(pm)
 	return pm, nil
 }

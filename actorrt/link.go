@@ -13,6 +13,8 @@ import (
 type link interface {
 	// Publish sends data on subject; it fails once the link is closed.
 	Publish(subject string, data []byte) error
+	// PublishParts sends the parts, one after the other, as one message.
+	PublishParts(subject string, parts [][]byte) error
 	Subscribe(subject string) (subscription, error)
 	// Run hands every message of every subscription to handle, one at a
 	// time, in the order they arrived, until ctx ends or the link is lost

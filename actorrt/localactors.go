@@ -41,9 +41,26 @@ type localMesh struct {
 	whole   *region
 	members []*actor
 	sub     subscription
-	procs   []string // the proc of every member, by base rank
-	owner   string   // the owner's proc
+	owner   string // the owner's proc
 	stopped atomic.Bool
+
+	// The proc and agent of every member, by base rank: not in the spawn
+	// request (each proc gets only its own members), fetched from the
+	// owner the first time OwnMesh needs them.
+	infoMu sync.Mutex
+	info   *meshInfo
+}
+
+// meshInfoReq asks a mesh's owner where its members are.
+type meshInfoReq struct {
+	Mesh string `msgpack:"mesh"`
+}
+
+// meshInfo is where a mesh's members are: the proc and host agent of
+// each, by base rank.
+type meshInfo struct {
+	Procs  []string `msgpack:"procs"`
+	Agents []string `msgpack:"agents"`
 }
 
 func newLocalActors(rt *core) *localActors {
@@ -61,7 +78,6 @@ type spawnReq struct {
 	Dims  Dims               `msgpack:"dims"`  // the mesh's base extent
 	Ranks []int              `msgpack:"ranks"` // the base ranks hosted here
 	Args  msgpack.RawMessage `msgpack:"args"`  // Init's arguments, as an array
-	Procs []string           `msgpack:"procs"` // the proc of every member, by base rank
 	Owner string             `msgpack:"owner"` // the proc that owns the mesh: failures go there
 }
 
@@ -117,14 +133,22 @@ func (la *localActors) deliver(f wire.Frame, subject string) {
 			}
 			continue
 		}
-		e := envelope{method: f.Method, payload: f.Payload, view: view, msgIdx: idx}
+		e := envelope{method: f.Method, payload: f.Payload, sole: len(lm.members) == 1, view: view, msgIdx: idx}
 		if f.Port != 0 {
 			e.reply = portRef{proc: f.ReplyTo, id: f.Port, rank: idx}
 			if f.Rank >= 0 {
 				e.reply.rank = f.Rank // the sender chose the rank (remote functions)
 			}
 		}
-		a.enqueue(e)
+		if err := a.enqueue(e); err != nil {
+			if f.Port != 0 {
+				la.rt.sendErrorToPort(e.reply, err)
+			} else {
+				// Nobody waits for it, so nobody would know it was lost:
+				// the actor fails, and its owner hears why.
+				a.fail(err.Error(), nil)
+			}
+		}
 	}
 }
 
@@ -147,10 +171,7 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 		return fmt.Errorf("%w: mesh id %s spawned twice on proc %s", ErrNameTaken, req.Mesh, rt.procID)
 	}
 	whole := wholeRegion(base)
-	if len(req.Procs) != base.NumRanks() {
-		return fmt.Errorf("%w: spawn of %q: %d procs for %v", ErrDecode, req.Name, len(req.Procs), base)
-	}
-	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, procs: req.Procs, owner: req.Owner}
+	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, owner: req.Owner}
 	// Subscribe before the first Init reply goes out: the spawner sends
 	// calls only after every reply, and the server has the SUB by then.
 	if lm.sub, err = rt.link.Subscribe(rt.subjects.Mesh(req.Mesh)); err != nil {

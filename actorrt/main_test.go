@@ -60,6 +60,8 @@ func registerTestActors() {
 		actorrt.Register[Trainer](),
 		actorrt.Register[Whoami](),
 		actorrt.Register[Crasher](),
+		actorrt.Register[RefHolder](),
+		actorrt.Register[Stall](),
 		actorrt.Register[Supervisor](),
 		actorrt.Register[Breaker](),
 		actorrt.Register[Starter](),

@@ -34,7 +34,7 @@ func ThisProc() *ProcMesh {
 	if err != nil {
 		return &ProcMesh{err: err}
 	}
-	return &ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{{ID: rt.procID, Host: rt.hostname}}}
+	return &ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{{ID: rt.procID, Host: rt.hostname, Agent: rt.startedBy}}}
 }
 
 // Extent is the shape of the (sliced) mesh.
@@ -174,8 +174,22 @@ type meshRef struct {
 	typ     *actorType
 	subject string
 	procs   []string // the proc of each member, by base rank
+	agents  []string // the host agent that started each member's proc, by base rank
 	all     []string // every proc of the mesh, once
 	stopped atomic.Bool
+}
+
+// procInfos lists the procs of the mesh with their agents, for health.
+func (r *meshRef) procInfos() []procInfo {
+	out := make([]procInfo, 0, len(r.all))
+	seen := map[string]bool{}
+	for b, p := range r.procs {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, procInfo{ID: p, Agent: r.agents[b]})
+		}
+	}
+	return out
 }
 
 // procsOf lists the procs that host members of reg, once each.
@@ -187,10 +201,25 @@ func (r *meshRef) procsOf(reg region) []string {
 		return []string{r.procs[reg.baseRank(0)]}
 	}
 	var out []string
+	var seen map[string]bool // past a few procs: a linear scan would be quadratic
 	for _, b := range reg.baseRanks() {
-		if p := r.procs[b]; !slices.Contains(out, p) {
-			out = append(out, p)
+		p := r.procs[b]
+		switch {
+		case seen != nil:
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+		case slices.Contains(out, p):
+			continue
+		case len(out) == 16:
+			seen = make(map[string]bool, 2*len(out))
+			for _, q := range out {
+				seen[q] = true
+			}
+			seen[p] = true
 		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -354,14 +383,14 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	for _, d := range perProc {
 		perN *= d.Size
 	}
-	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks())}
+	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks()), agents: make([]string, ext.NumRanks())}
 	ref.subject = rt.subjects.Mesh(ref.id)
 
 	nprocs := procs.reg.numRanks()
 	for v := 0; v < nprocs; v++ {
 		p := procs.procs[procs.reg.baseRank(v)]
 		for i := 0; i < perN; i++ {
-			ref.procs[v*perN+i] = p.ID
+			ref.procs[v*perN+i], ref.agents[v*perN+i] = p.ID, p.Agent
 		}
 	}
 	ref.all = uniq(ref.procs)
@@ -389,7 +418,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		for i := range ranks {
 			ranks[i] = v*perN + i
 		}
-		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Procs: ref.procs, Owner: rt.procID}
+		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Owner: rt.procID}
 		if err := rt.sendControl(p.ID, wire.OpSpawn, port, &req); err != nil {
 			stopOn(rt, ref.id, sentTo)
 			return fail(err)

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -23,6 +24,11 @@ type node struct {
 	health   *health
 	drops    wire.Drops // malformed messages dropped, by kind
 	log      zerolog.Logger
+
+	// received counts the frames the dispatcher took, by kind, and the
+	// notices of ends among them: what tests read to see who got what.
+	received [4]atomic.Uint64
+	notices  atomic.Uint64
 }
 
 // publish sends data on subject; a closed link is ErrStopped.
@@ -34,6 +40,19 @@ func (n *node) publish(subject string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// publishParts is publish of a frame given as its parts (wire.Writer.Parts),
+// which are not joined first.
+func (n *node) publishParts(subject string, parts [][]byte) error {
+	if len(parts) == 1 {
+		return n.publish(subject, parts[0])
+	}
+	err := n.link.PublishParts(subject, parts)
+	if errors.Is(err, bus.ErrClosed) {
+		err = fmt.Errorf("%w: %v", ErrStopped, err)
+	}
+	return err
 }
 
 // newFrame starts a frame that may not pass the link's largest message.
@@ -64,7 +83,7 @@ func (n *node) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) e
 		}
 		return fmt.Errorf("%w: encode %s: %v", ErrDecode, what, err)
 	}
-	return n.publish(n.subjects.Proc(to.proc), w.Bytes())
+	return n.publishParts(n.subjects.Proc(to.proc), w.Parts())
 }
 
 // sendErrorToPort sends err to a port.

@@ -16,11 +16,14 @@ type options struct {
 	hostTimeout  time.Duration
 	maxMessage   int // 0: the bus's default
 	faultHook    func(*MeshFailure) error
+	// The bound of every actor's mailbox.
+	mailboxMessages int
+	mailboxBytes    int64
 }
 
 func defaultOptions() options {
 	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, hostTimeout: 5 * time.Second,
-		faultHook: defaultFaultHook}
+		faultHook: defaultFaultHook, mailboxMessages: DefaultMailboxMessages, mailboxBytes: DefaultMailboxBytes}
 }
 
 // WithHostTimeout sets how long a host agent may be silent before its
@@ -72,6 +75,29 @@ func WithStopTimeout(d time.Duration) Option {
 			return fmt.Errorf("actorrt: stop timeout %v must be positive", d)
 		}
 		o.stopTimeout = d
+		return nil
+	}
+}
+
+// The default bound of an actor's mailbox: messages waiting for it (queued
+// or in hand), and the bytes of their arguments.
+const (
+	DefaultMailboxMessages = 1 << 20
+	DefaultMailboxBytes    = 1 << 30
+)
+
+// WithMailboxLimit bounds every actor's mailbox: at most messages waiting,
+// of at most bytes of arguments in all. A call that would pass the bound
+// fails at once with ErrMailboxFull; a message nobody waits for (a
+// Broadcast, a Send) that would pass it fails the actor, and its owner
+// hears why: a flood is never held in unbounded memory, and never lost
+// silently. Defaults DefaultMailboxMessages and DefaultMailboxBytes.
+func WithMailboxLimit(messages int, bytes int64) Option {
+	return func(o *options) error {
+		if messages < 1 || bytes < 1 {
+			return fmt.Errorf("actorrt: mailbox limit %d messages, %d bytes: both must be positive", messages, bytes)
+		}
+		o.mailboxMessages, o.mailboxBytes = messages, bytes
 		return nil
 	}
 }

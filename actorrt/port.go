@@ -44,7 +44,7 @@ func (p Port[T]) Send(v T) error {
 	if err != nil {
 		return err
 	}
-	return rt.sendToPort(p.ref, 0, func(e *msgpack.Encoder) error { return e.Encode(v) })
+	return rt.sendToPort(p.ref, 0, func(e *msgpack.Encoder) error { return wire.EncodeArg(e, v) })
 }
 
 // String prints the port's address.

@@ -52,10 +52,14 @@ func runHelper(name string) int {
 		return helperTree()
 	case "failure":
 		return helperFailure()
+	case "mailbox":
+		return helperMailbox()
 	case "toolarge":
 		return helperTooLarge()
 	case "raw-rr", "raw-fan", "raw-sink":
 		return runRawHelper(name)
+	case "raw-tcp-echo":
+		return runTCPEcho()
 	case "not-started":
 		_, err := actorrt.Spawn[Echo](context.Background(), actorrt.ThisProc(), "x")
 		fmt.Println(err)

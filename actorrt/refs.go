@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -41,6 +42,7 @@ type actorMeshWire struct {
 	Type   string     `msgpack:"type"`
 	Region regionWire `msgpack:"region"`
 	Procs  []string   `msgpack:"procs"`
+	Agents []string   `msgpack:"agents"` // the host agent of each member's proc
 }
 
 // EncodeMsgpack sends the mesh reference; a mesh holding an error (a bad
@@ -52,7 +54,7 @@ func (m *ActorMesh[A]) EncodeMsgpack(e *msgpack.Encoder) error {
 	if m.ref == nil {
 		return fmt.Errorf("actorrt: a mesh that was not spawned cannot be sent")
 	}
-	return e.Encode(&actorMeshWire{ID: m.ref.id, Name: m.ref.name, Type: m.ref.typ.name, Region: toRegionWire(m.reg), Procs: m.ref.procs})
+	return e.Encode(&actorMeshWire{ID: m.ref.id, Name: m.ref.name, Type: m.ref.typ.name, Region: toRegionWire(m.reg), Procs: m.ref.procs, Agents: m.ref.agents})
 }
 
 // DecodeMsgpack rebinds a received mesh reference in this proc.
@@ -76,8 +78,18 @@ func (m *ActorMesh[A]) DecodeMsgpack(d *msgpack.Decoder) error {
 	if err != nil {
 		return err
 	}
-	m.ref = &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, all: uniq(w.Procs)}
+	if len(w.Agents) != len(w.Procs) {
+		return fmt.Errorf("%w: mesh reference: %d agents for %d members", ErrDecode, len(w.Agents), len(w.Procs))
+	}
+	for i := range w.Procs {
+		if err := checkProcRef(w.Procs[i], w.Agents[i]); err != nil {
+			return err
+		}
+	}
+	m.ref = &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, agents: w.Agents, all: uniq(w.Procs)}
 	m.reg, m.err = reg, nil
+	// Hear of the ends of its procs from now on.
+	rt.health.started(m.ref.procInfos(), false)
 	return nil
 }
 
@@ -104,9 +116,14 @@ func (p *ProcMesh) DecodeMsgpack(d *msgpack.Decoder) error {
 	if err != nil {
 		return err
 	}
+	for _, pi := range w.Procs {
+		if err := checkProcRef(pi.ID, pi.Agent); err != nil {
+			return err
+		}
+	}
 	p.reg, p.procs, p.err = reg, w.Procs, nil
 	if rt, err := getRuntime(); err == nil {
-		rt.health.started(w.Procs)
+		rt.health.started(w.Procs, false)
 	}
 	return nil
 }
@@ -136,5 +153,15 @@ func (h *HostMesh) DecodeMsgpack(d *msgpack.Decoder) error {
 		return err
 	}
 	h.reg, h.hosts, h.err = reg, w.Hosts, nil
+	return nil
+}
+
+// checkProcRef checks a proc and its agent as a reference names them:
+// they become subject tokens, so a wildcard or an empty token must not
+// get in (an empty agent is allowed: not known).
+func checkProcRef(proc, agent string) error {
+	if !wire.ValidID(proc) || agent != "" && !wire.ValidID(agent) {
+		return fmt.Errorf("%w: mesh reference: proc %.40q of agent %.40q", ErrDecode, proc, agent)
+	}
 	return nil
 }

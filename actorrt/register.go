@@ -29,8 +29,12 @@ type method struct {
 	// first argument is the port it answers on, later, from anywhere.
 	port reflect.Type
 	// void0, when set, calls a method of no arguments that returns only
-	// error without reflection (the shape of most broadcasts).
+	// error without reflection (the shape of most broadcasts); void1 one
+	// of a plain argument (fastpath.go).
 	void0 func(recv any, ctx *Context) error
+	void1 func(recv any, ctx *Context, p []byte, sole bool) (handled bool, err error)
+	// readers reads the arguments when they are all plain (fastpath.go).
+	readers []argReader
 }
 
 var (
@@ -72,9 +76,10 @@ func Register[T any]() error {
 	at, err := inspect(t)
 	if err == nil {
 		for _, m := range at.endpoints {
-			if f, ok := m.fn.Interface().(func(*T, *Context) error); ok {
-				m.void0 = func(recv any, ctx *Context) error { return f(recv.(*T), ctx) }
-			}
+			setFastPaths[T](m)
+		}
+		if at.init != nil {
+			setFastPaths[T](at.init)
 		}
 	}
 	registry.Lock()

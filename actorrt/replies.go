@@ -15,7 +15,7 @@ func decodeReply[T any](f *wire.Frame, v *T) error {
 	if f.Flags&wire.FlagError != 0 {
 		return replyError(f)
 	}
-	if _, void := any(v).(*Void); void {
+	if _, void := any(v).(*Void); void || readPlainReply(f.Payload, v) {
 		return nil
 	}
 	if err := wire.DecodePayload(f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {

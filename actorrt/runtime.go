@@ -34,6 +34,7 @@ type core struct {
 	// simulated host's name (h0, h1, ...).
 	hostLabel string
 	bus       jobenv.Bus // what procs started from here dial
+	startedBy string     // the host agent that started this process ("" for the client)
 	logFile   io.Closer
 
 	actors *localActors
@@ -62,6 +63,9 @@ type role interface {
 	// linesArrived is called once the procs' lines up to now have
 	// reached this process (a flush barrier), to print them.
 	linesArrived()
+	// watchSubjects are the subjects to subscribe to to watch a host
+	// agent: its heartbeats and the ends of its procs.
+	watchSubjects(agent string) []string
 }
 
 // current is the runtime Main started.
@@ -87,6 +91,9 @@ func newRuntime(job, procID string, env jobenv.Env, o options, logRole string) (
 	if env.HostName != "" {
 		rt.hostLabel = env.HostName
 	}
+	if env.Proc != nil {
+		rt.startedBy = env.Proc.Agent
+	}
 	l, closer, err := logagg.SystemLogger(job, logRole)
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: %w", err)
@@ -111,15 +118,14 @@ func (rt *core) start(l link, r role, client bool) error {
 		ID: rt.procID, Job: rt.job, Bus: rt.bus, Host: rt.hostLabel,
 		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded,
 	}, l)
-	for _, subj := range []string{rt.subjects.Proc(rt.procID), rt.subjects.Deaths()} {
-		if _, err := l.Subscribe(subj); err != nil {
-			return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
-		}
+	if _, err := l.Subscribe(rt.subjects.Proc(rt.procID)); err != nil {
+		return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
 	}
 	rt.dispatchEnd = make(chan struct{})
 	current.Store(rt)
 	go rt.dispatchLoop()
 	go rt.agent.Heartbeats(rt.ctx, false)
+	go rt.agent.WatchLiveness(rt.ctx, rt.opts.hostTimeout)
 	go rt.watchHosts()
 	return nil
 }
@@ -172,6 +178,7 @@ func (rt *core) dispatch(m bus.Message) {
 		rt.drop(wire.DropFrame, m.Subject, err)
 		return
 	}
+	rt.received[f.Kind&3].Add(1)
 	switch f.Kind {
 	case wire.KindActor:
 		rt.actors.deliver(f, m.Subject)
@@ -218,6 +225,7 @@ func (rt *core) control(f *wire.Frame, subject string) {
 	case wire.OpStop:
 		rt.actors.stopMesh(body.(*stopReq).Mesh)
 	case wire.OpGone:
+		rt.notices.Add(1)
 		rt.health.gone(*body.(*wire.GoneNotice), false)
 	case wire.OpPortGone:
 		rt.health.portClosed(f.ReplyTo, body.(*wire.PortGone).ID)
@@ -227,10 +235,20 @@ func (rt *core) control(f *wire.Frame, subject string) {
 		rt.agent.StopProcs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
 	case wire.OpSyncLogs:
 		rt.agent.SyncLogs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
+	case wire.OpEnded:
+		rt.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
 	case wire.OpHeartbeat:
 		rt.health.heard(f.ReplyTo)
+	case wire.OpAlive:
+		rt.agent.Alive(f.ReplyTo)
 	case wire.OpFailure:
 		rt.sup.memberFailed(body.(*MeshFailure), "")
+	case wire.OpMeshInfo:
+		if info, ok := rt.sup.meshInfo(body.(*meshInfoReq).Mesh); ok {
+			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.Encode(info) })
+		} else {
+			rt.sendErrorToPort(reply, fmt.Errorf("%w: mesh %.40q is not owned by proc %s", ErrStopped, body.(*meshInfoReq).Mesh, rt.procID))
+		}
 	}
 	// (OpAgentsHello is for the launcher's standalone agents.)
 }
@@ -253,32 +271,79 @@ func (rt *core) applyHealth(effects []any) {
 			rt.ports.failWaiting(e.n.Proc, goneError(e.n))
 			rt.sup.procEnded(e.n)
 			if e.announce {
-				rt.announceGone(e.n)
+				rt.announceGone(e.n, e.agent)
 			}
 		case effWatch:
-			if _, err := rt.link.Subscribe(rt.subjects.Heartbeat(e.agent)); err != nil {
-				rt.log.Warn().Err(err).Str("agent", e.agent).Msg("cannot watch a host agent")
+			for _, subj := range rt.role.watchSubjects(e.agent) {
+				if _, err := rt.link.Subscribe(subj); err != nil {
+					rt.log.Warn().Err(err).Str("agent", e.agent).Msg("cannot watch a host agent")
+				}
 			}
+		case effAsk:
+			rt.askEnded(e.agent, e.procs)
 		}
 	}
 }
 
-// announceGone publishes that a proc ended, to every proc of the job.
-func (rt *core) announceGone(n wire.GoneNotice) {
-	if err := rt.sendControlOn(rt.subjects.Deaths(), wire.OpGone, 0, &n); err != nil {
-		rt.log.Warn().Err(err).Str("proc", n.Proc).Msg("cannot announce a proc's end")
+// announceGone tells the procs that care that a proc ended: the holders
+// of procs of agent (the one that started it, whose deaths subject they
+// watch) and, if the gone proc started procs itself, their holders.
+func (rt *core) announceGone(n wire.GoneNotice, agent string) {
+	for _, a := range []string{agent, n.Proc} {
+		if err := rt.sendControlOn(rt.subjects.Deaths(a), wire.OpGone, 0, &n); err != nil {
+			rt.log.Warn().Err(err).Str("proc", n.Proc).Msg("cannot announce a proc's end")
+		}
+		if a == n.Proc {
+			break
+		}
 	}
 }
 
+// askEnded asks agent which of procs have ended; the answer comes to a
+// port of this process and is taken like any notice.
+func (rt *core) askEnded(agent string, procs []string) {
+	id, err := rt.ports.open(&endedPort{h: rt.health}, []string{agent})
+	if err != nil {
+		return // shutting down
+	}
+	if err := rt.sendControl(agent, wire.OpEnded, id, &wire.EndedReq{IDs: procs}); err != nil {
+		rt.ports.close(id)
+		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot ask a host agent which procs ended")
+	}
+}
+
+// endedPort takes an agent's EndedReply.
+type endedPort struct{ h *health }
+
+func (p *endedPort) deliver(f *wire.Frame) bool {
+	var r wire.EndedReply
+	if f.Flags&wire.FlagError == 0 && decodeBody(f, &r) == nil {
+		for _, n := range r.Gone {
+			if wire.ValidID(n.Proc) {
+				p.h.gone(n, false)
+			}
+		}
+	}
+	return false
+}
+
+func (p *endedPort) fail(error) {}
+
 // watchHosts ticks the health table, which declares silent host agents
-// gone, until the runtime ends.
+// gone, until the runtime ends. A tick that comes late means this process
+// was starved of CPU: the agents' silence may be its own, so they get a
+// fresh start rather than a verdict.
 func (rt *core) watchHosts() {
-	t := time.NewTicker(hostagent.HeartbeatInterval / 4)
+	interval := hostagent.HeartbeatInterval / 4
+	t := time.NewTicker(interval)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
-		case now := <-t.C:
-			rt.health.tick(now)
+		case <-t.C:
+			now := time.Now()
+			rt.health.tick(now, now.Sub(last) > 4*interval)
+			last = now
 		case <-rt.ctx.Done():
 			return
 		}

@@ -136,6 +136,17 @@ func (s *supervision) own(ref *meshRef, base Extent, owner *actor) {
 	s.step(evOwned[*actor]{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner})
 }
 
+// meshInfo is where the members of mesh id, owned here, are.
+func (s *supervision) meshInfo(id string) (*meshInfo, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref := s.refs[id]
+	if ref == nil {
+		return nil, false
+	}
+	return &meshInfo{Procs: ref.procs, Agents: ref.agents}, true
+}
+
 // disown forgets a mesh whose spawn failed.
 func (s *supervision) disown(id string) {
 	s.mu.Lock()

@@ -44,6 +44,9 @@ func (r *Recorder) Seen(ctx *actorrt.Context) ([]int64, error) { return r.seen, 
 func (r *Recorder) Hit(ctx *actorrt.Context) error          { r.count++; return nil }
 func (r *Recorder) Count(ctx *actorrt.Context) (int, error) { return r.count, nil }
 
+// HitData counts one-way messages that carry bytes.
+func (r *Recorder) HitData(ctx *actorrt.Context, p []byte) error { r.count++; return nil }
+
 // Echo answers with what it got, and shows where it ran.
 type Echo struct{}
 
@@ -53,6 +56,7 @@ func (e *Echo) Where(ctx *actorrt.Context) (string, error) {
 	return fmt.Sprintf("%v %v", ctx.ActorInstance().Rank(), ctx.MessageRank()), nil
 }
 func (e *Echo) Digest(ctx *actorrt.Context, b []byte) ([32]byte, error) { return sha256.Sum256(b), nil }
+func (e *Echo) Bytes(ctx *actorrt.Context, b []byte) ([]byte, error)    { return b, nil }
 func (e *Echo) Fail(ctx *actorrt.Context, msg string) error             { return errors.New(msg) }
 func (e *Echo) Panic(ctx *actorrt.Context) error                        { panic("boom") }
 func (e *Echo) Take(ctx *actorrt.Context, p Picky) error                { return nil }
@@ -126,3 +130,13 @@ type NeverRegistered struct{}
 func (n *NeverRegistered) Ping(ctx *actorrt.Context) (int, error) { return 1, nil }
 
 func (e *Echo) PID(ctx *actorrt.Context) (int, error) { return os.Getpid(), nil }
+
+// Scribble sums the bytes it got, then overwrites them.
+func (e *Echo) Scribble(ctx *actorrt.Context, b []byte) (int, error) {
+	sum := 0
+	for i := range b {
+		sum += int(b[i])
+		b[i] = 0xff
+	}
+	return sum, nil
+}

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/hostagent"
@@ -99,6 +100,9 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	// For the client's counts (see jobrecord.go) and the launcher's
 	// progress.
 	rt.publish(rt.subjects.Up(), []byte(rt.procID+" "+rt.hostLabel))
+	if rt.startedBy != "" {
+		go w.beat()
+	}
 	return w, nil
 }
 
@@ -135,6 +139,22 @@ func (w *worker) watchHostBus() {
 	}
 }
 
+// beat tells the agent that started this proc, every heartbeat interval,
+// that it is alive; from a goroutine of its own, so that a busy
+// dispatcher does not make it look dead (see hostagent.WatchLiveness).
+func (w *worker) beat() {
+	t := time.NewTicker(hostagent.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		w.sendControl(w.startedBy, wire.OpAlive, 0, nil)
+		select {
+		case <-t.C:
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
 // A proc has no subjects of its own beyond every runtime's.
 func (w *worker) take(bus.Message) bool { return false }
 
@@ -149,3 +169,7 @@ func (w *worker) procEnded(wire.GoneNotice) {}
 func (w *worker) procsStarted(*ProcMesh) {}
 
 func (w *worker) linesArrived() {}
+
+func (w *worker) watchSubjects(agent string) []string {
+	return []string{w.subjects.Heartbeat(agent), w.subjects.Deaths(agent)}
+}

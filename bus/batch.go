@@ -38,12 +38,32 @@ var clockBase = time.Now()
 
 // Publish sends data on subject. It does not wait for the server; the
 // bytes go out in order with every other Publish of this Conn. The caller
-// may reuse data once Publish returns. A message over the server's max
-// payload is sent in chunks; one over MaxMessage is refused with
-// ErrTooLarge before anything is sent.
+// may reuse data once Publish returns. A message over 1 MiB (or the
+// server's max payload, if smaller) is sent in chunks; one over MaxMessage
+// is refused with ErrTooLarge before anything is sent.
 func (c *Conn) Publish(subject string, data []byte) error {
-	if len(data) > c.maxMessage {
-		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, len(data), subject, c.maxMessage)
+	return c.publish(subject, data, nil, len(data))
+}
+
+// PublishParts sends the parts, one after the other, as one message, as
+// Publish does, without first joining them into one buffer: a large
+// message is sent in chunks taken straight from the parts. The caller may
+// reuse the parts once PublishParts returns.
+func (c *Conn) PublishParts(subject string, parts [][]byte) error {
+	if len(parts) == 1 {
+		return c.Publish(subject, parts[0])
+	}
+	size := 0
+	for _, p := range parts {
+		size += len(p)
+	}
+	return c.publish(subject, nil, parts, size)
+}
+
+// publish sends data, or the parts if there are any, of size bytes.
+func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) error {
+	if size > c.maxMessage {
+		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, size, subject, c.maxMessage)
 	}
 	if err := c.awaitHub(); err != nil {
 		return err
@@ -53,15 +73,21 @@ func (c *Conn) Publish(subject string, data []byte) error {
 	now := time.Since(clockBase)
 	burst := now-c.lastPub < burstGap
 	c.lastPub = now
-	if c.pending.count > 0 && (subject != c.pending.subject || len(data) > batchSmall || len(c.pending.buf)+len(data) > batchMax) {
+	if c.pending.count > 0 && (subject != c.pending.subject || size > batchSmall || len(c.pending.buf)+size > batchMax) {
 		if err := c.flushPendingLocked(); err != nil {
 			return err
 		}
 	}
-	switch {
-	case len(data) > c.maxPayload:
-		return c.publishChunked(subject, data)
-	case len(data) > batchSmall || !burst && c.pending.count == 0:
+	if size > c.chunkSize() {
+		if parts == nil {
+			parts = [][]byte{data}
+		}
+		return c.publishChunked(subject, parts, size)
+	}
+	if parts != nil {
+		data = c.gather(parts, size)
+	}
+	if size > batchSmall || !burst && c.pending.count == 0 {
 		return mapErr(c.nc.Publish(subject, data))
 	}
 	p := &c.pending
@@ -86,6 +112,22 @@ func (c *Conn) Publish(subject string, data []byte) error {
 	p.buf = append(p.buf, data...)
 	p.count++
 	return nil
+}
+
+// gather joins parts of size bytes in the Conn's scratch buffer, which
+// NATS copies from before the next publish; hold pubMu.
+func (c *Conn) gather(parts [][]byte, size int) []byte {
+	b := c.scratch[:0]
+	if cap(b) < size {
+		b = make([]byte, 0, max(size, min(2*cap(b), maxScratch)))
+	}
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	if cap(b) <= maxScratch {
+		c.scratch = b
+	}
+	return b
 }
 
 // batch is the pending batch: count messages for subject, each as a

@@ -145,6 +145,42 @@ func TestOversizeMessageIsChunked(t *testing.T) {
 	}
 }
 
+// TestPublishParts sends messages given in parts, of every size (batched,
+// whole, chunked with chunks that span parts), among plain ones: each
+// arrives as its parts joined, in order.
+func TestPublishParts(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{MaxPayload: 64 << 10})
+	pub := dial(t, s, bus.ConnOptions{})
+	sub := dial(t, s, bus.ConnOptions{})
+	if _, err := sub.Subscribe("parts"); err != nil {
+		t.Fatal(err)
+	}
+	sub.Flush(context.Background())
+	msgs := [][][]byte{
+		{[]byte("plain")},
+		{[]byte("sm"), nil, []byte("all")},
+		{bytes.Repeat([]byte{'a'}, 3000), bytes.Repeat([]byte{'b'}, 3000)},
+		{[]byte("head"), bytes.Repeat([]byte("0123456789"), 30000), []byte("tail")},
+		{bytes.Repeat([]byte{'x'}, 65<<10), bytes.Repeat([]byte{'y'}, 1), bytes.Repeat([]byte{'z'}, 200<<10)},
+		{[]byte("after")},
+	}
+	got := collect(t, sub, 2*len(msgs))
+	for range 2 { // the second time in a burst
+		for _, parts := range msgs {
+			if err := pub.PublishParts("parts", parts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 2 {
+		for i, parts := range msgs {
+			if m := recv(t, got); !bytes.Equal(m.Data, bytes.Join(parts, nil)) {
+				t.Fatalf("message %d: got %d bytes, want %d", i, len(m.Data), len(bytes.Join(parts, nil)))
+			}
+		}
+	}
+}
+
 func TestTooLargeRefused(t *testing.T) {
 	s := startServer(t, bus.ServerOptions{MaxPayload: 64 << 10})
 	pub := dial(t, s, bus.ConnOptions{MaxMessage: 1 << 20})

@@ -150,13 +150,33 @@ func (p *partial) chargeAfter(id string, n int) int {
 	return partialOverhead + len(id) + p.have + n
 }
 
-func (c *Conn) publishChunked(subject string, data []byte) error {
-	size := c.MaxPayload() - headerRoom
+// A message over chunkSize bytes is sent in chunks of that size (the last
+// may be shorter). They are smaller than the server's max payload: the
+// server passes a message on only once all of it has come, so small
+// chunks keep the sender, the server and the receiver busy at once
+// (measured with BenchmarkLarge64MiB: 8 MiB chunks were slower).
+const (
+	maxChunk = 1 << 20
+	// maxScratch bounds the buffer a Conn keeps for joining parts.
+	maxScratch = maxChunk
+)
+
+// chunkSize is the length of every part of a chunked message but the
+// last: maxChunk, or what the server takes in one piece less room for the
+// header.
+func (c *Conn) chunkSize() int { return min(c.maxPayload-headerRoom, maxChunk) }
+
+// publishChunked sends the parts, size bytes in all, as a chunked
+// message; hold pubMu. A chunk that lies within one part is published as
+// it is, one that spans parts is gathered first: NATS copies each before
+// the next.
+func (c *Conn) publishChunked(subject string, parts [][]byte, size int) error {
 	id := c.chunkBase + strconv.FormatUint(c.chunkSeq.Add(1), 36)
-	return splitChunks(id, data, size, func(value string, part []byte) error {
-		m := &nats.Msg{Subject: subject, Data: part, Header: nats.Header{chunkHeader: []string{value}}}
+	m := &nats.Msg{Subject: subject, Header: nats.Header{chunkHeader: []string{""}}}
+	return splitParts(id, parts, size, c.chunkSize(), &c.scratch, func(value string, part []byte) error {
+		m.Header[chunkHeader][0], m.Data = value, part
 		if err := c.nc.PublishMsg(m); err != nil {
-			return fmt.Errorf("bus: publish part %q of %d bytes on %s: %w", value, len(data), subject, mapErr(err))
+			return fmt.Errorf("bus: publish part %q of %d bytes on %s: %w", value, size, subject, mapErr(err))
 		}
 		return nil
 	})
@@ -165,12 +185,50 @@ func (c *Conn) publishChunked(subject string, data []byte) error {
 // splitChunks cuts data into parts of size bytes (the last may be
 // shorter) and hands each to emit with its chunk header's value.
 func splitChunks(id string, data []byte, size int, emit func(value string, part []byte) error) error {
-	count := (len(data) + size - 1) / size
+	return splitParts(id, [][]byte{data}, len(data), size, nil, emit)
+}
+
+// splitParts is splitChunks of the message that is parts joined, total
+// bytes long. A chunk within one part is a slice of it; one that spans
+// parts is gathered in *scratch (which may be nil), valid until the next
+// emit.
+func splitParts(id string, parts [][]byte, total, size int, scratch *[]byte, emit func(value string, part []byte) error) error {
+	count := (total + size - 1) / size
+	var buf []byte
+	if scratch != nil {
+		buf = *scratch
+	}
+	k, off := 0, 0 // the next byte is parts[k][off]
 	for i := 0; i < count; i++ {
-		lo, hi := i*size, min((i+1)*size, len(data))
-		if err := emit(chunkPart{id, i, count, len(data)}.String(), data[lo:hi]); err != nil {
+		n := min(size, total-i*size)
+		for off == len(parts[k]) {
+			k, off = k+1, 0
+		}
+		var chunk []byte
+		if len(parts[k])-off >= n {
+			chunk = parts[k][off : off+n]
+			off += n
+		} else {
+			if cap(buf) < n {
+				buf = make([]byte, 0, n)
+			}
+			buf = buf[:0]
+			for len(buf) < n {
+				for off == len(parts[k]) {
+					k, off = k+1, 0
+				}
+				take := min(n-len(buf), len(parts[k])-off)
+				buf = append(buf, parts[k][off:off+take]...)
+				off += take
+			}
+			chunk = buf
+		}
+		if err := emit(chunkPart{id, i, count, total}.String(), chunk); err != nil {
 			return err
 		}
+	}
+	if scratch != nil && cap(buf) <= maxScratch {
+		*scratch = buf
 	}
 	return nil
 }

@@ -99,6 +99,7 @@ type Conn struct {
 
 	pubMu   sync.Mutex // orders every NATS publish of this Conn
 	pending batch      // see batch.go
+	scratch []byte     // joins the parts of a message (PublishParts)
 	lastPub time.Duration
 	kick    chan struct{}
 }

@@ -77,10 +77,12 @@
 // # Sizes
 //
 // The server's max payload is DefaultMaxPayload (8 MiB) unless set. Publish
-// splits a larger message into chunks, sent in order with a small NATS
-// header each, and Run reassembles them before the handler sees the message;
-// a message over ConnOptions.MaxMessage is refused with ErrTooLarge before
-// any of it is sent.
+// splits a message over 1 MiB (or the max payload, if smaller) into chunks
+// of that size, sent in order with a small NATS header each, back to back,
+// and Run reassembles them before the handler sees the message, copying
+// each byte once; a message over ConnOptions.MaxMessage is refused with
+// ErrTooLarge before any of it is sent. PublishParts sends a message given
+// in pieces (a header and a large buffer, say) without joining them first.
 //
 // # Malformed messages
 //

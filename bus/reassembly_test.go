@@ -319,3 +319,54 @@ func TestChunksRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitPartsAsJoined: a message given in parts is cut into the chunks
+// the joined message would be, whatever the parts' bounds; a chunk within
+// one part is that part's own bytes, not a copy.
+func TestSplitPartsAsJoined(t *testing.T) {
+	msg := make([]byte, 1000)
+	for i := range msg {
+		msg[i] = byte(i * 7)
+	}
+	for _, bounds := range [][]int{{1000}, {0, 1000}, {1, 999}, {100, 100, 800}, {99, 1, 0, 100, 700, 100}, {10, 500, 490}, {333, 333, 334}} {
+		var parts [][]byte
+		at := 0
+		inOnePart := func(lo, hi int) bool { // whether msg[lo:hi] lies in one part
+			start := 0
+			for _, n := range bounds {
+				if lo >= start && hi <= start+n {
+					return true
+				}
+				start += n
+			}
+			return false
+		}
+		for _, n := range bounds {
+			parts = append(parts, msg[at:at+n])
+			at += n
+		}
+		for _, size := range []int{1, 7, 100, 250, 999, 1000, 5000} {
+			var want []string
+			splitChunks("id", msg, size, func(v string, p []byte) error {
+				want = append(want, v)
+				return nil
+			})
+			var scratch []byte
+			i := 0
+			splitParts("id", parts, len(msg), size, &scratch, func(v string, p []byte) error {
+				lo, hi := i*size, min((i+1)*size, len(msg))
+				switch {
+				case i >= len(want) || v != want[i] || !bytes.Equal(p, msg[lo:hi]):
+					t.Fatalf("parts %v, chunks of %d: chunk %d is %q (%d bytes)", bounds, size, i, v, len(p))
+				case inOnePart(lo, hi) != (&p[0] == &msg[lo]):
+					t.Fatalf("parts %v, chunks of %d: chunk %d [%d, %d) in one part: %v, shares it: %v", bounds, size, i, lo, hi, inOnePart(lo, hi), &p[0] == &msg[lo])
+				}
+				i++
+				return nil
+			})
+			if i != len(want) {
+				t.Fatalf("parts %v, chunks of %d: %d chunks, want %d", bounds, size, i, len(want))
+			}
+		}
+	}
+}

@@ -61,6 +61,8 @@ type Agent struct {
 
 	mu       sync.Mutex
 	children map[string]*proc
+	ended    map[string]wire.GoneNotice // procs that ended, for Ended (bounded: maxEnded)
+	endOrder []string                   // ended's keys, oldest first
 
 	started atomic.Bool // it has started a proc: it heartbeats from then on
 	closing atomic.Bool // Close has begun: ends are expected, not told
@@ -69,7 +71,27 @@ type Agent struct {
 // New makes an agent that sends through link. It starts nothing until
 // asked.
 func New(cfg Config, link Link) *Agent {
-	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}}
+	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{},
+		ended: map[string]wire.GoneNotice{}}
+}
+
+// maxEnded bounds the ends an agent remembers for Ended: a process that
+// learns of a proc after this many more of its host's procs have ended
+// is not told by Ended (the proc is gone; calls to it fail at their
+// deadline, or when per-proc liveness notices).
+const maxEnded = 1 << 16
+
+// Ended answers req on the reply port: which of its procs have ended.
+func (a *Agent) Ended(req wire.EndedReq, replyProc string, replyPort uint64) {
+	var out wire.EndedReply
+	a.mu.Lock()
+	for _, id := range req.IDs {
+		if n, ok := a.ended[id]; ok {
+			out.Gone = append(out.Gone, n)
+		}
+	}
+	a.mu.Unlock()
+	a.sendToPort(replyProc, replyPort, 0, 0, func(e *msgpack.Encoder) error { return e.Encode(&out) })
 }
 
 // Started reports whether the agent has been asked to start procs.
@@ -95,7 +117,7 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 	for i, id := range req.IDs {
 		rank := req.Ranks[i]
 		env := jobenv.Env{Job: a.cfg.Job, Bus: a.cfg.Bus,
-			Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank}}
+			Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank, Agent: a.cfg.ID}}
 		cmd := exec.Command(exe, args...)
 		cmd.Dir = a.cfg.Dir
 		cmd.Env = append(append(append([]string(nil), base...), env.Environ()...), req.Env[i]...)
@@ -190,20 +212,28 @@ func (a *Agent) stop(ps []*proc, grace time.Duration) {
 func (a *Agent) watch(p *proc) {
 	<-p.process.Done()
 	p.drainOutput(OutputGrace)
+	reason := child.Describe(p.process.Err())
+	if p.unresponsive.Load() {
+		reason = "unresponsive (no sign of life: stopped, or its runtime wedged): " + reason
+	}
 	a.mu.Lock()
 	delete(a.children, p.id)
-	stopped := p.stopping
+	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping}
+	a.ended[p.id] = n
+	if a.endOrder = append(a.endOrder, p.id); len(a.endOrder) > maxEnded {
+		delete(a.ended, a.endOrder[0])
+		a.endOrder = a.endOrder[1:]
+	}
 	a.mu.Unlock()
 	close(p.ended)
 	if a.closing.Load() {
 		return // the whole process is going: nobody to tell
 	}
-	reason := child.Describe(p.process.Err())
-	if !stopped {
+	if !n.Stopped {
 		a.cfg.Log.Warn().Str("proc", p.id).Str("reason", reason).Msg("proc ended")
 	}
 	if a.cfg.OnEnd != nil {
-		a.cfg.OnEnd(wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: stopped})
+		a.cfg.OnEnd(n)
 	}
 }
 

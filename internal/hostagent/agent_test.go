@@ -51,7 +51,7 @@ func newJobBus(t *testing.T, job string) *jobBus {
 	}
 	t.Cleanup(peer.Close)
 	b := &jobBus{t: t, srv: srv, conn: conn, peer: peer, subj: jobenv.SubjectsOf(job), wake: make(chan struct{}, 1)}
-	for _, s := range []string{b.subj.Log(), b.subj.Proc(jobenv.ClientID), b.subj.Deaths(), b.subj.HeartbeatPrefix() + "*"} {
+	for _, s := range []string{b.subj.Log(), b.subj.Proc(jobenv.ClientID), b.subj.DeathsPrefix() + "*", b.subj.HeartbeatPrefix() + "*"} {
 		if _, err := peer.Subscribe(s); err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestStandalone(t *testing.T) {
 		&wire.SpawnProcsReq{IDs: []string{"c-9"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 11})
 	b.waitFor("the end announced", func() bool {
 		for i, f := range b.msgs {
-			if f.Method == wire.OpGone && b.subjs[i] == b.subj.Deaths() {
+			if f.Method == wire.OpGone && b.subjs[i] == b.subj.Deaths("h1") {
 				var n wire.GoneNotice
 				if err := msgpack.Unmarshal(f.Payload, &n); err != nil {
 					t.Fatal(err)
@@ -353,4 +353,44 @@ func TestMain(m *testing.M) {
 		os.Exit(busProc()) // a proc of hostbus_test.go
 	}
 	os.Exit(env.Finish(m.Run()))
+}
+
+// TestLiveness: a proc that has beaten once and then shows no life for
+// the timeout is killed and told as unresponsive; one that keeps writing
+// is alive; a round in which the agent itself was starved judges nobody.
+func TestLiveness(t *testing.T) {
+	b := newJobBus(t, "j1")
+	ended := make(chan wire.GoneNotice, 2)
+	cfg := shell(`test -n "$CHATTY" && while :; do echo tick; sleep 0.05; done; exec sleep 60`)
+	cfg.OnEnd = func(n wire.GoneNotice) { ended <- n }
+	a := New(cfg, b.conn)
+	defer a.Close()
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1", "c-2"}, Ranks: []int{0, 1}, Env: [][]string{nil, {"CHATTY=1"}}, Proc: "c", Port: 7})
+	a.Alive("c-1")
+	a.Alive("c-2")
+	// Starved: the silent proc gets a fresh start, not a verdict.
+	a.judge(time.Now().Add(time.Hour), time.Second, true)
+	select {
+	case n := <-ended:
+		t.Fatalf("a round of a starved agent ended %+v", n)
+	default:
+	}
+	a.Alive("c-1") // (the starved round moved its clock ahead)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.WatchLiveness(ctx, 500*time.Millisecond)
+	select {
+	case n := <-ended:
+		if n.Proc != "c-1" || n.Stopped || !strings.Contains(n.Reason, "unresponsive") || !strings.Contains(n.Reason, "killed by SIGKILL") {
+			t.Errorf("end told as %+v", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent proc was not killed within 10s")
+	}
+	// The one that writes lives on.
+	select {
+	case n := <-ended:
+		t.Errorf("a proc that writes ended: %+v", n)
+	case <-time.After(time.Second):
+	}
 }

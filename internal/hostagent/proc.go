@@ -24,6 +24,12 @@ type proc struct {
 	outputs  []*os.File    // read ends of its stdout and stderr pipes
 	captured sync.WaitGroup
 	waiting  [2]atomic.Bool // each capture is blocked reading its pipe: it has sent every whole line read
+	// lastAlive is when the proc last showed life (a beat, or output), as
+	// Unix nanoseconds; 0 until its first beat: a proc that has not yet
+	// started its runtime is the spawn's to time out, not liveness's.
+	lastAlive atomic.Int64
+	// unresponsive is set when liveness killed it: its end says why.
+	unresponsive atomic.Bool
 }
 
 // start starts cmd as proc id, its stdout and stderr captured onto the
@@ -69,6 +75,9 @@ func (a *Agent) capture(p *proc, stream logagg.Stream, r *os.File) {
 	subject := a.subjects.Log()
 	var buf []byte
 	logagg.Capture(&idleReader{r: r, idle: &p.waiting[stream-1]}, func(text string) {
+		if p.lastAlive.Load() != 0 {
+			p.lastAlive.Store(time.Now().UnixNano()) // writing is living
+		}
 		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: a.cfg.Host, Proc: p.id, Rank: p.rank, Stream: stream, Text: text})
 		a.link.Publish(subject, buf)
 	})

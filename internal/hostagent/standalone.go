@@ -28,6 +28,10 @@ const HeartbeatInterval = time.Second
 // before they are killed.
 const DefaultStopTimeout = 5 * time.Second
 
+// DefaultHostTimeout is how long a standalone agent's procs may show no
+// life before they are killed as unresponsive (see WatchLiveness).
+const DefaultHostTimeout = 5 * time.Second
+
 // Heartbeats publishes the agent's heartbeat every HeartbeatInterval, once
 // it has started a proc (always, if always is set), until ctx ends.
 func (a *Agent) Heartbeats(ctx context.Context, always bool) {
@@ -118,6 +122,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	lost := make(chan error, 1)
 	go func() { lost <- conn.Run(runCtx, s.dispatch) }()
 	go s.agent.Heartbeats(runCtx, true)
+	go s.agent.WatchLiveness(runCtx, DefaultHostTimeout)
 	// Report now, and again whenever the client asks: an agent may start
 	// before the client listens, or after it asked.
 	if err := s.report(); err != nil {
@@ -190,6 +195,8 @@ func (s *standalone) dispatch(m bus.Message) {
 	switch b := body.(type) {
 	case *wire.SpawnProcsReq:
 		go s.agent.SpawnProcs(*b)
+	case *wire.EndedReq:
+		s.agent.Ended(*b, f.ReplyTo, f.Port)
 	case *wire.StopProcsReq:
 		if f.Method == wire.OpSyncLogs {
 			s.agent.SyncLogs(*b, f.ReplyTo, f.Port)
@@ -197,8 +204,11 @@ func (s *standalone) dispatch(m bus.Message) {
 			s.agent.StopProcs(*b, f.ReplyTo, f.Port)
 		}
 	case nil:
-		if f.Method == wire.OpAgentsHello {
+		switch f.Method {
+		case wire.OpAgentsHello:
 			s.report()
+		case wire.OpAlive:
+			s.agent.Alive(f.ReplyTo)
 		}
 	}
 }
@@ -214,7 +224,7 @@ func (s *standalone) report() error {
 // announce tells the job that a proc of this host ended.
 func (s *standalone) announce(n *wire.GoneNotice) {
 	h := wire.Header{Kind: wire.KindControl, Method: wire.OpGone, ReplyTo: s.agent.cfg.ID, Rank: -1}
-	if err := s.agent.publishFrame(s.subjects.Deaths(), &h, func(e *msgpack.Encoder) error { return e.Encode(n) }); err != nil {
+	if err := s.agent.publishFrame(s.subjects.Deaths(s.agent.cfg.ID), &h, func(e *msgpack.Encoder) error { return e.Encode(n) }); err != nil {
 		s.log.Error().Err(err).Str("proc", n.Proc).Msg("cannot announce a proc's end")
 	}
 }

@@ -33,6 +33,7 @@ const (
 	varParent     = "MONARCH_PARENT"
 	varReadyPort  = "MONARCH_READY_PORT"
 	varReadyRank  = "MONARCH_READY_RANK"
+	varAgent      = "MONARCH_AGENT"
 	// Per-dimension ranks of a proc: MONARCH_RANK_<DIM>, MONARCH_SIZE_<DIM>.
 	prefixRank = "MONARCH_RANK_"
 	prefixSize = "MONARCH_SIZE_"
@@ -100,6 +101,7 @@ type Proc struct {
 	Parent    string // the proc whose port waits for the ready report
 	ReadyPort uint64
 	ReadyRank int
+	Agent     string // the host agent that started it
 }
 
 // RankVars tells a proc where it is in its mesh, for the program:
@@ -160,6 +162,7 @@ func (e Env) Environ() []string {
 		add(varParent, p.Parent)
 		add(varReadyPort, strconv.FormatUint(p.ReadyPort, 10))
 		add(varReadyRank, strconv.Itoa(p.ReadyRank))
+		add(varAgent, p.Agent)
 	}
 	return env
 }
@@ -235,7 +238,7 @@ func FromEnviron() (Env, error) {
 		}
 	}
 	if id := os.Getenv(varProc); id != "" {
-		p := &Proc{ID: id, Parent: os.Getenv(varParent)}
+		p := &Proc{ID: id, Parent: os.Getenv(varParent), Agent: os.Getenv(varAgent)}
 		port, err := strconv.ParseUint(os.Getenv(varReadyPort), 10, 64)
 		if err != nil || port == 0 {
 			bad(varReadyPort, os.Getenv(varReadyPort), "a port number")
@@ -281,7 +284,7 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank:
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent:
 		return true
 	}
 	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)

@@ -35,7 +35,7 @@ func TestRoundTrip(t *testing.T) {
 		HostAgents: 3, Procs: []hostsconfig.Dim{{Name: "gpus", Size: 4}, {Name: "x", Size: 2}},
 		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml",
 		FileLog: "debug", StderrLog: "warn", HostName: "h2",
-		Proc: &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3},
+		Proc: &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3, Agent: "h0"},
 	}
 	env := in.Environ()
 	setEnv(t, env)
@@ -146,7 +146,7 @@ func TestAgentID(t *testing.T) {
 func TestSubjects(t *testing.T) {
 	s := SubjectsOf("j1")
 	for got, want := range map[string]string{
-		s.Proc("c"): "mon.j1.proc.c", s.Mesh("c.m1"): "mon.j1.mesh.c.m1", s.Deaths(): "mon.j1.deaths",
+		s.Proc("c"): "mon.j1.proc.c", s.Mesh("c.m1"): "mon.j1.mesh.c.m1", s.Deaths("h1"): "mon.j1.deaths.h1",
 		s.Log(): "mon.j1.log", s.Up(): "mon.j1.up", s.Counts(): "mon.j1.counts", s.Agents(): "mon.j1.agents",
 		s.Heartbeat("h1"): "mon.j1.hb.h1", s.AgentGone("h1"): "mon.j1.agentgone.h1",
 	} {

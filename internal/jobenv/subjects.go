@@ -16,8 +16,14 @@ func (s Subjects) Proc(id string) string { return s.prefix + "proc." + id }
 // Mesh is an actor mesh's subject: every proc hosting members subscribes.
 func (s Subjects) Mesh(id string) string { return s.prefix + "mesh." + id }
 
-// Deaths carries a notice for every proc that ends.
-func (s Subjects) Deaths() string { return s.prefix + "deaths" }
+// Deaths carries a notice for every proc host agent agent started that
+// ends, and for the agent itself: whoever holds procs of that agent
+// subscribes (so a notice reaches the procs that care, not the whole job).
+// DeathsPrefix+"*" matches them all (the client's).
+func (s Subjects) Deaths(agent string) string { return s.DeathsPrefix() + agent }
+
+// DeathsPrefix is the common prefix of the Deaths subjects.
+func (s Subjects) DeathsPrefix() string { return s.prefix + "deaths." }
 
 // Log carries every line the job's procs write.
 func (s Subjects) Log() string { return s.prefix + "log" }

@@ -30,6 +30,9 @@ const (
 	// OpFailure (the SDK's MeshFailure): a member of a mesh owned by the
 	// receiver failed.
 	OpFailure = "failure"
+	// OpMeshInfo (the SDK's mesh-info request): the owner of a mesh
+	// answers with where its members are.
+	OpMeshInfo = "meshinfo"
 	// OpSpawnProcs (SpawnProcsReq): a host agent starts procs.
 	OpSpawnProcs = "spawnprocs"
 	// OpStopProcs (StopProcsReq): a host agent stops some of its procs,
@@ -38,7 +41,27 @@ const (
 	// OpSyncLogs (StopProcsReq): a host agent answers once every line the
 	// procs wrote so far has been sent.
 	OpSyncLogs = "synclogs"
+	// OpAlive (no body), from a proc to the host agent that started it
+	// (ReplyTo names the proc): it is alive. A proc that stops beating
+	// (stopped, or its runtime wedged) is killed and reported.
+	OpAlive = "alive"
+	// OpEnded (EndedReq): a host agent answers (EndedReply) which of the
+	// given procs of its host have ended. A process that starts holding
+	// procs of an agent subscribes to the agent's deaths subject, then
+	// asks: between them it misses no end.
+	OpEnded = "ended"
 )
+
+// EndedReq asks a host agent which of these procs have ended.
+type EndedReq struct {
+	IDs []string `msgpack:"ids"`
+}
+
+// EndedReply is a host agent's answer to EndedReq: the notices of those
+// that have.
+type EndedReply struct {
+	Gone []GoneNotice `msgpack:"gone"`
+}
 
 // SpawnProcsReq asks an agent to start procs. Each new proc reports ready
 // (ProcReady) to the port Proc#Port with its rank.
@@ -81,7 +104,7 @@ type ProcReady struct {
 // nothing.
 func OpReplies(op string) bool {
 	switch op {
-	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs:
+	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo:
 		return true
 	}
 	return false
@@ -97,8 +120,8 @@ func CheckControl(h *Header, body any) error {
 	}
 	switch b := body.(type) {
 	case nil:
-		if h.Method == OpHeartbeat && !ValidID(h.ReplyTo) {
-			return fmt.Errorf("heartbeat from %.40q", h.ReplyTo)
+		if (h.Method == OpHeartbeat || h.Method == OpAlive) && !ValidID(h.ReplyTo) {
+			return fmt.Errorf("%s from %.40q", h.Method, h.ReplyTo)
 		}
 	case *GoneNotice:
 		if !ValidID(b.Proc) {
@@ -128,6 +151,8 @@ func CheckControl(h *Header, body any) error {
 			return fmt.Errorf("rank %d", b.Rank)
 		}
 		return CheckIDs("proc", b.IDs)
+	case *EndedReq:
+		return CheckIDs("proc", b.IDs)
 	}
 	return nil
 }
@@ -140,7 +165,8 @@ const AgentsPort uint64 = 1 << 62
 
 // ReadAgentControl decodes and checks a control frame addressed to a
 // standalone host agent: its own ops (OpSpawnProcs, OpStopProcs,
-// OpSyncLogs, whose body it returns) and OpAgentsHello (nil body). A frame
+// OpSyncLogs, OpEnded, whose body it returns), OpAgentsHello and OpAlive
+// (nil body). A frame
 // that fails gives the kind of drop and why.
 func ReadAgentControl(f *Frame) (any, DropKind, error) {
 	var body any
@@ -149,7 +175,9 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 		body = &SpawnProcsReq{}
 	case OpStopProcs, OpSyncLogs:
 		body = &StopProcsReq{}
-	case OpAgentsHello:
+	case OpEnded:
+		body = &EndedReq{}
+	case OpAgentsHello, OpAlive:
 	default:
 		return nil, DropOp, fmt.Errorf("op %.40q is not a host agent's", f.Method)
 	}

@@ -18,7 +18,11 @@
 // (call arguments, a reply value, an error reply, a control body) is
 // encoded straight after it into the same buffer by NewFrame's Writer,
 // and Parse leaves it in place: payload bytes are never copied on either
-// side.
+// side. A large []byte is not even copied into the frame: EncodeBytes
+// makes the frame refer to it, and the frame goes out as its parts
+// (Writer.Parts). On the way in, Values reads plain values (an argument
+// list of []byte, strings, numbers, bools) without a decoder, and may
+// hand out a large []byte in place.
 //
 // # Limits
 //

@@ -73,6 +73,7 @@ func FuzzParseFrame(f *testing.F) {
 		var fr Frame
 		var err error
 		n := allocatedBy(func() { fr, err = Parse(data) })
+		checkCommonForm(t, data)
 		if limit := uint64(8*len(data)) + allocSlack; n > limit {
 			t.Fatalf("a frame of %d bytes allocated %d", len(data), n)
 		}

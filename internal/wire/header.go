@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Message kinds: a Header's Kind.
@@ -70,6 +71,14 @@ func (h *Header) appendTo(b []byte) []byte {
 // read parses a header. Its strings share data. Every field must have its
 // type and range, and the header must end where its length says.
 func (h *Header) read(data []byte) error {
+	if h.readCommon(data) {
+		return nil
+	}
+	return h.readAny(data)
+}
+
+// readAny is read of any form.
+func (h *Header) readAny(data []byte) error {
 	r := mpReader{b: data}
 	if n := r.arrayLen(); n != headerFields && r.err == nil {
 		return fmt.Errorf("header has %d fields, want %d", n, headerFields)
@@ -138,4 +147,61 @@ func Parse(data []byte) (Frame, error) {
 	}
 	f.Payload = data[4+n:]
 	return f, nil
+}
+
+// readCommon reads, without a general reader, a header in the forms most
+// take: names of fewer than 32 bytes, a kind, rank and flags of one byte,
+// an unsigned port, no region. It reports false, having read nothing that
+// counts, for any other form; read then takes the general way (readAny),
+// which accepts everything readCommon does, as the same header.
+func (h *Header) readCommon(b []byte) bool {
+	if len(b) < 10 || b[0] != 0x90|headerFields || b[1] >= 0x80 || b[len(b)-1] != 0xc0 {
+		return false
+	}
+	target, i, ok1 := fixStr(b, 2)
+	port, i, ok2 := smallUint(b, i)
+	replyTo, i, ok3 := fixStr(b, i)
+	method, i, ok4 := fixStr(b, i)
+	if !ok1 || !ok2 || !ok3 || !ok4 || i != len(b)-3 {
+		return false
+	}
+	rank, flags := int(b[i]), b[i+1]
+	if rank == 0xff {
+		rank = -1
+	}
+	if rank >= 0x80 || flags >= 0x80 {
+		return false
+	}
+	*h = Header{Kind: b[1], Target: target, Port: port, ReplyTo: replyTo, Method: method, Rank: rank, Flags: flags}
+	return true
+}
+
+// fixStr reads a fixstr at b[i:], sharing b, and returns where it ends.
+func fixStr(b []byte, i int) (string, int, bool) {
+	if i >= len(b) || b[i]&0xe0 != 0xa0 {
+		return "", i, false
+	}
+	n := int(b[i] & 0x1f)
+	if n == 0 || i+1+n > len(b) {
+		return "", i + 1, n == 0
+	}
+	return unsafe.String(&b[i+1], n), i + 1 + n, true
+}
+
+// smallUint reads a positive fixint, uint8, uint16 or uint32 at b[i:].
+func smallUint(b []byte, i int) (uint64, int, bool) {
+	if i >= len(b) {
+		return 0, i, false
+	}
+	switch c := b[i]; {
+	case c < 0x80:
+		return uint64(c), i + 1, true
+	case c == 0xcc && i+2 <= len(b):
+		return uint64(b[i+1]), i + 2, true
+	case c == 0xcd && i+3 <= len(b):
+		return uint64(binary.BigEndian.Uint16(b[i+1:])), i + 3, true
+	case c == 0xce && i+5 <= len(b):
+		return uint64(binary.BigEndian.Uint32(b[i+1:])), i + 5, true
+	}
+	return 0, i, false
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
@@ -73,6 +74,62 @@ func TestParseRejectsGarbage(t *testing.T) {
 	for _, data := range [][]byte{nil, {0, 0}, {0, 0, 0, 9, 1}, {0, 0, 0, 1, 0xc1}} {
 		if _, err := Parse(data); !errors.Is(err, ErrDecode) {
 			t.Errorf("Parse(%v) = %v, want ErrDecode", data, err)
+		}
+	}
+}
+
+// checkCommonForm: where the header of frame data is in the common form,
+// the general reader reads it too, as the same header.
+func checkCommonForm(t *testing.T, data []byte) {
+	t.Helper()
+	if len(data) < 4 {
+		return
+	}
+	n := int(binary.BigEndian.Uint32(data))
+	if n > len(data)-4 {
+		return
+	}
+	var common, general Header
+	if !common.readCommon(data[4 : 4+n]) {
+		return
+	}
+	if err := general.readAny(data[4 : 4+n]); err != nil || !reflect.DeepEqual(common, general) {
+		t.Fatalf("header %x: read as %+v, the general way as %+v (%v)", data[4:4+n], common, general, err)
+	}
+}
+
+// TestHeaderCommonForm: the headers of most frames take the fast path,
+// the others the general one, with the same result either way.
+func TestHeaderCommonForm(t *testing.T) {
+	long := string(bytes.Repeat([]byte{'n'}, 32))
+	for _, tt := range []struct {
+		h      Header
+		common bool
+	}{
+		{Header{Kind: KindActor, Target: "c.m1", Method: "Hit", Rank: -1}, true},
+		{Header{Kind: KindActor, Target: "c.m1", Method: "Ping", Port: 9, ReplyTo: "c", Rank: -1}, true},
+		{Header{Kind: KindPort, Port: 1<<32 - 1, ReplyTo: "c-3", Rank: 127, Flags: FlagError | FlagLast}, true},
+		{Header{Kind: KindPort, Port: 300, ReplyTo: "c-3", Rank: 5}, true},
+		{Header{Kind: KindControl, Method: OpStop, ReplyTo: "c", Rank: -1}, true},
+		{Header{Kind: KindPort, Port: 1 << 32, ReplyTo: "c", Rank: 0}, false},
+		{Header{Kind: KindPort, Port: 1, ReplyTo: "c", Rank: 128}, false},
+		{Header{Kind: KindActor, Target: long, Method: "Hit", Rank: -1}, false},
+		{Header{Kind: KindActor, Target: "m", Method: "Hit", Rank: -1, Region: []int{0, 2, 1}}, false},
+	} {
+		w, err := NewFrame(&tt.h, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := append(append([]byte(nil), w.Bytes()...), 0x90)
+		w.Free()
+		var h Header
+		if got := h.readCommon(data[4 : len(data)-1]); got != tt.common {
+			t.Errorf("%+v: common form %v, want %v", tt.h, got, tt.common)
+		}
+		checkCommonForm(t, data)
+		f, err := Parse(data)
+		if err != nil || !reflect.DeepEqual(f.Header, tt.h) {
+			t.Errorf("%+v: parsed as %+v (%v)", tt.h, f.Header, err)
 		}
 	}
 }

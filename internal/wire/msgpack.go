@@ -106,7 +106,15 @@ func (r *mpReader) next(n int) []byte {
 	return p
 }
 
-func (r *mpReader) code() byte { return r.next(1)[0] }
+func (r *mpReader) code() byte {
+	if len(r.b) == 0 {
+		r.fail(errShort)
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
 
 // arrayLen reads an array header; -1 stands for nil.
 func (r *mpReader) arrayLen() int {
@@ -126,6 +134,11 @@ func (r *mpReader) arrayLen() int {
 }
 
 func (r *mpReader) int() int64 {
+	if len(r.b) > 0 && (r.b[0] < 0x80 || r.b[0] >= 0xe0) { // fixint: most
+		c := r.b[0]
+		r.b = r.b[1:]
+		return int64(int8(c))
+	}
 	c := r.code()
 	switch {
 	case c < 0x80:
@@ -182,6 +195,12 @@ func (r *mpReader) uint8() uint8 {
 // str returns a string that shares the reader's bytes: it stays valid as
 // long as they are not modified, which holds for a received message.
 func (r *mpReader) str() string {
+	if len(r.b) > 1 && r.b[0]&0xe0 == 0xa0 && int(r.b[0]&0x1f) < len(r.b) { // fixstr: most
+		n := int(r.b[0] & 0x1f)
+		p := r.b[1 : 1+n]
+		r.b = r.b[1+n:]
+		return unsafe.String(unsafe.SliceData(p), n)
+	}
 	c := r.code()
 	var n int
 	switch {

@@ -20,23 +20,46 @@ type Writer struct {
 	// Enc encodes the payload into the frame, with compact integers.
 	Enc *msgpack.Encoder
 	buf limitedBuffer
+	one [1][]byte // Parts of an unshared frame
 }
 
-// limitedBuffer is what a frame's encoder writes to.
+// limitedBuffer is what a frame's encoder writes to. Its bytes are b,
+// unless large slices were shared into it (EncodeBytes): then they are
+// the parts in shared followed by b[start:].
 type limitedBuffer struct {
 	b     []byte
 	limit int
 	full  bool // a write was refused
+	// shared holds, in order, pieces of b and the slices shared between
+	// them; sharedLen is their length in all.
+	shared    [][]byte
+	sharedLen int
+	start     int
 }
 
 var errFrameFull = errors.New("frame full")
 
+// size is the frame's length so far.
+func (w *limitedBuffer) size() int { return w.sharedLen + len(w.b) - w.start }
+
 func (w *limitedBuffer) fits(n int) bool {
-	if len(w.b)+n > w.limit {
+	if w.size()+n > w.limit {
 		w.full = true
 		return false
 	}
 	return true
+}
+
+// share adds p to the frame without copying it.
+func (w *limitedBuffer) share(p []byte) error {
+	if !w.fits(len(p)) {
+		return errFrameFull
+	}
+	piece := w.b[w.start:len(w.b):len(w.b)]
+	w.shared = append(w.shared, piece, p)
+	w.sharedLen += len(piece) + len(p)
+	w.start = len(w.b)
+	return nil
 }
 
 func (w *limitedBuffer) Write(p []byte) (int, error) {
@@ -87,6 +110,7 @@ func NewFrame(h *Header, limit int) (*Writer, error) {
 	w := framePool.Get().(*Writer)
 	w.buf.b = h.appendTo(append(w.buf.b[:0], 0, 0, 0, 0))
 	w.buf.limit, w.buf.full = limit, false
+	w.buf.shared, w.buf.sharedLen, w.buf.start = w.buf.shared[:0], 0, 0
 	n := len(w.buf.b) - 4
 	if n > MaxHeader || len(w.buf.b) > limit {
 		w.Free()
@@ -109,17 +133,74 @@ func (w *Writer) TooLarge(what string, err error) error {
 	return w.buf.tooLarge(what)
 }
 
-// Bytes is the frame so far. It aliases the Writer's buffer: valid until
-// Free.
-func (w *Writer) Bytes() []byte { return w.buf.b }
+// Bytes is the frame so far, in one slice. Unless slices were shared
+// into it (EncodeBytes), it aliases the Writer's buffer: valid until
+// Free. Parts does without the copy.
+func (w *Writer) Bytes() []byte {
+	if len(w.buf.shared) == 0 {
+		return w.buf.b
+	}
+	out := make([]byte, 0, w.buf.size())
+	for _, p := range w.Parts() {
+		out = append(out, p...)
+	}
+	return out
+}
 
-// Free returns the Writer to the pool; neither it nor its Bytes may be
-// used after.
+// Parts is the frame so far as slices to be sent one after the other:
+// pieces of the Writer's buffer and the slices shared into it. They are
+// valid until Free (and the shared ones as long as their owner leaves
+// them alone).
+func (w *Writer) Parts() [][]byte {
+	if len(w.buf.shared) == 0 {
+		w.one[0] = w.buf.b
+		return w.one[:]
+	}
+	if w.buf.start < len(w.buf.b) {
+		w.buf.shared = append(w.buf.shared, w.buf.b[w.buf.start:])
+		w.buf.sharedLen += len(w.buf.b) - w.buf.start
+		w.buf.start = len(w.buf.b)
+	}
+	return w.buf.shared
+}
+
+// Free returns the Writer to the pool; neither it nor its Bytes and Parts
+// may be used after.
 func (w *Writer) Free() {
-	if cap(w.buf.b) > 1<<20 {
+	if cap(w.buf.b) > 1<<20 || cap(w.buf.shared) > 64 {
 		return // do not keep huge buffers alive in the pool
 	}
+	clear(w.buf.shared[:cap(w.buf.shared)]) // nor what was shared
+	w.one[0] = nil
 	framePool.Put(w)
+}
+
+// EncodeBytes encodes b as enc.EncodeBytes does. When enc is a frame's
+// (Writer.Enc) and b is at least ShareMin bytes, b is not copied: the
+// frame refers to it (Parts), and it must not change until the frame has
+// been sent.
+func EncodeBytes(enc *msgpack.Encoder, b []byte) error {
+	w, ok := enc.Writer().(*limitedBuffer)
+	if !ok || len(b) < ShareMin {
+		return enc.EncodeBytes(b)
+	}
+	// The header of ShareMin bytes or more is bin32: 5 bytes.
+	if !w.fits(5 + len(b)) {
+		return errFrameFull
+	}
+	if err := enc.EncodeBytesLen(len(b)); err != nil {
+		return err
+	}
+	return w.share(b)
+}
+
+// EncodeArg encodes v as enc.Encode does, sharing a large []byte as
+// EncodeBytes does.
+func EncodeArg(enc *msgpack.Encoder, v any) error {
+	if b, ok := v.([]byte); ok {
+		return EncodeBytes(enc, b)
+	}
+	return enc.Encode(v)
 }
 
 // MarshalLimited encodes v as msgpack.Marshal does, but fails with

@@ -1,0 +1,225 @@
+package reliable
+
+import (
+	"slices"
+	"time"
+)
+
+// NakRetry is how long a receiver waits for what it asked for before it
+// asks again.
+const NakRetry = 250 * time.Millisecond
+
+// Msg is a message as a receiver sees it: who sent it, on what, its
+// sequence number and fences, and the caller's payload (the frame).
+type Msg struct {
+	From    string
+	Key     string
+	Seq     uint64
+	Fences  []Fence
+	Size    int // bytes held while it waits
+	Payload any
+}
+
+// Nak asks sender To for its messages on Key from From to Upto.
+type Nak struct {
+	To   string
+	Key  string
+	From uint64
+	Upto uint64
+}
+
+// Inbox is a receiver's side: what it has delivered from each sender, and
+// what it holds while a gap is open.
+type Inbox struct {
+	subscribed map[string]bool // the keys of the subjects this receiver gets
+	senders    map[string]*inSender
+	maxHeld    int // bytes held per sender, at most
+}
+
+type inSender struct {
+	last      map[string]uint64 // key -> the last sequence number delivered
+	held      []Msg             // in arrival order
+	heldBytes int
+	gaps      map[string]*gap // key -> what is missing
+}
+
+type gap struct {
+	upto  uint64    // missing: last+1 .. upto
+	asked time.Time // when last asked for
+}
+
+// NewInbox makes an inbox that holds at most maxHeld bytes per sender
+// while it waits for what is missing.
+func NewInbox(maxHeld int) *Inbox {
+	return &Inbox{subscribed: map[string]bool{}, senders: map[string]*inSender{}, maxHeld: maxHeld}
+}
+
+// Subscribe says this receiver gets the subject key (its own, a group's it
+// joined): fences on it now count.
+func (in *Inbox) Subscribe(key string) { in.subscribed[key] = true }
+
+func (in *Inbox) sender(from string) *inSender {
+	s := in.senders[from]
+	if s == nil {
+		s = &inSender{last: map[string]uint64{}, gaps: map[string]*gap{}}
+		in.senders[from] = s
+	}
+	return s
+}
+
+// Receive takes a message and returns what is now deliverable, in order
+// (it, held ones it freed, or nothing), and the NAKs to send. overflow
+// says the sender's held messages passed the bound: the caller gives up on
+// that sender (see Abandon).
+func (in *Inbox) Receive(m Msg, now time.Time) (deliver []Msg, naks []Nak, overflow bool) {
+	s := in.sender(m.From)
+	if m.Seq <= s.last[m.Key] {
+		return nil, nil, false // a duplicate
+	}
+	if in.deliverable(s, &m) {
+		deliver = in.deliver(s, m, nil)
+		return in.drain(s, deliver), nil, false
+	}
+	for _, h := range s.held {
+		if h.Key == m.Key && h.Seq == m.Seq {
+			return nil, nil, false // held already
+		}
+	}
+	s.held = append(s.held, m)
+	s.heldBytes += m.Size
+	naks = in.noteGaps(s, m.From, &m, now)
+	return nil, naks, s.heldBytes > in.maxHeld
+}
+
+// Tail takes a tail marker: the sender's last sequence number on key. A
+// gap it reveals is asked for.
+func (in *Inbox) Tail(from, key string, seq uint64, now time.Time) []Nak {
+	s := in.sender(from)
+	if seq <= s.last[key] {
+		return nil
+	}
+	return in.widen(s, from, key, seq, now, nil)
+}
+
+// Tick asks again for what is still missing, NakRetry after the last
+// asking.
+func (in *Inbox) Tick(now time.Time) []Nak {
+	var naks []Nak
+	for from, s := range in.senders {
+		for key, g := range s.gaps {
+			if now.Sub(g.asked) >= NakRetry {
+				g.asked = now
+				naks = append(naks, Nak{To: from, Key: key, From: s.last[key] + 1, Upto: g.upto})
+			}
+		}
+	}
+	return naks
+}
+
+// Abandon gives up on messages of from on key up to upto (the sender no
+// longer has them): it returns what that frees. The caller reports the
+// loss.
+func (in *Inbox) Abandon(from, key string, upto uint64) []Msg {
+	s := in.sender(from)
+	if upto > s.last[key] {
+		s.last[key] = upto
+	}
+	in.closeGap(s, key)
+	return in.drain(s, nil)
+}
+
+// Forget drops a sender (it ended) and what was held of it.
+func (in *Inbox) Forget(from string) { delete(in.senders, from) }
+
+// Waiting reports whether anything of from is held.
+func (in *Inbox) Waiting(from string) bool {
+	s := in.senders[from]
+	return s != nil && len(s.held) > 0
+}
+
+// deliverable: the next on its subject, and every fence on a subject this
+// receiver gets is met.
+func (in *Inbox) deliverable(s *inSender, m *Msg) bool {
+	if m.Seq != s.last[m.Key]+1 {
+		return false
+	}
+	for _, f := range m.Fences {
+		if in.subscribed[f.Key] && s.last[f.Key] < f.Seq {
+			return false
+		}
+	}
+	return true
+}
+
+func (in *Inbox) deliver(s *inSender, m Msg, out []Msg) []Msg {
+	s.last[m.Key] = m.Seq
+	if g := s.gaps[m.Key]; g != nil && m.Seq >= g.upto {
+		delete(s.gaps, m.Key)
+	}
+	return append(out, m)
+}
+
+// drain delivers held messages that have become deliverable, until none
+// does. Whichever order they go in is right: a message is deliverable only
+// once everything before it for this receiver is delivered.
+func (in *Inbox) drain(s *inSender, out []Msg) []Msg {
+	for progress := true; progress && len(s.held) > 0; {
+		progress = false
+		for i := 0; i < len(s.held); i++ {
+			m := s.held[i]
+			if m.Seq <= s.last[m.Key] { // a duplicate of what came since
+				s.held = slices.Delete(s.held, i, i+1)
+				s.heldBytes -= m.Size
+				i--
+				continue
+			}
+			if in.deliverable(s, &m) {
+				s.held = slices.Delete(s.held, i, i+1)
+				s.heldBytes -= m.Size
+				out = in.deliver(s, m, out)
+				progress = true
+				i--
+			}
+		}
+	}
+	return out
+}
+
+// noteGaps records what m shows is missing and asks for it.
+func (in *Inbox) noteGaps(s *inSender, from string, m *Msg, now time.Time) []Nak {
+	var naks []Nak
+	if m.Seq > s.last[m.Key]+1 {
+		naks = in.widen(s, from, m.Key, m.Seq-1, now, naks)
+	}
+	for _, f := range m.Fences {
+		if in.subscribed[f.Key] && s.last[f.Key] < f.Seq {
+			naks = in.widen(s, from, f.Key, f.Seq, now, naks)
+		}
+	}
+	return naks
+}
+
+// widen records that messages on key up to upto are missing; a gap that
+// is new or grows is asked for now.
+func (in *Inbox) widen(s *inSender, from, key string, upto uint64, now time.Time, naks []Nak) []Nak {
+	g := s.gaps[key]
+	if g != nil && g.upto >= upto {
+		return naks
+	}
+	lo := s.last[key] + 1
+	if g != nil {
+		lo = g.upto + 1
+		g.upto = upto
+	} else {
+		g = &gap{upto: upto}
+		s.gaps[key] = g
+	}
+	g.asked = now
+	return append(naks, Nak{To: from, Key: key, From: lo, Upto: upto})
+}
+
+func (in *Inbox) closeGap(s *inSender, key string) {
+	if g := s.gaps[key]; g != nil && s.last[key] >= g.upto {
+		delete(s.gaps, key)
+	}
+}

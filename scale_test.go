@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScale16Hosts runs the scale program on 16 simulated hosts x 4 procs
+// x 4 actors (256 actors in 64 procs, 16 host agents): spawn, whole-mesh
+// calls, a one-member slice, a broadcast flood counted exactly, a proc
+// killed with SIGKILL reported to the mesh's owner, a clean exit, and no
+// process left behind.
+func TestScale16Hosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the 16-host scale test takes a while")
+	}
+	bin := build(t)
+	out, code, d := runScale(t, bin, 16, "-procs", "4", "-actors", "4", "-calls", "50", "-flood", "20000")
+	if code != 0 || !strings.Contains(out, "\nOK\n") {
+		t.Fatalf("exit %d after %v:\n%s", code, d, out)
+	}
+	m := metrics(out)
+	if m["procs"] != "64" || m["actors"] != "256" {
+		t.Errorf("procs %s, actors %s: want 64 and 256", m["procs"], m["actors"])
+	}
+	t.Logf("16 hosts: spawn %ss, call p50 %sus, slice p50 %sus vs single %sus, flood %s deliveries/s, kill reported in %sms, %v in all",
+		m["spawn-s"], m["call-p50-us"], m["slice-p50-us"], m["single-p50-us"], m["flood-deliveries-per-s"], m["kill-reported-ms"], d)
+	if left := processesUnder(bin); len(left) > 0 {
+		t.Errorf("processes left after the job: %v", left)
+	}
+}
+
+// runScale runs the scale program under `monarch local --hosts n`,
+// bounded, and returns its output, exit status and run time.
+func runScale(t *testing.T, bin string, hosts int, args ...string) (string, int, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	argv := append([]string{"local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(bin, "scale")}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "monarch"), argv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if ctx.Err() != nil {
+		t.Fatalf("monarch %v did not finish within 8 minutes:\n%s", argv, out.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), code, d
+}
+
+// metrics reads the "METRIC name value" lines of the scale program.
+func metrics(out string) map[string]string {
+	m := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		// A proc's lines come prefixed with its rank; the client's do not.
+		if len(f) == 3 && f[0] == "METRIC" {
+			m[f[1]] = f[2]
+		}
+	}
+	return m
+}
+
+// processesUnder lists the processes whose program is in dir (waiting up
+// to 5s for them to go: a killed process takes a moment).
+func processesUnder(dir string) []string {
+	var left []string
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left = left[:0]
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+			if err == nil && strings.HasPrefix(exe, dir+string(os.PathSeparator)) {
+				left = append(left, e.Name()+" "+filepath.Base(exe))
+			}
+		}
+		if len(left) == 0 || time.Now().After(end) {
+			return left
+		}
+	}
+}
+
+// BenchmarkScale runs the scale program at 1, 4, 16, 32 and 64 simulated
+// hosts (MONARCH_SCALE_SIZES overrides: "1,4") x 4 procs x 4 actors and
+// prints a line of figures per size: spawn time, whole-mesh call p50/p99,
+// a one-member slice's CallOne p50 beside a one-actor mesh's, broadcast
+// deliveries per second, the exit time after the program returns, and the
+// CPU share of the monarch process (which runs the hub). make bench-scale
+// runs it.
+func BenchmarkScale(b *testing.B) {
+	sizes := []int{1, 4, 16, 32, 64}
+	if s := os.Getenv("MONARCH_SCALE_SIZES"); s != "" {
+		sizes = sizes[:0]
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("MONARCH_SCALE_SIZES=%q", s)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	bin := build(b)
+	fmt.Printf("%-6s %-6s %-8s %-10s %-10s %-10s %-10s %-14s %-8s %-8s\n",
+		"hosts", "procs", "spawn-s", "call-p50", "call-p99", "slice-p50", "single-p50", "bcast/s", "exit-s", "hub-cpu")
+	var last map[string]string
+	for _, n := range sizes {
+		r := scaleRun(b, bin, n, "-procs", "4", "-actors", "4", "-calls", "100", "-flood", "20000", "-kill=false")
+		m := r.metrics
+		fmt.Printf("%-6d %-6s %-8.2f %-10s %-10s %-10s %-10s %-14s %-8.2f %-8.2f\n", n, m["procs"], atof(m["spawn-s"]),
+			m["call-p50-us"]+"us", m["call-p99-us"]+"us", m["slice-p50-us"]+"us", m["single-p50-us"]+"us",
+			m["flood-deliveries-per-s"], r.exit.Seconds(), r.hubCPU)
+		last = m
+	}
+	if last != nil {
+		slice, single := atof(last["slice-p50-us"]), atof(last["single-p50-us"])
+		fmt.Printf("BENCH scale-slice-vs-single-p50-%dhosts ours=%.0f floor=%.0f ratio=%.3f target<=1.5\n",
+			sizes[len(sizes)-1], slice, single, slice/single)
+	}
+}
+
+// scaleResult is one run of the scale program, measured from outside.
+type scaleResult struct {
+	metrics map[string]string
+	exit    time.Duration // from the program's last line to the launcher's exit
+	hubCPU  float64       // CPU seconds of the monarch process per second of run
+}
+
+func scaleRun(b *testing.B, bin string, hosts int, args ...string) scaleResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	argv := append([]string{"local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(bin, "scale")}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "monarch"), argv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	end := time.Now()
+	if err != nil || !strings.Contains(out.String(), "\nOK\n") {
+		b.Fatalf("%d hosts: %v:\n%s", hosts, err, out.String())
+	}
+	r := scaleResult{metrics: metrics(out.String())}
+	if ms, err := strconv.ParseInt(r.metrics["done-unix-ms"], 10, 64); err == nil {
+		r.exit = end.Sub(time.UnixMilli(ms))
+	}
+	ps := cmd.ProcessState
+	r.hubCPU = (ps.UserTime() + ps.SystemTime()).Seconds() / end.Sub(start).Seconds()
+	return r
+}
+
+func atof(s string) float64 {
+	f, _ := strconv.ParseFloat(s, 64)
+	return f
+}
