@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -217,57 +216,3 @@ func hubAddrs(urls []string) string {
 	}
 	return strings.Join(hosts, ", ")
 }
-
-// redactAll names route URLs by address, without credentials.
-func redactAll(urls []*url.URL) string {
-	hosts := make([]string, len(urls))
-	for i, u := range urls {
-		hosts[i] = u.Host
-	}
-	return strings.Join(hosts, ", ")
-}
-
-// serverLog keeps the last problem an embedded server reported (errors,
-// warnings, a closed link), for the errors of the calls that wait on it.
-// Everything else is dropped: the bus has no log of its own.
-type serverLog struct {
-	mu      sync.Mutex
-	problem string
-	errAt   time.Time // when the last error or warning came
-}
-
-// keep records a problem. A closed link (a notice) says less than the
-// error that usually comes with it: it does not replace one just made.
-func (l *serverLog) keep(notice bool, format string, args []any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	if notice && now.Sub(l.errAt) < 2*time.Second {
-		return
-	}
-	if !notice {
-		l.errAt = now
-	}
-	l.problem = fmt.Sprintf(format, args...)
-}
-
-// last is the last problem reported, nil if none.
-func (l *serverLog) last() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.problem == "" {
-		return nil
-	}
-	return errors.New(l.problem)
-}
-
-func (l *serverLog) Noticef(format string, args ...any) {
-	if strings.Contains(format, "connection closed") {
-		l.keep(true, format, args)
-	}
-}
-func (l *serverLog) Warnf(format string, args ...any)  { l.keep(false, format, args) }
-func (l *serverLog) Fatalf(format string, args ...any) { l.keep(false, format, args) }
-func (l *serverLog) Errorf(format string, args ...any) { l.keep(false, format, args) }
-func (l *serverLog) Debugf(string, ...any)             {}
-func (l *serverLog) Tracef(string, ...any)             {}
