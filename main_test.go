@@ -30,7 +30,8 @@ func build(t testing.TB) string {
 			return
 		}
 		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
-			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold", "./internal/testprog/scale": "scale"} {
+			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold", "./internal/testprog/race": "race",
+			"./internal/testprog/scale": "scale"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
 			if err != nil {
 				buildErr = err

@@ -56,6 +56,41 @@ func TestRunLocalTLS(t *testing.T) {
 	}
 }
 
+// TestRunLocalHubOfThree runs, on four simulated hosts whose hub is
+// three servers (the launcher's, h0's, h1's), rounds of procs spawned on
+// h0 and sent to at once by an actor on h1, which the client tells: a
+// path round three servers, where a subscription is not known everywhere
+// before the message unless the procs wait for every server (without
+// that, a round in about eighty lost its messages).
+func TestRunLocalHubOfThree(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 4\n[bus]\nhubs = 3\n")
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nargs = [\"100\"]\nhosts = \"hosts.toml\"\n", filepath.Join(build(t), "race")))
+	start := time.Now()
+	out, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + t.TempDir()}, "run", job)
+	if code != 0 || !strings.Contains(out, "RACE OK 100") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	t.Logf("100 rounds on a hub of three: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestRunLeafCannotReachHub: hosts whose leaves cannot reach the hub (a
+// wrong advertised address) fail the job at start, saying where they
+// tried and why.
+func TestRunLeafCannotReachHub(t *testing.T) {
+	dir := t.TempDir()
+	// The bus listens on 127.0.0.1 only: nothing answers at 127.0.0.2.
+	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 1\n[bus]\nlisten = \"127.0.0.1:0\"\nadvertise = \"127.0.0.2\"\n")
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n", filepath.Join(build(t), "multihost")))
+	start := time.Now()
+	_, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + t.TempDir()}, "run", job)
+	if code != 1 || !strings.Contains(stderr, "host agents could not start") || !strings.Contains(stderr, "leaf cannot reach its hub at 127.0.0.2:") ||
+		!strings.Contains(stderr, "connection refused") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	t.Logf("after %v: %s", time.Since(start).Round(time.Millisecond), stderr)
+}
+
 // monarchEnv is monarch with extra environment (set for this test).
 func monarchEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()

@@ -121,14 +121,16 @@ func (c *client) connect(env jobenv.Env) error {
 		// Under `monarch local` or `monarch run`: the bus is theirs.
 		jobenv.UnsetSecret()
 		var err error
-		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token,
-			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: c.opts.maxMessage, OnError: c.busFault,
+		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token, TLSCA: env.Bus.TLSCA,
+			TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, MaxMessage: c.opts.maxMessage, OnError: c.busFault,
 			ReconnectFor: c.opts.hostTimeout})
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}
 	} else {
-		srv, err := bus.StartServer(bus.ServerOptions{})
+		// The job's hub: simulated hosts (HostsFromConfig) link their
+		// leaves to it; this client's own procs dial it directly.
+		srv, err := bus.StartServer(bus.ServerOptions{Leaves: &bus.Listen{}})
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}
@@ -138,7 +140,7 @@ func (c *client) connect(env jobenv.Env) error {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}
 		c.server = srv
-		c.bus = jobenv.Bus{URL: srv.URL(), Token: srv.Token()}
+		c.bus = jobenv.Bus{URL: srv.URL(), Token: srv.Token(), Leaf: srv.LeafURL()}
 	}
 	if err := c.start(env, busLink{conn}); err != nil {
 		c.shutdown()
@@ -291,6 +293,13 @@ func (c *client) stopSpawned() {
 	wg.Wait()
 }
 
+// The client asks the host agents that have not reported again after
+// askAgentsFirst, then twice as long each time, up to askAgentsMax.
+const (
+	askAgentsFirst = 50 * time.Millisecond
+	askAgentsMax   = time.Second
+)
+
 // launchedAgents collects, at the client, the reports of the host agents
 // a launcher started: they become the HostMesh HostsFromConfig returns.
 type launchedAgents struct {
@@ -321,6 +330,24 @@ func (la *launchedAgents) ask() error {
 func (la *launchedAgents) hosts(ctx context.Context) (*HostMesh, error) {
 	ctx, cancel := context.WithTimeout(ctx, la.rt.opts.spawnTimeout)
 	defer cancel()
+	// Ask again while some have not reported: an agent on a leaf can
+	// report before this client's inbox is known on its leaf, while its
+	// interest in the question is still on its way to the hub; then
+	// both cross on the link, and neither arrives.
+	wait := askAgentsFirst
+	for waiting := true; waiting; {
+		again := time.NewTimer(wait)
+		select {
+		case <-la.fut.Done():
+			waiting = false
+		case <-ctx.Done():
+			waiting = false
+		case <-again.C:
+			la.ask()
+			wait = min(2*wait, askAgentsMax)
+		}
+		again.Stop()
+	}
 	ready, err := la.fut.Get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: waiting for %d host agents: %w", la.n, err)

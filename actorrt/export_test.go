@@ -25,6 +25,16 @@ func JobBus() (job, url, token string) {
 	return rt.job, rt.bus.URL, rt.bus.Token
 }
 
+// HubLeafNodes is the number of leaves linked to the client's own bus
+// (the hub of a program run directly); 0 elsewhere.
+func HubLeafNodes() int {
+	rt, err := getRuntime()
+	if err != nil || rt.client() == nil || rt.client().server == nil {
+		return 0
+	}
+	return rt.client().server.NumLeafNodes()
+}
+
 // ProcSubject is the subject of a proc's inbox; ClientProc the client's id.
 func ProcSubject(proc string) string { return current.Load().subjects.Proc(proc) }
 

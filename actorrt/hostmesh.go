@@ -65,15 +65,21 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	if cfg.Scheduler != hostsconfig.SchedulerLocal {
 		return nil, fmt.Errorf("actorrt: HostsFromConfig: %s: scheduler %q starts its hosts through the launcher: run the program with `monarch run job.toml`", path, cfg.Scheduler)
 	}
+	if cfg.Bus.Hubs > 1 {
+		return nil, fmt.Errorf("actorrt: HostsFromConfig: %s: [bus] hubs = %d needs the launcher: run the program with `monarch run job.toml` or `monarch local`", path, cfg.Bus.Hubs)
+	}
 	n := 1
 	if cfg.Local != nil {
 		n = cfg.Local.Hosts
 	}
 	// A simulated host is a proc of this machine: every proc has a host
 	// agent, so its children are that host's procs. Its name, h0, h1, ...,
-	// tags its procs' lines; it is counted as a host, not a proc.
+	// tags its procs' lines; it is counted as a host, not a proc. Like a
+	// real host it runs its own bus, a leaf of the job's hub, which its
+	// procs dial.
+	hostBus := rt.bus.Leaf != ""
 	agents, err := ThisHost().spawnProcs(ctx, Dims{{"hosts", n}}, func(rank int) []string {
-		return jobenv.Env{HostName: jobenv.AgentID(rank)}.Environ()
+		return jobenv.Env{HostName: jobenv.AgentID(rank), HostBus: hostBus}.Environ()
 	})
 	if err != nil {
 		return nil, err

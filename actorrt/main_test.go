@@ -67,6 +67,7 @@ func registerTestActors() {
 		actorrt.Register[Starter](),
 		actorrt.Register[Printer](),
 		actorrt.Register[Flooder](),
+		actorrt.Register[Racer](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

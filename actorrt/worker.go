@@ -1,6 +1,7 @@
 package actorrt
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -22,6 +23,7 @@ import (
 type worker struct {
 	*core    // what every runtime has
 	exitCode atomic.Int32
+	hostBus  *hostagent.HostBus // a simulated host's own bus, or nil
 }
 
 var _ role = (*worker)(nil)
@@ -50,6 +52,9 @@ func runWorker(o options, env jobenv.Env) int {
 		fmt.Fprintf(os.Stderr, "monarch proc %s: bus connection lost, exiting\n", w.procID)
 	}
 	w.stop()
+	if w.hostBus != nil {
+		w.hostBus.Close()
+	}
 	w.logFile.Close()
 	return code
 }
@@ -67,17 +72,21 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	// The secret stays in the runtime; user code and its children do not
 	// inherit it.
 	jobenv.UnsetSecret()
-	conn, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + boot.ID, Token: env.Bus.Token,
-		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, MaxMessage: o.maxMessage, OnError: rt.busFault,
-		ReconnectFor: o.hostTimeout})
+	conn, err := w.connect(env, o)
 	if err != nil {
 		rt.logFile.Close()
 		return nil, err
 	}
 	if err := rt.start(busLink{conn}, w, false); err != nil {
 		conn.Close()
+		if w.hostBus != nil {
+			w.hostBus.Close()
+		}
 		rt.logFile.Close()
 		return nil, err
+	}
+	if w.hostBus != nil {
+		go w.watchHostBus()
 	}
 	ready := wire.ProcReady{PID: os.Getpid(), Host: rt.hostname}
 	// Sent after the inbox SUB on the same connection: once the spawner has
@@ -95,6 +104,39 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 		go w.beat()
 	}
 	return w, nil
+}
+
+// connect dials the proc's bus: the one its spawner dials, or, for a
+// simulated host (env.HostBus), the host's own, a leaf of the job's hub
+// that it starts here and its procs dial in turn.
+func (w *worker) connect(env jobenv.Env, o options) (*bus.Conn, error) {
+	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token, TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName,
+		HubServers: env.Bus.Hubs, MaxMessage: o.maxMessage, OnError: w.busFault, ReconnectFor: o.hostTimeout}
+	if !env.HostBus {
+		return bus.Connect(env.Bus.URL, opts)
+	}
+	hb, err := hostagent.StartHostBus(context.Background(), hostagent.HostBusConfig{Job: w.job, Bus: env.Bus, Log: w.log})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := bus.ConnectInProcess(hb.Server(), opts)
+	if err != nil {
+		hb.Close()
+		return nil, err
+	}
+	w.hostBus, w.bus = hb, hb.Procs()
+	return conn, nil
+}
+
+// watchHostBus closes the link, which ends the proc, once its host's
+// bus has been cut off from the hub for good.
+func (w *worker) watchHostBus() {
+	select {
+	case err := <-w.hostBus.Lost():
+		w.log.Error().Err(err).Msg("host bus cut off from the job")
+		w.link.Close()
+	case <-w.ctx.Done():
+	}
 }
 
 // beat tells the agent that started this proc, every heartbeat interval,

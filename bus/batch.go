@@ -65,6 +65,9 @@ func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) er
 	if size > c.maxMessage {
 		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, size, subject, c.maxMessage)
 	}
+	if err := c.awaitHub(); err != nil {
+		return err
+	}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
 	now := time.Since(clockBase)

@@ -55,6 +55,13 @@ type ConnOptions struct {
 	// host). Either turns TLS on (Connect only); without TLSCA the
 	// system's roots are used.
 	TLSCA, TLSName string
+	// HubServers is the number of servers of the hub this connection's
+	// server belongs to, or links to as a leaf. With more than one, a
+	// Publish that follows a Subscribe first waits (at most 10s) until
+	// every one of them knows the subscription (see hubsync.go): a process
+	// told of it by this one's next message, through any server, reaches
+	// it. Default 1: through one hub that holds without waiting.
+	HubServers int
 	// OnError receives asynchronous faults: ErrSlowConsumer, the cause of
 	// a lost link, and the first dropped message of each DropKind (a
 	// *DropError, which wraps ErrMalformed). It is called from the
@@ -102,6 +109,8 @@ type Conn struct {
 	partials      map[string]*partial
 	held          int // bytes the partials count against maxReassembly
 	maxReassembly int
+
+	hub *hubSync // with HubServers > 1
 
 	pubMu   sync.Mutex // orders every NATS publish of this Conn
 	pending batch      // see batch.go
@@ -218,6 +227,10 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		return nil, fmt.Errorf("bus: connect %s: %w", where, err)
 	}
 	c.nc = nc
+	if c.hub, err = newHubSync(nc, o.HubServers); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus: connect: %w", err)
+	}
 	c.maxPayload = int(nc.MaxPayload())
 	go c.flusher()
 	return c, nil
@@ -237,6 +250,7 @@ func (c *Conn) Subscribe(subject string) (*Subscription, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe %s: %w", subject, mapErr(err))
 	}
+	c.hub.subscribed()
 	return &Subscription{s: s}, nil
 }
 

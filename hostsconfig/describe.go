@@ -116,6 +116,9 @@ func describeBus(b Bus) string {
 	} else {
 		line += ", workers dial an address of this host chosen at launch"
 	}
+	if b.Hubs > 1 {
+		line += fmt.Sprintf(", a hub of %d servers (this host's and hosts 0..%d's)", b.Hubs, b.Hubs-2)
+	}
 	if b.TLSCert == "" {
 		return line + ", no TLS"
 	}

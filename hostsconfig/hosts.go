@@ -110,7 +110,15 @@ type Bus struct {
 	// TLSCert and TLSKey (always both or neither) and TLSCA are absolute
 	// names of files that existed when the file was loaded.
 	TLSCert, TLSKey, TLSCA string
+	// Hubs is how many NATS servers make up the job's hub, which every
+	// host's leaf links to: 1 (the default), the launcher's; more, joined
+	// by routes, adds one on each of the hosts 0..Hubs-2. At most the
+	// number of hosts, and no TLS with more than one.
+	Hubs int
 }
+
+// MaxHubs bounds [bus] hubs.
+const MaxHubs = 64
 
 // LoadHosts reads a MONARCH_HOSTS file. Its error lists every problem
 // found (see ConfigError).
@@ -169,9 +177,23 @@ func readHosts(t *table) *Hosts {
 		}
 	}
 	if sub := t.sub("bus"); sub != nil {
-		h.Bus = readBus(sub, h.Scheduler)
+		h.Bus = readBus(sub, h.Scheduler, h.numHosts())
 	}
 	return h
+}
+
+// numHosts is the number of hosts the file names; 0 when it does not say
+// (Slurm inside an allocation: all of its nodes).
+func (h *Hosts) numHosts() int {
+	switch {
+	case h.Slurm != nil:
+		return h.Slurm.Nodes
+	case h.SSH != nil:
+		return len(h.SSH.Hosts)
+	case h.Local != nil:
+		return h.Local.Hosts
+	}
+	return 0
 }
 
 func readSlurm(t *table) *Slurm {
@@ -256,14 +278,14 @@ func readLocal(t *table) *Local {
 	return l
 }
 
-func readBus(t *table, sched string) Bus {
-	b := Bus{Listen: "0.0.0.0:0"}
+func readBus(t *table, sched string, hosts int) Bus {
+	b := Bus{Listen: "0.0.0.0:0", Hubs: 1}
 	if sched == SchedulerLocal {
-		b = Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1"}
+		b = Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}
 	}
 	// A scheduler error is reported already; loopback is then no issue.
 	remote := sched == SchedulerSlurm || sched == SchedulerSSH
-	t.unknown("listen", "advertise", "tls_cert", "tls_key", "tls_ca")
+	t.unknown("listen", "advertise", "tls_cert", "tls_key", "tls_ca", "hubs")
 	var s string
 	if t.str("listen", &s) {
 		host, port, err := net.SplitHostPort(s)
@@ -307,6 +329,19 @@ func readBus(t *table, sched string) Bus {
 		t.fail("tls_key", "given without %s: give both or neither", t.name("tls_cert"))
 	case t.has("tls_ca") && !t.has("tls_cert"):
 		t.fail("tls_ca", "given without %s and %s, which TLS needs", t.name("tls_cert"), t.name("tls_key"))
+	}
+	if t.integer("hubs", &b.Hubs) {
+		switch {
+		case b.Hubs < 1 || b.Hubs > MaxHubs:
+			t.fail("hubs", "want from 1 to %d NATS servers, got %d", MaxHubs, b.Hubs)
+		case hosts > 0 && b.Hubs > hosts:
+			t.fail("hubs", "want at most the number of hosts (%d): the launcher runs one server, hosts 0..hubs-2 the others, got %d", hosts, b.Hubs)
+		case b.Hubs > 1 && t.has("tls_cert"):
+			t.fail("hubs", "a hub of %d servers does not take TLS yet: leave hubs out, or %s out", b.Hubs, t.name("tls_cert"))
+		}
+		if b.Hubs < 1 || b.Hubs > MaxHubs {
+			b.Hubs = 1
+		}
 	}
 	return b
 }

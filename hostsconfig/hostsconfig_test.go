@@ -117,8 +117,8 @@ func TestGoodFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HOME", home)
-	remoteBus := Bus{Listen: "0.0.0.0:0"}
-	localBus := Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1"}
+	remoteBus := Bus{Listen: "0.0.0.0:0", Hubs: 1}
+	localBus := Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}
 	jobLog := Log{StreamToClient: true, FileLevel: "INFO", StderrLevel: "WARN"}
 	tests := []struct {
 		file string
@@ -130,18 +130,18 @@ func TestGoodFiles(t *testing.T) {
 			Slurm: &Slurm{Nodes: 2, GPUsPerNode: 4, Partition: "debug", Time: "1-12:30", Account: "proj",
 				SbatchArgs: []string{"--qos=high", "--exclusive"}, SrunArgs: []string{"--mpi=none"},
 				Immediate: time.Minute, Monarch: "/opt/monarch/bin/monarch"},
-			Bus: Bus{Listen: "10.0.0.5:4222", Advertise: "head.cluster:4222"}}},
+			Bus: Bus{Listen: "10.0.0.5:4222", Advertise: "head.cluster:4222", Hubs: 2}}},
 		{"ssh.toml", &Hosts{Path: abs("ssh.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1", "h2"}, User: "root", Port: 22, Options: []string{"StrictHostKeyChecking=no"},
 				ConnectTimeout: 5 * time.Second, Parallel: 16},
-			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1"}}},
+			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1", Hubs: 1}}},
 		{"ssh-dotted.toml", &Hosts{Path: abs("ssh-dotted.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1", "h2"}, Port: 2222, ConnectTimeout: 10 * time.Second, Parallel: 32},
-			Bus: Bus{Listen: "0.0.0.0:4222", Advertise: "10.0.0.1"}}},
+			Bus: Bus{Listen: "0.0.0.0:4222", Advertise: "10.0.0.1", Hubs: 1}}},
 		{"ssh-files.toml", &Hosts{Path: abs("ssh-files.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1"}, IdentityFile: key, ConfigFile: abs("ssh.toml"),
 				ConnectTimeout: 10 * time.Second, Parallel: 32},
-			Bus: Bus{Listen: "0.0.0.0:0", TLSCert: abs("local.toml"), TLSKey: abs("local-defaults.toml"), TLSCA: key}}},
+			Bus: Bus{Listen: "0.0.0.0:0", TLSCert: abs("local.toml"), TLSKey: abs("local-defaults.toml"), TLSCA: key, Hubs: 1}}},
 		{"local.toml", &Hosts{Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus}},
 		{"local-defaults.toml", &Hosts{Path: abs("local-defaults.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 1}, Bus: localBus}},
 		{"job-minimal.toml", &Job{Path: abs("job-minimal.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog}},
@@ -234,7 +234,7 @@ func TestRepoExamples(t *testing.T) {
 			Slurm: &Slurm{Nodes: 2, GPUsPerNode: 4, Partition: "debug", Time: "01:00:00", Account: "proj",
 				SbatchArgs: []string{"--qos=high"}, SrunArgs: []string{"--mpi=none"}, Immediate: 30 * time.Second,
 				Monarch: "/opt/monarch/bin/monarch"},
-			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1"}}
+			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1", Hubs: 1}}
 		if !reflect.DeepEqual(h, want) {
 			t.Errorf("got\n%s\nwant\n%s", asJSON(h), asJSON(want))
 		}
@@ -248,7 +248,7 @@ func TestRepoExamples(t *testing.T) {
 			SSH: &SSH{Hosts: []string{"h1", "h2"}, User: "root", Port: 22,
 				Options: []string{"StrictHostKeyChecking=accept-new"}, ConnectTimeout: 5 * time.Second, Parallel: 16,
 				Monarch: "/opt/monarch/bin/monarch"},
-			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1"}}
+			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1", Hubs: 1}}
 		if !reflect.DeepEqual(h, want) {
 			t.Errorf("got\n%s\nwant\n%s", asJSON(h), asJSON(want))
 		}
@@ -259,7 +259,7 @@ func TestRepoExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := &Hosts{Path: filepath.Join(repo, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},
-			Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1"}}
+			Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}}
 		if !reflect.DeepEqual(h, want) {
 			t.Errorf("got\n%s\nwant\n%s", asJSON(h), asJSON(want))
 		}
@@ -283,7 +283,7 @@ func TestRepoExamples(t *testing.T) {
 		dir := filepath.Join(root, "testdata")
 		want := &Job{Path: filepath.Join(dir, "job.toml"), Program: prog, Args: []string{}, Dir: dir,
 			Env:   []string{"OMP_NUM_THREADS=1", "NCCL_DEBUG=WARN"},
-			Hosts: &Hosts{Path: filepath.Join(dir, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2}, Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1"}},
+			Hosts: &Hosts{Path: filepath.Join(dir, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2}, Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}},
 			Procs: []Dim{{"gpus", 4}},
 			Log:   Log{StreamToClient: true, AggregateWindow: 3 * time.Second, FileLevel: "INFO", StderrLevel: "WARN"}}
 		if !reflect.DeepEqual(j, want) {

@@ -74,19 +74,3 @@ func firstExternalIPv4() (string, error) {
 	}
 	return "", errors.New("bus advertise address: this host has no non-loopback IPv4 address; set [bus] advertise")
 }
-
-// routeTo returns this machine's address on the route to host (a name or
-// an address): the address remote workers on that side can dial back.
-// No packet is sent: connecting a UDP socket only picks the route.
-func routeTo(host string) (string, error) {
-	addr, err := net.ResolveIPAddr("ip4", host)
-	if err != nil {
-		return "", err
-	}
-	c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: addr.IP, Port: 9})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
-}

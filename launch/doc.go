@@ -40,7 +40,10 @@
 //     h1, ...); without a hosts file, none: the program runs alone.
 //
 // The bus listens where the hosts can reach it; a loopback address for
-// remote hosts is refused at start.
+// remote hosts is refused at start. It is the job's hub: each host's
+// agent links a leaf node of its own to it (see internal/hostagent), and
+// with [bus] hubs = K it is the first of K servers, the others in the
+// agents of the first K-1 hosts.
 //
 // # Teardown
 //

@@ -2,7 +2,9 @@ package launch
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 
 	"github.com/monarch-go/monarch/bus"
@@ -11,11 +13,17 @@ import (
 )
 
 // jobBus is a job's bus as its launcher runs it, and how each side dials
-// it: the hosts at advURL, this machine at localURL.
+// it: the hosts at advURL, this machine at localURL. It is the job's hub:
+// every host's leaf links to it, at leafAdv (leafLocal from this machine);
+// with hubs > 1, the first of that many servers joined by routes (the
+// others run on the first hosts, see hostagent.StartHostBus), which
+// they join at route.
 type jobBus struct {
-	srv      *bus.Server
-	advURL   string
-	localURL string
+	srv                *bus.Server
+	advURL, localURL   string
+	leafAdv, leafLocal string
+	hubs               int
+	route              string
 	// With TLS: the CA file and the name the bus's certificate is
 	// checked against (the advertised address).
 	tlsCA, tlsName string
@@ -26,7 +34,7 @@ type jobBus struct {
 // the route to the hosts.
 func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus, error) {
 	if p.remote && c.Advertise == "" && p.route != nil {
-		if a, err := routeTo(p.route(ctx)); err == nil && !net.ParseIP(a).IsLoopback() {
+		if a, err := bus.LocalAddrTo(p.route(ctx)); err == nil && !net.ParseIP(a).IsLoopback() {
 			c.Advertise = a
 		}
 	}
@@ -34,14 +42,29 @@ func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus,
 	if err != nil {
 		return nil, err
 	}
-	srv, err := bus.StartServer(bus.ServerOptions{Host: listenHost, Port: port, TLSCert: c.TLSCert, TLSKey: c.TLSKey})
+	o := bus.ServerOptions{Host: listenHost, Port: port, TLSCert: c.TLSCert, TLSKey: c.TLSKey,
+		Leaves: &bus.Listen{Advertise: adv}}
+	if c.Hubs > 1 {
+		if p.hosts != nil && c.Hubs > len(p.hosts) {
+			return nil, fmt.Errorf("[bus] hubs = %d, but the job has %d hosts: at most one hub server a host", c.Hubs, len(p.hosts))
+		}
+		o.Cluster = &bus.Cluster{Listen: bus.Listen{Advertise: adv}}
+	}
+	srv, err := bus.StartServer(o)
 	if err != nil {
 		return nil, err
 	}
-	jb := &jobBus{srv: srv, advURL: "nats://" + net.JoinHostPort(adv, strconv.Itoa(srv.Port()))}
+	jb := &jobBus{srv: srv, advURL: "nats://" + net.JoinHostPort(adv, strconv.Itoa(srv.Port())), leafAdv: srv.LeafURL()}
 	jb.localURL = "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Port()))
+	if u, err := url.Parse(jb.leafAdv); err == nil {
+		jb.leafLocal = "nats-leaf://" + net.JoinHostPort("127.0.0.1", u.Port())
+	}
 	if ip := net.ParseIP(listenHost); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() {
-		jb.localURL = jb.advURL // listening on one interface only: dial it
+		// Listening on one interface only: dial it.
+		jb.localURL, jb.leafLocal = jb.advURL, jb.leafAdv
+	}
+	if c.Hubs > 1 {
+		jb.hubs, jb.route = c.Hubs, srv.RouteURL()
 	}
 	if c.TLSCert != "" {
 		jb.tlsCA, jb.tlsName = c.TLSCA, adv
@@ -49,7 +72,9 @@ func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus,
 	return jb, nil
 }
 
-// dial is how a process dials the bus at url, secret included.
-func (jb *jobBus) dial(url string) jobenv.Bus {
-	return jobenv.Bus{URL: url, Token: jb.srv.Token(), TLSCA: jb.tlsCA, TLSName: jb.tlsName}
+// dial is how a process dials the bus at url, secret included, and
+// where a host's leaf links (leaf).
+func (jb *jobBus) dial(url, leaf string) jobenv.Bus {
+	return jobenv.Bus{URL: url, Token: jb.srv.Token(), TLSCA: jb.tlsCA, TLSName: jb.tlsName,
+		Leaf: leaf, Hubs: jb.hubs, Route: jb.route}
 }

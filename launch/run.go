@@ -137,14 +137,14 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 	var ag *agents
 	if len(p.hosts) > 0 {
 		spec := &agentSpec{args: agentArgs(jobID, cfg.Job), monarch: cfg.Monarch, stderr: cfg.Stderr, awaitAgents: watch.awaitHosts,
-			env: jobenv.Env{Bus: jb.dial(jb.advURL), FileLog: env.FileLog, StderrLog: env.StderrLog}}
+			env: jobenv.Env{Bus: jb.dial(jb.advURL, jb.leafAdv), FileLog: env.FileLog, StderrLog: env.StderrLog}}
 		if ag, err = s.start(ctx, p, spec); err != nil {
 			fail()
 			return 0, fmt.Errorf("launch: %w", err)
 		}
 		env.HostAgents = len(p.hosts)
 	}
-	env.Job, env.Bus, env.HostsFile = jobID, jb.dial(jb.localURL), cfg.HostsPath
+	env.Job, env.Bus, env.HostsFile = jobID, jb.dial(jb.localURL, jb.leafLocal), cfg.HostsPath
 	client, err := startClient(cfg, env)
 	if err != nil {
 		ag.stop(cfg.Grace)

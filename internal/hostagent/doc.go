@@ -17,11 +17,22 @@
 //     the control messages addressed to it (Handle) and hears of every
 //     child that ends (Config.OnEnd).
 //   - Standalone (Run): `monarch agent`, started by a launcher on each
-//     host (an srun step, an ssh session, a local process). It connects to
-//     the job's bus itself, reports to the client, heartbeats, announces
-//     the ends of its procs to the job, and exits when the job is gone:
-//     its bus connection lost, SIGTERM (srun's teardown), or EOF on its
-//     stdin (the ssh session closed), taking its procs along.
+//     host (an srun step, an ssh session, a local process). It runs its
+//     host's bus and connects to it, reports to the client, heartbeats,
+//     announces the ends of its procs to the job, and exits when the job
+//     is gone: its host's link to the hub down for LinkGrace, SIGTERM
+//     (srun's teardown), or EOF on its stdin (the ssh session closed),
+//     taking its procs along.
+//
+// # The host's bus
+//
+// Every host runs a NATS server of its own (StartHostBus, hostbus.go): a
+// leaf node of the job's hub, which the host's agent and procs dial over
+// loopback, so that a message for many procs of a host crosses the
+// host's link once. A simulated host started as a proc (HostsFromConfig
+// without a launcher) runs one too. With [bus] hubs = K the first K-1
+// hosts run servers of the hub instead, joined by routes to the
+// launcher's, and the leaves spread over the K servers.
 //
 // # Processes
 //

@@ -55,9 +55,14 @@ func (a *Agent) Heartbeats(ctx context.Context, always bool) {
 }
 
 // Run serves as the standalone host agent of a job (`monarch agent`)
-// until the job is gone: its bus connection lost (an error), SIGTERM,
-// SIGINT or SIGHUP, EOF on stdin when stdin is given (an ssh session), or
-// ctx's end. It then stops its procs and returns.
+// until the job is gone: its bus connection lost, or its host's link to
+// the hub down for LinkGrace (an error), SIGTERM, SIGINT or SIGHUP, EOF
+// on stdin when stdin is given (an ssh session), or ctx's end. It then
+// stops its procs and returns.
+//
+// It starts its host's bus (StartHostBus) when env.Bus.Leaf is set, and
+// fails if that cannot link to the hub; its procs and itself are then on
+// it. Without, it and its procs dial the hub, env.Bus.URL.
 func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Reader) error {
 	if args.Job == "" || env.Bus.URL == "" || env.Bus.Token == "" || args.Program == "" || args.Index < 0 {
 		return errors.New("incomplete agent configuration (job, bus URL, token, program, index)")
@@ -80,10 +85,28 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	jobstate.PruneSystemLogs(time.Now())
 
 	s := &standalone{index: args.Index, hostname: hostname, log: log}
-	conn, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "agent " + cfg.ID, Token: env.Bus.Token,
-		TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, OnError: s.busFault, ReconnectFor: DefaultHostTimeout})
-	if err != nil {
-		return err
+	// The host's procs and this agent are on the host's bus, a leaf of
+	// the job's hub; without a leaf URL (an agent started by hand), on the
+	// hub itself.
+	var conn *bus.Conn
+	var hubLost <-chan error
+	if env.Bus.Leaf != "" {
+		hb, err := StartHostBus(ctx, HostBusConfig{Job: cfg.Job, Index: args.Index, Bus: env.Bus, Log: log})
+		if err != nil {
+			return err
+		}
+		defer hb.Close()
+		cfg.Bus, hubLost = hb.Procs(), hb.Lost()
+		conn, err = bus.ConnectInProcess(hb.Server(), bus.ConnOptions{Name: "agent " + cfg.ID, HubServers: env.Bus.Hubs, OnError: s.busFault, ReconnectFor: DefaultHostTimeout})
+		if err != nil {
+			return err
+		}
+	} else {
+		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "agent " + cfg.ID, Token: env.Bus.Token,
+			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, OnError: s.busFault})
+		if err != nil {
+			return err
+		}
 	}
 	defer conn.Close()
 	s.conn = conn
@@ -131,6 +154,8 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 		if runCtx.Err() == nil {
 			return fmt.Errorf("bus connection lost: %v", err)
 		}
+	case err := <-hubLost:
+		return err
 	case <-term:
 	case <-eof:
 	case <-ctx.Done():
@@ -161,6 +186,12 @@ func (s *standalone) dispatch(m bus.Message) {
 	}
 	if f.Kind != wire.KindControl {
 		s.drop(wire.DropKindOf, m.Subject, fmt.Errorf("a message of kind %d for a host agent", f.Kind))
+		return
+	}
+	if f.Method == wire.OpPortGone {
+		// The client had what this agent sent it (a report answers every
+		// ask, and the client asks until all have reported): nothing to
+		// do.
 		return
 	}
 	body, kind, err := wire.ReadAgentControl(&f)

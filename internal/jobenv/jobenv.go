@@ -20,6 +20,10 @@ const (
 	varBusToken   = "MONARCH_BUS_TOKEN"
 	varTLSCA      = "MONARCH_BUS_TLS_CA"
 	varTLSName    = "MONARCH_BUS_TLS_NAME"
+	varBusLeaf    = "MONARCH_BUS_LEAF"
+	varBusHubs    = "MONARCH_BUS_HUBS"
+	varBusRoute   = "MONARCH_BUS_ROUTE"
+	varHostBus    = "MONARCH_HOST_BUS"
 	varHostAgents = "MONARCH_HOST_AGENTS"
 	varProcs      = "MONARCH_PROCS"
 	varLogStream  = "MONARCH_LOG_STREAM"
@@ -47,6 +51,17 @@ type Bus struct {
 	// With TLS: the CA file and the server name to verify.
 	TLSCA   string
 	TLSName string
+	// Leaf is where a host's leaf links to the job's hub (the hub's
+	// bus.Server.LeafURL); empty where the process is not to run a host's
+	// bus (see hostagent.StartHostBus).
+	Leaf string
+	// Hubs is how many servers the job's hub has, when more than one
+	// (the hosts file's [bus] hubs): a process's first message after a
+	// subscription waits until all know it (bus.ConnOptions.HubServers).
+	// Route is then, for a host agent, the route URL of the first, which
+	// the hub's other servers join.
+	Hubs  int
+	Route string
 }
 
 // Env is everything a process of a job learns from its environment. A
@@ -70,6 +85,11 @@ type Env struct {
 	// HostName names a simulated host (h0, h1, ...): the name its agent
 	// and its procs give in log lines, instead of the machine's.
 	HostName string
+
+	// HostBus marks a simulated host started as a proc (HostsFromConfig
+	// run without a launcher): it runs its host's bus, as a host agent
+	// does. Its own children do not inherit it.
+	HostBus bool
 
 	// Proc is set for a proc by the host agent that starts it.
 	Proc *Proc
@@ -112,6 +132,14 @@ func (e Env) Environ() []string {
 	add(varBusToken, e.Bus.Token)
 	add(varTLSCA, e.Bus.TLSCA)
 	add(varTLSName, e.Bus.TLSName)
+	add(varBusLeaf, e.Bus.Leaf)
+	if e.Bus.Hubs > 1 {
+		add(varBusHubs, strconv.Itoa(e.Bus.Hubs))
+	}
+	add(varBusRoute, e.Bus.Route)
+	if e.HostBus {
+		add(varHostBus, "1")
+	}
 	if e.HostAgents > 0 {
 		add(varHostAgents, strconv.Itoa(e.HostAgents))
 	}
@@ -159,7 +187,19 @@ func FromEnviron() (Env, error) {
 	var errs []error
 	bad := func(k, v, want string) { errs = append(errs, fmt.Errorf("$%s=%q: want %s", k, v, want)) }
 	e.Job = os.Getenv(varJob)
-	e.Bus = Bus{URL: os.Getenv(varBusURL), Token: os.Getenv(varBusToken), TLSCA: os.Getenv(varTLSCA), TLSName: os.Getenv(varTLSName)}
+	e.Bus = Bus{URL: os.Getenv(varBusURL), Token: os.Getenv(varBusToken), TLSCA: os.Getenv(varTLSCA), TLSName: os.Getenv(varTLSName),
+		Leaf: os.Getenv(varBusLeaf), Route: os.Getenv(varBusRoute)}
+	if v := os.Getenv(varBusHubs); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			bad(varBusHubs, v, "a number of hub servers, 2 or more")
+		}
+		e.Bus.Hubs = n
+	}
+	e.HostBus = os.Getenv(varHostBus) == "1"
+	if e.HostBus && e.Bus.Leaf == "" {
+		errs = append(errs, fmt.Errorf("$%s needs $%s", varHostBus, varBusLeaf))
+	}
 	if v := os.Getenv(varHostAgents); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -243,8 +283,8 @@ func Clean(env []string) []string {
 func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
-	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varHostAgents,
-		varProc, varParent, varReadyPort, varReadyRank, varAgent:
+	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent:
 		return true
 	}
 	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)

@@ -29,7 +29,9 @@ func setEnv(t *testing.T, env []string) {
 func TestRoundTrip(t *testing.T) {
 	stream := false
 	in := Env{
-		Job: "j1", Bus: Bus{URL: "nats://127.0.0.1:4222", Token: "s3cret", TLSCA: "/ca.pem", TLSName: "h"},
+		Job: "j1", Bus: Bus{URL: "nats://127.0.0.1:4222", Token: "s3cret", TLSCA: "/ca.pem", TLSName: "h",
+			Leaf: "nats-leaf://127.0.0.1:7422", Hubs: 3, Route: "nats-route://127.0.0.1:6222"},
+		HostBus:    true,
 		HostAgents: 3, Procs: []hostsconfig.Dim{{Name: "gpus", Size: 4}, {Name: "x", Size: 2}},
 		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml",
 		FileLog: "debug", StderrLog: "warn", HostName: "h2",
@@ -66,6 +68,8 @@ func TestFromEnvironErrors(t *testing.T) {
 		{[]string{"MONARCH_HOST_NAME=a b"}, `$MONARCH_HOST_NAME="a b": want a host name`},
 		{[]string{"MONARCH_PROC=p", "MONARCH_JOB=j", "MONARCH_BUS_URL=u", "MONARCH_PARENT=c", "MONARCH_READY_RANK=0"}, `$MONARCH_READY_PORT="": want a port number`},
 		{[]string{"MONARCH_PROC=p", "MONARCH_READY_PORT=1", "MONARCH_READY_RANK=0", "MONARCH_PARENT=c"}, "a proc needs $MONARCH_JOB and $MONARCH_BUS_URL"},
+		{[]string{"MONARCH_BUS_HUBS=1"}, `$MONARCH_BUS_HUBS="1": want a number of hub servers, 2 or more`},
+		{[]string{"MONARCH_HOST_BUS=1"}, "$MONARCH_HOST_BUS needs $MONARCH_BUS_LEAF"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -88,7 +92,8 @@ func TestRankVars(t *testing.T) {
 
 func TestClean(t *testing.T) {
 	env := []string{"PATH=/bin", "MONARCH_JOB=j", "MONARCH_BUS_TOKEN=s", "MONARCH_PROC=p", "MONARCH_RANK_GPUS=1",
-		"MONARCH_SIZE_GPUS=2", "MONARCH_HOST_AGENTS=2", "MONARCH_HOST_NAME=h1", "MONARCH_FILE_LOG=debug", "HOME=/root"}
+		"MONARCH_SIZE_GPUS=2", "MONARCH_HOST_AGENTS=2", "MONARCH_HOST_NAME=h1", "MONARCH_FILE_LOG=debug", "HOME=/root",
+		"MONARCH_BUS_LEAF=l", "MONARCH_BUS_HUBS=2", "MONARCH_BUS_ROUTE=r", "MONARCH_HOST_BUS=1"}
 	got := Clean(env)
 	want := []string{"PATH=/bin", "MONARCH_HOST_NAME=h1", "MONARCH_FILE_LOG=debug", "HOME=/root"}
 	if !slices.Equal(got, want) {

@@ -70,3 +70,12 @@ func (s Subjects) AgentGone(agent string) string { return s.AgentGonePrefix() + 
 
 // AgentGonePrefix is the common prefix of the AgentGone subjects.
 func (s Subjects) AgentGonePrefix() string { return s.prefix + "agentgone." }
+
+// Hubs: a host that runs one of the hub's servers announces there the
+// URL the leaves dial ("<index> <url>"), once it is joined to the hub, and
+// again whenever asked on HubsAsk.
+func (s Subjects) Hubs() string { return s.prefix + "hubs" }
+
+// HubsAsk: a host about to start its leaf asks the hub's servers to
+// announce themselves.
+func (s Subjects) HubsAsk() string { return s.prefix + "hubs.ask" }

@@ -1,0 +1,218 @@
+package bus
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Leaf nodes. A leaf is an embedded server of its own that links to a hub
+// (a server started with Leaves, or any server of a cluster of them) and
+// carries, over that one link, what its own clients publish to the rest of
+// the bus and what the rest of the bus publishes to them: a message for N
+// subscribers on one leaf crosses the link once. NATS does the routing:
+// the leaf tells the hub of every subject its clients subscribe to, and
+// the hub sends it only what they want.
+
+// Hub says what a leaf node links to.
+type Hub struct {
+	// URLs are the leaf URLs (Server.LeafURL) of the hub's servers: one,
+	// or every server of a cluster. The leaf tries them in this order, at
+	// start and whenever its link is lost; it also learns of servers that
+	// join the hub's cluster later.
+	URLs []string
+	// Token is the hub's secret.
+	Token string
+	// TLSCA is the CA (PEM file) that signed the hub's TLS certificate;
+	// TLSName the name that certificate must carry (default: the URL's
+	// host). Either turns TLS on for the link.
+	TLSCA, TLSName string
+	// OnLink, if set, hears of every change of the leaf's link to the hub
+	// after StartLeaf returned: lost (up false, with the cause) and back
+	// (up true, cause nil). It is called from one goroutine, in order, and
+	// must not block.
+	OnLink func(up bool, cause error)
+}
+
+// probeSubject is answered by every hub server (every server started
+// with Leaves or Cluster): a leaf knows its link carries messages both
+// ways once a request over it has been answered, and a Conn that every
+// server of the hub knows its subscriptions once each has answered one
+// sent after them (hubsync.go).
+const probeSubject = "_MONARCH_BUS.hub"
+
+// linkPoll is how often a leaf looks at its link to the hub; probeAgain
+// how soon it probes the link again at start when the hub's interest has
+// not come over it yet.
+const (
+	linkPoll   = 50 * time.Millisecond
+	probeAgain = 5 * time.Millisecond
+)
+
+// StartLeaf starts an embedded server as a leaf node of hub: its clients
+// (o.Host, default loopback; o.Port; the token o.Token, default a fresh
+// one) reach every subscriber of the hub and of its other leaves, and
+// are reached by them. It returns once a message has crossed the link to
+// the hub and back, or fails when ctx ends first (give it a deadline),
+// naming the hub's addresses and the last problem the leaf met (an
+// address it cannot reach, the token refused). After that the leaf keeps
+// its link up itself: a lost link is dialled again (see Hub.OnLink), and
+// messages between the leaf and the hub while it is down are lost.
+//
+// A leaf accepts neither leaves nor routes of its own (o.Leaves and
+// o.Cluster must be nil).
+func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
+	if len(hub.URLs) == 0 {
+		return nil, errors.New("bus: leaf: no hub URL")
+	}
+	if hub.Token == "" {
+		return nil, fmt.Errorf("bus: leaf of %s: no token", hubAddrs(hub.URLs))
+	}
+	if o.Leaves != nil || o.Cluster != nil {
+		return nil, errors.New("bus: a leaf takes neither leaves nor routes")
+	}
+	opts, err := serverOptions(&o)
+	if err != nil {
+		return nil, err
+	}
+	urls, err := serverURLs(hub.URLs, "hub", hub.Token)
+	if err != nil {
+		return nil, err
+	}
+	remote := &server.RemoteLeafOpts{URLs: urls, NoRandomize: true, Compression: noCompression}
+	if hub.TLSCA != "" || hub.TLSName != "" {
+		cfg := &tls.Config{ServerName: hub.TLSName, MinVersion: tls.VersionTLS12}
+		if hub.TLSCA != "" {
+			pem, err := os.ReadFile(hub.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("bus: leaf: TLS CA: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("bus: leaf: TLS CA %s holds no PEM certificate", hub.TLSCA)
+			}
+		}
+		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, cfg, 5
+	}
+	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+	// A silent link is noticed as fast as a client notices a silent
+	// server.
+	opts.PingInterval, opts.MaxPingsOut = DefaultPingInterval, DefaultMaxPingsOut
+	s, err := start(opts, &o)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.awaitHub(ctx); err != nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("bus: leaf cannot reach its hub at %s: %w", hubAddrs(hub.URLs), err)
+	}
+	s.watchEnd, s.watchDone = make(chan struct{}), make(chan struct{})
+	go s.watchLink(hub.OnLink)
+	return s, nil
+}
+
+// awaitHub waits until a probe crosses the leaf's link to its hub and
+// back.
+func (s *Server) awaitHub(ctx context.Context) error {
+	nc, err := nats.Connect("", nats.InProcessServer(s.ns), nats.Token(s.token), nats.NoReconnect())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for {
+		try, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		_, err := nc.RequestWithContext(try, probeSubject, nil)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			if cause := s.log.last(); cause != nil {
+				return cause
+			}
+			return fmt.Errorf("no answer over the link: %w", ctx.Err())
+		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			// The hub's interest has not come over the link yet.
+			select {
+			case <-time.After(probeAgain):
+			case <-ctx.Done():
+			}
+		}
+	}
+}
+
+// startProbe makes a hub server answer probes.
+func (s *Server) startProbe() error {
+	nc, err := nats.Connect("", nats.InProcessServer(s.ns), nats.Token(s.token), nats.NoReconnect(), nats.Name("hub probe"))
+	if err != nil {
+		return fmt.Errorf("bus: hub probe: %w", err)
+	}
+	// The answer names the server and echoes the probe: "<server> <probe>".
+	id := s.ns.ID() + " "
+	if _, err := nc.Subscribe(probeSubject, func(m *nats.Msg) { m.Respond(append([]byte(id), m.Data...)) }); err != nil {
+		nc.Close()
+		return fmt.Errorf("bus: hub probe: %w", err)
+	}
+	if err := nc.Flush(); err != nil {
+		nc.Close()
+		return fmt.Errorf("bus: hub probe: %w", err)
+	}
+	s.probe = nc
+	return nil
+}
+
+// watchLink reports each change of a leaf's link to onLink, until
+// Shutdown.
+func (s *Server) watchLink(onLink func(up bool, cause error)) {
+	defer close(s.watchDone)
+	t := time.NewTicker(linkPoll)
+	defer t.Stop()
+	up := true
+	for {
+		select {
+		case <-t.C:
+		case <-s.watchEnd:
+			return
+		}
+		now := s.ns.NumLeafNodes() > 0
+		if now == up {
+			continue
+		}
+		up = now
+		if onLink == nil {
+			continue
+		}
+		if up {
+			onLink(true, nil)
+			continue
+		}
+		cause := s.log.last()
+		if cause == nil {
+			cause = errors.New("link closed")
+		}
+		onLink(false, cause)
+	}
+}
+
+// hubAddrs names the hub's servers by address, without credentials.
+func hubAddrs(urls []string) string {
+	hosts := make([]string, len(urls))
+	for i, s := range urls {
+		if u, err := url.Parse(s); err == nil && u.Host != "" {
+			hosts[i] = u.Host
+		} else {
+			hosts[i] = "?"
+		}
+	}
+	return strings.Join(hosts, ", ")
+}
