@@ -17,7 +17,7 @@ func TestLayering(t *testing.T) {
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv"},
 		"launch":      {"hostsconfig", "bus", "internal/jobstate", "internal/jobenv", "internal/child"},
-		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent"},
+		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/reliable"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg"},
 		// Internal packages are layers of their own.
 		"internal/privfs":    {},
