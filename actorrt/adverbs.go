@@ -71,9 +71,8 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 	if !reply.zero() {
 		h.Port, h.ReplyTo = reply.id, reply.proc
 	}
-	var box [3 * 8]int // the region's wire form: on the stack up to 8 dimensions
 	if !reg.isWhole() {
-		h.Region = reg.appendWire(box[:0])
+		h.Region = reg.appendWire(make([]int, 0, 3*len(reg.start)))
 	}
 	w := wire.NewPayload(&h, rt.link.MaxMessage())
 	defer w.Free()

@@ -41,6 +41,8 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &wire.NakReq{}
 	case wire.OpNakMissing:
 		body = &wire.NakMissing{}
+	case wire.OpAck:
+		body = &wire.AckReq{}
 	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, opSkip:
 	default:
 		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
@@ -77,6 +79,10 @@ func checkControl(h *wire.Header, body any) error {
 	case *wire.NakMissing:
 		if b.Key == "" || b.Upto == 0 || !wire.ValidID(h.ReplyTo) {
 			return fmt.Errorf("nak answer of %.40q %d from %.40q", b.Key, b.Upto, h.ReplyTo)
+		}
+	case *wire.AckReq:
+		if len(b.Keys) != len(b.Seqs) || !wire.ValidID(h.ReplyTo) {
+			return fmt.Errorf("ack of %d subjects with %d numbers from %.40q", len(b.Keys), len(b.Seqs), h.ReplyTo)
 		}
 	case *meshInfoReq:
 		if !wire.ValidID(b.Mesh) {

@@ -187,8 +187,7 @@ func (rt *core) dispatch(m bus.Message) {
 	case f.Kind == wire.KindResend:
 		rt.resent(&f, m.Subject)
 	case f.Seq != 0:
-		sf := f // held, maybe: on the heap
-		rt.sequenced(&sf, rt.subjects.Key(m.Subject), m.Subject, len(m.Data))
+		rt.sequenced(&f, rt.subjects.Key(m.Subject), m.Subject, len(m.Data))
 	default:
 		rt.route(&f, m.Subject)
 	}
@@ -200,14 +199,18 @@ func (rt *core) route(f *wire.Frame, subject string) {
 	case wire.KindActor:
 		rt.actors.deliver(*f, subject)
 	case wire.KindPort:
-		h := rt.ports.get(f.Port)
+		// A copy, so that only this path pays for a frame on the heap
+		// (route's own stays on its caller's stack).
+		pf := *f
+		h := rt.ports.get(pf.Port)
 		if h == nil {
-			rt.undeliverable(f, subject)
-		} else if !h.deliver(f) {
-			rt.ports.close(f.Port)
+			rt.undeliverable(&pf, subject)
+		} else if !h.deliver(&pf) {
+			rt.ports.close(pf.Port)
 		}
 	case wire.KindControl:
-		rt.control(f, subject)
+		cf := *f
+		rt.control(&cf, subject)
 	default:
 		rt.drop(wire.DropKindOf, subject, fmt.Errorf("a message of kind %d", f.Kind))
 	}
@@ -259,6 +262,8 @@ func (rt *core) control(f *wire.Frame, subject string) {
 		rt.nak(f.ReplyTo, body.(*wire.NakReq))
 	case wire.OpNakMissing:
 		rt.nakMissing(f.ReplyTo, body.(*wire.NakMissing))
+	case wire.OpAck:
+		rt.ack(f.ReplyTo, body.(*wire.AckReq))
 	case wire.OpFailure:
 		rt.sup.memberFailed(body.(*MeshFailure), "")
 	case wire.OpMeshInfo:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
@@ -41,6 +42,10 @@ const (
 // sequencer is a runtime's reliable-delivery state: the outbox of what it
 // sends and the inbox of what it receives.
 type sequencer struct {
+	// clock is now, to a tick (seqTick): what the outbox and inbox need
+	// of the time, without a clock reading per message.
+	clock atomic.Int64
+
 	// outMu is held from stamping a frame to publishing it, so that
 	// frames leave in the order of their numbers.
 	outMu sync.Mutex
@@ -57,9 +62,13 @@ func newSequencer(self string, retain time.Duration) *sequencer {
 		procs: map[string]*reliable.Subject{},
 		in:    reliable.NewInbox(seqHoldBytes),
 	}
+	s.clock.Store(time.Now().UnixNano())
 	s.in.Subscribe(jobenv.ProcKey(self))
 	return s
 }
+
+// now is the sequencer's clock.
+func (s *sequencer) now() time.Time { return time.Unix(0, s.clock.Load()) }
 
 // procSubject is proc's subject as the outbox knows it; nil for a
 // standalone host agent, whose frames are not sequenced. Hold outMu.
@@ -95,7 +104,7 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 	s := n.seq
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
-	now := time.Now()
+	now := s.now()
 	if len(dests) == 1 && dests[0].group != nil && s.out.ProcsSince(dests[0].rs) > splitProcs {
 		// After sends to many of its procs, a mesh's message would carry
 		// a fence for each: it goes to each proc on its own subject.
@@ -123,7 +132,7 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 			if rs != nil {
 				// The number is spent: send it empty, so that nobody
 				// waits for it.
-				n.sendSkip(d.subject, rs.Key, h.Seq)
+				n.sendSkip(d.subject, rs, h.Seq)
 			}
 			return err
 		}
@@ -131,9 +140,7 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 		if rs != nil && (err == nil || errors.Is(err, bus.ErrNotSent)) {
 			// Kept: a frame the link could not take while it was down
 			// goes again when its receivers ask.
-			if s.out.Keeps(partsLen(parts)) {
-				s.out.Keep(rs.Key, h.Seq, copyParts(parts), now)
-			}
+			s.out.Keep(rs, h.Seq, parts, now)
 			err = nil
 		}
 		if err != nil {
@@ -161,41 +168,19 @@ func (n *node) toProc(proc string) seqDest {
 
 // sendSkip publishes an empty frame for a number that was spent on a
 // frame that could not be sent. Hold outMu.
-func (n *node) sendSkip(subject, key string, seq uint64) {
+func (n *node) sendSkip(subject string, rs *reliable.Subject, seq uint64) {
 	h := wire.Header{Kind: wire.KindControl, Method: opSkip, From: n.procID, Seq: seq, Rank: -1}
 	w := wire.NewPayload(&h, n.link.MaxMessage())
 	defer w.Free()
 	w.Enc.EncodeNil()
 	if parts, err := w.Seal(&h); err == nil {
 		n.publishParts(subject, parts)
-		n.seq.out.Keep(key, seq, copyParts(parts), time.Now())
+		n.seq.out.Keep(rs, seq, parts, n.seq.now())
 	}
 }
 
 // opSkip is a control frame that carries nothing but its number.
 const opSkip = "skip"
-
-func partsLen(parts [][]byte) int {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	return n
-}
-
-// copyParts is a frame's parts joined in a buffer of its own (a frame's
-// parts live only until it is freed).
-func copyParts(parts [][]byte) []byte {
-	n := 0
-	for _, p := range parts {
-		n += len(p)
-	}
-	b := make([]byte, 0, n)
-	for _, p := range parts {
-		b = append(b, p...)
-	}
-	return b
-}
 
 // sequenced takes a sequenced frame that came on subject (key): it is
 // routed now, after frames it freed, or held until what it needs comes.
@@ -205,17 +190,29 @@ func (rt *core) sequenced(f *wire.Frame, key, subject string, size int) {
 		return
 	}
 	s := rt.seq
-	msg := reliable.Msg{From: f.From, Key: key, Seq: f.Seq, Size: size, Payload: f}
+	var fences []reliable.Fence
 	for _, fe := range f.Fences {
-		msg.Fences = append(msg.Fences, reliable.Fence{Key: fe.Key, Seq: fe.Seq})
+		fences = append(fences, reliable.Fence{Key: fe.Key, Seq: fe.Seq})
 	}
 	s.inMu.Lock()
-	deliver, naks, overflow := s.in.Receive(msg, time.Now())
+	if s.in.Next(f.From, key, f.Seq, fences) {
+		// The common case: in order, nothing waiting.
+		acks := s.dueAcks()
+		s.inMu.Unlock()
+		rt.route(f, subject)
+		rt.sendAcks(acks)
+		return
+	}
+	held := *f // it may wait: on the heap
+	msg := reliable.Msg{From: f.From, Key: key, Seq: f.Seq, Fences: fences, Size: size, Payload: &held}
+	deliver, naks, overflow := s.in.Receive(msg, s.now())
 	if overflow {
 		s.in.Forget(f.From)
 	}
+	acks := s.dueAcks()
 	s.inMu.Unlock()
 	rt.sendNaks(naks)
+	rt.sendAcks(acks)
 	for _, m := range deliver {
 		rt.route(m.Payload.(*wire.Frame), rt.subjects.Of(m.Key))
 	}
@@ -308,6 +305,7 @@ func (rt *core) seqTicker(ctx context.Context) {
 		}
 		now := time.Now()
 		s := rt.seq
+		s.clock.Store(now.UnixNano())
 		s.outMu.Lock()
 		tails := s.out.Tick(now)
 		s.outMu.Unlock()
@@ -317,9 +315,51 @@ func (rt *core) seqTicker(ctx context.Context) {
 		}
 		s.inMu.Lock()
 		naks := s.in.Tick(now)
+		acks := s.in.Acks()
 		s.inMu.Unlock()
 		rt.sendNaks(naks)
+		rt.sendAcks(acks)
 	}
+}
+
+// dueAcks returns the acknowledgements owed before the tick: a fast
+// sender keeps only a few thousand messages. Hold inMu.
+func (s *sequencer) dueAcks() []reliable.Ack {
+	if !s.in.AcksDue() {
+		return nil
+	}
+	return s.in.DueAcks()
+}
+
+// sendAcks tells the senders what has come: one message to each.
+func (rt *core) sendAcks(acks []reliable.Ack) {
+	if len(acks) == 0 {
+		return
+	}
+	by := map[string]*wire.AckReq{}
+	for _, a := range acks {
+		req := by[a.To]
+		if req == nil {
+			req = &wire.AckReq{}
+			by[a.To] = req
+		}
+		req.Keys = append(req.Keys, a.Key)
+		req.Seqs = append(req.Seqs, a.Seq)
+	}
+	for to, req := range by {
+		rt.sendControlUnsequenced(to, wire.OpAck, req)
+	}
+}
+
+// ack takes a receiver's acknowledgement: what it has is not kept any
+// more.
+func (rt *core) ack(from string, req *wire.AckReq) {
+	s := rt.seq
+	s.outMu.Lock()
+	for i, key := range req.Keys {
+		s.out.Ack(from, key, req.Seqs[i])
+	}
+	s.outMu.Unlock()
 }
 
 // publishTransport publishes a transport frame with no payload (a tail
@@ -351,6 +391,7 @@ func (rt *core) forgetProc(proc string) {
 	s := rt.seq
 	s.outMu.Lock()
 	s.out.Forget(jobenv.ProcKey(proc))
+	s.out.ProcGone(proc)
 	delete(s.procs, proc)
 	s.outMu.Unlock()
 	s.inMu.Lock()

@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -33,15 +34,26 @@ type Nak struct {
 type Inbox struct {
 	subscribed map[string]bool // the keys of the subjects this receiver gets
 	senders    map[string]*inSender
-	maxHeld    int // bytes held per sender, at most
+	maxHeld    int         // bytes held per sender, at most
+	due        []*inSender // senders owed an acknowledgement before the tick (AckEvery)
 }
 
+// AckEvery is how many messages from one sender a receiver delivers
+// before it acknowledges them without waiting for the tick: a fast
+// sender's history stays a few thousand messages long.
+const AckEvery = 1024
+
 type inSender struct {
+	name      string
 	last      map[string]uint64 // key -> the last sequence number delivered
 	held      []Msg             // in arrival order
 	heldBytes int
 	gaps      map[string]*gap            // key -> what is missing
 	skipped   map[string]map[uint64]bool // key -> numbers given up on, not yet reached
+	acked     map[string]uint64          // key -> the number last acknowledged to the sender
+	progress  bool                       // something was delivered since the last Acks
+	unacked   int                        // messages delivered since
+	due       bool                       // in the inbox's due list
 }
 
 type gap struct {
@@ -62,10 +74,102 @@ func (in *Inbox) Subscribe(key string) { in.subscribed[key] = true }
 func (in *Inbox) sender(from string) *inSender {
 	s := in.senders[from]
 	if s == nil {
-		s = &inSender{last: map[string]uint64{}, gaps: map[string]*gap{}}
-		in.senders[from] = s
+		name := strings.Clone(from) // from may alias a received buffer
+		s = &inSender{name: name, last: map[string]uint64{}, gaps: map[string]*gap{}}
+		in.senders[name] = s
 	}
 	return s
+}
+
+// Next is Receive's fast path, for the common case: it delivers the
+// message at once, allocating nothing, if nothing of its sender is held
+// and it is the next on its subject with its fences met; it reports
+// whether it did. When it does not, the caller goes through Receive.
+func (in *Inbox) Next(from, key string, seq uint64, fences []Fence) bool {
+	s := in.senders[from]
+	if s == nil || len(s.held) > 0 || s.skipped != nil || len(s.gaps) > 0 {
+		return false
+	}
+	last, ok := s.last[key]
+	if seq != last+1 || !ok && seq != 1 {
+		return false
+	}
+	for _, f := range fences {
+		if in.subscribed[f.Key] && s.last[f.Key] < f.Seq {
+			return false
+		}
+	}
+	if ok {
+		s.last[key] = seq
+	} else {
+		s.last[strings.Clone(key)] = seq
+	}
+	in.delivered(s)
+	return true
+}
+
+// delivered counts a message of s delivered.
+func (in *Inbox) delivered(s *inSender) {
+	s.progress = true
+	if s.unacked++; s.unacked >= AckEvery && !s.due {
+		s.due = true
+		in.due = append(in.due, s)
+	}
+}
+
+// Ack is an acknowledgement for a sender: it has every message on Key up
+// to Seq.
+type Ack struct {
+	To  string
+	Key string
+	Seq uint64
+}
+
+// Acks returns the acknowledgements due at a tick: for each sender
+// something was delivered from since its last acknowledgement, the last
+// number on each subject that moved. The caller sends them, and the
+// senders stop keeping what they acknowledge.
+func (in *Inbox) Acks() []Ack {
+	var acks []Ack
+	for _, s := range in.senders {
+		acks = in.ack(s, acks)
+	}
+	in.due = in.due[:0]
+	return acks
+}
+
+// AcksDue reports whether a sender is owed an acknowledgement before the
+// tick: AckEvery messages came from it since its last.
+func (in *Inbox) AcksDue() bool { return len(in.due) > 0 }
+
+// DueAcks returns the acknowledgements owed before the tick.
+func (in *Inbox) DueAcks() []Ack {
+	var acks []Ack
+	for _, s := range in.due {
+		acks = in.ack(s, acks)
+	}
+	clear(in.due)
+	in.due = in.due[:0]
+	return acks
+}
+
+// ack appends s's acknowledgements to acks.
+func (in *Inbox) ack(s *inSender, acks []Ack) []Ack {
+	s.due = false
+	if !s.progress {
+		return acks
+	}
+	s.progress, s.unacked = false, 0
+	if s.acked == nil {
+		s.acked = map[string]uint64{}
+	}
+	for key, last := range s.last {
+		if last > s.acked[key] {
+			s.acked[key] = last
+			acks = append(acks, Ack{To: s.name, Key: key, Seq: last})
+		}
+	}
+	return acks
 }
 
 // Receive takes a message and returns what is now deliverable, in order
@@ -128,10 +232,11 @@ func (in *Inbox) Skip(from, key string, seq uint64) []Msg {
 		s.skipped = map[string]map[uint64]bool{}
 	}
 	if s.skipped[key] == nil {
-		s.skipped[key] = map[uint64]bool{}
+		s.skipped[strings.Clone(key)] = map[uint64]bool{}
 	}
 	s.skipped[key][seq] = true
 	in.advance(s, key)
+	s.progress = true
 	return in.drain(s, nil)
 }
 
@@ -149,7 +254,12 @@ func (in *Inbox) advance(s *inSender, key string) {
 }
 
 // Forget drops a sender (it ended) and what was held of it.
-func (in *Inbox) Forget(from string) { delete(in.senders, from) }
+func (in *Inbox) Forget(from string) {
+	if s := in.senders[from]; s != nil {
+		s.progress = false // nothing to acknowledge if it is in due
+		delete(in.senders, from)
+	}
+}
 
 // Waiting reports whether anything of from is held.
 func (in *Inbox) Waiting(from string) bool {
@@ -172,7 +282,12 @@ func (in *Inbox) deliverable(s *inSender, m *Msg) bool {
 }
 
 func (in *Inbox) deliver(s *inSender, m Msg, out []Msg) []Msg {
-	s.last[m.Key] = m.Seq
+	in.delivered(s)
+	if _, ok := s.last[m.Key]; ok {
+		s.last[m.Key] = m.Seq
+	} else {
+		s.last[strings.Clone(m.Key)] = m.Seq // the key may alias a buffer
+	}
 	if s.skipped != nil {
 		in.advance(s, m.Key)
 	}
@@ -235,7 +350,7 @@ func (in *Inbox) widen(s *inSender, from, key string, upto uint64, now time.Time
 		g.upto = upto
 	} else {
 		g = &gap{upto: upto}
-		s.gaps[key] = g
+		s.gaps[strings.Clone(key)] = g
 	}
 	g.asked = now
 	return append(naks, Nak{To: from, Key: key, From: lo, Upto: upto})

@@ -1,6 +1,10 @@
 package reliable
 
-import "time"
+import (
+	"bytes"
+	"strings"
+	"time"
+)
 
 // Subject is a destination as the scheme sees it: a proc's own subject
 // (Proc set) or a group's (Group set: the procs that receive it).
@@ -8,6 +12,10 @@ type Subject struct {
 	Key   string          // short and unique: what fences and NAKs name it by
 	Proc  string          // a proc's subject: that proc
 	Group map[string]bool // a group's subject: its procs
+
+	// out is its state in the outbox that last used it: found without a
+	// map lookup per message.
+	out *outSubject
 }
 
 // shares reports whether s and t may have a receiver in common.
@@ -57,28 +65,30 @@ type Outbox struct {
 	// group subjects apart, since a proc subject's fences can only be on
 	// groups.
 	procs, groups recentList
-	// history holds the messages kept, oldest first, across subjects.
-	history []*kept
-	head    int // history[head:] is live
-	bytes   int
-	tails   map[*outSubject]bool // subjects owing tail markers
+	history       history
+	bytes         int                  // of the kept messages not yet acknowledged
+	byID          []*outSubject        // subjects by id (nil once forgotten)
+	tails         map[*outSubject]bool // subjects owing tail markers
 }
 
 type outSubject struct {
+	owner      *Outbox // nil once forgotten
 	subj       *Subject
+	id         uint32
 	seq        uint64
 	lastUse    uint64 // the clock at its last message
 	prev, next *outSubject
-	kept       []*kept // what history holds of this subject, in sequence order
+	kept       []uint64 // the history numbers of this subject's kept messages, in sequence order
 	tailStage  int
+	owesTail   bool // in tails
 	lastSent   time.Time
-}
-
-type kept struct {
-	subj  *outSubject
-	seq   uint64
-	at    time.Time
-	frame []byte
+	// What its receivers acknowledged: a proc subject's one receiver's
+	// number (acked), a group's by member (acks), their least (acked,
+	// worked out at Tick when stale).
+	acked    uint64
+	acks     map[string]uint64
+	ackStale bool
+	gone     map[string]bool // members of a group that ended: they ack no more
 }
 
 // NewOutbox makes an empty outbox.
@@ -89,10 +99,12 @@ func NewOutbox(l Limits) *Outbox {
 // Stamp assigns the next message on s its sequence number and fences.
 // The message must then be recorded with Keep (once encoded).
 func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
-	os := o.subjects[s.Key]
+	os := o.state(s)
 	if os == nil {
-		os = &outSubject{subj: s}
+		os = &outSubject{owner: o, subj: s, id: uint32(len(o.byID))}
 		o.subjects[s.Key] = os
+		o.byID = append(o.byID, os)
+		s.out = os
 	}
 	// Fences: the subjects used since os's last message that share a
 	// receiver with it. Groups first (they can share with anything), then
@@ -114,7 +126,10 @@ func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
 	os.lastUse = o.clock
 	os.lastSent = now
 	os.tailStage = 0
-	o.tails[os] = true
+	if !os.owesTail {
+		os.owesTail = true
+		o.tails[os] = true
+	}
 	if s.Proc != "" {
 		o.procs.moveToFront(os)
 	} else {
@@ -123,44 +138,53 @@ func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
 	return os.seq, fences
 }
 
-// Keeps reports whether a frame of n bytes would be kept (Limits.Kept).
-func (o *Outbox) Keeps(n int) bool { return o.limits.Kept(n) }
-
-// Keep records a stamped message (its whole frame, which the outbox then
-// owns) for resending, and drops what is past the limits.
-func (o *Outbox) Keep(key string, seq uint64, frame []byte, now time.Time) {
-	os := o.subjects[key]
-	if os == nil || !o.limits.Kept(len(frame)) {
+// Keep records a stamped message (its whole frame, given as parts to be
+// joined, copied) for resending, and drops what is past the limits.
+func (o *Outbox) Keep(s *Subject, seq uint64, parts [][]byte, now time.Time) {
+	os := o.state(s)
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if os == nil || !o.limits.Kept(n) {
 		return
 	}
-	k := &kept{subj: os, seq: seq, at: now, frame: frame}
-	o.history = append(o.history, k)
-	os.kept = append(os.kept, k)
-	o.bytes += len(k.frame)
+	os.kept = append(os.kept, o.history.push(seq, now.UnixNano(), os.id, parts))
+	o.bytes += n
 	o.expire(now)
 }
 
-// expire drops kept messages older than Retain, or past MaxBytes, oldest
-// first (a subject's kept messages are in sequence order, and leave from
-// the front as they leave the history).
+// state is s's state in o; nil if it has none.
+func (o *Outbox) state(s *Subject) *outSubject {
+	if os := s.out; os != nil && os.owner == o {
+		return os
+	}
+	os := o.subjects[s.Key]
+	if os != nil {
+		s.out = os
+	}
+	return os
+}
+
+// expire drops kept messages older than Retain, or past the bounds,
+// oldest first (a subject's kept messages are in sequence order, and
+// leave from the front as they leave the history). Past the front,
+// acknowledged messages free no memory until the front goes too: their
+// slabs count against twice MaxBytes.
 func (o *Outbox) expire(now time.Time) {
-	for o.head < len(o.history) {
-		k := o.history[o.head]
-		if o.bytes <= o.limits.MaxBytes && now.Sub(k.at) <= o.limits.Retain {
+	h := &o.history
+	oldest := now.Add(-o.limits.Retain).UnixNano()
+	for k := h.front(); k != nil; k = h.front() {
+		if !k.acked && o.bytes <= o.limits.MaxBytes && h.slabMem <= 2*o.limits.MaxBytes && h.n <= maxKept && k.at >= oldest {
 			break
 		}
-		o.bytes -= len(k.frame)
-		if os := k.subj; len(os.kept) > 0 && os.kept[0] == k {
-			os.kept[0] = nil
+		if !k.acked {
+			o.bytes -= int(k.size)
+		}
+		if os := o.byID[k.subj]; os != nil && len(os.kept) > 0 && os.kept[0] == h.base {
 			os.kept = os.kept[1:]
 		}
-		o.history[o.head] = nil
-		o.head++
-	}
-	// Compact once most of the slice is dead.
-	if o.head > 1024 && o.head*2 > len(o.history) {
-		o.history = append(o.history[:0:0], o.history[o.head:]...)
-		o.head = 0
+		h.pop()
 	}
 }
 
@@ -173,13 +197,15 @@ func (o *Outbox) Resend(key string, from, upto uint64) (frames [][]byte, seqs, m
 		return nil, nil, nil // never sent on: nothing to say
 	}
 	upto = min(upto, os.seq)
+	h := &o.history
 	i := 0
 	for seq := from; seq <= upto && seq >= from; seq++ {
-		for i < len(os.kept) && os.kept[i].seq < seq {
+		for i < len(os.kept) && h.at(os.kept[i]).seq < seq {
 			i++
 		}
-		if i < len(os.kept) && os.kept[i].seq == seq {
-			frames, seqs = append(frames, os.kept[i].frame), append(seqs, seq)
+		if i < len(os.kept) && h.at(os.kept[i]).seq == seq && !h.at(os.kept[i]).acked {
+			// A copy: the slab is reused once the message leaves.
+			frames, seqs = append(frames, bytes.Clone(h.frame(h.at(os.kept[i])))), append(seqs, seq)
 		} else {
 			missing = append(missing, seq)
 		}
@@ -192,7 +218,7 @@ func (o *Outbox) Resend(key string, from, upto uint64) (frames [][]byte, seqs, m
 // sender may rather send that message to each proc of the group (no proc
 // fences needed, each on its own subject) than carry them all.
 func (o *Outbox) ProcsSince(s *Subject) int {
-	os := o.subjects[s.Key]
+	os := o.state(s)
 	var last uint64
 	if os != nil {
 		last = os.lastUse
@@ -211,17 +237,106 @@ func (o *Outbox) ProcsSince(s *Subject) int {
 // and last sequence number.
 func (o *Outbox) Tick(now time.Time) []Fence {
 	o.expire(now)
+	o.history.shrink()
 	var due []Fence
 	for os := range o.tails {
+		if os.ackStale {
+			o.settleAcks(os)
+		}
+		if os.acked >= os.seq {
+			o.paidTails(os) // its receivers have it all
+			continue
+		}
 		if now.Sub(os.lastSent) < TailDelays[os.tailStage] {
 			continue
 		}
 		due = append(due, Fence{os.subj.Key, os.seq})
 		if os.tailStage++; os.tailStage == len(TailDelays) {
-			delete(o.tails, os)
+			o.paidTails(os)
 		}
 	}
 	return due
+}
+
+// paidTails says os owes no more tail markers.
+func (o *Outbox) paidTails(os *outSubject) {
+	delete(o.tails, os)
+	os.owesTail = false
+}
+
+// Ack takes a receiver's acknowledgement: it has every message on key up
+// to seq. What all the subject's receivers have is not kept any more.
+func (o *Outbox) Ack(from, key string, seq uint64) {
+	os := o.subjects[key]
+	if os == nil || seq > os.seq {
+		return
+	}
+	if os.subj.Proc != "" {
+		if from == os.subj.Proc && seq > os.acked {
+			os.acked = seq
+			o.release(os)
+		}
+		return
+	}
+	if !os.subj.Group[from] {
+		return
+	}
+	if os.acks == nil {
+		os.acks = map[string]uint64{}
+	}
+	if seq > os.acks[from] {
+		if _, ok := os.acks[from]; !ok {
+			from = strings.Clone(from) // from may alias a received buffer
+		}
+		os.acks[from] = seq
+		os.ackStale = true
+	}
+}
+
+// settleAcks works out what every receiver of a group has, and releases
+// it. It costs the group's size: done at Tick, not per acknowledgement.
+func (o *Outbox) settleAcks(os *outSubject) {
+	os.ackStale = false
+	least := os.seq
+	for p := range os.subj.Group {
+		if os.gone[p] {
+			continue
+		}
+		least = min(least, os.acks[p])
+	}
+	if least > os.acked {
+		os.acked = least
+		o.release(os)
+	}
+}
+
+// release drops the kept messages of os its receivers acknowledged.
+func (o *Outbox) release(os *outSubject) {
+	for len(os.kept) > 0 {
+		k := o.history.at(os.kept[0])
+		if k.seq > os.acked {
+			break
+		}
+		if !k.acked {
+			o.bytes -= int(k.size)
+			k.acked = true
+		}
+		os.kept = os.kept[1:]
+	}
+}
+
+// ProcGone says a proc ended: it acknowledges nothing more, so groups no
+// longer wait for it.
+func (o *Outbox) ProcGone(proc string) {
+	for x := o.groups.head; x != nil; x = x.next {
+		if x.subj.Group[proc] {
+			if x.gone == nil {
+				x.gone = map[string]bool{}
+			}
+			x.gone[proc] = true
+			x.ackStale = true
+		}
+	}
 }
 
 // Forget drops everything about subjects whose receivers are gone (a
@@ -231,13 +346,15 @@ func (o *Outbox) Forget(key string) {
 	if os == nil {
 		return
 	}
-	delete(o.tails, os)
+	o.paidTails(os)
 	if os.subj.Proc != "" {
 		o.procs.remove(os)
 	} else {
 		o.groups.remove(os)
 	}
 	delete(o.subjects, key)
+	o.byID[os.id] = nil
+	os.owner = nil
 	// Its kept messages age out of history with the rest.
 }
 

@@ -64,7 +64,7 @@ func (w *world) receivers(s *Subject) []string {
 // send publishes message id on s.
 func (w *world) send(id int, s *Subject) {
 	seq, fences := w.out.Stamp(s, w.now)
-	w.out.Keep(s.Key, seq, []byte(fmt.Sprint(id)), w.now)
+	w.out.Keep(s, seq, [][]byte{[]byte(fmt.Sprint(id))}, w.now)
 	w.byKeySeq[fmt.Sprintf("%s/%d", s.Key, seq)] = id
 	w.fencesOf[fmt.Sprintf("%s/%d", s.Key, seq)] = fences
 	for _, r := range w.receivers(s) {
@@ -101,6 +101,11 @@ func (w *world) step(d time.Duration) {
 			w.answer(r, naks)
 		}
 		w.answer(r, w.ins[r].Tick(w.now))
+		for _, a := range w.ins[r].Acks() {
+			if !w.lossy() {
+				w.out.Ack(r, a.Key, a.Seq)
+			}
+		}
 	}
 	for _, tail := range w.out.Tick(w.now) {
 		for _, r := range w.receiversOf(tail.Key) {
@@ -168,6 +173,11 @@ func TestDeliveredExactlyOnceInOrder(t *testing.T) {
 					t.Fatalf("%s (loss %.2f, %d lost): delivered %d of %d, first difference at %d", r, loss, w.lost,
 						len(w.got[r]), len(w.sentTo[r]), firstDiff(w.got[r], w.sentTo[r]))
 				}
+			}
+			// Every receiver acknowledged everything: nothing is kept.
+			w.out.Tick(w.now)
+			if w.out.bytes != 0 {
+				t.Errorf("%d bytes still kept once everything was acknowledged", w.out.bytes)
 			}
 		})
 	}

@@ -1,0 +1,42 @@
+package reliable
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// The history's ring wraps and grows, and its slabs are reused once
+// their messages leave: what it gives back must be what went in, and
+// what it holds must go once its messages do.
+func TestHistoryKeepsBytesAcrossWrapsAndReuse(t *testing.T) {
+	var h history
+	body := func(i uint64) []byte { return bytes.Repeat([]byte(fmt.Sprint(i%10)), 1+int(i%3000)) }
+	var next uint64 // the oldest still in h
+	for i := uint64(0); i < 20000; i++ {
+		num := h.push(i+1, int64(i), 0, [][]byte{[]byte("head:"), body(i)})
+		if num != i {
+			t.Fatalf("message %d numbered %d", i, num)
+		}
+		// Keep a window of 1..2000 messages: the ring wraps, slabs go.
+		for h.n > int(1+i%2000) {
+			k := h.at(next)
+			want := append([]byte("head:"), body(next)...)
+			if k.seq != next+1 || !bytes.Equal(h.frame(k), want) {
+				t.Fatalf("message %d: seq %d, %d bytes, want %d", next, k.seq, len(h.frame(k)), len(want))
+			}
+			h.pop()
+			next++
+		}
+	}
+	for h.n > 0 {
+		h.pop()
+	}
+	h.shrink()
+	if len(h.slabs) != 1 || h.slabs[0].live != 0 || h.slabMem > (spareSlabs+1)*slabSize {
+		t.Fatalf("empty history holds %d slabs (%d live bytes), %d bytes in all", len(h.slabs), h.slabs[0].live, h.slabMem)
+	}
+	if len(h.ring) > 1024 {
+		t.Fatalf("empty history's ring is %d long", len(h.ring))
+	}
+}
