@@ -33,7 +33,8 @@ const (
 	batchMax = 64 << 10
 )
 
-// clockBase anchors the monotonic clock readings of lastPub.
+// clockBase anchors the monotonic clock readings of lastPub (the last
+// publish that started a burst, or the last batch sent).
 var clockBase = time.Now()
 
 // Publish sends data on subject. It does not wait for the server; the
@@ -70,9 +71,14 @@ func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) er
 	}
 	c.pubMu.Lock()
 	defer c.pubMu.Unlock()
-	now := time.Since(clockBase)
-	burst := now-c.lastPub < burstGap
-	c.lastPub = now
+	// A pending batch is a burst going on; otherwise the clock says (read
+	// only then: a clock reading per message is a tenth of its cost).
+	burst := c.pending.count > 0
+	if !burst {
+		now := time.Since(clockBase)
+		burst = now-c.lastPub < burstGap
+		c.lastPub = now
+	}
 	if c.pending.count > 0 && (subject != c.pending.subject || size > batchSmall || len(c.pending.buf)+size > batchMax) {
 		if err := c.flushPendingLocked(); err != nil {
 			return err
@@ -84,10 +90,10 @@ func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) er
 		}
 		return c.publishChunked(subject, parts, size)
 	}
-	if parts != nil {
-		data = c.gather(parts, size)
-	}
 	if size > batchSmall || !burst && c.pending.count == 0 {
+		if parts != nil {
+			data = c.gather(parts, size)
+		}
 		return mapErr(c.nc.Publish(subject, data))
 	}
 	p := &c.pending
@@ -105,11 +111,17 @@ func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) er
 		default:
 		}
 	}
-	p.buf = binary.AppendUvarint(p.buf, uint64(len(data)))
+	p.buf = binary.AppendUvarint(p.buf, uint64(size))
 	if p.count == 0 {
 		p.first = len(p.buf)
 	}
-	p.buf = append(p.buf, data...)
+	if parts != nil {
+		for _, part := range parts {
+			p.buf = append(p.buf, part...)
+		}
+	} else {
+		p.buf = append(p.buf, data...)
+	}
 	p.count++
 	return nil
 }
@@ -163,6 +175,8 @@ func (c *Conn) flushPendingLocked() error {
 	}
 	n := p.count
 	p.count = 0
+	// What comes next within burstGap of this goes on the burst.
+	c.lastPub = time.Since(clockBase)
 	if n == 1 {
 		// A batch of one is just the message.
 		return mapErr(c.nc.Publish(p.subject, p.buf[p.first:]))
