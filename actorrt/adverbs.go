@@ -103,7 +103,7 @@ func (rt *core) deliverTo(ref *meshRef, reg region, w *wire.Writer, h *wire.Head
 		procs = ref.procsOf(reg)
 	}
 	if reg.isWhole() || len(procs) == len(ref.all) {
-		return rt.sendSeq(w, h, seqDest{subject: ref.subject, rs: ref.seqSubject(), group: ref.all})
+		return rt.sendSeq(w, h, seqDest{subject: ref.subject, rs: ref.seqSubject()})
 	}
 	if len(procs) == 1 {
 		return rt.sendSeq(w, h, rt.toProc(procs[0]))

@@ -253,10 +253,8 @@ func (c *client) procsStarted(pm *ProcMesh) {
 func (c *client) linesArrived() { c.logs.flush() }
 
 // watchSubjects: the client hears every end already (all the deaths
-// subjects); it watches an agent's heartbeats.
-func (c *client) watchSubjects(agent string) []string {
-	return []string{c.subjects.Heartbeat(agent)}
-}
+// subjects).
+func (c *client) watchSubjects(string) []string { return nil }
 
 // shutdown stops the procs this client started (through their agents:
 // their last lines arrive before the agents' replies), prints the last

@@ -172,10 +172,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestOrderingWithChoose: Broadcasts to the whole mesh (its subject) and
 // Chooses (one proc's subject each) from one sender reach every actor in
 // send order.
-func TestOrderingWithChoose(t *testing.T) {
+func TestOrderingWithChoose(t *testing.T) { testOrderingWithChoose(t, "ordering-choose") }
+
+// TestOrderingWithFencesAhead: the same, with at most one fence a frame:
+// a broadcast after Chooses on two procs sends its second fence ahead of
+// it, in an empty frame.
+func TestOrderingWithFencesAhead(t *testing.T) {
+	defer actorrt.SetMaxFences(1)()
+	testOrderingWithChoose(t, "ordering-fences-ahead")
+}
+
+func testOrderingWithChoose(t *testing.T, name string) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"procs", 3}})
-	rec := spawn[Recorder](t, procs, "ordering-choose")
+	rec := spawn[Recorder](t, procs, name)
 	note := actorrt.VoidMethod1((*Recorder).Note)
 	const n = 3000
 	wholes := 0

@@ -131,3 +131,11 @@ func SetChildBusURL(url string) (hub string, restore func()) {
 	rt.agent.SetBus(b)
 	return old.URL, func() { rt.agent.SetBus(old) }
 }
+
+// SetMaxFences sets how many fences a frame of this process carries, until
+// the returned restore is called.
+func SetMaxFences(n int) (restore func()) {
+	old := maxFences
+	maxFences = n
+	return func() { maxFences = old }
+}

@@ -16,6 +16,9 @@ type link interface {
 	// PublishParts sends the parts, one after the other, as one message.
 	PublishParts(subject string, parts [][]byte) error
 	Subscribe(subject string) (subscription, error)
+	// Watch calls fn on each message of subject as it arrives, beside
+	// Run's ordered path (bus.Conn.Watch).
+	Watch(subject string, fn func(bus.Message)) (subscription, error)
 	// Run hands every message of every subscription to handle, one at a
 	// time, in the order they arrived, until ctx ends or the link is lost
 	// (bus.ErrClosed).
@@ -39,6 +42,14 @@ var _ link = busLink{}
 
 func (l busLink) Subscribe(subject string) (subscription, error) {
 	s, err := l.Conn.Subscribe(subject)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (l busLink) Watch(subject string, fn func(bus.Message)) (subscription, error) {
+	s, err := l.Conn.Watch(subject, fn)
 	if err != nil {
 		return nil, err
 	}

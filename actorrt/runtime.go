@@ -63,8 +63,9 @@ type role interface {
 	// linesArrived is called once the procs' lines up to now have
 	// reached this process (a flush barrier), to print them.
 	linesArrived()
-	// watchSubjects are the subjects to subscribe to to watch a host
-	// agent: its heartbeats and the ends of its procs.
+	// watchSubjects are the subjects to subscribe to, on the ordered
+	// path, to watch a host agent (the ends of its procs); its heartbeats
+	// every process watches on arrival (see watchAgent).
 	watchSubjects(agent string) []string
 }
 
@@ -254,8 +255,6 @@ func (rt *core) control(f *wire.Frame, subject string) {
 		rt.agent.SyncLogs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
 	case wire.OpEnded:
 		rt.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
-	case wire.OpHeartbeat:
-		rt.health.heard(f.ReplyTo)
 	case wire.OpAlive:
 		rt.agent.Alive(f.ReplyTo)
 	case wire.OpNak:
@@ -309,13 +308,35 @@ func (rt *core) applyHealth(effects []any) {
 				}
 			}
 		case effWatch:
-			for _, subj := range rt.role.watchSubjects(e.agent) {
-				if _, err := rt.link.Subscribe(subj); err != nil {
-					rt.log.Warn().Err(err).Str("agent", e.agent).Msg("cannot watch a host agent")
-				}
-			}
+			rt.watchAgent(e.agent)
 		case effAsk:
 			rt.askEnded(e.agent, e.procs)
+		}
+	}
+}
+
+// watchAgent subscribes to what tells that agent and its procs live and
+// end. Its heartbeats are taken as they arrive, beside the ordered path: a
+// dispatcher far behind under a flood must not make a live host look
+// silent.
+func (rt *core) watchAgent(agent string) {
+	_, err := rt.link.Watch(rt.subjects.Heartbeat(agent), func(m bus.Message) {
+		f, err := wire.Parse(m.Data)
+		if err == nil && (f.Kind != wire.KindControl || f.Method != wire.OpHeartbeat || f.ReplyTo != agent) {
+			err = fmt.Errorf("not a heartbeat of %s (kind %d, op %.20q, from %.40q)", agent, f.Kind, f.Method, f.ReplyTo)
+		}
+		if err != nil {
+			rt.drop(wire.DropFrame, m.Subject, err)
+			return
+		}
+		rt.health.heard(agent)
+	})
+	if err != nil {
+		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")
+	}
+	for _, subj := range rt.role.watchSubjects(agent) {
+		if _, err := rt.link.Subscribe(subj); err != nil {
+			rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")
 		}
 	}
 }

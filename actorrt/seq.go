@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,10 +35,11 @@ const (
 	seqKeepBytes = 256 << 20
 	seqHoldBytes = 256 << 20
 	seqTick      = 100 * time.Millisecond
-	// splitProcs: a whole-mesh message that would carry fences for more
-	// procs than this goes to each proc's subject instead.
-	splitProcs = 64
 )
+
+// maxFences bounds the fences a frame carries (a few KiB of header): more
+// go ahead of it in empty frames. A variable for the tests.
+var maxFences = 64
 
 // sequencer is a runtime's reliable-delivery state: the outbox of what it
 // sends and the inbox of what it receives.
@@ -54,7 +56,33 @@ type sequencer struct {
 
 	inMu sync.Mutex
 	in   *reliable.Inbox
+
+	// What the dispatcher hears for the outbox (acknowledgements, NAKs,
+	// procs gone) waits in news for whoever holds outMu next: a sender
+	// blocked on a stalled link holds outMu, and the dispatcher must not
+	// wait for it (its queue would overflow meanwhile).
+	newsMu  sync.Mutex
+	news    outNews
+	hasNews atomic.Bool
 }
+
+// outNews is what the outbox has yet to hear.
+type outNews struct {
+	acks map[ackKey]uint64 // the highest number acknowledged
+	naks []nakFrom
+	gone []string
+}
+
+type ackKey struct{ from, key string }
+
+type nakFrom struct {
+	from string
+	req  wire.NakReq
+}
+
+// maxNews bounds the NAKs waiting: past it, a NAK is dropped (its sender
+// asks again after reliable.NakRetry).
+const maxNews = 4096
 
 func newSequencer(self string, retain time.Duration) *sequencer {
 	s := &sequencer{
@@ -104,16 +132,8 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 	s := n.seq
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
+	n.takeNews()
 	now := s.now()
-	if len(dests) == 1 && dests[0].group != nil && s.out.ProcsSince(dests[0].rs) > splitProcs {
-		// After sends to many of its procs, a mesh's message would carry
-		// a fence for each: it goes to each proc on its own subject.
-		procs := dests[0].group
-		dests = make([]seqDest, len(procs))
-		for i, p := range procs {
-			dests[i] = n.toProc(p)
-		}
-	}
 	for _, d := range dests {
 		rs := d.rs
 		if rs == nil && d.proc != "" {
@@ -122,6 +142,14 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 		h.From, h.Seq, h.Fences = "", 0, nil
 		if rs != nil {
 			seq, fences := s.out.Stamp(rs, now)
+			// Past maxFences, fences go ahead in empty frames on the
+			// same subject, maxFences each: this one comes after them,
+			// so after every fence.
+			for len(fences) > maxFences {
+				n.sendSkip(d.subject, rs, seq, fences[:maxFences])
+				fences = fences[maxFences:]
+				seq, _ = s.out.Stamp(rs, now)
+			}
 			h.From, h.Seq = n.procID, seq
 			for _, f := range fences {
 				h.Fences = append(h.Fences, wire.Fence{Key: f.Key, Seq: f.Seq})
@@ -132,7 +160,7 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 			if rs != nil {
 				// The number is spent: send it empty, so that nobody
 				// waits for it.
-				n.sendSkip(d.subject, rs, h.Seq)
+				n.sendSkip(d.subject, rs, h.Seq, nil)
 			}
 			return err
 		}
@@ -151,14 +179,11 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 }
 
 // seqDest is one destination of sendSeq: a subject, and how it is
-// sequenced: rs, or the proc subject of proc, or not at all. A mesh's
-// subject names its procs (group): a message that would carry fences for
-// too many of them goes to each instead.
+// sequenced: rs, or the proc subject of proc, or not at all.
 type seqDest struct {
 	subject string
 	rs      *reliable.Subject
 	proc    string
-	group   []string
 }
 
 // toProc is the destination of proc's own subject.
@@ -166,10 +191,14 @@ func (n *node) toProc(proc string) seqDest {
 	return seqDest{subject: n.subjects.Proc(proc), proc: proc}
 }
 
-// sendSkip publishes an empty frame for a number that was spent on a
-// frame that could not be sent. Hold outMu.
-func (n *node) sendSkip(subject string, rs *reliable.Subject, seq uint64) {
+// sendSkip publishes an empty frame with number seq and fences: for a
+// number that was spent on a frame that could not be sent, or to carry
+// fences ahead of a frame. Hold outMu.
+func (n *node) sendSkip(subject string, rs *reliable.Subject, seq uint64, fences []reliable.Fence) {
 	h := wire.Header{Kind: wire.KindControl, Method: opSkip, From: n.procID, Seq: seq, Rank: -1}
+	for _, f := range fences {
+		h.Fences = append(h.Fences, wire.Fence{Key: f.Key, Seq: f.Seq})
+	}
 	w := wire.NewPayload(&h, n.link.MaxMessage())
 	defer w.Free()
 	w.Enc.EncodeNil()
@@ -248,24 +277,57 @@ func (rt *core) sendNaks(naks []reliable.Nak) {
 	}
 }
 
-// nak answers a receiver's NAK: what this proc still holds, sent again to
-// it; what it does not, said so.
+// nak takes a receiver's NAK; takeNews answers it.
 func (rt *core) nak(from string, req *wire.NakReq) {
 	s := rt.seq
-	s.outMu.Lock()
-	frames, _, missing := s.out.Resend(req.Key, req.From, req.Upto)
-	s.outMu.Unlock()
+	s.newsMu.Lock()
+	if len(s.news.naks) < maxNews {
+		req.Key = strings.Clone(req.Key) // it may alias a received buffer
+		s.news.naks = append(s.news.naks, nakFrom{strings.Clone(from), *req})
+		s.hasNews.Store(true)
+	}
+	s.newsMu.Unlock()
+}
+
+// resend answers a receiver's NAK: what this proc still holds, sent again
+// to it; what it does not, said so. Hold outMu.
+func (n *node) resend(from string, req *wire.NakReq) {
+	frames, _, missing := n.seq.out.Resend(req.Key, req.From, req.Upto)
 	for _, fr := range frames {
-		h := wire.Header{Kind: wire.KindResend, Target: req.Key, From: rt.procID, Rank: -1}
-		w := wire.NewPayload(&h, rt.link.MaxMessage()+len(fr))
+		h := wire.Header{Kind: wire.KindResend, Target: req.Key, From: n.procID, Rank: -1}
+		w := wire.NewPayload(&h, n.link.MaxMessage()+len(fr))
 		w.Enc.Writer().Write(fr)
 		if parts, err := w.Seal(&h); err == nil {
-			rt.publishParts(rt.subjects.Proc(from), parts)
+			n.publishParts(n.subjects.Proc(from), parts)
 		}
 		w.Free()
 	}
 	for _, seq := range missing {
-		rt.sendControlUnsequenced(from, wire.OpNakMissing, &wire.NakMissing{Key: req.Key, Upto: seq})
+		n.sendControlUnsequenced(from, wire.OpNakMissing, &wire.NakMissing{Key: req.Key, Upto: seq})
+	}
+}
+
+// takeNews applies what the dispatcher heard for the outbox. Hold outMu.
+func (n *node) takeNews() {
+	s := n.seq
+	if !s.hasNews.Load() {
+		return
+	}
+	s.newsMu.Lock()
+	news := s.news
+	s.news = outNews{}
+	s.hasNews.Store(false)
+	s.newsMu.Unlock()
+	for k, seq := range news.acks {
+		s.out.Ack(k.from, k.key, seq)
+	}
+	for _, p := range news.gone {
+		s.out.Forget(jobenv.ProcKey(p))
+		s.out.ProcGone(p)
+		delete(s.procs, p)
+	}
+	for _, k := range news.naks {
+		n.resend(k.from, &k.req)
 	}
 }
 
@@ -307,6 +369,7 @@ func (rt *core) seqTicker(ctx context.Context) {
 		s := rt.seq
 		s.clock.Store(now.UnixNano())
 		s.outMu.Lock()
+		rt.takeNews()
 		tails := s.out.Tick(now)
 		s.outMu.Unlock()
 		for _, tl := range tails {
@@ -352,14 +415,24 @@ func (rt *core) sendAcks(acks []reliable.Ack) {
 }
 
 // ack takes a receiver's acknowledgement: what it has is not kept any
-// more.
+// more, once takeNews applies it.
 func (rt *core) ack(from string, req *wire.AckReq) {
 	s := rt.seq
-	s.outMu.Lock()
-	for i, key := range req.Keys {
-		s.out.Ack(from, key, req.Seqs[i])
+	s.newsMu.Lock()
+	if s.news.acks == nil {
+		s.news.acks = map[ackKey]uint64{}
 	}
-	s.outMu.Unlock()
+	for i, key := range req.Keys {
+		k := ackKey{from, key}
+		if old, ok := s.news.acks[k]; !ok {
+			// The strings may alias a received buffer.
+			s.news.acks[ackKey{strings.Clone(from), strings.Clone(key)}] = req.Seqs[i]
+		} else if req.Seqs[i] > old {
+			s.news.acks[k] = req.Seqs[i]
+		}
+	}
+	s.hasNews.Store(true)
+	s.newsMu.Unlock()
 }
 
 // publishTransport publishes a transport frame with no payload (a tail
@@ -386,14 +459,14 @@ func (n *node) sendControlUnsequenced(proc, op string, body any) {
 	}
 }
 
-// forgetProc drops what this proc keeps for and of a proc that ended.
+// forgetProc drops what this proc keeps for and of a proc that ended
+// (what it keeps for it, once takeNews applies it).
 func (rt *core) forgetProc(proc string) {
 	s := rt.seq
-	s.outMu.Lock()
-	s.out.Forget(jobenv.ProcKey(proc))
-	s.out.ProcGone(proc)
-	delete(s.procs, proc)
-	s.outMu.Unlock()
+	s.newsMu.Lock()
+	s.news.gone = append(s.news.gone, proc)
+	s.hasNews.Store(true)
+	s.newsMu.Unlock()
 	s.inMu.Lock()
 	s.in.Forget(proc)
 	s.inMu.Unlock()

@@ -171,5 +171,5 @@ func (w *worker) procsStarted(*ProcMesh) {}
 func (w *worker) linesArrived() {}
 
 func (w *worker) watchSubjects(agent string) []string {
-	return []string{w.subjects.Heartbeat(agent), w.subjects.Deaths(agent)}
+	return []string{w.subjects.Deaths(agent)}
 }

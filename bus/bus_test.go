@@ -294,3 +294,63 @@ func TestBurstsKeepOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchBesideABlockedHandler: a watched subject's messages arrive
+// while Run's handler is stuck on an earlier message (a dispatcher far
+// behind), batched ones too; a chunked one is dropped, not reassembled.
+func TestWatchBesideABlockedHandler(t *testing.T) {
+	s := startServer(t, bus.ServerOptions{MaxPayload: 64 << 10})
+	pub := dial(t, s, bus.ConnOptions{})
+	drops := make(chan error, 4)
+	sub := dial(t, s, bus.ConnOptions{OnError: func(err error) { drops <- err }})
+	if _, err := sub.Subscribe("work"); err != nil {
+		t.Fatal(err)
+	}
+	beats := make(chan bus.Message, 16)
+	if _, err := sub.Watch("beat", func(m bus.Message) { beats <- m }); err != nil {
+		t.Fatal(err)
+	}
+	sub.Flush(context.Background())
+	stuck, release := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sub.Run(ctx, func(bus.Message) {
+			select {
+			case stuck <- struct{}{}:
+				<-release
+			default:
+			}
+		})
+	}()
+	defer func() { close(release); cancel(); <-done }()
+	if err := pub.Publish("work", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	<-stuck
+	for i := range 5 { // in one burst: batched
+		if err := pub.Publish("beat", []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if m := recv(t, beats); !bytes.Equal(m.Data, []byte{byte(i)}) {
+			t.Fatalf("beat %d: got %v", i, m.Data)
+		}
+	}
+	if err := pub.Publish("beat", make([]byte, 100<<10)); err != nil { // chunked
+		t.Fatal(err)
+	}
+	select {
+	case err := <-drops:
+		var de *bus.DropError
+		if !errors.As(err, &de) || de.Kind != bus.DropHeader {
+			t.Fatalf("drop = %v, want a DropHeader", err)
+		}
+	case m := <-beats:
+		t.Fatalf("a chunk of %d bytes reached the watcher", len(m.Data))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the chunked message was neither dropped nor delivered")
+	}
+}

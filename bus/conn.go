@@ -254,6 +254,30 @@ func (c *Conn) Subscribe(subject string) (*Subscription, error) {
 	return &Subscription{s: s}, nil
 }
 
+// Watch subscribes fn to subject beside the ordered receive path: fn runs
+// as each message arrives, on a goroutine of the subscription's own,
+// however far behind Run's handler is. It is for liveness signals, which
+// must be timed when they arrive, not when a busy handler reaches them.
+// Its messages are small (a chunked one is dropped) and unordered with
+// the rest.
+func (c *Conn) Watch(subject string, fn func(Message)) (*Subscription, error) {
+	s, err := c.nc.Subscribe(subject, func(m *nats.Msg) {
+		switch {
+		case m.Header == nil:
+			fn(Message{Subject: m.Subject, Data: m.Data})
+		case m.Header.Get(batchHeader) != "":
+			c.unbatch(m, m.Header.Get(batchHeader), fn)
+		default:
+			c.drop(DropHeader, m.Subject, "a watched subject takes neither chunks nor NATS headers (%d keys)", len(m.Header))
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: watch %s: %w", subject, mapErr(err))
+	}
+	c.hub.subscribed()
+	return &Subscription{s: s}, nil
+}
+
 // Subscription is one subject on the receive path.
 type Subscription struct{ s *nats.Subscription }
 

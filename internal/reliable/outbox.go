@@ -213,25 +213,6 @@ func (o *Outbox) Resend(key string, from, upto uint64) (frames [][]byte, seqs, m
 	return frames, seqs, missing
 }
 
-// ProcsSince counts the proc subjects in group s used since s's last
-// message: the fences a message on s would carry for them. Past a few, a
-// sender may rather send that message to each proc of the group (no proc
-// fences needed, each on its own subject) than carry them all.
-func (o *Outbox) ProcsSince(s *Subject) int {
-	os := o.state(s)
-	var last uint64
-	if os != nil {
-		last = os.lastUse
-	}
-	n := 0
-	for x := o.procs.head; x != nil && x.lastUse > last; x = x.next {
-		if s.Group[x.subj.Proc] {
-			n++
-		}
-	}
-	return n
-}
-
 // Tick drops what has aged out and returns the tail markers due: for
 // each subject quiet for TailDelays[i] since its last message, its key
 // and last sequence number.
