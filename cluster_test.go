@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -329,4 +330,135 @@ func TestCtrlCRun(t *testing.T) {
 	}
 	checkNothingLeft(t, program)
 	t.Logf("Ctrl-C: job torn down in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// startCut starts monarch run of the cut program with args over ssh on
+// h1 and h2, and returns once its stream of messages is going, with its
+// stdout lines to come.
+func startCut(t *testing.T, c *testcluster.Cluster, args ...string) (*exec.Cmd, *strings.Builder, <-chan string) {
+	t.Helper()
+	program := filepath.Join(build(t), "cut")
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig))
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nargs = [%s]\nhosts = \"hosts.toml\"\n", program, strings.Join(quoted, ", ")))
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "run", job)
+	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 64)
+	sc := bufio.NewScanner(out)
+	go func() {
+		defer close(lines)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	timeout := time.After(2 * time.Minute)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				cmd.Wait()
+				t.Fatalf("the job ended before its stream started; stderr:\n%s", stderr.String())
+			}
+			if l == "TRAFFIC" {
+				return cmd, &stderr, lines
+			}
+		case <-timeout:
+			t.Fatalf("no stream within 2 minutes; stderr:\n%s", stderr.String())
+		}
+	}
+}
+
+// waitCut waits (bounded) for the job to end and returns its stdout lines
+// and exit code.
+func waitCut(t *testing.T, cmd *exec.Cmd, stderr *strings.Builder, lines <-chan string) ([]string, int) {
+	t.Helper()
+	var out []string
+	timeout := time.After(3 * time.Minute)
+	for open := true; open; {
+		select {
+		case l, ok := <-lines:
+			if ok {
+				out = append(out, l)
+			}
+			open = ok
+		case <-timeout:
+			t.Fatalf("job still running 3 minutes after the cut; stdout so far %q; stderr:\n%s", out, stderr.String())
+		}
+	}
+	code := 0
+	if err := cmd.Wait(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatal(err)
+		}
+		code = ee.ExitCode()
+	}
+	return out, code
+}
+
+// TestLinkCutMidTraffic cuts h2's link (eth0 down in its namespace) for 2s
+// while broadcasts and calls stream to the procs on both hosts (through
+// h2's leaf node): the job goes on, and every member counts every
+// broadcast exactly once.
+func TestLinkCutMidTraffic(t *testing.T) {
+	c := testcluster.GetCutter(t)
+	cmd, stderr, lines := startCut(t, c, "-for", "6s")
+	time.Sleep(time.Second)
+	c.CutLink(t, c.Hosts[1], 2*time.Second)
+	out, code := waitCut(t, cmd, stderr, lines)
+	joined := strings.Join(out, "\n")
+	if code != 0 || !strings.Contains(joined, "COUNTED ") {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, joined, stderr.String())
+	}
+	t.Logf("h2 cut for 2s mid-stream: %s", strings.Join(out, "; "))
+	// The cut was mid-stream: a call waited for the link to come back.
+	if ms := longestCall(out); ms < 1500 {
+		t.Errorf("the longest call took %dms: the cut held nothing up", ms)
+	}
+	checkNothingLeft(t, filepath.Join(build(t), "cut"))
+}
+
+// longestCall is the cut program's LONGEST line, in ms; -1 if none.
+func longestCall(out []string) int {
+	for _, l := range out {
+		if v, ok := strings.CutPrefix(l, "LONGEST "); ok {
+			if ms, err := strconv.Atoi(v); err == nil {
+				return ms
+			}
+		}
+	}
+	return -1
+}
+
+// TestLinkLostPastHostTimeout cuts h2's link for longer than the host
+// timeout: h2's procs are reported failed to their owner, h1's counted
+// every broadcast sent and still answer, nothing hangs, and nothing of
+// the job is left running on either host.
+func TestLinkLostPastHostTimeout(t *testing.T) {
+	c := testcluster.GetCutter(t)
+	cmd, stderr, lines := startCut(t, c, "-for", "60s", "-lose")
+	time.Sleep(time.Second)
+	start := time.Now()
+	c.CutLink(t, c.Hosts[1], 12*time.Second)
+	out, code := waitCut(t, cmd, stderr, lines)
+	joined := strings.Join(out, "\n")
+	if !strings.Contains(joined, "SURVIVED ") || !strings.Contains(joined, "failed: {hosts: 1") {
+		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, joined, stderr.String())
+	}
+	t.Logf("h2 cut for 12s: exit %d %v after the cut; %s", code, time.Since(start).Round(time.Millisecond), strings.Join(out, "; "))
+	checkNothingLeft(t, filepath.Join(build(t), "cut"))
 }

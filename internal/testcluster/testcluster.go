@@ -73,7 +73,78 @@ func Get(t testing.TB) *Cluster {
 	case fail != "":
 		t.Fatal(fail)
 	}
+	holdNet(t, syscall.LOCK_SH)
 	return cluster
+}
+
+// GetCutter is Get for a test that cuts hosts' links (CutLink): it waits
+// until no other test, of any test binary, is using the cluster's network
+// (each Get holds a shared lock on $BASE/net.lock until its test ends),
+// and keeps them waiting until it ends.
+func GetCutter(t testing.TB) *Cluster {
+	t.Helper()
+	once.Do(start)
+	if skip != "" || fail != "" {
+		return Get(t)
+	}
+	holdNet(t, syscall.LOCK_EX)
+	return cluster
+}
+
+// holdNet locks $BASE/net.lock (how: LOCK_SH or LOCK_EX) until t ends.
+func holdNet(t testing.TB, how int) {
+	t.Helper()
+	f, err := lockFile(filepath.Join(cluster.Base, "net.lock"), how)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+}
+
+// CutLink takes host's link down (its netns's eth0) for d, then up again,
+// and returns when it is up. The test must have the cluster from
+// GetCutter.
+func (c *Cluster) CutLink(t testing.TB, host string, d time.Duration) {
+	t.Helper()
+	ns, err := c.netns(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := func(state string) {
+		if out, err := exec.Command("ip", "-n", ns, "link", "set", "eth0", state).CombinedOutput(); err != nil {
+			t.Fatalf("ip -n %s link set eth0 %s: %v: %s", ns, state, err, out)
+		}
+	}
+	link("down")
+	defer link("up") // also when the test fails meanwhile: the cluster is shared
+	time.Sleep(d)
+}
+
+// netns is host's network namespace, from $BASE/run/names (the hosts'
+// namespaces, in the order of Hosts).
+func (c *Cluster) netns(host string) (string, error) {
+	path := filepath.Join(c.Base, "run", "names")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		v, ok := strings.CutPrefix(line, "NAMESPACES=")
+		if !ok {
+			continue
+		}
+		nss := strings.Fields(strings.Trim(v, `"`))
+		if len(nss) != len(c.Hosts) {
+			return "", fmt.Errorf("%s: %d namespaces for hosts %v", path, len(nss), c.Hosts)
+		}
+		for i, h := range c.Hosts {
+			if h == host {
+				return nss[i], nil
+			}
+		}
+		return "", fmt.Errorf("no host %q in %v", host, c.Hosts)
+	}
+	return "", fmt.Errorf("%s: no NAMESPACES line", path)
 }
 
 // StopIfStarted runs stop.sh if Get started the cluster in this process
@@ -234,14 +305,18 @@ func ownLines(out string) string {
 
 // lockShared takes a shared flock on path, waiting (bounded) while a
 // stopping process holds it exclusively.
-func lockShared(path string) (*os.File, error) {
+func lockShared(path string) (*os.File, error) { return lockFile(path, syscall.LOCK_SH) }
+
+// lockFile opens path and locks it (how: LOCK_SH or LOCK_EX), waiting
+// lockTimeout at most.
+func lockFile(path string, how int) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(lockTimeout)
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
 		if err == nil {
 			return f, nil
 		}
