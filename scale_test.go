@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,7 +25,7 @@ func TestScale16Hosts(t *testing.T) {
 		t.Skip("-short: the 16-host scale test takes a while")
 	}
 	bin := build(t)
-	out, code, d := runScale(t, bin, 16, "-procs", "4", "-actors", "4", "-calls", "50", "-flood", "20000")
+	out, code, d := runScale(t, bin, scaleArgv(t, bin, 16, false, "-procs", "4", "-actors", "4", "-calls", "50", "-flood", "20000"))
 	if code != 0 || !strings.Contains(out, "\nOK\n") {
 		t.Fatalf("exit %d after %v:\n%s", code, d, out)
 	}
@@ -39,13 +40,54 @@ func TestScale16Hosts(t *testing.T) {
 	}
 }
 
-// runScale runs the scale program under `monarch local --hosts n`,
-// bounded, and returns its output, exit status and run time.
-func runScale(t *testing.T, bin string, hosts int, args ...string) (string, int, time.Duration) {
+// TestScaleDirect runs the scale program on 4 simulated hosts with no
+// leaf nodes ([bus] leaf_nodes = false): every proc dials the hub.
+func TestScaleDirect(t *testing.T) {
+	bin := build(t)
+	out, code, d := runScale(t, bin, scaleArgv(t, bin, 4, true, "-procs", "2", "-actors", "2", "-calls", "20", "-flood", "2000"))
+	if code != 0 || !strings.Contains(out, "\nOK\n") {
+		t.Fatalf("exit %d after %v:\n%s", code, d, out)
+	}
+	if m := metrics(out); m["procs"] != "8" || m["actors"] != "16" {
+		t.Errorf("procs %s, actors %s: want 8 and 16", m["procs"], m["actors"])
+	}
+	if left := processesUnder(bin); len(left) > 0 {
+		t.Errorf("processes left after the job: %v", left)
+	}
+}
+
+// scaleArgv is monarch's command line that runs the scale program with
+// args on hosts simulated hosts: monarch local, or, direct, monarch run of
+// a job whose hosts file says leaf_nodes = false.
+func scaleArgv(t testing.TB, bin string, hosts int, direct bool, args ...string) []string {
+	program := filepath.Join(bin, "scale")
+	if !direct {
+		return append([]string{"local", "--hosts", strconv.Itoa(hosts), "--", program}, args...)
+	}
+	dir := t.TempDir()
+	hostsFile := filepath.Join(dir, "hosts.toml")
+	job := filepath.Join(dir, "job.toml")
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = strconv.Quote(a)
+	}
+	for p, content := range map[string]string{
+		hostsFile: fmt.Sprintf("scheduler = \"local\"\n[local]\nhosts = %d\n[bus]\nleaf_nodes = false\n", hosts),
+		job:       fmt.Sprintf("program = %q\nargs = [%s]\nhosts = %q\n", program, strings.Join(quoted, ", "), hostsFile),
+	} {
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{"run", job}
+}
+
+// runScale runs monarch with argv (scaleArgv), bounded, and returns its
+// output, exit status and run time.
+func runScale(t *testing.T, bin string, argv []string) (string, int, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	argv := append([]string{"local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(bin, "scale")}, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "monarch"), argv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -102,8 +144,10 @@ func processesUnder(dir string) []string {
 // prints a line of figures per size: spawn time, whole-mesh call p50/p99,
 // a one-member slice's CallOne p50 beside a one-actor mesh's, broadcast
 // deliveries per second, the exit time after the program returns, and the
-// CPU share of the monarch process (which runs the hub). make bench-scale
-// runs it.
+// CPU share of the monarch process (which runs the hub; the leaves run in
+// the host agents). At the largest size it runs again with no leaf nodes
+// (direct: every proc dials the hub), for the BENCH line of the flood's
+// time direct against with leaves. make bench-scale runs it.
 func BenchmarkScale(b *testing.B) {
 	sizes := []int{1, 4, 16, 32, 64}
 	if s := os.Getenv("MONARCH_SCALE_SIZES"); s != "" {
@@ -117,41 +161,73 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 	bin := build(b)
-	fmt.Printf("%-6s %-6s %-8s %-10s %-10s %-10s %-10s %-14s %-8s %-8s\n",
-		"hosts", "procs", "spawn-s", "call-p50", "call-p99", "slice-p50", "single-p50", "bcast/s", "exit-s", "hub-cpu")
-	var last map[string]string
-	for _, n := range sizes {
-		r := scaleRun(b, bin, n, "-procs", "4", "-actors", "4", "-calls", "100", "-flood", "20000", "-kill=false")
-		m := r.metrics
-		fmt.Printf("%-6d %-6s %-8.2f %-10s %-10s %-10s %-10s %-14s %-8.2f %-8.2f\n", n, m["procs"], atof(m["spawn-s"]),
+	fmt.Printf("%-6s %-6s %-8s %-8s %-10s %-10s %-10s %-10s %-14s %-8s %-8s\n",
+		"hosts", "procs", "bus", "spawn-s", "call-p50", "call-p99", "slice-p50", "single-p50", "bcast/s", "exit-s", "hub-cpu")
+	run := func(n int, direct bool) map[string]string {
+		r := scaleRun(b, bin, n, direct, "-procs", "4", "-actors", "4", "-calls", "100", "-flood", "20000", "-kill=false")
+		m, topo := r.metrics, "leaves"
+		if direct {
+			topo = "direct"
+		}
+		fmt.Printf("%-6d %-6s %-8s %-8.2f %-10s %-10s %-10s %-10s %-14s %-8.2f %-8.2f\n", n, m["procs"], topo, atof(m["spawn-s"]),
 			m["call-p50-us"]+"us", m["call-p99-us"]+"us", m["slice-p50-us"]+"us", m["single-p50-us"]+"us",
 			m["flood-deliveries-per-s"], r.exit.Seconds(), r.hubCPU)
-		last = m
+		return m
 	}
-	if last != nil {
-		slice, single := atof(last["slice-p50-us"]), atof(last["single-p50-us"])
-		fmt.Printf("BENCH scale-slice-vs-single-p50-%dhosts ours=%.0f floor=%.0f ratio=%.3f target<=1.5\n",
-			sizes[len(sizes)-1], slice, single, slice/single)
+	var last map[string]string
+	for _, n := range sizes {
+		last = run(n, false)
 	}
+	if last == nil {
+		return
+	}
+	n := sizes[len(sizes)-1]
+	slice, single := atof(last["slice-p50-us"]), atof(last["single-p50-us"])
+	fmt.Printf("BENCH scale-slice-vs-single-p50-%dhosts ours=%.0f floor=%.0f ratio=%.3f target<=1.5\n", n, slice, single, slice/single)
+	direct := run(n, true)
+	leaf, dir := atof(last["flood-s"]), atof(direct["flood-s"])
+	fmt.Printf("BENCH scale-flood-s-direct-vs-leaves-%dhosts ours=%.2f floor=%.2f ratio=%.3f (direct/leaves; >1: the leaves are faster)\n", n, dir, leaf, dir/leaf)
 }
 
 // scaleResult is one run of the scale program, measured from outside.
 type scaleResult struct {
 	metrics map[string]string
 	exit    time.Duration // from the program's last line to the launcher's exit
-	hubCPU  float64       // CPU seconds of the monarch process per second of run
+	hubCPU  float64       // CPU seconds of the monarch process (not its children) per second of run
 }
 
-func scaleRun(b *testing.B, bin string, hosts int, args ...string) scaleResult {
+func scaleRun(b *testing.B, bin string, hosts int, direct bool, args ...string) scaleResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	argv := append([]string{"local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(bin, "scale")}, args...)
+	argv := scaleArgv(b, bin, hosts, direct, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "monarch"), argv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	// The process's own CPU time, read until it exits (the wait status
+	// would add its children's).
+	var cpu atomic.Int64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if t, ok := ownCPUTicks(cmd.Process.Pid); ok {
+				cpu.Store(t)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	err := cmd.Wait()
 	end := time.Now()
+	cancel()
+	<-sampled
 	if err != nil || !strings.Contains(out.String(), "\nOK\n") {
 		b.Fatalf("%d hosts: %v:\n%s", hosts, err, out.String())
 	}
@@ -159,9 +235,28 @@ func scaleRun(b *testing.B, bin string, hosts int, args ...string) scaleResult {
 	if ms, err := strconv.ParseInt(r.metrics["done-unix-ms"], 10, 64); err == nil {
 		r.exit = end.Sub(time.UnixMilli(ms))
 	}
-	ps := cmd.ProcessState
-	r.hubCPU = (ps.UserTime() + ps.SystemTime()).Seconds() / end.Sub(start).Seconds()
+	r.hubCPU = float64(cpu.Load()) / 100 / end.Sub(start).Seconds() // USER_HZ is 100 on Linux
 	return r
+}
+
+// ownCPUTicks is the user and system time of process pid itself, in clock
+// ticks, from /proc/PID/stat.
+func ownCPUTicks(pid int) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	return utime + stime, err1 == nil && err2 == nil
 }
 
 func atof(s string) float64 {

@@ -115,6 +115,10 @@ type Bus struct {
 	// by routes, adds one on each of the hosts 0..Hubs-2. At most the
 	// number of hosts, and no TLS with more than one.
 	Hubs int
+	// Direct (leaf_nodes = false) runs no leaf node on the hosts: every
+	// proc dials the hub. Fewer hops for a few hosts; the hub then holds
+	// one connection per proc and fans out every broadcast to each.
+	Direct bool
 }
 
 // MaxHubs bounds [bus] hubs.
@@ -285,7 +289,7 @@ func readBus(t *table, sched string, hosts int) Bus {
 	}
 	// A scheduler error is reported already; loopback is then no issue.
 	remote := sched == SchedulerSlurm || sched == SchedulerSSH
-	t.unknown("listen", "advertise", "tls_cert", "tls_key", "tls_ca", "hubs")
+	t.unknown("listen", "advertise", "tls_cert", "tls_key", "tls_ca", "hubs", "leaf_nodes")
 	var s string
 	if t.str("listen", &s) {
 		host, port, err := net.SplitHostPort(s)
@@ -341,6 +345,13 @@ func readBus(t *table, sched string, hosts int) Bus {
 		}
 		if b.Hubs < 1 || b.Hubs > MaxHubs {
 			b.Hubs = 1
+		}
+	}
+	leaves := true
+	if t.boolean("leaf_nodes", &leaves) && !leaves {
+		b.Direct = true
+		if b.Hubs > 1 {
+			t.fail("leaf_nodes", "false, but hubs = %d: a hub of several servers is for the hosts' leaf nodes to link to; leave one of them out", b.Hubs)
 		}
 	}
 	return b

@@ -144,6 +144,8 @@ func TestGoodFiles(t *testing.T) {
 			Bus: Bus{Listen: "0.0.0.0:0", TLSCert: abs("local.toml"), TLSKey: abs("local-defaults.toml"), TLSCA: key, Hubs: 1}}},
 		{"local.toml", &Hosts{Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus}},
 		{"local-defaults.toml", &Hosts{Path: abs("local-defaults.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 1}, Bus: localBus}},
+		{"local-direct.toml", &Hosts{Path: abs("local-direct.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},
+			Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1, Direct: true}}},
 		{"job-minimal.toml", &Job{Path: abs("job-minimal.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog}},
 		{"job-full.toml", &Job{Path: abs("job-full.toml"), Program: "/bin/sh", Args: []string{"-c", "echo hello"}, Dir: dir,
 			Env:   []string{"OMP_NUM_THREADS=1", "B_FIRST=x", "A_SECOND=y=z"},

@@ -24,6 +24,7 @@ type jobBus struct {
 	leafAdv, leafLocal string
 	hubs               int
 	route              string
+	direct             bool // no leaf nodes: every process dials the hub
 	// With TLS: the CA file and the name the bus's certificate is
 	// checked against (the advertised address).
 	tlsCA, tlsName string
@@ -69,12 +70,16 @@ func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus,
 	if c.TLSCert != "" {
 		jb.tlsCA, jb.tlsName = c.TLSCA, adv
 	}
+	jb.direct = c.Direct
 	return jb, nil
 }
 
 // dial is how a process dials the bus at url, secret included, and
-// where a host's leaf links (leaf).
+// where a host's leaf links (leaf; none when direct).
 func (jb *jobBus) dial(url, leaf string) jobenv.Bus {
+	if jb.direct {
+		leaf = ""
+	}
 	return jobenv.Bus{URL: url, Token: jb.srv.Token(), TLSCA: jb.tlsCA, TLSName: jb.tlsName,
 		Leaf: leaf, Hubs: jb.hubs, Route: jb.route}
 }
