@@ -101,3 +101,9 @@ func WithMailboxLimit(messages int, bytes int64) Option {
 		return nil
 	}
 }
+
+// busConnectFor is how long a process tries to reach its bus (a leaf
+// still starting, a machine too busy to answer at once): well within the
+// default spawn timeout, so that a proc that cannot is reported ended
+// before its spawner gives up on it.
+const busConnectFor = 30 * time.Second

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -352,5 +353,51 @@ func TestWatchBesideABlockedHandler(t *testing.T) {
 		t.Fatalf("a chunk of %d bytes reached the watcher", len(m.Data))
 	case <-time.After(10 * time.Second):
 		t.Fatal("the chunked message was neither dropped nor delivered")
+	}
+}
+
+// TestConnectWaitsForTheServer: with ConnectFor, Connect tries again
+// until a server that starts late listens; a wrong token still fails
+// without waiting out ConnectFor.
+func TestConnectWaitsForTheServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	token := bus.NewToken()
+	type result struct {
+		c   *bus.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := bus.Connect(url, bus.ConnOptions{Token: token, ConnectFor: 30 * time.Second})
+		done <- result{c, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // refused meanwhile
+	s := startServer(t, bus.ServerOptions{Port: port, Token: token})
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("connect: %v", r.err)
+		}
+		r.c.Close()
+	case <-time.After(20 * time.Second):
+		t.Fatal("still connecting 20s after the server started")
+	}
+	go func() {
+		_, err := bus.Connect(s.URL(), bus.ConnOptions{Token: "wrong", ConnectFor: time.Minute})
+		done <- result{nil, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil {
+			t.Fatal("a wrong token connected")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a wrong token is tried again and again")
 	}
 }

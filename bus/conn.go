@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -78,6 +80,12 @@ type ConnOptions struct {
 	ReconnectFor    time.Duration
 	ReconnectBuffer int
 	OnLink          func(up bool, err error)
+	// ConnectFor, when positive, has Connect try again, backing off from
+	// 50ms to 1s, while the server refuses the connection or does not
+	// answer (a host whose server is still starting, a machine too busy
+	// to answer in time), for at most this long. A wrong token or TLS
+	// setting fails at once.
+	ConnectFor time.Duration
 }
 
 // DefaultReconnectBuffer is ConnOptions.ReconnectBuffer's default: 64 MiB.
@@ -139,7 +147,22 @@ func Connect(url string, o ConnOptions) (*Conn, error) {
 		}
 		opts = append(opts, nats.Secure(cfg))
 	}
-	return connect(url, o, opts...)
+	deadline := time.Now().Add(o.ConnectFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		c, err := connect(url, o, opts...)
+		if err == nil || !transient(err) || time.Now().Add(wait).After(deadline) {
+			return c, err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// transient: a connect error that trying again may cure.
+func transient(err error) bool {
+	var ne net.Error
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // ConnectInProcess connects to a server in this process without TCP.

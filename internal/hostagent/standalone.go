@@ -31,6 +31,10 @@ const DefaultStopTimeout = 5 * time.Second
 // AnnounceAgain are when, after a proc's end, its notice goes out again.
 var AnnounceAgain = [...]time.Duration{time.Second, 4 * time.Second}
 
+// ConnectFor is how long a standalone agent tries to reach the job's bus
+// (bus.ConnOptions.ConnectFor).
+const ConnectFor = 30 * time.Second
+
 // DefaultHostTimeout is how long a standalone agent's procs may show no
 // life before they are killed as unresponsive (see WatchLiveness).
 const DefaultHostTimeout = 5 * time.Second
@@ -103,7 +107,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 		}
 	} else {
 		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "agent " + cfg.ID, Token: env.Bus.Token,
-			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, OnError: s.busFault})
+			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, OnError: s.busFault, ConnectFor: ConnectFor})
 		if err != nil {
 			return err
 		}
