@@ -104,9 +104,13 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, cfg, 5
 	}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
-	// A silent link is noticed as fast as a client notices a silent
-	// server.
-	opts.PingInterval, opts.MaxPingsOut = DefaultPingInterval, DefaultMaxPingsOut
+	// A pong from the hub waits behind what the hub sends first: under a
+	// flood, megabytes the leaf's starved procs read slowly. A link
+	// judged by pings alone is then stale while it carries data, is cut,
+	// and loses what was on it; so it gets LeafMaxPingsOut pings (about
+	// 20 s), and a hub that is really gone is noticed through the host
+	// timeout of the job's heartbeats first.
+	opts.PingInterval, opts.MaxPingsOut = DefaultPingInterval, LeafMaxPingsOut
 	s, err := start(opts, &o)
 	if err != nil {
 		return nil, err
@@ -119,6 +123,10 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 	go s.watchLink(hub.OnLink)
 	return s, nil
 }
+
+// LeafMaxPingsOut is how many pings a leaf's link to its hub may have
+// unanswered before it is stale (each DefaultPingInterval).
+const LeafMaxPingsOut = 10
 
 // awaitHub waits until a probe crosses the leaf's link to its hub and
 // back.

@@ -46,6 +46,7 @@ const AckEvery = 1024
 type inSender struct {
 	name      string
 	last      map[string]uint64 // key -> the last sequence number delivered
+	seen      map[string]uint64 // key -> the highest number held, if above last
 	held      []Msg             // in arrival order
 	heldBytes int
 	gaps      map[string]*gap            // key -> what is missing
@@ -57,9 +58,16 @@ type inSender struct {
 }
 
 type gap struct {
-	upto  uint64    // missing: last+1 .. upto
+	upto  uint64    // missing: numbers from last+1 to upto not held
 	asked time.Time // when last asked for
+	tries int       // times asked since the last progress: each retry waits twice as long
+	from  uint64    // the first number last asked for
 }
+
+// MaxNakSpan bounds the numbers one NAK asks for: a receiver that missed
+// more asks for the rest as the first ones come, so that a long gap is
+// never sent again whole, NakRetry after NakRetry.
+const MaxNakSpan = 4096
 
 // NewInbox makes an inbox that holds at most maxHeld bytes per sender
 // while it waits for what is missing.
@@ -75,7 +83,7 @@ func (in *Inbox) sender(from string) *inSender {
 	s := in.senders[from]
 	if s == nil {
 		name := strings.Clone(from) // from may alias a received buffer
-		s = &inSender{name: name, last: map[string]uint64{}, gaps: map[string]*gap{}}
+		s = &inSender{name: name, last: map[string]uint64{}, seen: map[string]uint64{}, gaps: map[string]*gap{}}
 		in.senders[name] = s
 	}
 	return s
@@ -200,21 +208,30 @@ func (in *Inbox) Receive(m Msg, now time.Time) (deliver []Msg, naks []Nak, overf
 // gap it reveals is asked for.
 func (in *Inbox) Tail(from, key string, seq uint64, now time.Time) []Nak {
 	s := in.sender(from)
-	if seq <= s.last[key] {
+	if seq <= s.highest(key) {
 		return nil
 	}
 	return in.widen(s, from, key, seq, now, nil)
 }
 
-// Tick asks again for what is still missing, NakRetry after the last
-// asking.
+// highest is the highest number on key delivered or held.
+func (s *inSender) highest(key string) uint64 { return max(s.last[key], s.seen[key]) }
+
+// Tick asks again for what is still missing: NakRetry after the first
+// asking, then twice as long each time (up to 16 x NakRetry), at most
+// MaxNakSpan numbers a subject.
 func (in *Inbox) Tick(now time.Time) []Nak {
 	var naks []Nak
 	for from, s := range in.senders {
 		for key, g := range s.gaps {
-			if now.Sub(g.asked) >= NakRetry {
-				g.asked = now
-				naks = append(naks, Nak{To: from, Key: key, From: s.last[key] + 1, Upto: g.upto})
+			lo := s.last[key] + 1
+			if lo > g.from {
+				g.tries = 0 // what was asked for came: ask on at once
+			}
+			if now.Sub(g.asked) >= NakRetry<<min(g.tries, 4) {
+				g.asked, g.from = now, lo
+				g.tries++
+				naks = append(naks, Nak{To: from, Key: key, From: lo, Upto: min(g.upto, lo+MaxNakSpan-1)})
 			}
 		}
 	}
@@ -326,11 +343,20 @@ func (in *Inbox) drain(s *inSender, out []Msg) []Msg {
 // noteGaps records what m shows is missing and asks for it.
 func (in *Inbox) noteGaps(s *inSender, from string, m *Msg, now time.Time) []Nak {
 	var naks []Nak
-	if m.Seq > s.last[m.Key]+1 {
+	// Only what is neither delivered nor held is missing: a message held
+	// after a gap does not widen it.
+	if hi := s.highest(m.Key); m.Seq > hi+1 {
 		naks = in.widen(s, from, m.Key, m.Seq-1, now, naks)
 	}
+	if m.Seq > s.seen[m.Key] {
+		if _, ok := s.seen[m.Key]; ok {
+			s.seen[m.Key] = m.Seq
+		} else {
+			s.seen[strings.Clone(m.Key)] = m.Seq // the key may alias a buffer
+		}
+	}
 	for _, f := range m.Fences {
-		if in.subscribed[f.Key] && s.last[f.Key] < f.Seq {
+		if in.subscribed[f.Key] && s.highest(f.Key) < f.Seq {
 			naks = in.widen(s, from, f.Key, f.Seq, now, naks)
 		}
 	}
@@ -344,16 +370,16 @@ func (in *Inbox) widen(s *inSender, from, key string, upto uint64, now time.Time
 	if g != nil && g.upto >= upto {
 		return naks
 	}
-	lo := s.last[key] + 1
+	lo := s.highest(key) + 1
 	if g != nil {
-		lo = g.upto + 1
+		lo = max(lo, g.upto+1)
 		g.upto = upto
 	} else {
 		g = &gap{upto: upto}
 		s.gaps[strings.Clone(key)] = g
 	}
-	g.asked = now
-	return append(naks, Nak{To: from, Key: key, From: lo, Upto: upto})
+	g.asked, g.tries, g.from = now, 0, s.last[key]+1
+	return append(naks, Nak{To: from, Key: key, From: lo, Upto: min(upto, lo+MaxNakSpan-1)})
 }
 
 func (in *Inbox) closeGap(s *inSender, key string) {

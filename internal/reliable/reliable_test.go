@@ -250,3 +250,58 @@ func TestFencesOnlyWhereReceiversMeet(t *testing.T) {
 		t.Errorf("mesh.g1 after r2, r1: fences %v, want only proc.r1", f)
 	}
 }
+
+// TestAGapIsAskedForOnce: a message lost before a long run that arrives
+// is asked for alone, not with the run held after it; asked again with
+// backoff while nothing comes; and a long gap is asked for MaxNakSpan at
+// a time.
+func TestAGapIsAskedForOnce(t *testing.T) {
+	in := NewInbox(1 << 30)
+	in.Subscribe("k")
+	t0 := time.Unix(0, 0)
+	msg := func(seq uint64) Msg { return Msg{From: "s", Key: "k", Seq: seq, Size: 1} }
+	var naks []Nak
+	for _, seq := range []uint64{1, 3} {
+		_, n, _ := in.Receive(msg(seq), t0)
+		naks = append(naks, n...)
+	}
+	for seq := uint64(4); seq <= 10_000; seq++ {
+		_, n, _ := in.Receive(msg(seq), t0)
+		naks = append(naks, n...)
+	}
+	if want := []Nak{{To: "s", Key: "k", From: 2, Upto: 2}}; !slices.Equal(naks, want) {
+		t.Fatalf("NAKs %v, want %v", naks, want)
+	}
+	// Asked again after 250ms, 500ms, 1s, ... while nothing comes.
+	var at []time.Duration
+	for d := time.Duration(0); d <= 5*time.Second; d += 50 * time.Millisecond {
+		for _, n := range in.Tick(t0.Add(d)) {
+			if n != (Nak{To: "s", Key: "k", From: 2, Upto: 2}) {
+				t.Fatalf("at %v: NAK %v", d, n)
+			}
+			at = append(at, d)
+		}
+	}
+	want := []time.Duration{250 * time.Millisecond, 750 * time.Millisecond, 1750 * time.Millisecond, 3750 * time.Millisecond}
+	if !slices.Equal(at, want) {
+		t.Errorf("asked again at %v, want %v", at, want)
+	}
+	if got, _, _ := in.Receive(msg(2), t0.Add(6*time.Second)); len(got) != 9_999 {
+		t.Errorf("the missing message freed %d, want 9,999", len(got))
+	}
+
+	// A long gap: the first MaxNakSpan numbers, then the next as they come.
+	in2 := NewInbox(1 << 30)
+	in2.Subscribe("k")
+	in2.Receive(msg(1), t0)
+	_, n, _ := in2.Receive(msg(20_000), t0)
+	if want := []Nak{{To: "s", Key: "k", From: 2, Upto: MaxNakSpan + 1}}; !slices.Equal(n, want) {
+		t.Fatalf("NAKs %v, want %v", n, want)
+	}
+	for seq := uint64(2); seq <= MaxNakSpan+1; seq++ {
+		in2.Receive(msg(seq), t0)
+	}
+	if n := in2.Tick(t0.Add(300 * time.Millisecond)); len(n) != 1 || n[0].From != MaxNakSpan+2 || n[0].Upto != 2*MaxNakSpan+1 {
+		t.Errorf("after the first span came, NAKs %v", n)
+	}
+}
