@@ -1,6 +1,7 @@
 package actorrt_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -237,6 +238,13 @@ func TestStoppedProcIsReported(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// The signal lands when the kernel next schedules the proc: wait for
+	// the stopped state, or a call may still be answered first.
+	waitFor(t, "the proc to stop", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		i := bytes.LastIndexByte(b, ')')
+		return i > 0 && len(b) > i+2 && b[i+2] == 'T'
+	})
 	start := time.Now()
 	got, err := actorrt.Method((*Crasher).PID).CallOne(c).Get(ctx)
 	if !errors.Is(err, actorrt.ErrProcFailed) {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/child"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/testenv"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -392,5 +395,39 @@ func TestLiveness(t *testing.T) {
 	case n := <-ended:
 		t.Errorf("a proc that writes ended: %+v", n)
 	case <-time.After(time.Second):
+	}
+}
+
+// TestBusy: liveness spares a silent proc that is working (CPU time
+// grows), not one that sleeps or is stopped.
+func TestBusy(t *testing.T) {
+	start := func(script string) *proc {
+		c, err := child.Start(exec.Command("sh", "-c", script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Kill(); <-c.Done() })
+		return &proc{id: script, process: c}
+	}
+	spinning, sleeping, stopped := start("while :; do :; done"), start("sleep 60"), start("while :; do :; done")
+	if err := syscall.Kill(stopped.process.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !spinning.busy() || spinning.cpuTicks.Load() < 2 { // two ticks: it ran across two looks
+		if time.Now().After(deadline) {
+			t.Fatal("a spinning process never looked busy")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	sleeping.busy() // the first look only takes its time
+	time.Sleep(200 * time.Millisecond)
+	if sleeping.busy() {
+		t.Error("a sleeping process looked busy")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if stopped.busy() {
+		t.Error("a stopped process looked busy")
 	}
 }

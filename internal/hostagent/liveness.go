@@ -1,7 +1,12 @@
 package hostagent
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -18,7 +23,10 @@ import (
 // A starved machine must not make a live proc look dead: the agent judges
 // from when a beat arrived, and when the agent itself was starved (its
 // own ticks came late) it judges nothing that round and starts counting
-// again.
+// again. And a silent proc that is not stopped and used CPU since the
+// agent last looked is working, its beats late behind a flood on the
+// same links: it gets a fresh start, not SIGKILL. (A runtime wedged in a
+// busy loop is not caught; one wedged asleep, or stopped, is.)
 
 // Alive records a beat of the proc named.
 func (a *Agent) Alive(id string) {
@@ -64,6 +72,10 @@ func (a *Agent) judge(now time.Time, timeout time.Duration, starved bool) {
 		case starved:
 			p.lastAlive.Store(now.UnixNano())
 		case now.Sub(time.Unix(0, la)) > timeout && !p.unresponsive.Load():
+			if p.busy() {
+				p.lastAlive.Store(now.UnixNano())
+				continue
+			}
 			silent = append(silent, p)
 		}
 	}
@@ -76,4 +88,29 @@ func (a *Agent) judge(now time.Time, timeout time.Duration, starved bool) {
 		// wait on a SIGCONT first.
 		syscall.Kill(-p.process.Pid(), syscall.SIGCONT)
 	}
+}
+
+// busy reports whether the proc is not stopped and used CPU since the
+// last call, from /proc/PID/stat (false where that cannot be read).
+func (p *proc) busy() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.process.Pid()))
+	if err != nil {
+		return false
+	}
+	// The state and times follow the command name, which may hold spaces
+	// and parentheses: fields from the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 || f[0] == "T" || f[0] == "t" {
+		return false // stopped (SIGSTOP), or traced
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return utime+stime > p.cpuTicks.Swap(utime+stime)
 }

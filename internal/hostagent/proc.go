@@ -30,6 +30,8 @@ type proc struct {
 	lastAlive atomic.Int64
 	// unresponsive is set when liveness killed it: its end says why.
 	unresponsive atomic.Bool
+	// cpuTicks is its CPU time when liveness last looked (see busy).
+	cpuTicks atomic.Int64
 }
 
 // start starts cmd as proc id, its stdout and stderr captured onto the
