@@ -130,6 +130,7 @@ func (rt *core) start(l link, r role, client bool) error {
 	go rt.agent.WatchLiveness(rt.ctx, rt.opts.hostTimeout)
 	go rt.watchHosts()
 	go rt.seqTicker(rt.ctx)
+	go rt.answerLoop(rt.ctx)
 	return nil
 }
 

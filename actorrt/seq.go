@@ -56,6 +56,11 @@ type sequencer struct {
 
 	inMu sync.Mutex
 	in   *reliable.Inbox
+	// What the dispatcher owes senders (NAKs for the gaps it found,
+	// acknowledgements due before the tick) goes out from answerLoop:
+	// a publish may wait on a stalled link, and the dispatcher must not.
+	naks   []reliable.Nak // under inMu; at most maxNews
+	answer chan struct{}
 
 	// What the dispatcher hears for the outbox (acknowledgements, NAKs,
 	// procs gone) waits in news for whoever holds outMu next: a sender
@@ -86,9 +91,10 @@ const maxNews = 4096
 
 func newSequencer(self string, retain time.Duration) *sequencer {
 	s := &sequencer{
-		out:   reliable.NewOutbox(reliable.Limits{Retain: max(retain, seqRetainMin), MaxBytes: seqKeepBytes}),
-		procs: map[string]*reliable.Subject{},
-		in:    reliable.NewInbox(seqHoldBytes),
+		out:    reliable.NewOutbox(reliable.Limits{Retain: max(retain, seqRetainMin), MaxBytes: seqKeepBytes}),
+		procs:  map[string]*reliable.Subject{},
+		in:     reliable.NewInbox(seqHoldBytes),
+		answer: make(chan struct{}, 1),
 	}
 	s.clock.Store(time.Now().UnixNano())
 	s.in.Subscribe(jobenv.ProcKey(self))
@@ -226,10 +232,9 @@ func (rt *core) sequenced(f *wire.Frame, key, subject string, size int) {
 	s.inMu.Lock()
 	if s.in.Next(f.From, key, f.Seq, fences) {
 		// The common case: in order, nothing waiting.
-		acks := s.dueAcks()
+		s.owe(nil)
 		s.inMu.Unlock()
 		rt.route(f, subject)
-		rt.sendAcks(acks)
 		return
 	}
 	held := *f // it may wait: on the heap
@@ -238,10 +243,8 @@ func (rt *core) sequenced(f *wire.Frame, key, subject string, size int) {
 	if overflow {
 		s.in.Forget(f.From)
 	}
-	acks := s.dueAcks()
+	s.owe(naks)
 	s.inMu.Unlock()
-	rt.sendNaks(naks)
-	rt.sendAcks(acks)
 	for _, m := range deliver {
 		rt.route(m.Payload.(*wire.Frame), rt.subjects.Of(m.Key))
 	}
@@ -254,9 +257,41 @@ func (rt *core) sequenced(f *wire.Frame, key, subject string, size int) {
 func (rt *core) tail(f *wire.Frame, key string) {
 	s := rt.seq
 	s.inMu.Lock()
-	naks := s.in.Tail(f.From, key, f.Seq, time.Now())
+	s.owe(s.in.Tail(f.From, key, f.Seq, time.Now()))
 	s.inMu.Unlock()
-	rt.sendNaks(naks)
+}
+
+// owe notes NAKs to send, and wakes answerLoop if there are any or
+// acknowledgements are due. Past maxNews waiting, a NAK is dropped: the
+// gap is asked for again at a tick. Hold inMu.
+func (s *sequencer) owe(naks []reliable.Nak) {
+	if len(naks) == 0 && !s.in.AcksDue() {
+		return
+	}
+	s.naks = append(s.naks, naks[:min(len(naks), maxNews-len(s.naks))]...)
+	select {
+	case s.answer <- struct{}{}:
+	default:
+	}
+}
+
+// answerLoop sends what the dispatcher owes senders, until ctx ends.
+func (rt *core) answerLoop(ctx context.Context) {
+	s := rt.seq
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.answer:
+		}
+		s.inMu.Lock()
+		naks := s.naks
+		s.naks = nil
+		acks := s.dueAcks()
+		s.inMu.Unlock()
+		rt.sendNaks(naks)
+		rt.sendAcks(acks)
+	}
 }
 
 // resent takes a frame sent again on request: it goes the way it would
