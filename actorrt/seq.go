@@ -413,7 +413,7 @@ func (rt *core) seqTicker(ctx context.Context) {
 		}
 		s.inMu.Lock()
 		naks := s.in.Tick(now)
-		acks := s.in.Acks()
+		acks := s.in.Acks(now)
 		s.inMu.Unlock()
 		rt.sendNaks(naks)
 		rt.sendAcks(acks)

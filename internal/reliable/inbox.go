@@ -53,6 +53,8 @@ type inSender struct {
 	skipped   map[string]map[uint64]bool // key -> numbers given up on, not yet reached
 	acked     map[string]uint64          // key -> the number last acknowledged to the sender
 	progress  bool                       // something was delivered since the last Acks
+	ackedAt   time.Time                  // when last acknowledged
+	quiet     bool                       // a tail marker came: the sender went quiet
 	unacked   int                        // messages delivered since
 	due       bool                       // in the inbox's due list
 }
@@ -133,16 +135,25 @@ type Ack struct {
 	Seq uint64
 }
 
+// AckInterval is how often a receiver acknowledges a sender that keeps
+// sending (besides every AckEvery messages): each acknowledgement is a
+// message into the sender, and a client broadcasting to thousands of
+// procs would otherwise receive one from each every tick.
+const AckInterval = time.Second
+
 // Acks returns the acknowledgements due at a tick: for each sender
-// something was delivered from since its last acknowledgement, the last
-// number on each subject that moved. The caller sends them, and the
+// something was delivered from since its last acknowledgement, AckInterval
+// after that one or once the sender went quiet (its tail marker came), the
+// last number on each subject that moved. The caller sends them, and the
 // senders stop keeping what they acknowledge.
-func (in *Inbox) Acks() []Ack {
+func (in *Inbox) Acks(now time.Time) []Ack {
 	var acks []Ack
 	for _, s := range in.senders {
-		acks = in.ack(s, acks)
+		if s.quiet || now.Sub(s.ackedAt) >= AckInterval {
+			s.ackedAt, s.quiet = now, false
+			acks = in.ack(s, acks)
+		}
 	}
-	in.due = in.due[:0]
 	return acks
 }
 
@@ -154,7 +165,9 @@ func (in *Inbox) AcksDue() bool { return len(in.due) > 0 }
 func (in *Inbox) DueAcks() []Ack {
 	var acks []Ack
 	for _, s := range in.due {
-		acks = in.ack(s, acks)
+		if s.due {
+			acks = in.ack(s, acks)
+		}
 	}
 	clear(in.due)
 	in.due = in.due[:0]
@@ -208,6 +221,7 @@ func (in *Inbox) Receive(m Msg, now time.Time) (deliver []Msg, naks []Nak, overf
 // gap it reveals is asked for.
 func (in *Inbox) Tail(from, key string, seq uint64, now time.Time) []Nak {
 	s := in.sender(from)
+	s.quiet = true // acknowledge at the next tick: the sender waits for it
 	if seq <= s.highest(key) {
 		return nil
 	}

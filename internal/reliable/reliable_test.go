@@ -101,7 +101,7 @@ func (w *world) step(d time.Duration) {
 			w.answer(r, naks)
 		}
 		w.answer(r, w.ins[r].Tick(w.now))
-		for _, a := range w.ins[r].Acks() {
+		for _, a := range w.ins[r].Acks(w.now) {
 			if !w.lossy() {
 				w.out.Ack(r, a.Key, a.Seq)
 			}
