@@ -6,11 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -157,12 +156,19 @@ func Connect(url string, o ConnOptions) (*Conn, error) {
 	}
 }
 
-// transient: a connect error that trying again may cure.
+// transient: a connect error that trying again may cure: anything but a
+// refused secret or certificate (a refused or unanswered dial, and a
+// handshake cut short, as when a busy server's first PING overtakes its
+// PONG: "expected 'PONG', got 'PING'").
 func transient(err error) bool {
-	var ne net.Error
-	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.As(err, &ne) && ne.Timeout()
+	var (
+		unknownCA *x509.UnknownAuthorityError
+		badName   x509.HostnameError
+		badCert   *tls.CertificateVerificationError
+	)
+	return !errors.Is(err, nats.ErrAuthorization) && !errors.Is(err, nats.ErrAuthExpired) &&
+		!errors.Is(err, nats.ErrAuthRevoked) && !errors.As(err, &unknownCA) && !errors.As(err, &badName) &&
+		!errors.As(err, &badCert) && !strings.Contains(err.Error(), "x509:")
 }
 
 // ConnectInProcess connects to a server in this process without TCP.
