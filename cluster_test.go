@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -199,18 +200,7 @@ func TestSSHUnreachableHost(t *testing.T) {
 // reports its procs.
 func startHeld(t *testing.T, c *testcluster.Cluster, job string) (*exec.Cmd, *strings.Builder, []string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), "run", job)
-	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cmd, stderr, out := startRun(t, c, job)
 	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
 	defer timer.Stop()
 	var procs []string
@@ -228,7 +218,26 @@ func startHeld(t *testing.T, c *testcluster.Cluster, job string) (*exec.Cmd, *st
 		}
 	}()
 	sort.Strings(procs)
-	return cmd, &stderr, procs
+	return cmd, stderr, procs
+}
+
+// startRun starts monarch run of job, killed when the test ends, and
+// returns its stdout to read.
+func startRun(t *testing.T, c *testcluster.Cluster, job string) (*exec.Cmd, *strings.Builder, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "run", job)
+	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, stderr, out
 }
 
 // TestKilledAgent kills one host agent of a running job: the client
@@ -345,18 +354,7 @@ func startCut(t *testing.T, c *testcluster.Cluster, args ...string) (*exec.Cmd, 
 		quoted[i] = fmt.Sprintf("%q", a)
 	}
 	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nargs = [%s]\nhosts = \"hosts.toml\"\n", program, strings.Join(quoted, ", ")))
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), "run", job)
-	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cmd, stderr, out := startRun(t, c, job)
 	lines := make(chan string, 64)
 	sc := bufio.NewScanner(out)
 	go func() {
@@ -374,7 +372,7 @@ func startCut(t *testing.T, c *testcluster.Cluster, args ...string) (*exec.Cmd, 
 				t.Fatalf("the job ended before its stream started; stderr:\n%s", stderr.String())
 			}
 			if l == "TRAFFIC" {
-				return cmd, &stderr, lines
+				return cmd, stderr, lines
 			}
 		case <-timeout:
 			t.Fatalf("no stream within 2 minutes; stderr:\n%s", stderr.String())

@@ -25,9 +25,10 @@ func TestLayering(t *testing.T) {
 		"internal/jobstate":  {"internal/privfs", "internal/procid", "hostsconfig", "logagg"},
 		"internal/jobenv":    {"hostsconfig", "logagg"},
 		"internal/child":     {},
+		"internal/procstat":  {},
 		"internal/wire":      {},
 		"internal/reliable":  {},
-		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child"},
+		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child", "internal/procstat"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

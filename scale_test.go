@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/procstat"
 )
 
 // TestScale16Hosts runs the scale program on 16 simulated hosts x 4 procs
@@ -214,8 +216,8 @@ func scaleRun(b *testing.B, bin string, hosts int, direct bool, args ...string) 
 	go func() {
 		defer close(sampled)
 		for {
-			if t, ok := ownCPUTicks(cmd.Process.Pid); ok {
-				cpu.Store(t)
+			if st, err := procstat.Read(cmd.Process.Pid); err == nil {
+				cpu.Store(st.CPUTicks)
 			}
 			select {
 			case <-ctx.Done():
@@ -237,26 +239,6 @@ func scaleRun(b *testing.B, bin string, hosts int, direct bool, args ...string) 
 	}
 	r.hubCPU = float64(cpu.Load()) / 100 / end.Sub(start).Seconds() // USER_HZ is 100 on Linux
 	return r
-}
-
-// ownCPUTicks is the user and system time of process pid itself, in clock
-// ticks, from /proc/PID/stat.
-func ownCPUTicks(pid int) (int64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	return utime + stime, err1 == nil && err2 == nil
 }
 
 func atof(s string) float64 {

@@ -1,7 +1,6 @@
 package actorrt_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/internal/procstat"
 )
 
 // Who receives what: a message reaches exactly the procs that host its
@@ -241,9 +241,8 @@ func TestStoppedProcIsReported(t *testing.T) {
 	// The signal lands when the kernel next schedules the proc: wait for
 	// the stopped state, or a call may still be answered first.
 	waitFor(t, "the proc to stop", func() bool {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		i := bytes.LastIndexByte(b, ')')
-		return i > 0 && len(b) > i+2 && b[i+2] == 'T'
+		st, err := procstat.Read(pid)
+		return err == nil && st.Stopped()
 	})
 	start := time.Now()
 	got, err := actorrt.Method((*Crasher).PID).CallOne(c).Get(ctx)

@@ -87,19 +87,26 @@ func (p *cutProxy) cut(d time.Duration) {
 	})
 }
 
+// proxyChildBus puts a cut proxy between the client's bus and the procs
+// spawned until restore is called.
+func proxyChildBus(t *testing.T) (proxy *cutProxy, restore func()) {
+	hub, restore := actorrt.SetChildBusURL("")
+	u, err := url.Parse(hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = newCutProxy(t, u.Host)
+	actorrt.SetChildBusURL(proxy.url())
+	return proxy, restore
+}
+
 // TestLinkCutLosesNothing: procs whose link to the bus is cut for 2s in
 // the middle of traffic (broadcasts to the whole mesh and to slices, calls
 // whose answers come back) reconnect, and every actor sees exactly the
 // messages sent to it, once each, in send order; every call is answered.
 func TestLinkCutLosesNothing(t *testing.T) {
 	ctx := testCtx(t)
-	hub, restore := actorrt.SetChildBusURL("")
-	u, err := url.Parse(hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newCutProxy(t, u.Host)
-	actorrt.SetChildBusURL(proxy.url())
+	proxy, restore := proxyChildBus(t)
 	procs := spawnProcs(t, actorrt.Dims{{"procs", 2}})
 	restore()
 	rec, err := actorrt.SpawnPerProc[Recorder](ctx, procs, "cut", actorrt.Dims{{"actors", 2}})
@@ -169,13 +176,7 @@ func TestLinkCutLosesNothing(t *testing.T) {
 // is left running.
 func TestLinkCutPastTheHostTimeout(t *testing.T) {
 	ctx := testCtx(t)
-	hub, restore := actorrt.SetChildBusURL("")
-	u, err := url.Parse(hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newCutProxy(t, u.Host)
-	actorrt.SetChildBusURL(proxy.url())
+	proxy, restore := proxyChildBus(t)
 	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 1}})
 	restore()
 	if err != nil {

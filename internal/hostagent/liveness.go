@@ -1,14 +1,11 @@
 package hostagent
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/procstat"
 )
 
 // Liveness. A proc's end is seen at once (the agent reaps it), but a proc
@@ -91,26 +88,11 @@ func (a *Agent) judge(now time.Time, timeout time.Duration, starved bool) {
 }
 
 // busy reports whether the proc is not stopped and used CPU since the
-// last call, from /proc/PID/stat (false where that cannot be read).
+// last call (false where /proc cannot be read).
 func (p *proc) busy() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.process.Pid()))
-	if err != nil {
+	st, err := procstat.Read(p.process.Pid())
+	if err != nil || st.Stopped() {
 		return false
 	}
-	// The state and times follow the command name, which may hold spaces
-	// and parentheses: fields from the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 || f[0] == "T" || f[0] == "t" {
-		return false // stopped (SIGSTOP), or traced
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return utime+stime > p.cpuTicks.Swap(utime+stime)
+	return st.CPUTicks > p.cpuTicks.Swap(st.CPUTicks)
 }

@@ -188,15 +188,18 @@ func (o *Outbox) expire(now time.Time) {
 	}
 }
 
-// Resend returns the kept frames on key with sequence numbers from..upto,
-// in order, with their numbers, and the numbers in that range it no
-// longer holds (aged out, or never kept): a receiver asked for them.
+// Resend returns the kept frames on key with sequence numbers from..upto
+// (MaxNakSpan of them at most), in order, with their numbers, and the
+// numbers in that range it no longer holds (aged out, or never kept): a
+// receiver asked for them.
 func (o *Outbox) Resend(key string, from, upto uint64) (frames [][]byte, seqs, missing []uint64) {
 	os := o.subjects[key]
 	if os == nil {
 		return nil, nil, nil // never sent on: nothing to say
 	}
-	upto = min(upto, os.seq)
+	// A NAK is read off the wire: at most MaxNakSpan numbers, as
+	// receivers ask, however many a buggy peer names.
+	upto = min(upto, os.seq, from+MaxNakSpan-1)
 	h := &o.history
 	i := 0
 	for seq := from; seq <= upto && seq >= from; seq++ {

@@ -305,3 +305,18 @@ func TestAGapIsAskedForOnce(t *testing.T) {
 		t.Errorf("after the first span came, NAKs %v", n)
 	}
 }
+
+// TestResendBounded: a NAK off the wire naming every number there is gets
+// MaxNakSpan of them at most, kept or not.
+func TestResendBounded(t *testing.T) {
+	o := NewOutbox(Limits{Retain: time.Hour, MaxBytes: 1 << 20})
+	s := &Subject{Key: "proc.r", Proc: "r"}
+	now := time.Unix(0, 0)
+	for range 3 * MaxNakSpan {
+		o.Stamp(s, now) // numbered, never kept
+	}
+	frames, seqs, missing := o.Resend("proc.r", 1, ^uint64(0))
+	if len(frames)+len(missing) != MaxNakSpan || len(seqs) != len(frames) {
+		t.Errorf("%d frames and %d missing for a NAK of everything, want %d in all", len(frames), len(missing), MaxNakSpan)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/procstat"
 )
 
 // Cluster is a running test cluster, as described by $BASE/cluster.env.
@@ -428,21 +430,8 @@ func moduleRoot() (string, error) {
 
 // stat returns the state letter and parent pid from /proc/PID/stat.
 func stat(pid int) (state byte, ppid int, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, false
-	}
-	// "pid (comm) S ppid ...": comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 2 || len(fields[0]) != 1 {
-		return 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(fields[1])
-	return fields[0][0], ppid, true
+	st, err := procstat.Read(pid)
+	return st.State, st.PPID, err == nil
 }
 
 // ancestors returns this process and its ancestors.
