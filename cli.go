@@ -61,6 +61,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			tearsDown(logsCommand()),
 			configCommand(),
 			tearsDown(agentCommand(a)),
+			spmdCommand(a),
 		},
 		// Errors are printed once, by run.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -20,6 +20,12 @@ var readmeShapes = map[string][][]string{
 		{"local", "--", "/bin/echo"}, {"local", "--hosts", "2", "--", "/bin/echo", "a", "--b"},
 		{"local", "/bin/echo", "--hosts", "2"}, {"local", "--hosts", "2", "/bin/echo", "-n", "x"},
 	},
+	"monarch local --procs DIMS -- COMMAND [ARGS...]": {
+		{"local", "--procs", "gpus=2", "--", "/bin/echo"}, {"local", "--hosts", "2", "--procs", "a=1,b=2", "--", "/bin/echo", "-n", "x"},
+		{"local", "--procs", "gpus=2", "/bin/echo", "--procs", "x"},
+	},
+	"monarch local --procs gpus=4 -- python3 train.py":                              {{"local", "--procs", "gpus=4", "--", "/bin/true", "train.py"}},
+	"monarch local --hosts 2 --procs gpus=2 -- python3 testdata/torch/allreduce.py": {{"local", "--hosts", "2", "--procs", "gpus=2", "--", "/bin/true", "x.py"}},
 	"monarch status [JOB]": {{"status"}, {"status", "JOB"}},
 	"monarch logs [JOB] [-f] [filters]": {
 		{"logs"}, {"logs", "JOB"}, {"logs", "JOB", "-f"}, {"logs", "-f", "JOB"},

@@ -91,8 +91,9 @@ func checkNothingLeft(t *testing.T, program string) {
 var trainerLine = regexp.MustCompile(`^\{hosts: (\d), gpus: (\d)\}: Trainer \{hosts: \d, gpus: \d\} taking a step on (\S+) \[RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) LOCAL_WORLD_SIZE=(\d+) MASTER_ADDR=(\S*) MASTER_PORT=(\d+) CUDA_VISIBLE_DEVICES=(\d*)\]$`)
 
 // checkTrainers checks the multihost example's output: 2 hosts x 4 procs,
-// on h1 and h2, with consistent torchrun variables.
-func checkTrainers(t *testing.T, out string) {
+// on h1 and h2, with consistent torchrun variables; MASTER_ADDR is h1's
+// address, where its agent found MASTER_PORT free.
+func checkTrainers(t *testing.T, c *testcluster.Cluster, out string) {
 	t.Helper()
 	if !strings.Contains(out, "Host mesh extent: {hosts: 2}") || !strings.Contains(out, "Process mesh extent: {hosts: 2, gpus: 4}") {
 		t.Fatalf("extents missing:\n%s", out)
@@ -108,7 +109,7 @@ func checkTrainers(t *testing.T, out string) {
 		host, gpu := m[1], m[2]
 		want := map[string]string{
 			"host": "h" + string(rune('1'+host[0]-'0')), "RANK": fmt.Sprint(int(host[0]-'0')*4 + int(gpu[0]-'0')),
-			"LOCAL_RANK": gpu, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": "h1", "CUDA": gpu,
+			"LOCAL_RANK": gpu, "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "MASTER_ADDR": c.Addrs[0], "CUDA": gpu,
 		}
 		got := map[string]string{"host": m[3], "RANK": m[4], "LOCAL_RANK": m[5], "WORLD_SIZE": m[6], "LOCAL_WORLD_SIZE": m[7], "MASTER_ADDR": m[8], "CUDA": m[10]}
 		for k, v := range want {
@@ -137,7 +138,7 @@ func TestSlurmRun(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	t.Logf("monarch run on 2 Slurm hosts x 4 procs: %v", time.Since(start).Round(time.Millisecond))
-	checkTrainers(t, out)
+	checkTrainers(t, c, out)
 	if !strings.Contains(stderr, "hosts up 2/2") {
 		t.Errorf("no progress lines on stderr:\n%s", stderr)
 	}
@@ -153,7 +154,7 @@ func TestSSHRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
-	checkTrainers(t, out)
+	checkTrainers(t, c, out)
 	checkNothingLeft(t, program)
 }
 
@@ -326,19 +327,26 @@ func TestCtrlCRun(t *testing.T) {
 	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 2")
 	cmd, stderr, _ := startHeld(t, c, job)
 	start := time.Now()
+	interruptWait(t, cmd, stderr, 15*time.Second)
+	checkNothingLeft(t, program)
+	t.Logf("Ctrl-C: job torn down in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// interruptWait sends SIGINT to a started monarch and waits (at most d)
+// for it to exit with status 130.
+func interruptWait(t *testing.T, cmd *exec.Cmd, stderr fmt.Stringer, d time.Duration) {
+	t.Helper()
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
-			t.Fatalf("monarch run ended with %v, want exit status 130; stderr:\n%s", err, stderr.String())
+			t.Fatalf("%v ended with %v, want exit status 130; stderr:\n%s", cmd.Args[:2], err, stderr.String())
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("monarch run still running 15s after SIGINT")
+	case <-time.After(d):
+		t.Fatalf("%v still running %v after SIGINT", cmd.Args[:2], d)
 	}
-	checkNothingLeft(t, program)
-	t.Logf("Ctrl-C: job torn down in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // startCut starts monarch run of the cut program with args over ssh on

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/monarch-go/monarch/hostsconfig"
@@ -11,7 +13,7 @@ import (
 func localCommand(a *app) *cli.Command {
 	cmd := &cli.Command{
 		Name:      "local",
-		Usage:     "run a program built with the monarch SDK, or a job file, on this machine",
+		Usage:     "run a program built with the monarch SDK, a command on every proc (--procs), or a job file, on this machine",
 		ArgsUsage: "(JOB.toml [options] | [--] PROGRAM [ARGS...])",
 		Description: "Starts the job's bus on loopback, runs the program as the job's client and exits with its\n" +
 			"status. With --hosts N, starts N simulated hosts (host agents on this machine) that\n" +
@@ -19,10 +21,15 @@ func localCommand(a *app) *cli.Command {
 			"\n" +
 			"monarch's options come before PROGRAM, or before or after JOB.toml; every argument after\n" +
 			"PROGRAM is the program's, flags included. A lone argument ending in .toml is a job file,\n" +
-			"unless it follows -- (monarch local -- ./setup.toml runs a program of that name).",
+			"unless it follows -- (monarch local -- ./setup.toml runs a program of that name).\n" +
+			"\n" +
+			"With --procs, PROGRAM is any command, run once per proc with the torchrun variables (RANK,\n" +
+			"WORLD_SIZE, MASTER_ADDR, ...): monarch local --procs gpus=4 -- python3 train.py. The first\n" +
+			"proc to exit non-zero stops the others; monarch exits with its status.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},
+			&cli.StringFlag{Name: "procs", Usage: "run PROGRAM on `DIMS` procs per host, such as gpus=4 or nodes=2,gpus=4 (an SPMD job)"},
 		},
 	}
 	a.programArgs[cmd] = func(arg string) bool { return !isJobFile(arg) }
@@ -48,6 +55,14 @@ func localCommand(a *app) *cli.Command {
 					nhosts = h.Local.Hosts
 				}
 			}
+		} else if c.IsSet("procs") {
+			dims, err := parseDims(c.String("procs"))
+			if err != nil {
+				return usagef(c, "--procs: %v", err)
+			}
+			if cfg.Job, err = launch.LocalSPMDJob(args, dims); err != nil {
+				return err
+			}
 		} else {
 			job, err := launch.LocalJob(args[0], args[1:])
 			if err != nil {
@@ -67,6 +82,39 @@ func localCommand(a *app) *cli.Command {
 		return err
 	}
 	return cmd
+}
+
+// parseDims reads dimensions written name=size, separated by commas, in
+// order: gpus=4, or nodes=2,gpus=4.
+func parseDims(s string) ([]hostsconfig.Dim, error) {
+	var dims []hostsconfig.Dim
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		name, size, ok := strings.Cut(strings.TrimSpace(part), "=")
+		n, err := strconv.Atoi(size)
+		switch {
+		case !ok || name == "":
+			return nil, fmt.Errorf("%q: want NAME=SIZE, such as gpus=4", part)
+		case !validDimName(name):
+			return nil, fmt.Errorf("%q: a dimension name is letters, digits, '_' and '-'", name)
+		case err != nil || n < 1:
+			return nil, fmt.Errorf("%q: want a size of at least 1", part)
+		case seen[name]:
+			return nil, fmt.Errorf("dimension %q given twice", name)
+		}
+		seen[name] = true
+		dims = append(dims, hostsconfig.Dim{Name: name, Size: n})
+	}
+	return dims, nil
+}
+
+func validDimName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // isJobFile: an argument of monarch local that names a job file rather

@@ -19,6 +19,7 @@ func TestLayering(t *testing.T) {
 		"launch":      {"hostsconfig", "bus", "internal/jobstate", "internal/jobenv", "internal/child"},
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/reliable"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg"},
+		"spmd":        {"actorrt"},
 		// Internal packages are layers of their own.
 		"internal/privfs":    {},
 		"internal/procid":    {},

@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -68,7 +69,14 @@ func runClient(fn func(ctx context.Context) error, o options, env jobenv.Env) in
 	code, stopped := 0, false
 	select {
 	case err := <-done:
-		if err != nil {
+		var exit *ExitError
+		switch {
+		case errors.As(err, &exit):
+			if exit.Err != nil {
+				fmt.Fprintf(os.Stderr, "error: %v\n", exit.Err)
+			}
+			code = exit.Code
+		case err != nil:
 			fmt.Fprintf(os.Stderr, "error: %v\n", err)
 			code = 1
 		}
@@ -193,7 +201,7 @@ func (c *client) take(m bus.Message) bool {
 		// its heartbeats to stop.
 		agent := strings.TrimPrefix(m.Subject, c.subjects.AgentGonePrefix())
 		if wire.ValidID(agent) {
-			c.health.gone(wire.GoneNotice{Proc: agent, Reason: "host agent ended: " + string(m.Data)}, true)
+			c.health.gone(wire.GoneNotice{Proc: agent, Reason: "host agent ended: " + string(m.Data), Status: -1}, true)
 		}
 	default:
 		return false

@@ -43,7 +43,7 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &wire.NakMissing{}
 	case wire.OpAck:
 		body = &wire.AckReq{}
-	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, opSkip:
+	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, wire.OpFreePort, opSkip:
 	default:
 		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
 	}

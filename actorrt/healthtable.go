@@ -102,7 +102,7 @@ func (t *healthTable) step(ev any) []any {
 			}
 			t.agentOf[p.ID] = p.Agent
 			if _, gone := t.gone[p.Agent]; gone {
-				out = t.goneWithAgents(out, wire.GoneNotice{Proc: p.ID, Reason: "its host agent " + p.Agent + " is gone"}, false)
+				out = t.goneWithAgents(out, wire.GoneNotice{Proc: p.ID, Reason: "its host agent " + p.Agent + " is gone", Status: -1}, false)
 				continue
 			}
 			if _, watched := t.lastHeard[p.Agent]; !watched {
@@ -141,7 +141,7 @@ func (t *healthTable) step(ev any) []any {
 		}
 		slices.Sort(silent) // effects in a stable order
 		for _, a := range silent {
-			n := wire.GoneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, t.timeout)}
+			n := wire.GoneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, t.timeout), Status: -1}
 			out = t.goneWithAgents(out, n, true)
 		}
 	default:
@@ -172,7 +172,7 @@ func (t *healthTable) goneWithAgents(out []any, n wire.GoneNotice, announce bool
 	}
 	slices.Sort(started)
 	for _, p := range started {
-		out = t.goneWithAgents(out, wire.GoneNotice{Proc: p, Reason: "its host agent " + n.Proc + " is gone: " + n.Reason}, false)
+		out = t.goneWithAgents(out, wire.GoneNotice{Proc: p, Reason: "its host agent " + n.Proc + " is gone: " + n.Reason, Status: -1}, false)
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package actorrt
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"strconv"
 
@@ -78,9 +77,9 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	// real host it runs its own bus, a leaf of the job's hub, which its
 	// procs dial.
 	hostBus := rt.bus.Leaf != ""
-	agents, err := ThisHost().spawnProcs(ctx, Dims{{"hosts", n}}, func(rank int) []string {
-		return jobenv.Env{HostName: jobenv.AgentID(rank), HostBus: hostBus}.Environ()
-	})
+	agents, err := ThisHost().spawnProcs(ctx, Dims{{"hosts", n}}, procOptions{env: func(p Point) []string {
+		return jobenv.Env{HostName: jobenv.AgentID(p.Rank()), HostBus: hostBus}.Environ()
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -121,18 +120,28 @@ func (h *HostMesh) At(dim string, i int) *HostMesh {
 func (h *HostMesh) String() string { return fmt.Sprintf("HostMesh%v", h.Extent()) }
 
 // SpawnProcs starts procs on every host of the mesh: one per point of
-// perHost, each a new OS process running this program in worker mode. The
-// ProcMesh's extent is the host mesh's dimensions followed by perHost's.
-// It waits (at most the spawn timeout) until every proc serves; on failure
-// it stops those that started and returns the error. ctx bounds the wait
-// too.
-func (h *HostMesh) SpawnProcs(ctx context.Context, perHost Dims) (*ProcMesh, error) {
-	return h.spawnProcs(ctx, perHost, nil)
+// perHost, each a new OS process running this program in worker mode (or
+// the command of WithCommand). The ProcMesh's extent is the host mesh's
+// dimensions followed by perHost's. It waits (at most the spawn timeout)
+// until every proc serves; on failure it stops those that started and
+// returns the error. ctx bounds the wait too.
+//
+// Every proc finds the torchrun variables (RANK, LOCAL_RANK, WORLD_SIZE,
+// LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, ROLE_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, TORCHELASTIC_RUN_ID, CUDA_VISIBLE_DEVICES) and
+// MONARCH_RANK_<DIM>/MONARCH_SIZE_<DIM>. MASTER_PORT is a port that rank
+// 0's host agent found free for this mesh: two meshes get two ports.
+func (h *HostMesh) SpawnProcs(ctx context.Context, perHost Dims, opts ...ProcOption) (*ProcMesh, error) {
+	var o procOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("actorrt: SpawnProcs: %w", err)
+		}
+	}
+	return h.spawnProcs(ctx, perHost, o)
 }
 
-// spawnProcs is SpawnProcs, with extra environment for each new proc by
-// its rank (nil: none).
-func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(rank int) []string) (*ProcMesh, error) {
+func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) (*ProcMesh, error) {
 	if h == nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs on a nil HostMesh")
 	}
@@ -147,6 +156,9 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs: %w", err)
 	}
+	fail := func(err error) (*ProcMesh, error) {
+		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
+	}
 	perN := 1
 	for _, d := range perHost {
 		perN *= d.Size
@@ -157,25 +169,48 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	for r := range procs {
 		hi := h.hosts[h.reg.baseRank(r/perN)]
 		procs[r] = procInfo{ID: rt.newProcID(), Host: hi.Name, Agent: hi.Agent}
-		waits = append(waits, procs[r].ID)
+		if o.command == nil {
+			// An SDK proc reports ready itself: its end first fails the
+			// spawn. A command's agent reports it, before its end, which
+			// is the command's to tell (Ends), not a failure to start.
+			waits = append(waits, procs[r].ID)
+		}
+	}
+	if err := rt.health.anyGone([]string{procs[0].Agent}); err != nil {
+		return fail(err)
+	}
+	master, err := rt.freePort(ctx, procs[0].Agent)
+	if err != nil {
+		return fail(err)
+	}
+	gpusDim := o.gpusDim
+	if gpusDim == "" {
+		gpusDim = "gpus"
 	}
 	reqs := map[string]*wire.SpawnProcsReq{}
 	var agents []string
 	for r, p := range procs {
 		req := reqs[p.Agent]
 		if req == nil {
-			req = &wire.SpawnProcsReq{}
+			req = &wire.SpawnProcsReq{Command: o.command}
 			reqs[p.Agent] = req
 			agents = append(agents, p.Agent)
 			waits = append(waits, p.Agent)
 		}
+		pt := ext.point(r)
 		req.IDs = append(req.IDs, p.ID)
 		req.Ranks = append(req.Ranks, r)
-		env := append(rankEnv(ext.point(r)), torchEnv(rt.job, ext, r, perN, procs[0].Host)...)
-		if extraEnv != nil {
-			env = append(env, extraEnv(r)...)
+		env := append(rankEnv(pt), torchEnv(rt.job, ext, r, perN, master, gpusDim)...)
+		if o.env != nil {
+			env = append(env, o.env(pt)...)
 		}
 		req.Env = append(req.Env, env)
+		if o.wrap != nil {
+			req.Wrap = append(req.Wrap, o.wrap(pt))
+		}
+		if o.cpus != nil {
+			req.CPUs = append(req.CPUs, o.cpus(pt))
+		}
 	}
 	// The ready port fails as soon as a new proc or an agent is gone.
 	fut := newFuture[ValueMesh[wire.ProcReady]](label{mesh: "SpawnProcs " + ext.String()})
@@ -185,18 +220,22 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	}
 	defer rt.ports.close(port)
 	if err := rt.health.anyGone(agents); err != nil {
-		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
+		return fail(err)
 	}
+	// Ends are heard from now on: a command may end before the spawn
+	// returns.
+	ends := newProcEnds(ext, procs)
+	rt.watchEnds(ends)
 	// Watch the agents first: a new proc that ends before it is ready is
 	// heard of.
 	rt.health.started(procs, true)
-	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs}
+	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs, ends: ends, command: o.command != nil}
 	for _, a := range agents {
 		req := reqs[a]
 		req.Proc, req.Port = rt.procID, port
 		if err := rt.sendControl(a, wire.OpSpawnProcs, port, req); err != nil {
 			pm.Stop(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
+			return fail(err)
 		}
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
@@ -204,7 +243,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 	ready, err := fut.Get(waitCtx)
 	if err != nil {
 		pm.Stop(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
+		return fail(err)
 	}
 	for r, rd := range ready.Values() {
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
@@ -214,30 +253,29 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, extraEnv func(r
 }
 
 // torchEnv is what a training program started by torchrun would find:
-// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR (the host of
-// rank 0), MASTER_PORT (the same for every proc of the mesh, derived from
-// the job) and, with a "gpus" dimension, CUDA_VISIBLE_DEVICES.
-func torchEnv(job string, ext Extent, rank, perHost int, master string) []string {
+// RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK (the host's
+// index), ROLE_RANK and ROLE_WORLD_SIZE (one role: the mesh),
+// TORCHELASTIC_RUN_ID (the job), MASTER_ADDR and MASTER_PORT (rank 0's
+// host and a port free there) and, with a gpusDim dimension,
+// CUDA_VISIBLE_DEVICES.
+func torchEnv(job string, ext Extent, rank, perHost int, master wire.FreePort, gpusDim string) []string {
+	world := strconv.Itoa(ext.NumRanks())
 	env := []string{
 		"RANK=" + strconv.Itoa(rank),
 		"LOCAL_RANK=" + strconv.Itoa(rank%perHost),
-		"WORLD_SIZE=" + strconv.Itoa(ext.NumRanks()),
+		"WORLD_SIZE=" + world,
 		"LOCAL_WORLD_SIZE=" + strconv.Itoa(perHost),
-		"MASTER_ADDR=" + master,
-		"MASTER_PORT=" + strconv.Itoa(masterPort(job)),
+		"GROUP_RANK=" + strconv.Itoa(rank/perHost),
+		"ROLE_RANK=" + strconv.Itoa(rank),
+		"ROLE_WORLD_SIZE=" + world,
+		"TORCHELASTIC_RUN_ID=" + job,
+		"MASTER_ADDR=" + master.Addr,
+		"MASTER_PORT=" + strconv.Itoa(master.Port),
 	}
-	if g, ok := ext.point(rank).Get("gpus"); ok {
+	if g, ok := ext.point(rank).Get(gpusDim); ok {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+strconv.Itoa(g))
 	}
 	return env
-}
-
-// masterPort picks a port in [20000, 30000) from the job id, so that
-// every proc agrees without talking.
-func masterPort(job string) int {
-	h := fnv.New32a()
-	h.Write([]byte(job))
-	return 20000 + int(h.Sum32()%10000)
 }
 
 // JobProcs is the per-host procs a job file asks for ([procs] in the job,

@@ -68,6 +68,7 @@ func registerTestActors() {
 		actorrt.Register[Printer](),
 		actorrt.Register[Flooder](),
 		actorrt.Register[Racer](),
+		actorrt.Register[Bootstrapped](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

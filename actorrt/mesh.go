@@ -25,9 +25,11 @@ type procInfo struct {
 // ProcMesh is a mesh of procs (OS processes) that actors can be spawned
 // on. Slicing it selects procs; it is an immutable value, safe to share.
 type ProcMesh struct {
-	reg   region
-	procs []procInfo // by base rank
-	err   error
+	reg     region
+	procs   []procInfo // by base rank
+	err     error
+	ends    *procEnds // the ends of the procs SpawnProcs started here
+	command bool      // they run a command (WithCommand), not this program
 }
 
 // ThisProc is this process, as a mesh of one proc with the zero Extent.
@@ -52,7 +54,7 @@ func (p *ProcMesh) Slice(dim string, start, end int) *ProcMesh {
 		return p
 	}
 	r, err := p.reg.slice(dim, start, end)
-	return &ProcMesh{reg: r, procs: p.procs, err: err}
+	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command}
 }
 
 // At fixes dimension dim to index i and drops it.
@@ -61,7 +63,7 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 		return p
 	}
 	r, err := p.reg.at(dim, i)
-	return &ProcMesh{reg: r, procs: p.procs, err: err}
+	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command}
 }
 
 // Stop stops the procs of the (sliced) mesh: each is asked to exit, and
@@ -155,7 +157,7 @@ func (p *ProcMesh) SliceAt(pt Point) *ProcMesh {
 		}
 		r, err = r.at(d.Name, pt.coords[i])
 	}
-	return &ProcMesh{reg: r, procs: p.procs, err: err}
+	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command}
 }
 
 func (p *ProcMesh) String() string { return fmt.Sprintf("ProcMesh%v", p.Extent()) }
@@ -362,6 +364,9 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	}
 	if procs.err != nil {
 		return fail(procs.err)
+	}
+	if procs.command {
+		return fail(fmt.Errorf("%w: the procs run a command (WithCommand), not this program: they host no actors", ErrBadArgs))
 	}
 	if !validName(name) {
 		return fail(fmt.Errorf("%w: name %q: use letters, digits, '_' or '-'", ErrBadArgs, name))

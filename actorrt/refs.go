@@ -94,8 +94,9 @@ func (m *ActorMesh[A]) DecodeMsgpack(d *msgpack.Decoder) error {
 }
 
 type procMeshWire struct {
-	Region regionWire `msgpack:"region"`
-	Procs  []procInfo `msgpack:"procs"`
+	Region  regionWire `msgpack:"region"`
+	Procs   []procInfo `msgpack:"procs"`
+	Command bool       `msgpack:"command,omitempty"`
 }
 
 // EncodeMsgpack sends the proc mesh reference.
@@ -103,7 +104,7 @@ func (p *ProcMesh) EncodeMsgpack(e *msgpack.Encoder) error {
 	if p.err != nil {
 		return p.err
 	}
-	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: p.procs})
+	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: p.procs, Command: p.command})
 }
 
 // DecodeMsgpack rebinds a received proc mesh reference.
@@ -121,7 +122,7 @@ func (p *ProcMesh) DecodeMsgpack(d *msgpack.Decoder) error {
 			return err
 		}
 	}
-	p.reg, p.procs, p.err = reg, w.Procs, nil
+	p.reg, p.procs, p.err, p.command = reg, w.Procs, nil, w.Command
 	if rt, err := getRuntime(); err == nil {
 		rt.health.started(w.Procs, false)
 	}

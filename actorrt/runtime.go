@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,7 @@ type core struct {
 	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
 	meshSeq     atomic.Uint64
 	procSeq     atomic.Uint64
+	ends        sync.Map // proc id -> *procEnds: who hears of its end
 }
 
 // role is what the client and a proc do differently.
@@ -258,6 +260,8 @@ func (rt *core) control(f *wire.Frame, subject string) {
 		rt.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
 	case wire.OpAlive:
 		rt.agent.Alive(f.ReplyTo)
+	case wire.OpFreePort:
+		rt.agent.FreePort(f.ReplyTo, f.Port)
 	case wire.OpNak:
 		rt.nak(f.ReplyTo, body.(*wire.NakReq))
 	case wire.OpNakMissing:
@@ -291,6 +295,7 @@ func (rt *core) applyHealth(effects []any) {
 		switch e := e.(type) {
 		case effGone:
 			rt.role.procEnded(e.n)
+			rt.endOf(e.n)
 			rt.forgetProc(e.n.Proc)
 			rt.ports.failWaiting(e.n.Proc, goneError(e.n))
 			rt.sup.procEnded(e.n)

@@ -133,9 +133,14 @@ func describeBus(b Bus) string {
 // how it is run, then, indented, its hosts as Hosts.Describe says them.
 func (j *Job) Describe() string {
 	lines := []string{"program: " + j.Program}
-	if len(j.Args) > 0 {
+	if j.SPMD != nil {
+		lines = []string{"spmd: runs " + quoteArgs(j.SPMD.Command) + " on every proc; CUDA_VISIBLE_DEVICES from dimension " + j.SPMD.GPUsDim}
+	}
+	switch {
+	case j.SPMD != nil:
+	case len(j.Args) > 0:
 		lines = append(lines, "args: "+quoteArgs(j.Args))
-	} else {
+	default:
 		lines = append(lines, "args: none")
 	}
 	lines = append(lines, "dir: "+j.Dir)

@@ -38,6 +38,19 @@ type Job struct {
 	Procs []Dim
 	// Log is the [log] table, defaults applied.
 	Log Log
+	// SPMD is the [spmd] table: a command run on every proc instead of an
+	// SDK program as the client; nil when the job names a program.
+	SPMD *SPMD
+}
+
+// SPMD is the [spmd] table of a job: what every proc runs.
+type SPMD struct {
+	// Command is the command line; its first word is looked up in $PATH
+	// on each host, as the shell would.
+	Command []string
+	// GPUsDim is the dimension of [procs] whose index a proc's
+	// CUDA_VISIBLE_DEVICES is; default "gpus".
+	GPUsDim string
 }
 
 // Dim is one dimension of a mesh: its name and size (>= 1).
@@ -118,7 +131,7 @@ func Load(path string) (any, error) {
 
 // jobKeys and hostsKeys are the top-level keys of each kind of file.
 func jobKeys() []string {
-	return []string{"program", "args", "dir", "env", "hosts", "procs", "log"}
+	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log"}
 }
 
 func hostsKeys() []string {
@@ -128,7 +141,7 @@ func hostsKeys() []string {
 // fileKind returns "job", "hosts" or "" for a file that gives no clue.
 func fileKind(t *table) string {
 	switch {
-	case t.has("program"):
+	case t.has("program"), t.has("spmd"):
 		return "job"
 	case t.has("scheduler"):
 		return "hosts"
@@ -153,6 +166,13 @@ func readJob(t *table) *Job {
 	t.unknown(jobKeys()...)
 	var s string
 	switch {
+	case t.has("spmd") && t.has("program"):
+		t.fail("spmd", "a job runs either a program built with the SDK (program) or a command on every proc ([spmd]), not both")
+	case t.has("spmd"):
+		j.SPMD = readSPMD(t.sub("spmd"))
+		if t.has("args") {
+			t.fail("args", "an [spmd] job takes its arguments in its command")
+		}
 	case !t.has("program"):
 		t.missing("program")
 	case t.str("program", &s):
@@ -223,6 +243,24 @@ func (t *table) directory(s string) string {
 		return p
 	}
 	return ""
+}
+
+func readSPMD(t *table) *SPMD {
+	if t == nil {
+		return nil
+	}
+	sp := &SPMD{GPUsDim: "gpus"}
+	t.unknown("command", "gpus_dim")
+	switch {
+	case !t.has("command"):
+		t.missing("command")
+	case t.strings("command", &sp.Command) && (len(sp.Command) == 0 || sp.Command[0] == ""):
+		t.fail("command", `want the command and its arguments, such as ["python3", "train.py"]`)
+	}
+	if t.str("gpus_dim", &sp.GPUsDim) && !validDimName(sp.GPUsDim) {
+		t.fail("gpus_dim", `want a dimension name of letters, digits, "_" and "-"`)
+	}
+	return sp
 }
 
 func readEnv(t *table) []string {

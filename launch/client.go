@@ -14,16 +14,23 @@ import (
 )
 
 // startClient starts the job's program as its client, with the job file's
-// environment and then env, the job contract.
+// environment and then env, the job contract. An SPMD job's client is
+// this monarch binary's `monarch spmd`, which runs the command on every
+// proc.
 func startClient(cfg *RunConfig, env jobenv.Env) (*child.Process, error) {
 	job := cfg.Job
-	cmd := exec.Command(job.Program, job.Args...)
+	program, args := job.Program, job.Args
+	if job.SPMD != nil {
+		program = cfg.Self
+		args = append([]string{"spmd", "--gpus-dim", job.SPMD.GPUsDim, "--"}, job.SPMD.Command...)
+	}
+	cmd := exec.Command(program, args...)
 	cmd.Dir = job.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
 	cmd.Env = childEnv(env, job.Env...)
 	p, err := child.Start(cmd)
 	if err != nil {
-		return nil, fmt.Errorf("launch: start %s: %w", job.Program, err)
+		return nil, fmt.Errorf("launch: start %s: %w", program, err)
 	}
 	return p, nil
 }

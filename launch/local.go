@@ -70,6 +70,21 @@ func localAgent(spec *agentSpec, i int) *exec.Cmd {
 	return cmd
 }
 
+// LocalSPMDJob is an SPMD job made up from a command line, to run on this
+// machine: argv on every proc, procs of each host as dims say, in the
+// current directory, output streamed to the client.
+func LocalSPMDJob(argv []string, dims []hostsconfig.Dim) (*hostsconfig.Job, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("launch: local: no command to run")
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("launch: local: %w", err)
+	}
+	return &hostsconfig.Job{SPMD: &hostsconfig.SPMD{Command: argv, GPUsDim: "gpus"}, Procs: dims, Dir: dir,
+		Log: hostsconfig.Log{StreamToClient: true}}, nil
+}
+
 // LocalJob is a job made up from a command line, to run on this machine:
 // the program in the current directory, output streamed to the client.
 func LocalJob(program string, args []string) (*hostsconfig.Job, error) {

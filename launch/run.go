@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
@@ -31,6 +32,9 @@ type RunConfig struct {
 	// Monarch is the monarch binary the agents run; default the hosts
 	// file's, else this one.
 	Monarch string
+	// Self is the monarch binary on this machine, the client of an SPMD
+	// job (`monarch spmd`); default this one.
+	Self string
 	// StateDir keeps the jobs' state for status and stop; default
 	// DefaultStateDir().
 	StateDir string
@@ -65,12 +69,17 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 	if cfg.Monarch == "" {
 		cfg.Monarch = p.monarch
 	}
-	if cfg.Monarch == "" {
+	if cfg.Monarch == "" || cfg.Self == "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return 0, fmt.Errorf("launch: find the monarch binary: %w", err)
 		}
-		cfg.Monarch = exe
+		if cfg.Monarch == "" {
+			cfg.Monarch = exe
+		}
+		if cfg.Self == "" {
+			cfg.Self = exe
+		}
 	}
 	switch {
 	case cfg.Detach && k.queue.current() == "":
@@ -116,7 +125,7 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
-	st, err := startRecord(cfg.StateDir, jobID, sched, cfg.Job.Program)
+	st, err := startRecord(cfg.StateDir, jobID, sched, programOf(cfg.Job))
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
@@ -186,7 +195,7 @@ func submit(ctx context.Context, cfg *RunConfig, k kind) error {
 	if err != nil {
 		return err
 	}
-	st := &JobState{Job: k.name + "-" + id, Batch: k.name, BatchID: id, Scheduler: k.name, Program: cfg.Job.Program,
+	st := &JobState{Job: k.name + "-" + id, Batch: k.name, BatchID: id, Scheduler: k.name, Program: programOf(cfg.Job),
 		State: StateSubmitted, Started: time.Now(), Host: hostname()}
 	if err := jobstate.Save(cfg.StateDir, st); err != nil {
 		return err
@@ -198,7 +207,21 @@ func submit(ctx context.Context, cfg *RunConfig, k kind) error {
 // agentArgs is the agent command line of a job, but for the index and
 // the secret's way, which each scheduler sets.
 func agentArgs(jobID string, job *hostsconfig.Job) jobenv.AgentArgs {
-	return jobenv.AgentArgs{Job: jobID, Index: -1, Program: job.Program, Args: job.Args, Dir: job.Dir, Env: job.Env}
+	args := jobenv.AgentArgs{Job: jobID, Index: -1, Program: job.Program, Args: job.Args, Dir: job.Dir, Env: job.Env}
+	if job.SPMD != nil {
+		// Every proc the agents start runs the command.
+		args.Program, args.Args = job.SPMD.Command[0], job.SPMD.Command[1:]
+	}
+	return args
+}
+
+// programOf is what a job runs, as status shows it: its program, or an
+// SPMD job's command.
+func programOf(job *hostsconfig.Job) string {
+	if job.SPMD != nil {
+		return strings.Join(job.SPMD.Command, " ")
+	}
+	return job.Program
 }
 
 // jobEnv is what the job file says to the processes the launcher starts:

@@ -15,6 +15,7 @@ package child
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -29,6 +30,7 @@ import (
 // startReq asks the starter thread to start a command.
 type startReq struct {
 	cmd  *exec.Cmd
+	cpus []int
 	done chan error
 }
 
@@ -42,8 +44,33 @@ var (
 func starter() {
 	runtime.LockOSThread() // never unlocked: the thread lives as long as the process
 	for r := range starts {
-		r.done <- r.cmd.Start()
+		r.done <- startOn(r.cmd, r.cpus)
 	}
+}
+
+// startOn starts cmd from this thread; with cpus, bound to them: a child
+// inherits the CPU set of the thread that forks it, so the thread takes
+// that set for the fork and its own back after. The child is bound
+// before it runs an instruction of its own, threads it makes included.
+func startOn(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return fmt.Errorf("read this thread's cpus: %w", err)
+	}
+	for _, c := range cpus {
+		if c < 0 || c >= len(set)*64 {
+			return fmt.Errorf("cpu %d out of range", c)
+		}
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("bind to cpus %v: %w", cpus, err)
+	}
+	defer unix.SchedSetaffinity(0, &old)
+	return cmd.Start()
 }
 
 // Process is a started child.
@@ -55,7 +82,12 @@ type Process struct {
 
 // Start starts cmd with SIGKILL as its parent-death signal (whatever else
 // cmd.SysProcAttr asks for is kept) and reaps it when it ends.
-func Start(cmd *exec.Cmd) (*Process, error) {
+func Start(cmd *exec.Cmd) (*Process, error) { return StartOn(cmd, nil) }
+
+// StartOn is Start, the child bound to the given CPUs (sched_setaffinity;
+// none: the parent's set). A set with none of the CPUs this process may
+// use fails the start.
+func StartOn(cmd *exec.Cmd, cpus []int) (*Process, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -65,7 +97,7 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 		go starter()
 	})
 	done := make(chan error, 1)
-	starts <- startReq{cmd, done}
+	starts <- startReq{cmd, cpus, done}
 	if err := <-done; err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package hostagent
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -32,6 +33,10 @@ type Config struct {
 	// Host is what its procs' lines call their host: the machine's name,
 	// or a simulated host's (h0, h1, ...).
 	Host string
+	// Addr is where procs of other hosts reach this host's (FreePort's
+	// answer); "" for 127.0.0.1, when every proc it serves is on this
+	// machine.
+	Addr string
 	// Program, Args, Dir and Env: what each proc runs. An empty Program
 	// runs this process's own program with its arguments (the SDK's
 	// self-exec): os.Executable and os.Args[1:].
@@ -61,6 +66,7 @@ type Agent struct {
 
 	mu       sync.Mutex
 	children map[string]*proc
+	ports    map[int]bool               // handed out by FreePort
 	ended    map[string]wire.GoneNotice // procs that ended, for Ended (bounded: maxEnded)
 	endOrder []string                   // ended's keys, oldest first
 
@@ -71,7 +77,7 @@ type Agent struct {
 // New makes an agent that sends through link. It starts nothing until
 // asked.
 func New(cfg Config, link Link) *Agent {
-	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{},
+	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}, ports: map[int]bool{},
 		ended: map[string]wire.GoneNotice{}}
 }
 
@@ -104,13 +110,19 @@ func (a *Agent) SetBus(b jobenv.Bus) {
 // Started reports whether the agent has been asked to start procs.
 func (a *Agent) Started() bool { return a.started.Load() }
 
-// SpawnProcs starts the procs req asks for. Each new proc reports ready to
-// req's port itself; a proc that cannot be started is reported there, as
-// an error for its rank. It does not wait for the procs.
+// SpawnProcs starts the procs req asks for. Each new SDK proc reports
+// ready to req's port itself; a command proc (req.Command) is reported
+// ready by the agent once started. A proc that cannot be started is
+// reported there, as an error for its rank naming the host and the
+// command. It does not wait for the procs.
 func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 	a.started.Store(true)
 	exe, args := a.cfg.Program, a.cfg.Args
-	if exe == "" {
+	command := req.Command != nil
+	switch {
+	case command:
+		exe, args = req.Command[0], req.Command[1:]
+	case exe == "":
 		var err error
 		if exe, err = os.Executable(); err != nil {
 			for _, r := range req.Ranks {
@@ -126,24 +138,87 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 	a.mu.Unlock()
 	for i, id := range req.IDs {
 		rank := req.Ranks[i]
-		env := jobenv.Env{Job: a.cfg.Job, Bus: dial,
-			Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank, Agent: a.cfg.ID}}
-		cmd := exec.Command(exe, args...)
+		argv := append([]string{exe}, args...)
+		if req.Wrap != nil {
+			argv = append(append([]string(nil), req.Wrap[i]...), argv...)
+		}
+		var cpus []int
+		if req.CPUs != nil {
+			cpus = req.CPUs[i]
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = a.cfg.Dir
-		cmd.Env = append(append(append([]string(nil), base...), env.Environ()...), req.Env[i]...)
+		env := append([]string(nil), base...)
+		if !command {
+			// An SDK proc dials the job's bus; a command is given no
+			// secret.
+			env = append(env, jobenv.Env{Job: a.cfg.Job, Bus: dial,
+				Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank, Agent: a.cfg.ID}}.Environ()...)
+		}
+		cmd.Env = append(env, req.Env[i]...)
 		// Its own process group: a terminal's Ctrl-C reaches the client
 		// only, which then stops the procs in order.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		p, err := a.start(id, rank, cmd)
+		p, err := a.start(id, rank, cmd, cpus)
+		if err == nil {
+			p.command = command
+		}
 		if err != nil {
-			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, exe, a.cfg.Host, err))
+			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, argv[0], a.cfg.Host, err))
 			continue
 		}
 		a.mu.Lock()
 		a.children[id] = p
 		a.mu.Unlock()
 		go a.watch(p)
+		if command {
+			// Up, as an SDK proc says itself: the job's counts and the
+			// launcher's progress include it.
+			a.link.Publish(a.subjects.Up(), []byte(id+" "+a.cfg.Host))
+			ready := wire.ProcReady{PID: p.process.Pid(), Host: a.cfg.Host}
+			a.sendToPort(req.Proc, req.Port, rank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
+		}
 	}
+}
+
+// FreePort answers on the reply port with a TCP port free on this host,
+// never handed out before by this agent, and the address this host is
+// reached at (Config.Addr).
+func (a *Agent) FreePort(replyProc string, replyPort uint64) {
+	port, err := a.freePort()
+	if err != nil {
+		a.replyError(replyProc, replyPort, 0, fmt.Errorf("free port on %s: %w", a.cfg.Host, err))
+		return
+	}
+	fp := wire.FreePort{Addr: a.cfg.Addr, Port: port}
+	if fp.Addr == "" {
+		fp.Addr = "127.0.0.1"
+	}
+	a.sendToPort(replyProc, replyPort, 0, 0, func(e *msgpack.Encoder) error { return e.Encode(&fp) })
+}
+
+// freePort asks the kernel for a free port (bind to port 0 on every
+// address, then let it go), skipping ports this agent handed out before:
+// two meshes of one job get two ports. Between the answer and the proc's
+// own bind another process may take it; the proc then fails to bind and
+// says so, as under torchrun.
+func (a *Agent) freePort() (int, error) {
+	for range 16 {
+		ln, err := net.Listen("tcp", ":0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		a.mu.Lock()
+		taken := a.ports[port]
+		a.ports[port] = true
+		a.mu.Unlock()
+		if !taken {
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no port this agent has not handed out already")
 }
 
 // StopProcs stops the given procs of this host (SIGTERM; SIGKILL after
@@ -228,7 +303,11 @@ func (a *Agent) watch(p *proc) {
 	}
 	a.mu.Lock()
 	delete(a.children, p.id)
-	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping}
+	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping,
+		Status: -1}
+	if ps := p.process.Cmd.ProcessState; ps != nil {
+		n.Status = child.ExitStatus(ps)
+	}
 	a.ended[p.id] = n
 	if a.endOrder = append(a.endOrder, p.id); len(a.endOrder) > maxEnded {
 		delete(a.ended, a.endOrder[0])
@@ -239,7 +318,11 @@ func (a *Agent) watch(p *proc) {
 	if a.closing.Load() {
 		return // the whole process is going: nobody to tell
 	}
-	if !n.Stopped {
+	switch {
+	case p.command:
+		// A command's end is its client's to tell.
+		a.cfg.Log.Info().Str("proc", p.id).Str("reason", reason).Msg("command ended")
+	case !n.Stopped:
 		a.cfg.Log.Warn().Str("proc", p.id).Str("reason", reason).Msg("proc ended")
 	}
 	if a.cfg.OnEnd != nil {

@@ -18,6 +18,7 @@ import (
 type proc struct {
 	id       string
 	rank     int
+	command  bool // it runs a command, not an SDK proc: its end is its own business
 	process  *child.Process
 	ended    chan struct{} // closed once reaped and its output sent
 	stopping bool          // a stop was asked for: its end is not a failure (under Agent.mu)
@@ -34,9 +35,9 @@ type proc struct {
 	cpuTicks atomic.Int64
 }
 
-// start starts cmd as proc id, its stdout and stderr captured onto the
-// job's log subject.
-func (a *Agent) start(id string, rank int, cmd *exec.Cmd) (*proc, error) {
+// start starts cmd as proc id, bound to cpus (none: any), its stdout and
+// stderr captured onto the job's log subject.
+func (a *Agent) start(id string, rank int, cmd *exec.Cmd, cpus []int) (*proc, error) {
 	p := &proc{id: id, rank: rank, ended: make(chan struct{})}
 	var writeEnds []*os.File
 	closeAll := func(fs []*os.File) {
@@ -55,7 +56,7 @@ func (a *Agent) start(id string, rank int, cmd *exec.Cmd) (*proc, error) {
 		writeEnds = append(writeEnds, w)
 	}
 	cmd.Stdout, cmd.Stderr = writeEnds[0], writeEnds[1]
-	process, err := child.Start(cmd)
+	process, err := child.StartOn(cmd, cpus)
 	closeAll(writeEnds) // the child has its copies
 	if err != nil {
 		closeAll(p.outputs)

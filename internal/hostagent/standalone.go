@@ -77,7 +77,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 		host = env.HostName
 	}
 	cfg := Config{
-		ID: jobenv.AgentID(args.Index), Job: args.Job, Bus: env.Bus, Host: host,
+		ID: jobenv.AgentID(args.Index), Job: args.Job, Bus: env.Bus, Host: host, Addr: routeAddr(env.Bus.URL),
 		Program: args.Program, Args: args.Args, Dir: args.Dir, Env: args.Env, StopTimeout: DefaultStopTimeout,
 	}
 	log, logFile, err := logagg.SystemLogger(cfg.Job, "agent-"+cfg.ID)
@@ -223,6 +223,8 @@ func (s *standalone) dispatch(m bus.Message) {
 			s.report()
 		case wire.OpAlive:
 			s.agent.Alive(f.ReplyTo)
+		case wire.OpFreePort:
+			s.agent.FreePort(f.ReplyTo, f.Port)
 		}
 	}
 }

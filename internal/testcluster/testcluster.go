@@ -29,6 +29,7 @@ type Cluster struct {
 	Advertise string // this machine's address as seen from the hosts
 	Partition string // the (default) Slurm partition
 	Hosts     []string
+	Addrs     []string // each host's address, as Hosts
 	Env       []string // environment for Slurm commands: SLURM_CONF=...
 }
 
@@ -389,7 +390,7 @@ func load(b string) (*Cluster, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"BASE", "SLURM_CONF", "SSH_CONFIG", "SSH_KEY", "HOSTS", "ADVERTISE", "PARTITION"} {
+	for _, k := range []string{"BASE", "SLURM_CONF", "SSH_CONFIG", "SSH_KEY", "HOSTS", "ADDRS", "ADVERTISE", "PARTITION"} {
 		if kv[k] == "" {
 			return nil, fmt.Errorf("%s: no %s", path, k)
 		}
@@ -402,6 +403,7 @@ func load(b string) (*Cluster, error) {
 		Advertise: kv["ADVERTISE"],
 		Partition: kv["PARTITION"],
 		Hosts:     strings.Fields(kv["HOSTS"]),
+		Addrs:     strings.Fields(kv["ADDRS"]),
 		Env:       []string{"SLURM_CONF=" + kv["SLURM_CONF"]},
 	}, nil
 }

@@ -60,7 +60,18 @@ const (
 	// procs of an agent subscribes to the agent's deaths subject, then
 	// asks: between them it misses no end.
 	OpEnded = "ended"
+	// OpFreePort (no body): a host agent answers (FreePort) with a TCP
+	// port free on its host, which it hands out once, and the address its
+	// host is reached at: the MASTER_PORT and MASTER_ADDR of a new proc
+	// mesh whose rank 0 is there.
+	OpFreePort = "freeport"
 )
+
+// FreePort is a host agent's answer to OpFreePort.
+type FreePort struct {
+	Addr string `msgpack:"addr"`
+	Port int    `msgpack:"port"`
+}
 
 // EndedReq asks a host agent which of these procs have ended.
 type EndedReq struct {
@@ -75,13 +86,27 @@ type EndedReply struct {
 
 // SpawnProcsReq asks an agent to start procs. Each new proc reports ready
 // (ProcReady) to the port Proc#Port with its rank.
+//
+// With Command, each proc runs that command instead of the job's program:
+// it is not an SDK proc (it does not dial the bus and is not given the
+// job's secret), and the agent reports it ready as soon as it has
+// started. Wrap, per proc (nil or as long as IDs), is a command line the
+// proc's own runs under (numactl, taskset); CPUs, per proc, the CPUs it
+// may run on (none: any).
 type SpawnProcsReq struct {
-	IDs   []string   `msgpack:"ids"`
-	Ranks []int      `msgpack:"ranks"` // rank of each in the new proc mesh
-	Env   [][]string `msgpack:"env"`   // extra environment of each (its place in the mesh)
-	Proc  string     `msgpack:"proc"`  // the ready port's proc
-	Port  uint64     `msgpack:"port"`
+	IDs     []string   `msgpack:"ids"`
+	Ranks   []int      `msgpack:"ranks"` // rank of each in the new proc mesh
+	Env     [][]string `msgpack:"env"`   // extra environment of each (its place in the mesh)
+	Proc    string     `msgpack:"proc"`  // the ready port's proc
+	Port    uint64     `msgpack:"port"`
+	Command []string   `msgpack:"command,omitempty"`
+	Wrap    [][]string `msgpack:"wrap,omitempty"`
+	CPUs    [][]int    `msgpack:"cpus,omitempty"`
 }
+
+// MaxCPU bounds a CPU number in SpawnProcsReq.CPUs (the kernel's own
+// limit on this architecture's cpu sets is far above any machine's).
+const MaxCPU = 1 << 16
 
 // StopProcsReq asks an agent to stop some of its procs (OpStopProcs), or
 // to send their output so far (OpSyncLogs).
@@ -95,6 +120,9 @@ type GoneNotice struct {
 	Proc    string `msgpack:"proc"`
 	Reason  string `msgpack:"reason"`
 	Stopped bool   `msgpack:"stopped"` // ended on request (a stop), not a failure
+	// Status is the proc's exit status as a shell reports it (128+n for
+	// signal n); -1 when the agent could not tell (a host lost).
+	Status int `msgpack:"status"`
 }
 
 // PortGone tells a sender that a port it sent to is closed.
@@ -114,7 +142,7 @@ type ProcReady struct {
 // nothing.
 func OpReplies(op string) bool {
 	switch op {
-	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo:
+	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort:
 		return true
 	}
 	return false
@@ -156,6 +184,19 @@ func CheckControl(h *Header, body any) error {
 				return fmt.Errorf("rank %d", r)
 			}
 		}
+		if b.Command != nil && (len(b.Command) == 0 || b.Command[0] == "") {
+			return fmt.Errorf("empty command")
+		}
+		if b.Wrap != nil && len(b.Wrap) != len(b.IDs) || b.CPUs != nil && len(b.CPUs) != len(b.IDs) {
+			return fmt.Errorf("%d ids, %d wrappers, %d cpu sets", len(b.IDs), len(b.Wrap), len(b.CPUs))
+		}
+		for _, cpus := range b.CPUs {
+			for _, c := range cpus {
+				if c < 0 || c >= MaxCPU {
+					return fmt.Errorf("cpu %d (0..%d)", c, MaxCPU-1)
+				}
+			}
+		}
 	case *StopProcsReq:
 		if b.Rank < 0 {
 			return fmt.Errorf("rank %d", b.Rank)
@@ -187,7 +228,7 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 		body = &StopProcsReq{}
 	case OpEnded:
 		body = &EndedReq{}
-	case OpAgentsHello, OpAlive:
+	case OpAgentsHello, OpAlive, OpFreePort:
 	default:
 		return nil, DropOp, fmt.Errorf("op %.40q is not a host agent's", f.Method)
 	}

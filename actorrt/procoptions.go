@@ -1,0 +1,181 @@
+package actorrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/monarch-go/monarch/internal/wire"
+)
+
+// ProcOption says how SpawnProcs starts each proc: its environment, a
+// command it runs under, the CPUs it may use, or a command it runs instead
+// of this program.
+type ProcOption func(*procOptions) error
+
+type procOptions struct {
+	env     func(Point) []string
+	wrap    func(Point) []string
+	cpus    func(Point) []int
+	command []string
+	gpusDim string
+}
+
+// WithProcEnv adds environment variables ("NAME=value") to each proc, as
+// env says for its point in the new mesh. They come after the runtime's
+// own (MONARCH_RANK_*, RANK, MASTER_ADDR, ...), so they win.
+func WithProcEnv(env func(Point) []string) ProcOption {
+	return func(o *procOptions) error { o.env = env; return nil }
+}
+
+// WithWrapper runs each proc under the command line wrap gives for its
+// point, the proc's own command appended: numactl --cpunodebind=N
+// --membind=N, taskset -c 0-3, a profiler. An empty line runs the proc
+// as it is.
+func WithWrapper(wrap func(Point) []string) ProcOption {
+	return func(o *procOptions) error { o.wrap = wrap; return nil }
+}
+
+// WithProcBind binds each proc to the CPUs cpus gives for its point
+// (sched_setaffinity, applied by the host agent before the proc runs, so
+// every thread it makes inherits it); an empty list leaves it unbound.
+// A set with none of the host's CPUs fails the spawn, naming the host.
+func WithProcBind(cpus func(Point) []int) ProcOption {
+	return func(o *procOptions) error { o.cpus = cpus; return nil }
+}
+
+// WithCommand starts argv on every proc instead of this program: the
+// procs of an SPMD job (a training script, any program), with the
+// torchrun variables SpawnProcs sets. Such procs host no actors (Spawn
+// on them fails) and do not see the job's bus; their output is captured
+// like any proc's, and ProcMesh.Ends tells how each ended.
+func WithCommand(argv ...string) ProcOption {
+	return func(o *procOptions) error {
+		if len(argv) == 0 || argv[0] == "" {
+			return errors.New("WithCommand: no command")
+		}
+		o.command = append([]string(nil), argv...)
+		return nil
+	}
+}
+
+// WithGPUsDim names the dimension whose index a proc's
+// CUDA_VISIBLE_DEVICES is (default "gpus"); a mesh without it sets none.
+func WithGPUsDim(dim string) ProcOption {
+	return func(o *procOptions) error { o.gpusDim = dim; return nil }
+}
+
+// ProcEnd is how a proc ended.
+type ProcEnd struct {
+	Point Point // its place in the mesh SpawnProcs returned
+	Proc  string
+	Host  string
+	// Status is its exit status as a shell reports it: the exit code, or
+	// 128+n for signal n; -1 when nobody could tell (its host was lost).
+	Status int
+	// Stopped: it was stopped on request (ProcMesh.Stop, the job's end),
+	// not of its own accord.
+	Stopped bool
+	Reason  string
+}
+
+func (e ProcEnd) String() string {
+	return fmt.Sprintf("proc %v (%s on %s): %s", e.Point, e.Proc, e.Host, e.Reason)
+}
+
+// procEnds gathers the ends of the procs one SpawnProcs started; the
+// channel holds one end per proc, so a send never blocks.
+type procEnds struct {
+	ext   Extent
+	procs []procInfo
+	ch    chan ProcEnd
+
+	mu   sync.Mutex
+	told map[string]bool
+}
+
+func newProcEnds(ext Extent, procs []procInfo) *procEnds {
+	return &procEnds{ext: ext, procs: procs, ch: make(chan ProcEnd, len(procs)), told: map[string]bool{}}
+}
+
+// end passes on the end of one of its procs, once.
+func (pe *procEnds) end(n wire.GoneNotice) {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if pe.told[n.Proc] {
+		return
+	}
+	for r, p := range pe.procs {
+		if p.ID == n.Proc {
+			pe.told[n.Proc] = true
+			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: p.ID, Host: p.Host, Status: n.Status, Stopped: n.Stopped, Reason: n.Reason}
+			return
+		}
+	}
+}
+
+// Ends delivers, once each and as it happens, the end of every proc
+// SpawnProcs started for this mesh (a slice shares its mesh's); it holds
+// them all, so nothing is lost if it is read late. nil for a mesh that
+// SpawnProcs did not return in this process (ThisProc, a reference
+// received).
+func (p *ProcMesh) Ends() <-chan ProcEnd {
+	if p.ends == nil {
+		return nil
+	}
+	return p.ends.ch
+}
+
+// ExitError, returned by the function Main runs, makes the program exit
+// with Code; Err, if any, is printed first.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// watchEnds has the ends of pe's procs passed on to it.
+func (rt *core) watchEnds(pe *procEnds) {
+	for _, p := range pe.procs {
+		rt.ends.Store(p.ID, pe)
+	}
+}
+
+// endOf passes a proc's end on to the mesh that SpawnProcs started it
+// for, if it was here.
+func (rt *core) endOf(n wire.GoneNotice) {
+	if pe, ok := rt.ends.LoadAndDelete(n.Proc); ok {
+		pe.(*procEnds).end(n)
+	}
+}
+
+// freePort asks agent for a port free on its host and the host's address:
+// the MASTER_ADDR and MASTER_PORT of a new mesh whose rank 0 is there.
+func (rt *core) freePort(ctx context.Context, agent string) (wire.FreePort, error) {
+	ext, _ := NewExtent(Dims{{"agents", 1}})
+	fut := newFuture[ValueMesh[wire.FreePort]](label{mesh: "free port on " + agent})
+	port, err := rt.ports.open(newCallPort[wire.FreePort](fut, ext), []string{agent})
+	if err != nil {
+		return wire.FreePort{}, err
+	}
+	defer rt.ports.close(port)
+	if err := rt.sendControl(agent, wire.OpFreePort, port, nil); err != nil {
+		return wire.FreePort{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
+	defer cancel()
+	v, err := fut.Get(ctx)
+	if err != nil {
+		return wire.FreePort{}, fmt.Errorf("ask host agent %s for a free port: %w", agent, err)
+	}
+	return v.Values()[0], nil
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+
+	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/spmd"
+	"github.com/urfave/cli/v2"
+)
+
+// spmdCommand is the client of an SPMD job, which the launcher starts
+// (monarch run of a job with [spmd], monarch local --procs); users do not
+// run it, so it is hidden from help. It runs the command on every proc
+// of the job and exits with the first failing proc's status. Signals are
+// the SDK client's to handle (actorrt.Run), not tearsDown's.
+func spmdCommand(a *app) *cli.Command {
+	cmd := &cli.Command{
+		Name:      "spmd",
+		Hidden:    true,
+		Usage:     "run a command on every proc of the job (the client of an SPMD job)",
+		ArgsUsage: "[--gpus-dim DIM] -- COMMAND [ARGS...]",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "gpus-dim", Value: "gpus", Usage: "the dimension whose index is CUDA_VISIBLE_DEVICES"},
+		},
+	}
+	a.programArgs[cmd] = func(string) bool { return true }
+	cmd.Action = func(c *cli.Context) error {
+		argv := c.Args().Slice()
+		if len(argv) == 0 {
+			return usagef(c, "no command given")
+		}
+		j := spmd.Job{Command: argv, GPUsDim: c.String("gpus-dim"), Stderr: c.App.ErrWriter}
+		a.code = actorrt.Run(func(ctx context.Context) error { return spmd.Run(ctx, j) })
+		return nil
+	}
+	return cmd
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/testcluster"
+)
+
+// The SPMD tests run a real PyTorch program (testdata/torch/allreduce.py,
+// gloo over TCP) on every proc: locally on simulated hosts, and on the
+// test cluster over Slurm and ssh. Debian's python3-torch is installed by
+// testdata/torch/setup.sh when missing (root); where it cannot be, they
+// skip, or fail under MONARCH_REQUIRE_CLUSTER=1.
+
+var (
+	torchOnce sync.Once
+	torchSkip string
+)
+
+// requireTorch returns the python that imports torch, and the all-reduce
+// script.
+func requireTorch(t *testing.T) (python, script string) {
+	t.Helper()
+	torchOnce.Do(func() {
+		out, err := exec.Command("testdata/torch/setup.sh").CombinedOutput()
+		if err != nil {
+			torchSkip = fmt.Sprintf("testdata/torch/setup.sh: %v\n%s", err, out)
+		}
+	})
+	if torchSkip != "" {
+		if os.Getenv("MONARCH_REQUIRE_CLUSTER") == "1" {
+			t.Fatalf("PyTorch required (MONARCH_REQUIRE_CLUSTER=1): %s", torchSkip)
+		}
+		t.Skipf("PyTorch cannot be installed here: %s", torchSkip)
+	}
+	script, err := filepath.Abs("testdata/torch/allreduce.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "/usr/bin/python3", script
+}
+
+var sumLine = regexp.MustCompile(`rank (\d+) of (\d+) on \S+: sum (\d+), expected (\d+)$`)
+
+// checkSums checks that each of world ranks printed the all-reduce's sum.
+func checkSums(t *testing.T, out string, world int) {
+	t.Helper()
+	var ranks []string
+	for _, line := range strings.Split(out, "\n") {
+		m := sumLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		ranks = append(ranks, m[1])
+		if m[2] != fmt.Sprint(world) || m[3] != m[4] {
+			t.Errorf("%s: want world %d and the expected sum", line, world)
+		}
+	}
+	sort.Strings(ranks)
+	if len(ranks) != world {
+		t.Errorf("%d ranks printed a sum (%v), want %d:\n%s", len(ranks), ranks, world, out)
+	}
+}
+
+// localMonarch runs monarch in a temporary state dir, bounded.
+func localMonarch(t *testing.T, d time.Duration, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	return runMonarch(t, &testcluster.Cluster{}, d, env, args...)
+}
+
+// TestSPMDLocalTorch: monarch local --procs runs a PyTorch program on
+// every proc of 2 simulated hosts; every rank all-reduces.
+func TestSPMDLocalTorch(t *testing.T) {
+	python, script := requireTorch(t)
+	start := time.Now()
+	out, stderr, code := localMonarch(t, 2*time.Minute, nil, "local", "--hosts", "2", "--procs", "gpus=2", "--", python, script)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	t.Logf("SPMD job of 2 simulated hosts x 2 procs, all-reduce done: %v", time.Since(start).Round(time.Millisecond))
+	checkSums(t, out, 4)
+	checkNothingLeft(t, script)
+}
+
+// TestSPMDLocalFailure: one rank raising fails the job with its status,
+// naming its rank and host; the others are stopped.
+func TestSPMDLocalFailure(t *testing.T) {
+	python, script := requireTorch(t)
+	out, stderr, code := localMonarch(t, 2*time.Minute, []string{"FAIL_RANK=1"}, "local", "--hosts", "2", "--procs", "gpus=2", "--", python, script)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (the raising rank's status)\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "rank 1 fails on purpose") || !strings.Contains(stderr, "monarch: rank 1 ({hosts: 0, gpus: 1}) on h0 failed: exited with status 1") {
+		t.Errorf("the failure does not name rank 1 on h0:\n%s", stderr)
+	}
+	checkNothingLeft(t, script)
+}
+
+// TestSPMDExitStatus: the job exits with the status of the first proc
+// that fails; all exiting 0 is 0.
+func TestSPMDExitStatus(t *testing.T) {
+	out, stderr, code := localMonarch(t, time.Minute, nil, "local", "--procs", "gpus=3", "--", "sh", "-c", `[ "$RANK" = 2 ] && exit 7; exit 0`)
+	if code != 7 || !strings.Contains(stderr, "monarch: rank 2 ({gpus: 2})") {
+		t.Fatalf("exit %d, want 7 from rank 2\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if _, stderr, code := localMonarch(t, time.Minute, nil, "local", "--procs", "gpus=3", "--", "true"); code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, stderr)
+	}
+	_, stderr, code = localMonarch(t, time.Minute, nil, "local", "--procs", "gpus=2", "--", "no-such-command-anywhere")
+	if code != 1 || !strings.Contains(stderr, "no-such-command-anywhere") {
+		t.Fatalf("a missing command: exit %d, want 1 and its name\n%s", code, stderr)
+	}
+}
+
+// TestSPMDLocalCtrlC: SIGINT to monarch local stops every proc and exits
+// 130.
+func TestSPMDLocalCtrlC(t *testing.T) {
+	python, script := requireTorch(t)
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", "2", "--procs", "gpus=2", "--", python, script)
+	cmd.Env = append(os.Environ(), "MONARCH_STATE_DIR="+stateDir(t), "SLEEP=600")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	go io.Copy(io.Discard, stdout)
+	// Wait (bounded) until the 4 ranks run.
+	deadline := time.Now().Add(time.Minute)
+	ranks := func() (n int) {
+		for _, p := range testcluster.Procs(script) {
+			if strings.HasPrefix(p.Cmdline, python+" "+script) {
+				n++
+			}
+		}
+		return n
+	}
+	for ranks() < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranks running: %v\nstderr:\n%s", testcluster.Procs(script), stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	interruptWait(t, cmd, &stderr, 30*time.Second)
+	checkNothingLeft(t, script)
+}
+
+// spmdClusterJob writes an [spmd] job running the all-reduce on 2 procs
+// of each of the hosts the hosts file describes, with the [env] table's
+// lines env.
+func spmdClusterJob(t *testing.T, python, script, hosts, env string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", hosts)
+	return writeFile(t, dir, "job.toml", fmt.Sprintf("hosts = \"hosts.toml\"\n\n[spmd]\ncommand = [%q, %q]\n\n[procs]\ngpus = 2\n\n[env]\n%s\n", python, script, env))
+}
+
+// TestSPMDSlurmTorch: monarch run of an [spmd] job on 2 Slurm hosts x 2
+// procs: PyTorch's gloo all-reduce across the hosts.
+func TestSPMDSlurmTorch(t *testing.T) {
+	c := testcluster.Get(t)
+	python, script := requireTorch(t)
+	job := spmdClusterJob(t, python, script, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\ntime = \"00:05:00\"\n", c.Partition), "")
+	start := time.Now()
+	out, stderr, code := runMonarch(t, c, 3*time.Minute, nil, "run", job)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	t.Logf("SPMD job on 2 Slurm hosts x 2 procs, all-reduce done: %v", time.Since(start).Round(time.Millisecond))
+	checkSums(t, out, 4)
+	for _, h := range c.Hosts {
+		if !strings.Contains(out, " on "+h+": sum") {
+			t.Errorf("no rank ran on %s:\n%s", h, out)
+		}
+	}
+	checkNothingLeft(t, script)
+}
+
+// TestSPMDSSHTorch: the same over ssh, one rank failing: the job fails
+// with its status, naming its rank and host.
+func TestSPMDSSHTorch(t *testing.T) {
+	c := testcluster.Get(t)
+	python, script := requireTorch(t)
+	hosts := fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig)
+	out, stderr, code := runMonarch(t, c, 3*time.Minute, nil, "run", spmdClusterJob(t, python, script, hosts, ""))
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	checkSums(t, out, 4)
+	out, stderr, code = runMonarch(t, c, 3*time.Minute, nil, "run", spmdClusterJob(t, python, script, hosts, `FAIL_RANK = "3"`))
+	if code != 1 || !strings.Contains(stderr, "monarch: rank 3 ({hosts: 1, gpus: 1}) on "+c.Hosts[1]+" failed: exited with status 1") {
+		t.Fatalf("exit %d, want 1 naming rank 3 on %s\nstdout:\n%s\nstderr:\n%s", code, c.Hosts[1], out, stderr)
+	}
+	checkNothingLeft(t, script)
+}
