@@ -68,7 +68,22 @@ type Slurm struct {
 	// Monarch is the absolute path of the monarch binary on the nodes;
 	// empty for the launcher's own path.
 	Monarch string
+	// SignalBefore is how long before the time limit the program is
+	// warned (actorrt.Preempted); 0: not warned. Default
+	// DefaultSignalBefore.
+	SignalBefore time.Duration
+	// Requeue submits batch jobs with --requeue: a preempted or failed
+	// node's job comes back, its restarts counted in
+	// MONARCH_RESTART_COUNT.
+	Requeue bool
 }
+
+// DefaultSignalBefore is [slurm] signal_before's default.
+const DefaultSignalBefore = 120 * time.Second
+
+// MaxSignalBefore is the longest warning Slurm can give (--signal's
+// sig_time).
+const MaxSignalBefore = 65535 * time.Second
 
 // SSH is the [ssh] table.
 type SSH struct {
@@ -201,8 +216,9 @@ func (h *Hosts) numHosts() int {
 }
 
 func readSlurm(t *table) *Slurm {
-	s := &Slurm{Immediate: DefaultSlurmImmediate}
-	t.unknown("nodes", "gpus_per_node", "partition", "time", "account", "sbatch_args", "srun_args", "immediate", "monarch")
+	s := &Slurm{Immediate: DefaultSlurmImmediate, SignalBefore: DefaultSignalBefore}
+	t.unknown("nodes", "gpus_per_node", "partition", "time", "account", "sbatch_args", "srun_args", "immediate", "monarch",
+		"signal_before", "requeue")
 	if t.integer("nodes", &s.Nodes) && s.Nodes < 1 {
 		t.fail("nodes", "want at least 1, got %d (leave nodes out to use every node of the allocation)", s.Nodes)
 	}
@@ -220,7 +236,55 @@ func readSlurm(t *table) *Slurm {
 		t.fail("immediate", "want more than 0s (every wait for resources is bounded), got %v", s.Immediate)
 	}
 	t.monarchPath(&s.Monarch)
+	if t.duration("signal_before", &s.SignalBefore) {
+		limit, ok := SlurmTimeLimit(s.Time)
+		switch {
+		case s.SignalBefore < 0 || s.SignalBefore > MaxSignalBefore:
+			t.fail("signal_before", "want 0s (no warning) to %v, got %v", MaxSignalBefore, s.SignalBefore)
+		case s.SignalBefore%time.Second != 0:
+			t.fail("signal_before", "want whole seconds (Slurm's unit), got %v", s.SignalBefore)
+		case ok && s.SignalBefore >= limit:
+			t.fail("signal_before", "%v is not shorter than the time limit (time = %q): the warning would come at the start", s.SignalBefore, s.Time)
+		}
+	} else if limit, ok := SlurmTimeLimit(s.Time); ok && s.SignalBefore >= limit {
+		s.SignalBefore = limit / 2 // a short limit: warn half way
+	}
+	t.boolean("requeue", &s.Requeue)
 	return s
+}
+
+// SlurmTimeLimit is a Slurm time limit as a duration (MM, MM:SS,
+// HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS); false for an empty or invalid
+// one.
+func SlurmTimeLimit(s string) (time.Duration, bool) {
+	if s == "" || !validSlurmTime(s) {
+		return 0, false
+	}
+	days, rest, hasDays := strings.Cut(s, "-")
+	if !hasDays {
+		rest, days = s, "0"
+	}
+	var n []time.Duration
+	for _, p := range strings.Split(rest, ":") {
+		v, _ := strconv.Atoi(p)
+		n = append(n, time.Duration(v))
+	}
+	d, _ := strconv.Atoi(days)
+	total := time.Duration(d) * 24 * time.Hour
+	switch {
+	case hasDays: // D-HH, D-HH:MM, D-HH:MM:SS
+		units := []time.Duration{time.Hour, time.Minute, time.Second}
+		for i, v := range n {
+			total += v * units[i]
+		}
+	case len(n) == 1: // MM
+		total += n[0] * time.Minute
+	case len(n) == 2: // MM:SS
+		total += n[0]*time.Minute + n[1]*time.Second
+	default: // HH:MM:SS
+		total += n[0]*time.Hour + n[1]*time.Minute + n[2]*time.Second
+	}
+	return total, true
 }
 
 func readSSH(t *table) *SSH {

@@ -125,11 +125,11 @@ func TestGoodFiles(t *testing.T) {
 		want any
 	}{
 		{"slurm-defaults.toml", &Hosts{Path: abs("slurm-defaults.toml"), Scheduler: SchedulerSlurm,
-			Slurm: &Slurm{Immediate: 30 * time.Second}, Bus: remoteBus}},
+			Slurm: &Slurm{Immediate: 30 * time.Second, SignalBefore: 2 * time.Minute}, Bus: remoteBus}},
 		{"slurm-full.toml", &Hosts{Path: abs("slurm-full.toml"), Scheduler: SchedulerSlurm,
 			Slurm: &Slurm{Nodes: 2, GPUsPerNode: 4, Partition: "debug", Time: "1-12:30", Account: "proj",
 				SbatchArgs: []string{"--qos=high", "--exclusive"}, SrunArgs: []string{"--mpi=none"},
-				Immediate: time.Minute, Monarch: "/opt/monarch/bin/monarch"},
+				Immediate: time.Minute, Monarch: "/opt/monarch/bin/monarch", SignalBefore: 10 * time.Minute, Requeue: true},
 			Bus: Bus{Listen: "10.0.0.5:4222", Advertise: "head.cluster:4222", Hubs: 2}}},
 		{"ssh.toml", &Hosts{Path: abs("ssh.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1", "h2"}, User: "root", Port: 22, Options: []string{"StrictHostKeyChecking=no"},
@@ -146,17 +146,17 @@ func TestGoodFiles(t *testing.T) {
 		{"local-defaults.toml", &Hosts{Path: abs("local-defaults.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 1}, Bus: localBus}},
 		{"local-direct.toml", &Hosts{Path: abs("local-direct.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},
 			Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1, Direct: true}}},
-		{"job-minimal.toml", &Job{Path: abs("job-minimal.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog}},
+		{"job-minimal.toml", &Job{Path: abs("job-minimal.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog, StopGrace: time.Minute}},
 		{"job-full.toml", &Job{Path: abs("job-full.toml"), Program: "/bin/sh", Args: []string{"-c", "echo hello"}, Dir: dir,
 			Env:   []string{"OMP_NUM_THREADS=1", "B_FIRST=x", "A_SECOND=y=z"},
 			Hosts: &Hosts{Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus},
 			Procs: []Dim{{"b", 2}, {"a", 3}},
-			Log:   Log{AggregateWindow: 3 * time.Second, FileLevel: "DEBUG", StderrLevel: "ERROR"}}},
+			Log:   Log{AggregateWindow: 3 * time.Second, FileLevel: "DEBUG", StderrLevel: "ERROR"}, StopGrace: 5 * time.Second}},
 		{"job-inline-hosts.toml", &Job{Path: abs("job-inline-hosts.toml"), Program: "/bin/sh", Dir: dir,
 			Env:   []string{"Z=last letter, first key", "A=first letter, second key"},
-			Hosts: &Hosts{Scheduler: SchedulerSlurm, Slurm: &Slurm{Nodes: 4, Partition: "gpu", Immediate: 30 * time.Second}, Bus: remoteBus},
+			Hosts: &Hosts{Scheduler: SchedulerSlurm, Slurm: &Slurm{Nodes: 4, Partition: "gpu", Immediate: 30 * time.Second, SignalBefore: 2 * time.Minute}, Bus: remoteBus},
 			Procs: []Dim{{"gpus", 8}},
-			Log:   Log{StreamToClient: true, FileLevel: "TRACE", StderrLevel: "WARN"}}},
+			Log:   Log{StreamToClient: true, FileLevel: "TRACE", StderrLevel: "WARN"}, StopGrace: time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.TrimSuffix(tt.file, ".toml"), func(t *testing.T) {
@@ -235,7 +235,7 @@ func TestRepoExamples(t *testing.T) {
 		want := &Hosts{Path: filepath.Join(repo, "hosts-slurm.toml"), Scheduler: SchedulerSlurm,
 			Slurm: &Slurm{Nodes: 2, GPUsPerNode: 4, Partition: "debug", Time: "01:00:00", Account: "proj",
 				SbatchArgs: []string{"--qos=high"}, SrunArgs: []string{"--mpi=none"}, Immediate: 30 * time.Second,
-				Monarch: "/opt/monarch/bin/monarch"},
+				Monarch: "/opt/monarch/bin/monarch", SignalBefore: 5 * time.Minute, Requeue: true},
 			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1", Hubs: 1}}
 		if !reflect.DeepEqual(h, want) {
 			t.Errorf("got\n%s\nwant\n%s", asJSON(h), asJSON(want))
@@ -287,7 +287,8 @@ func TestRepoExamples(t *testing.T) {
 			Env:   []string{"OMP_NUM_THREADS=1", "NCCL_DEBUG=WARN"},
 			Hosts: &Hosts{Path: filepath.Join(dir, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2}, Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}},
 			Procs: []Dim{{"gpus", 4}},
-			Log:   Log{StreamToClient: true, AggregateWindow: 3 * time.Second, FileLevel: "INFO", StderrLevel: "WARN"}}
+			Log:   Log{StreamToClient: true, AggregateWindow: 3 * time.Second, FileLevel: "INFO", StderrLevel: "WARN"},
+			StopGrace: 90 * time.Second}
 		if !reflect.DeepEqual(j, want) {
 			t.Errorf("got\n%s\nwant\n%s", asJSON(j), asJSON(want))
 		}

@@ -41,7 +41,14 @@ type Job struct {
 	// SPMD is the [spmd] table: a command run on every proc instead of an
 	// SDK program as the client; nil when the job names a program.
 	SPMD *SPMD
+	// StopGrace is how long the program has to return once the job is
+	// asked to stop (SIGTERM to monarch run, monarch stop, a preemption)
+	// before its procs are stopped; > 0, default DefaultStopGrace.
+	StopGrace time.Duration
 }
+
+// DefaultStopGrace is a job's stop_grace by default.
+const DefaultStopGrace = 60 * time.Second
 
 // SPMD is the [spmd] table of a job: what every proc runs.
 type SPMD struct {
@@ -131,7 +138,7 @@ func Load(path string) (any, error) {
 
 // jobKeys and hostsKeys are the top-level keys of each kind of file.
 func jobKeys() []string {
-	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log"}
+	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace"}
 }
 
 func hostsKeys() []string {
@@ -159,9 +166,10 @@ func fileKind(t *table) string {
 
 func readJob(t *table) *Job {
 	j := &Job{
-		Path: filepath.Join(t.doc.dir, filepath.Base(t.doc.file)),
-		Dir:  t.doc.dir,
-		Log:  Log{StreamToClient: true, FileLevel: "INFO", StderrLevel: "WARN"},
+		Path:      filepath.Join(t.doc.dir, filepath.Base(t.doc.file)),
+		Dir:       t.doc.dir,
+		Log:       Log{StreamToClient: true, FileLevel: "INFO", StderrLevel: "WARN"},
+		StopGrace: DefaultStopGrace,
 	}
 	t.unknown(jobKeys()...)
 	var s string
@@ -191,6 +199,9 @@ func readJob(t *table) *Job {
 	}
 	if sub := t.sub("log"); sub != nil {
 		readLog(sub, &j.Log)
+	}
+	if t.duration("stop_grace", &j.StopGrace) && j.StopGrace <= 0 {
+		t.fail("stop_grace", "want more than 0s (the program's time to return when the job is stopped), got %v", j.StopGrace)
 	}
 	return j
 }

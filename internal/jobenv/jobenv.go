@@ -34,6 +34,12 @@ const (
 	varReadyPort  = "MONARCH_READY_PORT"
 	varReadyRank  = "MONARCH_READY_RANK"
 	varAgent      = "MONARCH_AGENT"
+	varStopGrace  = "MONARCH_STOP_GRACE"
+	varJobEnd     = "MONARCH_JOB_END"
+	// RestartVar counts the job's restarts: its batch job's requeues
+	// (SLURM_RESTART_COUNT), 0 the first time. The launcher sets it for
+	// the client and every proc, SPMD commands included.
+	RestartVar = "MONARCH_RESTART_COUNT"
 	// Per-dimension ranks of a proc: MONARCH_RANK_<DIM>, MONARCH_SIZE_<DIM>.
 	prefixRank = "MONARCH_RANK_"
 	prefixSize = "MONARCH_SIZE_"
@@ -76,6 +82,12 @@ type Env struct {
 	LogStream  *bool             // the job file's [log] stream_to_client
 	LogWindow  time.Duration     // the job file's [log] aggregate_window
 	HostsFile  string            // the hosts file (HostsVar)
+	// StopGrace is how long the program has to return once asked to
+	// stop (SIGTERM): the job file's stop_grace; 0: the default.
+	StopGrace time.Duration
+	// JobEnd is when the scheduler ends the job (its time limit); zero
+	// when it has none or it is not known.
+	JobEnd time.Time
 
 	// FileLog and StderrLog are the job's system log levels (read by
 	// logagg.SystemLogger); a level the environment already sets wins
@@ -151,6 +163,12 @@ func (e Env) Environ() []string {
 		add(varLogWindow, e.LogWindow.String())
 	}
 	add(HostsVar, e.HostsFile)
+	if e.StopGrace > 0 {
+		add(varStopGrace, e.StopGrace.String())
+	}
+	if !e.JobEnd.IsZero() {
+		add(varJobEnd, strconv.FormatInt(e.JobEnd.Unix(), 10))
+	}
 	for k, v := range map[string]string{logagg.EnvFileLevel: e.FileLog, logagg.EnvStderrLevel: e.StderrLog} {
 		if os.Getenv(k) == "" {
 			add(k, v)
@@ -229,6 +247,20 @@ func FromEnviron() (Env, error) {
 		e.LogWindow = d
 	}
 	e.HostsFile = os.Getenv(HostsVar)
+	if v := os.Getenv(varStopGrace); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			bad(varStopGrace, v, "a duration over 0")
+		}
+		e.StopGrace = d
+	}
+	if v := os.Getenv(varJobEnd); v != "" {
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || sec <= 0 {
+			bad(varJobEnd, v, "Unix seconds")
+		}
+		e.JobEnd = time.Unix(sec, 0)
+	}
 	e.FileLog, e.StderrLog = os.Getenv(logagg.EnvFileLevel), os.Getenv(logagg.EnvStderrLevel)
 	if v := os.Getenv(varHostName); v != "" {
 		if len(v) > 255 || strings.ContainsAny(v, " \t\r\n") {
@@ -260,6 +292,16 @@ func FromEnviron() (Env, error) {
 		return Env{}, fmt.Errorf("jobenv: %w", errors.Join(errs...))
 	}
 	return e, nil
+}
+
+// Restarts is this process's RestartVar: how many times its job was
+// started before; 0 when not set or not a count.
+func Restarts() int {
+	n, err := strconv.Atoi(os.Getenv(RestartVar))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // UnsetSecret removes the job's secret from this process's environment:

@@ -51,6 +51,10 @@ func (s Subjects) Log() string { return s.prefix + "log" }
 // Up: every new proc announces itself once ("<proc> <host>").
 func (s Subjects) Up() string { return s.prefix + "up" }
 
+// Notice carries the client's notices to every proc: the job is about to
+// end (a time limit) or is stopping (actorrt.PreemptNotice).
+func (s Subjects) Notice() string { return s.prefix + "notice" }
+
 // Counts: the client tells its launcher how many hosts and procs are up.
 func (s Subjects) Counts() string { return s.prefix + "counts" }
 
