@@ -53,45 +53,89 @@ func (rt *core) client() *client {
 }
 
 // runClient runs fn in the client and returns the exit status.
+//
+// Signals: SIGINT tears the job down at once (130). SIGTERM asks it to
+// stop: the program's ctx is cancelled with a stop notice as its cause,
+// every proc hears of it (Preempted), and the program has the stop grace
+// to return before the procs are stopped; the status is then 143 (see
+// exitCode). A second SIGTERM stops at once. SIGUSR1 warns of the time
+// limit (a notice only).
 func runClient(fn func(ctx context.Context) error, o options, env jobenv.Env) int {
 	c, err := newClient(o, env)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
 	done := make(chan error, 1)
 	go func() { done <- fn(ctx) }()
+	grace := env.StopGrace
+	if grace <= 0 {
+		grace = hostsconfig.DefaultStopGrace
+	}
 	code, stopped := 0, false
-	select {
-	case err := <-done:
-		var exit *ExitError
-		switch {
-		case errors.As(err, &exit):
-			if exit.Err != nil {
-				fmt.Fprintf(os.Stderr, "error: %v\n", exit.Err)
+	var graceOver <-chan time.Time
+wait:
+	for {
+		select {
+		case err := <-done:
+			code = exitCode(err, stopped, context.Cause(ctx))
+			break wait
+		case sig := <-sigs:
+			switch {
+			case sig == syscall.SIGUSR1:
+				c.announce(PreemptNotice{Reason: "time limit", Deadline: env.JobEnd})
+			case sig == syscall.SIGTERM && !stopped:
+				stopped = true
+				n := &PreemptNotice{Reason: "stop requested (SIGTERM)", Deadline: time.Now().Add(grace), Stop: true}
+				c.announce(*n)
+				cancel(n)
+				graceOver = time.After(grace)
+			default:
+				// Ctrl-C, or a second SIGTERM: do not wait for fn, which
+				// may ignore ctx. Tear down and leave.
+				cancel(context.Canceled)
+				code, stopped = 128+int(sig.(syscall.Signal)), true
+				break wait
 			}
-			code = exit.Code
-		case err != nil:
-			fmt.Fprintf(os.Stderr, "error: %v\n", err)
+		case <-graceOver:
+			fmt.Fprintf(os.Stderr, "monarch: the program did not return within the stop grace (%v): stopping its procs\n", grace)
+			code = 128 + int(syscall.SIGTERM)
+			break wait
+		case <-c.fatalCh:
+			fmt.Fprintf(os.Stderr, "monarch: unhandled failure: %v\n", c.fatalErr)
+			cancel(c.fatalErr)
 			code = 1
+			break wait
 		}
-	case sig := <-sigs:
-		// Do not wait for fn: it may ignore ctx. Tear down and leave.
-		cancel()
-		code, stopped = 128+int(sig.(syscall.Signal)), true
-	case <-c.fatalCh:
-		fmt.Fprintf(os.Stderr, "monarch: unhandled failure: %v\n", c.fatalErr)
-		cancel()
-		code = 1
 	}
 	c.shutdown()
 	c.finishJobRecord(code, stopped)
 	return code
+}
+
+// exitCode is the status of a program that returned err. After a stop,
+// a clean return (nil, ctx's error, or the notice) is 143, as for a
+// process SIGTERM ended: the job did not finish, it was stopped.
+func exitCode(err error, stopped bool, cause error) int {
+	var exit *ExitError
+	switch {
+	case errors.As(err, &exit):
+		if exit.Err != nil {
+			fmt.Fprintf(os.Stderr, "error: %v\n", exit.Err)
+		}
+		return exit.Code
+	case stopped && (err == nil || errors.Is(err, context.Canceled) || errors.Is(err, cause)):
+		return 128 + int(syscall.SIGTERM)
+	case err == nil:
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "error: %v\n", err)
+	return 1
 }
 
 // newClient starts the client of the job env describes: on the launcher's

@@ -49,6 +49,7 @@ type core struct {
 	meshSeq     atomic.Uint64
 	procSeq     atomic.Uint64
 	ends        sync.Map // proc id -> *procEnds: who hears of its end
+	ending      notices  // the job is ending: what this process heard
 }
 
 // role is what the client and a proc do differently.
@@ -122,8 +123,14 @@ func (rt *core) start(l link, r role, client bool) error {
 		ID: rt.procID, Job: rt.job, Bus: rt.bus, Host: rt.hostLabel,
 		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded,
 	}, l)
-	if _, err := l.Subscribe(rt.subjects.Proc(rt.procID)); err != nil {
-		return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
+	subjects := []string{rt.subjects.Proc(rt.procID)}
+	if !client {
+		subjects = append(subjects, rt.subjects.Notice()) // the client sends them
+	}
+	for _, s := range subjects {
+		if _, err := l.Subscribe(s); err != nil {
+			return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
+		}
 	}
 	rt.dispatchEnd = make(chan struct{})
 	current.Store(rt)
@@ -177,6 +184,10 @@ func (rt *core) newProcID() string {
 // dispatch routes one message, on the dispatcher goroutine, in wire order.
 func (rt *core) dispatch(m bus.Message) {
 	if rt.role.take(m) {
+		return
+	}
+	if m.Subject == rt.subjects.Notice() {
+		rt.noticed(m.Data)
 		return
 	}
 	f, err := wire.Parse(m.Data)

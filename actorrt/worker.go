@@ -37,8 +37,10 @@ func runWorker(o options, env jobenv.Env) int {
 		return 1
 	}
 	// The client owns Ctrl-C; a proc leaves when told to (SIGTERM from its
-	// agent), or with its bus.
-	signal.Ignore(syscall.SIGINT)
+	// agent), or with its bus. A time-limit warning reaches it from the
+	// client (Preempted), not as Slurm's SIGUSR1 to a step, which would
+	// end it.
+	signal.Ignore(syscall.SIGINT, syscall.SIGUSR1)
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	go func() {

@@ -284,10 +284,10 @@ func TestRepoExamples(t *testing.T) {
 		}
 		dir := filepath.Join(root, "testdata")
 		want := &Job{Path: filepath.Join(dir, "job.toml"), Program: prog, Args: []string{}, Dir: dir,
-			Env:   []string{"OMP_NUM_THREADS=1", "NCCL_DEBUG=WARN"},
-			Hosts: &Hosts{Path: filepath.Join(dir, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2}, Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}},
-			Procs: []Dim{{"gpus", 4}},
-			Log:   Log{StreamToClient: true, AggregateWindow: 3 * time.Second, FileLevel: "INFO", StderrLevel: "WARN"},
+			Env:       []string{"OMP_NUM_THREADS=1", "NCCL_DEBUG=WARN"},
+			Hosts:     &Hosts{Path: filepath.Join(dir, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2}, Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}},
+			Procs:     []Dim{{"gpus", 4}},
+			Log:       Log{StreamToClient: true, AggregateWindow: 3 * time.Second, FileLevel: "INFO", StderrLevel: "WARN"},
 			StopGrace: 90 * time.Second}
 		if !reflect.DeepEqual(j, want) {
 			t.Errorf("got\n%s\nwant\n%s", asJSON(j), asJSON(want))

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -27,7 +29,7 @@ func startClient(cfg *RunConfig, env jobenv.Env) (*child.Process, error) {
 	cmd := exec.Command(program, args...)
 	cmd.Dir = job.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
-	cmd.Env = childEnv(env, job.Env...)
+	cmd.Env = childEnv(env, append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))...)
 	p, err := child.Start(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("launch: start %s: %w", program, err)
@@ -35,26 +37,49 @@ func startClient(cfg *RunConfig, env jobenv.Env) (*child.Process, error) {
 	return p, nil
 }
 
+// stopTimes are how long superviseClient lets the client take.
+type stopTimes struct {
+	// grace: an interrupted client's time to stop its procs and exit.
+	grace time.Duration
+	// stop: a client asked to stop (SIGTERM) has it to let its program
+	// return, and then grace (the job's stop_grace).
+	stop time.Duration
+	// warn, when it fires, warns the client of the time limit (SIGUSR1).
+	warn <-chan time.Time
+	// relay, if set, passes signals on instead of the client's own Signal
+	// (salloc, which would not pass them on to the monarch run it runs).
+	relay func(os.Signal)
+}
+
 // superviseClient waits for the client to end and returns its exit status
-// (as a shell reports it). It passes SIGINT and SIGTERM on to the client,
-// sends it SIGTERM when ctx ends, and kills it grace after the first of
-// these. stopped says the job was asked to stop so.
+// (as a shell reports it).
+//
+// ctx's end (SIGTERM to monarch: monarch stop, Slurm) asks the client to
+// stop: SIGTERM, which gives its program t.stop to return; the client is
+// killed t.stop+t.grace later. SIGINT (Ctrl-C) is passed on, and the
+// client killed t.grace later. SIGUSR1 (Slurm's time-limit warning) and
+// t.warn are passed on as SIGUSR1. stopped says the job was asked to stop
+// or interrupted.
 //
 // Each agent process reported on ended meanwhile is handed to onEnd. An
 // error from onEnd fails the job (an agent that could not start): the
-// client is sent SIGTERM, and superviseClient returns status 1 and the
+// client is interrupted, and superviseClient returns status 1 and the
 // last such error once the client has ended.
-func superviseClient(ctx context.Context, client *child.Process, grace time.Duration, ended <-chan agentEnd, onEnd func(agentEnd) error) (code int, stopped bool, err error) {
+func superviseClient(ctx context.Context, client *child.Process, t stopTimes, ended <-chan agentEnd, onEnd func(agentEnd) error) (code int, stopped bool, err error) {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 	var failure error
 	var kill <-chan time.Time
-	interrupt := func(sig os.Signal) {
+	relay := t.relay
+	if relay == nil {
+		relay = client.Signal
+	}
+	interrupt := func(sig os.Signal, within time.Duration) {
 		stopped = true
-		client.Signal(sig)
+		relay(sig)
 		if kill == nil {
-			kill = time.After(grace)
+			kill = time.After(within)
 		}
 	}
 	done := ctx.Done()
@@ -66,14 +91,20 @@ func superviseClient(ctx context.Context, client *child.Process, grace time.Dura
 			}
 			return child.ExitStatus(client.Cmd.ProcessState), stopped, nil
 		case sig := <-sigs:
-			interrupt(sig)
+			if sig == syscall.SIGUSR1 {
+				relay(sig)
+				continue
+			}
+			interrupt(sig, t.grace)
+		case <-t.warn:
+			relay(syscall.SIGUSR1)
 		case <-done:
-			interrupt(syscall.SIGTERM)
+			interrupt(syscall.SIGTERM, t.stop+t.grace)
 			done = nil
 		case e := <-ended:
 			if err := onEnd(e); err != nil {
 				failure = err
-				interrupt(syscall.SIGTERM)
+				interrupt(syscall.SIGINT, t.grace)
 			}
 		case <-kill:
 			client.Kill()

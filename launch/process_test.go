@@ -39,7 +39,7 @@ func TestSuperviseClient(t *testing.T) {
 	noEnd := func(agentEnd) error { return nil }
 	t.Run("exit status", func(t *testing.T) {
 		within(t, 10*time.Second, "exit 3", func() {
-			code, stopped, err := superviseClient(context.Background(), startSh(t, "exit 3"), time.Second, nil, noEnd)
+			code, stopped, err := superviseClient(context.Background(), startSh(t, "exit 3"), stopTimes{grace: time.Second}, nil, noEnd)
 			if code != 3 || stopped || err != nil {
 				t.Errorf("exit 3: %d %v %v", code, stopped, err)
 			}
@@ -50,7 +50,7 @@ func TestSuperviseClient(t *testing.T) {
 		p := startSh(t, "exec sleep 60")
 		time.AfterFunc(50*time.Millisecond, cancel)
 		within(t, 10*time.Second, "SIGTERM", func() {
-			code, stopped, err := superviseClient(ctx, p, 10*time.Second, nil, noEnd)
+			code, stopped, err := superviseClient(ctx, p, stopTimes{grace: 10 * time.Second, stop: time.Minute}, nil, noEnd)
 			if code != 128+15 || !stopped || err != nil {
 				t.Errorf("after ctx ends: %d %v %v, want 143, stopped", code, stopped, err)
 			}
@@ -69,9 +69,26 @@ func TestSuperviseClient(t *testing.T) {
 		io.ReadFull(out, make([]byte, 6)) // the trap is set
 		cancel()
 		within(t, 10*time.Second, "SIGKILL", func() {
-			code, stopped, err := superviseClient(ctx, p, 100*time.Millisecond, nil, noEnd)
+			code, stopped, err := superviseClient(ctx, p, stopTimes{grace: 50 * time.Millisecond, stop: 50 * time.Millisecond}, nil, noEnd)
 			if code != 128+9 || !stopped || err != nil {
 				t.Errorf("a client that ignores SIGTERM: %d %v %v, want 137, stopped", code, stopped, err)
+			}
+		})
+	})
+	t.Run("time-limit warning", func(t *testing.T) {
+		warn := make(chan time.Time, 1)
+		warn <- time.Now()
+		cmd := exec.Command("sh", "-c", "trap 'exit 42' USR1; echo ready; while :; do sleep 0.1; done")
+		out, _ := cmd.StdoutPipe()
+		p, err := child.Start(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadFull(out, make([]byte, 6)) // the trap is set
+		within(t, 10*time.Second, "SIGUSR1", func() {
+			code, stopped, err := superviseClient(context.Background(), p, stopTimes{grace: time.Second, warn: warn}, nil, noEnd)
+			if code != 42 || stopped || err != nil {
+				t.Errorf("warned: %d %v %v, want 42 (the client's USR1 trap), not stopped", code, stopped, err)
 			}
 		})
 	})
@@ -81,7 +98,7 @@ func TestSuperviseClient(t *testing.T) {
 		ended <- agentEnd{what: "ssh h8", err: errors.New("no route")}
 		var seen []string
 		within(t, 10*time.Second, "the launcher's failure", func() {
-			code, stopped, err := superviseClient(context.Background(), startSh(t, "exec sleep 60"), 10*time.Second, ended, func(e agentEnd) error {
+			code, stopped, err := superviseClient(context.Background(), startSh(t, "exec sleep 60"), stopTimes{grace: 10 * time.Second}, ended, func(e agentEnd) error {
 				seen = append(seen, e.what)
 				if len(seen) == 1 {
 					return errors.New("launch: host agents could not start: " + e.String())

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -125,7 +127,7 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
-	st, err := startRecord(cfg.StateDir, jobID, sched, programOf(cfg.Job))
+	st, err := startRecord(cfg.StateDir, jobID, sched, programOf(cfg.Job), cfg.Job.StopGrace)
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
@@ -154,6 +156,7 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 		env.HostAgents = len(p.hosts)
 	}
 	env.Job, env.Bus, env.HostsFile = jobID, jb.dial(jb.localURL, jb.leafLocal), cfg.HostsPath
+	env.StopGrace, env.JobEnd = cfg.Job.StopGrace, p.jobEnd
 	client, err := startClient(cfg, env)
 	if err != nil {
 		ag.stop(cfg.Grace)
@@ -166,7 +169,13 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 	// launcher's failure to report, in the scheduler's own words; after,
 	// the client is told (see jobWatch.agentGone).
 	failed := false
-	code, stopped, err := superviseClient(ctx, client, cfg.Grace, ag.endings(), func(e agentEnd) error {
+	times := stopTimes{grace: cfg.Grace, stop: cfg.Job.StopGrace}
+	if at := warnAt(p, cfg.Hosts); !at.IsZero() {
+		timer := time.NewTimer(time.Until(at))
+		defer timer.Stop()
+		times.warn = timer.C
+	}
+	code, stopped, err := superviseClient(ctx, client, times, ag.endings(), func(e agentEnd) error {
 		if !failed && watch.hostsUp() < len(p.hosts) {
 			failed = true
 			return fmt.Errorf("launch: host agents could not start: %s", e)
@@ -207,12 +216,37 @@ func submit(ctx context.Context, cfg *RunConfig, k kind) error {
 // agentArgs is the agent command line of a job, but for the index and
 // the secret's way, which each scheduler sets.
 func agentArgs(jobID string, job *hostsconfig.Job) jobenv.AgentArgs {
-	args := jobenv.AgentArgs{Job: jobID, Index: -1, Program: job.Program, Args: job.Args, Dir: job.Dir, Env: job.Env}
+	// Every proc, SPMD commands included, can tell a restart.
+	env := append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))
+	args := jobenv.AgentArgs{Job: jobID, Index: -1, Program: job.Program, Args: job.Args, Dir: job.Dir, Env: env}
 	if job.SPMD != nil {
 		// Every proc the agents start runs the command.
 		args.Program, args.Args = job.SPMD.Command[0], job.SPMD.Command[1:]
 	}
 	return args
+}
+
+// restarts is how many times this job ran before: its Slurm batch job's
+// requeues (SLURM_RESTART_COUNT), else 0.
+func restarts() int {
+	n, err := strconv.Atoi(os.Getenv("SLURM_RESTART_COUNT"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// warnAt is when the client is warned of the job's time limit: [slurm]
+// signal_before ahead of the end the scheduler gave p; zero for none.
+func warnAt(p *placement, hosts *hostsconfig.Hosts) time.Time {
+	before := hostsconfig.DefaultSignalBefore
+	if hosts != nil && hosts.Slurm != nil {
+		before = hosts.Slurm.SignalBefore
+	}
+	if p.jobEnd.IsZero() || before <= 0 {
+		return time.Time{}
+	}
+	return p.jobEnd.Add(-before)
 }
 
 // programOf is what a job runs, as status shows it: its program, or an

@@ -41,8 +41,10 @@ type queue interface {
 	// ("pending", "running"); "finished" once it has left the queue; ""
 	// when the queue cannot say.
 	state(ctx context.Context, id string) string
-	// cancel ends batch job id, queued or running.
-	cancel(ctx context.Context, id string) error
+	// cancel ends batch job id, queued or running; graceful: by asking
+	// the job's own monarch run to stop (SIGTERM), so that its program
+	// gets its stop grace.
+	cancel(ctx context.Context, id string, graceful bool) error
 }
 
 // placement is where a job runs, as its scheduler prepared it.
@@ -62,6 +64,9 @@ type placement struct {
 	// monarch is the monarch binary on the hosts, as the hosts file gives
 	// it; "" for the launcher's own.
 	monarch string
+	// jobEnd is when the scheduler ends the job (a Slurm allocation's time
+	// limit); zero for none.
+	jobEnd time.Time
 	// elsewhere, when set, runs the job instead of this launcher: the
 	// hosts must first be got from the scheduler (salloc outside a Slurm
 	// allocation). It returns the exit status.

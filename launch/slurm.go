@@ -8,10 +8,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/child"
+	"github.com/monarch-go/monarch/internal/procstat"
 )
 
 // The Slurm scheduler. Inside an allocation (SLURM_JOB_ID set) the agents
@@ -46,7 +48,24 @@ func (s slurmScheduler) prepare(ctx context.Context) (*placement, error) {
 	}
 	p.hosts = nodes
 	p.route = func(ctx context.Context) string { return nodeAddr(ctx, nodes[0]) }
+	p.jobEnd = jobEnd(ctx, (slurmQueue{}).current())
 	return p, nil
+}
+
+// jobEnd asks Slurm when job id ends (its time limit); zero when it has
+// none or Slurm does not say.
+func jobEnd(ctx context.Context, id string) time.Time {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "squeue", "-h", "-j", id, "-o", "%e").Output()
+	if err != nil {
+		return time.Time{}
+	}
+	end, err := time.ParseInLocation("2006-01-02T15:04:05", strings.TrimSpace(string(out)), time.Local)
+	if err != nil {
+		return time.Time{} // "N/A", "Unknown": no limit
+	}
+	return end
 }
 
 // start starts the agents as one srun step over every node of the
@@ -89,7 +108,18 @@ func (s slurmScheduler) allocate(ctx context.Context, cfg *RunConfig) (int, erro
 	if err != nil {
 		return 0, fmt.Errorf("slurm: salloc: %w", err)
 	}
-	code, _, _ := superviseClient(ctx, p, cfg.Grace+5*time.Second, nil, nil)
+	// salloc ends the allocation on SIGTERM and passes nothing on: the
+	// signals go to the monarch run it runs.
+	relay := func(sig os.Signal) {
+		kids := procstat.Children(p.Pid())
+		if len(kids) == 0 {
+			p.Signal(sig)
+		}
+		for _, k := range kids {
+			syscall.Kill(k, sig.(syscall.Signal))
+		}
+	}
+	code, _, _ := superviseClient(ctx, p, stopTimes{grace: cfg.Grace + 5*time.Second, stop: cfg.Job.StopGrace, relay: relay}, nil, nil)
 	return code, nil
 }
 
@@ -168,8 +198,18 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig) (string, error) {
 		return "", err
 	}
 	out := cfg.StateDir + "/slurm-%j.out"
+	s := cfg.Hosts.Slurm
+	if s.SignalBefore > 0 {
+		// To monarch run alone (B:), which warns its program; the
+		// procs would take USR1 as a reason to end.
+		args = append(args, fmt.Sprintf("--signal=B:USR1@%d", int(s.SignalBefore/time.Second)))
+	}
+	if s.Requeue {
+		args = append(args, "--requeue")
+	}
+	// exec: monarch run is the batch shell, which Slurm signals.
 	args = append(args, "--parsable", "--job-name=monarch", "--output="+out,
-		"--wrap="+shellQuote(cfg.Monarch)+" run "+shellQuote(cfg.JobPath))
+		"--wrap=exec "+shellQuote(cfg.Monarch)+" run "+shellQuote(cfg.JobPath))
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sbatch", args...)
@@ -203,11 +243,16 @@ func (slurmQueue) state(ctx context.Context, id string) string {
 	return ""
 }
 
-// cancel runs scancel.
-func (slurmQueue) cancel(ctx context.Context, id string) error {
+// cancel runs scancel; graceful, it sends SIGTERM to the batch shell
+// alone, the job's monarch run, which stops its job and ends it.
+func (slurmQueue) cancel(ctx context.Context, id string, graceful bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "scancel", id).CombinedOutput(); err != nil {
+	args := []string{id}
+	if graceful {
+		args = []string{"--batch", "--signal=TERM", id}
+	}
+	if out, err := exec.CommandContext(ctx, "scancel", args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("scancel %s: %v: %s", id, err, strings.TrimSpace(string(out)))
 	}
 	return nil

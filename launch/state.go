@@ -51,8 +51,8 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 
 // startRecord records a job this launcher starts to run, in the batch job
 // it runs in, if any, and keeps the record as the job runs.
-func startRecord(dir, jobID, sched, program string) (*jobstate.Writer, error) {
-	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now()}
+func startRecord(dir, jobID, sched, program string, stopGrace time.Duration) (*jobstate.Writer, error) {
+	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now(), StopGrace: stopGrace}
 	rec.Batch, rec.BatchID = enclosingBatch()
 	rec.Self()
 	return jobstate.NewWriter(dir, rec)
@@ -105,7 +105,9 @@ func Stop(ctx context.Context, dir, job string, grace time.Duration) error {
 			continue
 		}
 		if q := batchQueue(s); q != nil && (s.State == StateSubmitted || s.Host != hostname()) {
-			if err := q.cancel(ctx, s.BatchID); err != nil {
+			// A running batch job's monarch run is asked to stop, as
+			// SIGTERM here would: its program gets its stop grace.
+			if err := q.cancel(ctx, s.BatchID, s.State != StateSubmitted || s.BatchState == "running"); err != nil {
 				return fmt.Errorf("stop %s: %w", job, err)
 			}
 			return nil
@@ -121,12 +123,13 @@ func Stop(ctx context.Context, dir, job string, grace time.Duration) error {
 		if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
 			return fmt.Errorf("stop %s: signal process %d: %w", job, s.PID, err)
 		}
-		for end := time.Now().Add(grace + 5*time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		wait := s.StopGrace + grace + 5*time.Second
+		for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 			if !s.Alive() {
 				return nil
 			}
 		}
-		return fmt.Errorf("stop %s: process %d still running %v after SIGTERM", job, s.PID, grace+5*time.Second)
+		return fmt.Errorf("stop %s: process %d still running %v after SIGTERM", job, s.PID, wait)
 	}
 	if len(known) == 0 {
 		return fmt.Errorf("stop %s: no such job (no jobs in %s)", job, dir)

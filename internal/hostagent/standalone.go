@@ -144,6 +144,9 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	}
 
 	term := make(chan os.Signal, 1)
+	// Slurm's time-limit signal to a step (salloc --signal) is the
+	// client's business, not a reason to end.
+	signal.Ignore(syscall.SIGUSR1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(term)
 	eof := make(chan struct{})

@@ -72,6 +72,9 @@ type Record struct {
 	MaxProcs int       `json:"max_procs,omitempty"`
 	Started  time.Time `json:"started"`
 	Ended    time.Time `json:"ended,omitzero"`
+	// StopGrace is the job's stop_grace: how long a stop waits for its
+	// program before its procs are stopped; 0 in older records.
+	StopGrace time.Duration `json:"stop_grace,omitempty"`
 
 	// BatchState is what the Batch scheduler says of a submitted job
 	// ("pending", "finished", "" when unknown); set by whoever lists,

@@ -54,3 +54,22 @@ func parse(path string, b []byte) (Stat, error) {
 	}
 	return Stat{State: f[0][0], PPID: ppid, CPUTicks: utime + stime}, nil
 }
+
+// Children lists the processes whose parent is pid, as /proc says now.
+func Children(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := Read(p); err == nil && st.PPID == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}

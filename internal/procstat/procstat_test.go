@@ -2,6 +2,8 @@ package procstat
 
 import (
 	"os"
+	"os/exec"
+	"slices"
 	"testing"
 )
 
@@ -34,4 +36,18 @@ func TestReadSelf(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte("1 (x) S 0 1 1 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 5"))
 	f.Fuzz(func(t *testing.T, b []byte) { parse("fuzz", b) })
+}
+
+func TestChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if got := Children(os.Getpid()); !slices.Contains(got, cmd.Process.Pid) {
+		t.Errorf("Children of this process: %v, want %d among them", got, cmd.Process.Pid)
+	}
+	if got := Children(cmd.Process.Pid); len(got) != 0 {
+		t.Errorf("Children of sleep: %v", got)
+	}
 }

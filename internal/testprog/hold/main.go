@@ -1,6 +1,7 @@
 // Command hold is a job program for launcher tests: it starts procs on the
 // job's hosts, reports them, and holds them until it is stopped (or a
-// failure nobody handles ends it, through the default fault hook).
+// failure nobody handles ends it, through the default fault hook). With
+// HOLD_IGNORE_STOP=1 it ignores a stop request (its context's end).
 package main
 
 import (
@@ -47,8 +48,12 @@ func main() {
 			fmt.Println("PROC", w)
 		}
 		fmt.Println("READY")
+		done := ctx.Done()
+		if os.Getenv("HOLD_IGNORE_STOP") == "1" {
+			done = nil // a program that does not return when asked to stop
+		}
 		select {
-		case <-ctx.Done():
+		case <-done:
 		case <-time.After(10 * time.Minute):
 		}
 		return nil
