@@ -132,7 +132,20 @@
 // with a parent-death signal from a thread that lives as long as the
 // process, so they die with their parent, and they exit when their bus
 // connection is gone. A proc gets MONARCH_RANK_<DIM> and MONARCH_SIZE_<DIM>
-// for each dimension of its mesh.
+// for each dimension of its mesh, and the torchrun variables. SpawnProcs'
+// options shape each proc (WithProcEnv, WithWrapper, WithProcBind), or run
+// a command on each instead of this program (WithCommand: an SPMD job's
+// procs, whose ends ProcMesh.Ends tells).
+//
+// # The end of a job
+//
+// SIGINT to the client tears the job down at once. SIGTERM (monarch stop,
+// a preemption) cancels Main's context with a *PreemptNotice as its cause
+// and gives the program the job's stop grace to return; SIGUSR1 (a time
+// limit ahead) is a warning only. Preempted delivers both notices, in the
+// client and in every proc, so that actors can checkpoint too;
+// RestartCount says how many times a requeued job ran before. A function
+// that returns an *ExitError sets the exit status.
 //
 // # Inside
 //

@@ -248,6 +248,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	for r, rd := range ready.Values() {
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
+	ends.started(procs)
 	rt.role.procsStarted(pm)
 	return pm, nil
 }

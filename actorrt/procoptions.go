@@ -87,16 +87,30 @@ func (e ProcEnd) String() string {
 // procEnds gathers the ends of the procs one SpawnProcs started; the
 // channel holds one end per proc, so a send never blocks.
 type procEnds struct {
-	ext   Extent
-	procs []procInfo
-	ch    chan ProcEnd
+	ext Extent
+	ch  chan ProcEnd
 
-	mu   sync.Mutex
-	told map[string]bool
+	mu    sync.Mutex
+	ids   []string // by rank
+	hosts []string // by rank: where each runs, once known
+	told  map[string]bool
 }
 
 func newProcEnds(ext Extent, procs []procInfo) *procEnds {
-	return &procEnds{ext: ext, procs: procs, ch: make(chan ProcEnd, len(procs)), told: map[string]bool{}}
+	pe := &procEnds{ext: ext, ch: make(chan ProcEnd, len(procs)), told: map[string]bool{}}
+	for _, p := range procs {
+		pe.ids, pe.hosts = append(pe.ids, p.ID), append(pe.hosts, p.Host)
+	}
+	return pe
+}
+
+// started records where the procs run, as they reported.
+func (pe *procEnds) started(procs []procInfo) {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	for r, p := range procs {
+		pe.hosts[r] = p.Host
+	}
 }
 
 // end passes on the end of one of its procs, once.
@@ -106,10 +120,10 @@ func (pe *procEnds) end(n wire.GoneNotice) {
 	if pe.told[n.Proc] {
 		return
 	}
-	for r, p := range pe.procs {
-		if p.ID == n.Proc {
+	for r, id := range pe.ids {
+		if id == n.Proc {
 			pe.told[n.Proc] = true
-			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: p.ID, Host: p.Host, Status: n.Status, Stopped: n.Stopped, Reason: n.Reason}
+			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: id, Host: pe.hosts[r], Status: n.Status, Stopped: n.Stopped, Reason: n.Reason}
 			return
 		}
 	}
@@ -145,8 +159,8 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // watchEnds has the ends of pe's procs passed on to it.
 func (rt *core) watchEnds(pe *procEnds) {
-	for _, p := range pe.procs {
-		rt.ends.Store(p.ID, pe)
+	for _, id := range pe.ids {
+		rt.ends.Store(id, pe)
 	}
 }
 

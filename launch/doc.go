@@ -31,7 +31,8 @@
 //   - slurm: inside an allocation, one srun step with one agent per node
 //     (the secret in the step's environment); outside one, Run re-runs
 //     `monarch run` under salloc with the job's resources, or submits it
-//     with sbatch (Detach). Requests carry --immediate, so Slurm's own
+//     with sbatch (Detach; with --signal=B:USR1 for the time-limit
+//     warning, --requeue when asked). Requests carry --immediate, so Slurm's own
 //     errors come back in seconds. Its queue: squeue, scancel.
 //   - ssh: one session per host, at most Parallel being set up at once; the
 //     secret goes on stdin and the session stays open: closing it ends the
@@ -49,11 +50,16 @@
 //
 // Every process the launcher starts (client, local agents, srun, ssh,
 // salloc) is started by internal/child, with a parent-death signal, so
-// none can outlive the launcher; the procs carry their own. SIGINT or
-// SIGTERM to the launcher is passed to the client, which stops its procs
-// and exits; then the agents are stopped (stdin closed, SIGTERM, SIGKILL
-// after the grace period). A client that has not exited within the grace
-// period is killed. If an agent cannot start, the launcher says why (with
+// none can outlive the launcher; the procs carry their own. SIGINT to the
+// launcher is passed to the client, which stops its procs and exits.
+// SIGTERM (monarch stop, a preemption) asks the client to stop: its
+// program has the job's stop_grace to return (actorrt.Preempted). SIGUSR1,
+// or the launcher's own timer [slurm] signal_before ahead of an
+// allocation's end, is passed on as a time-limit warning. Then the agents
+// are stopped (stdin closed, SIGTERM, SIGKILL after the grace period). A
+// client that has not exited within the grace period (after a stop: the
+// stop grace and the grace period) is killed. Under salloc, which passes
+// no signal on, they go to the monarch run it runs. If an agent cannot start, the launcher says why (with
 // the scheduler's or ssh's own words), stops the job and exits 1.
 //
 // # State

@@ -205,7 +205,8 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig) (string, error) {
 		args = append(args, fmt.Sprintf("--signal=B:USR1@%d", int(s.SignalBefore/time.Second)))
 	}
 	if s.Requeue {
-		args = append(args, "--requeue")
+		// The output of every run, not the last run's alone.
+		args = append(args, "--requeue", "--open-mode=append")
 	}
 	// exec: monarch run is the batch shell, which Slurm signals.
 	args = append(args, "--parsable", "--job-name=monarch", "--output="+out,
