@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,6 +91,37 @@ func TestSPMDLocalTorch(t *testing.T) {
 	t.Logf("SPMD job of 2 simulated hosts x 2 procs, all-reduce done: %v", time.Since(start).Round(time.Millisecond))
 	checkSums(t, out, 4)
 	checkNothingLeft(t, script)
+	// The ranks' lines are the job's log, as any proc's.
+	m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no job id in:\n%s", stderr)
+	}
+	logs, stderr, code := localMonarch(t, time.Minute, nil, "logs", m[1])
+	if code != 0 {
+		t.Fatalf("monarch logs %s: exit %d\n%s", m[1], code, stderr)
+	}
+	checkSums(t, logs, 4)
+}
+
+// startedLine is a rank's line of the start-time command.
+var startedLine = regexp.MustCompile(`started (\d+)$`)
+
+// allRunning runs a command printing the time each rank starts, and
+// returns how long after t0 the last one did.
+func allRunning(t *testing.T, out string, t0 time.Time, world int) time.Duration {
+	t.Helper()
+	var last int64
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if m := startedLine.FindStringSubmatch(line); m != nil {
+			ns, _ := strconv.ParseInt(m[1], 10, 64)
+			last, n = max(last, ns), n+1
+		}
+	}
+	if n != world {
+		t.Fatalf("%d ranks said they started, want %d:\n%s", n, world, out)
+	}
+	return time.Unix(0, last).Sub(t0)
 }
 
 // TestSPMDLocalFailure: one rank raising fails the job with its status,
@@ -174,9 +206,20 @@ func spmdClusterJob(t *testing.T, python, script, hosts, env string) string {
 func TestSPMDSlurmTorch(t *testing.T) {
 	c := testcluster.Get(t)
 	python, script := requireTorch(t)
-	job := spmdClusterJob(t, python, script, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\ntime = \"00:05:00\"\n", c.Partition), "")
+	hosts := fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\ntime = \"00:05:00\"\n", c.Partition)
+	// How soon every rank runs: a command that says when it started.
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", hosts)
+	clock := writeFile(t, dir, "job.toml", "hosts = \"hosts.toml\"\n[spmd]\ncommand = [\"sh\", \"-c\", \"echo started $(date +%s%N)\"]\n[procs]\ngpus = 2\n")
+	t0 := time.Now()
+	out, stderr, code := runMonarch(t, c, 3*time.Minute, nil, "run", clock)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	t.Logf("SPMD job on 2 Slurm hosts x 2 procs: all ranks running %v after monarch run started (salloc, srun, agents, spawn)", allRunning(t, out, t0, 4).Round(time.Millisecond))
+	job := spmdClusterJob(t, python, script, hosts, "")
 	start := time.Now()
-	out, stderr, code := runMonarch(t, c, 3*time.Minute, nil, "run", job)
+	out, stderr, code = runMonarch(t, c, 3*time.Minute, nil, "run", job)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}

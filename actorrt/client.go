@@ -91,7 +91,12 @@ wait:
 				c.announce(PreemptNotice{Reason: "time limit", Deadline: env.JobEnd})
 			case sig == syscall.SIGTERM && !stopped:
 				stopped = true
-				n := &PreemptNotice{Reason: "stop requested (SIGTERM)", Deadline: time.Now().Add(grace), Stop: true}
+				deadline := time.Now().Add(grace)
+				if !env.JobEnd.IsZero() && env.JobEnd.Before(deadline) {
+					// Never more than the scheduler gives.
+					deadline, grace = env.JobEnd, max(time.Until(env.JobEnd), 0)
+				}
+				n := &PreemptNotice{Reason: "stop requested (SIGTERM)", Deadline: deadline, Stop: true}
 				c.announce(*n)
 				cancel(n)
 				graceOver = time.After(grace)

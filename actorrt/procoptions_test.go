@@ -191,3 +191,37 @@ func TestCommandNotFound(t *testing.T) {
 		t.Fatalf("SpawnProcs of a missing command: %v", err)
 	}
 }
+
+// TestGPUsDim: CUDA_VISIBLE_DEVICES is the index in the dimension
+// WithGPUsDim names, and unset on a mesh without it.
+func TestGPUsDim(t *testing.T) {
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		opts []actorrt.ProcOption
+		want []string
+	}{
+		{[]actorrt.ProcOption{actorrt.WithGPUsDim("dev")}, []string{"0", "1"}},
+		{nil, []string{"none", "none"}},
+	} {
+		dir := t.TempDir()
+		opts := append(tc.opts, actorrt.WithCommand("sh", "-c", `echo "${CUDA_VISIBLE_DEVICES-none}" > "$OUT/$RANK"`),
+			actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"OUT=" + dir} }))
+		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"dev", 2}}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			select {
+			case <-procs.Ends():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the commands did not end")
+			}
+		}
+		for r, want := range tc.want {
+			b, err := os.ReadFile(filepath.Join(dir, fmt.Sprint(r)))
+			if err != nil || strings.TrimSpace(string(b)) != want {
+				t.Errorf("rank %d: CUDA_VISIBLE_DEVICES %q (%v), want %s", r, b, err, want)
+			}
+		}
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -155,7 +158,12 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 			env = append(env, jobenv.Env{Job: a.cfg.Job, Bus: dial,
 				Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank, Agent: a.cfg.ID}}.Environ()...)
 		}
-		cmd.Env = append(env, req.Env[i]...)
+		procEnv, err := a.gpus(req.Env[i])
+		if err != nil {
+			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: proc %s on %s: %v", wire.ErrProcFailed, id, a.cfg.Host, err))
+			continue
+		}
+		cmd.Env = append(env, procEnv...)
 		// Its own process group: a terminal's Ctrl-C reaches the client
 		// only, which then stops the procs in order.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -179,6 +187,37 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 			a.sendToPort(req.Proc, req.Port, rank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
 		}
 	}
+}
+
+// gpus maps a proc's CUDA_VISIBLE_DEVICES, its index in the mesh's GPU
+// dimension, onto the GPUs the scheduler gave this host: the index-th of
+// this agent's own CUDA_VISIBLE_DEVICES when that lists them, and an
+// index past them, or past SLURM_GPUS_ON_NODE, is an error.
+func (a *Agent) gpus(env []string) ([]string, error) {
+	const name = "CUDA_VISIBLE_DEVICES="
+	for i, kv := range env {
+		v, ok := strings.CutPrefix(kv, name)
+		if !ok {
+			continue
+		}
+		idx, err := strconv.Atoi(v)
+		if err != nil {
+			return env, nil // not an index: the caller's own value
+		}
+		if own := os.Getenv("CUDA_VISIBLE_DEVICES"); own != "" {
+			list := strings.Split(own, ",")
+			if idx >= len(list) {
+				return nil, fmt.Errorf("GPU index %d, but the host has %d GPUs (CUDA_VISIBLE_DEVICES=%s)", idx, len(list), own)
+			}
+			out := slices.Clone(env)
+			out[i] = name + list[idx]
+			return out, nil
+		}
+		if n, err := strconv.Atoi(os.Getenv("SLURM_GPUS_ON_NODE")); err == nil && idx >= n {
+			return nil, fmt.Errorf("GPU index %d, but Slurm gave the host %d GPUs (SLURM_GPUS_ON_NODE)", idx, n)
+		}
+	}
+	return env, nil
 }
 
 // FreePort answers on the reply port with a TCP port free on this host,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -429,5 +431,37 @@ func TestBusy(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if stopped.busy() {
 		t.Error("a stopped process looked busy")
+	}
+}
+
+// TestGPUsBounded: a proc's GPU index picks from the GPUs the scheduler
+// gave the host (the agent's CUDA_VISIBLE_DEVICES); an index past them
+// fails its start, naming the host.
+func TestGPUsBounded(t *testing.T) {
+	t.Setenv("CUDA_VISIBLE_DEVICES", "4,6")
+	b := newJobBus(t, "j1")
+	dir := t.TempDir()
+	a := New(shell(""), b.conn)
+	defer a.Close()
+	var env [][]string
+	for i := range 3 {
+		env = append(env, []string{"CUDA_VISIBLE_DEVICES=" + strconv.Itoa(i), "RANK=" + strconv.Itoa(i)})
+	}
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1", "c-2", "c-3"}, Ranks: []int{0, 1, 2}, Env: env, Proc: "c", Port: 7,
+		Command: []string{"sh", "-c", `echo "$CUDA_VISIBLE_DEVICES" > ` + dir + `/$RANK`}})
+	b.waitFor("the refusal of rank 2", func() bool { return b.reply(7, 2) != nil })
+	var r wire.ErrorReply
+	if f := b.reply(7, 2); msgpack.Unmarshal(f.Payload, &r) != nil || !strings.Contains(r.Message, "GPU index 2, but the host has 2 GPUs (CUDA_VISIBLE_DEVICES=4,6)") ||
+		!strings.Contains(r.Message, "on h0") {
+		t.Errorf("rank 2: %+v", r)
+	}
+	for rank, want := range []string{"4", "6"} {
+		var got []byte
+		for end := time.Now().Add(10 * time.Second); len(got) == 0 && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			got, _ = os.ReadFile(filepath.Join(dir, strconv.Itoa(rank)))
+		}
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("rank %d: CUDA_VISIBLE_DEVICES=%q, want %s", rank, got, want)
+		}
 	}
 }
