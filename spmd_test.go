@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -249,4 +250,32 @@ func TestSPMDSSHTorch(t *testing.T) {
 		t.Fatalf("exit %d, want 1 naming rank 3 on %s\nstdout:\n%s\nstderr:\n%s", code, c.Hosts[1], out, stderr)
 	}
 	checkNothingLeft(t, script)
+}
+
+// TestSPMDStopGrace: SIGTERM to an SPMD job gives its commands SIGTERM
+// and the stop grace to exit, longer than the 5 s stop timeout of procs.
+func TestSPMDStopGrace(t *testing.T) {
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--procs", "gpus=2", "--", "sh", "-c",
+		`trap 'sleep 6; echo "rank $RANK saved"; exit 0' TERM; echo "rank $RANK ready"; while :; do sleep 0.1; done`)
+	cmd.Env = append(os.Environ(), "MONARCH_STATE_DIR="+stateDir(t))
+	var stdout, stderr syncBuilder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("still running a minute after SIGTERM; stderr:\n%s", stderr.load())
+	}
+	t.Logf("SIGTERM to exit, the commands taking 6 s to save: %v", time.Since(t0).Round(time.Millisecond))
+	if code := cmd.ProcessState.ExitCode(); code != 143 || strings.Count(stdout.load(), " saved") != 2 {
+		t.Errorf("exit %d, want 143 with both ranks saved; stdout:\n%s\nstderr:\n%s", code, stdout.load(), stderr.load())
+	}
 }

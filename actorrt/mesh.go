@@ -78,7 +78,20 @@ func (p *ProcMesh) Stop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return p.askAgents(ctx, rt, wire.OpStopProcs, rt.opts.stopTimeout+10*time.Second)
+	return p.askAgents(ctx, rt, wire.OpStopProcs, 0, rt.opts.stopTimeout+10*time.Second)
+}
+
+// StopWithin is Stop with grace, not the stop timeout, between each
+// proc's SIGTERM and its SIGKILL (at most wire.MaxStopGrace): time for a
+// command that catches SIGTERM (an SPMD job's, a training script) to
+// checkpoint.
+func (p *ProcMesh) StopWithin(ctx context.Context, grace time.Duration) error {
+	rt, err := getRuntime()
+	if err != nil {
+		return err
+	}
+	grace = min(max(grace, time.Millisecond), wire.MaxStopGrace)
+	return p.askAgents(ctx, rt, wire.OpStopProcs, grace, grace+10*time.Second)
 }
 
 // FlushLogs returns once every line the procs wrote before the call has
@@ -90,13 +103,14 @@ func (p *ProcMesh) FlushLogs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return p.askAgents(ctx, rt, wire.OpSyncLogs, 10*time.Second)
+	return p.askAgents(ctx, rt, wire.OpSyncLogs, 0, 10*time.Second)
 }
 
-// askAgents sends op for the procs of the mesh to their host agents and
-// waits (at most d, or until ctx ends) for every agent's answer; then, in
-// the client, it prints the lines that came before the answers.
-func (p *ProcMesh) askAgents(ctx context.Context, rt *core, op string, d time.Duration) error {
+// askAgents sends op for the procs of the mesh to their host agents (with
+// grace, for a stop; 0: the agent's stop timeout) and waits (at most d,
+// or until ctx ends) for every agent's answer; then, in the client, it
+// prints the lines that came before the answers.
+func (p *ProcMesh) askAgents(ctx context.Context, rt *core, op string, grace, d time.Duration) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -126,7 +140,8 @@ func (p *ProcMesh) askAgents(ctx context.Context, rt *core, op string, d time.Du
 	}
 	defer rt.ports.close(port)
 	for i, a := range agents {
-		if err := rt.sendControl(a, op, port, &wire.StopProcsReq{IDs: byAgent[a], Rank: i}); err != nil {
+		req := &wire.StopProcsReq{IDs: byAgent[a], Rank: i, GraceMS: grace.Milliseconds()}
+		if err := rt.sendControl(a, op, port, req); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
 )
@@ -56,7 +57,14 @@ func Run(ctx context.Context, j Job) error {
 		select {
 		case e = <-ends:
 		case <-ctx.Done():
-			stop()
+			// A stop (SIGTERM to the job): the commands get SIGTERM and
+			// what is left of the stop grace, as under torchrun.
+			grace := 5 * time.Second
+			var n *actorrt.PreemptNotice
+			if errors.As(context.Cause(ctx), &n) && !n.Deadline.IsZero() {
+				grace = time.Until(n.Deadline)
+			}
+			procs.StopWithin(context.WithoutCancel(ctx), grace)
 			return context.Cause(ctx)
 		}
 		if e.Status == 0 {

@@ -261,11 +261,15 @@ func (a *Agent) freePort() (int, error) {
 }
 
 // StopProcs stops the given procs of this host (SIGTERM; SIGKILL after
-// the stop timeout) and then answers on the reply port. Procs it does not
+// the request's grace, or the stop timeout) and then answers on the reply port. Procs it does not
 // have (ended already) are not an error.
 func (a *Agent) StopProcs(req wire.StopProcsReq, replyProc string, replyPort uint64) {
+	grace := a.cfg.StopTimeout
+	if req.GraceMS > 0 {
+		grace = time.Duration(req.GraceMS) * time.Millisecond
+	}
 	go func() {
-		a.stop(a.take(req.IDs, true), a.cfg.StopTimeout)
+		a.stop(a.take(req.IDs, true), grace)
 		a.reply(replyProc, replyPort, req.Rank)
 	}()
 }

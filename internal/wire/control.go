@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -113,7 +114,14 @@ const MaxCPU = 1 << 16
 type StopProcsReq struct {
 	IDs  []string `msgpack:"ids"`
 	Rank int      `msgpack:"rank"` // the rank of the reply, once done
+	// GraceMS, for a stop, is the time between each proc's SIGTERM and
+	// its SIGKILL, in milliseconds (at most MaxStopGrace); 0: the
+	// agent's stop timeout.
+	GraceMS int64 `msgpack:"grace,omitempty"`
 }
+
+// MaxStopGrace bounds StopProcsReq.GraceMS.
+const MaxStopGrace = time.Hour
 
 // GoneNotice is published on the deaths subject when a proc ends.
 type GoneNotice struct {
@@ -198,8 +206,8 @@ func CheckControl(h *Header, body any) error {
 			}
 		}
 	case *StopProcsReq:
-		if b.Rank < 0 {
-			return fmt.Errorf("rank %d", b.Rank)
+		if b.Rank < 0 || b.GraceMS < 0 || b.GraceMS > MaxStopGrace.Milliseconds() {
+			return fmt.Errorf("rank %d, grace %dms (at most %v)", b.Rank, b.GraceMS, MaxStopGrace)
 		}
 		return CheckIDs("proc", b.IDs)
 	case *EndedReq:
