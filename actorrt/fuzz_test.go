@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
@@ -99,7 +100,11 @@ func seedControls() []struct {
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "killed by SIGKILL", Stopped: false}},
 		{wire.OpPortGone, &wire.PortGone{ID: 12}},
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1", "c-2"}, Ranks: []int{0, 1}, Env: [][]string{{"A=1"}, {"A=2"}}, Proc: "c", Port: 4}},
+		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 4,
+			Command: []string{"python3", "train.py"}, Wrap: [][]string{{"numactl", "-N", "0"}}, CPUs: [][]int{{0, 1}}}},
 		{wire.OpStopProcs, &wire.StopProcsReq{IDs: []string{"c-1"}, Rank: 0}},
+		{wire.OpStopProcs, &wire.StopProcsReq{IDs: []string{"c-1"}, Rank: 0, GraceMS: 60000}},
+		{wire.OpFreePort, nil},
 		{wire.OpSyncLogs, &wire.StopProcsReq{IDs: []string{"c-1"}, Rank: 1}},
 		{wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m3", ActorID: "w[1]", Proc: "c-2", Reason: "Step error: x", Dims: Dims{{"gpus", 2}}, Coords: []int{1}, Base: 1,
 			Err: &ActorError{ActorID: "w[1]", Proc: "c-2", Endpoint: "Step", Message: "x"}}},
@@ -147,6 +152,33 @@ func FuzzControl(f *testing.F) {
 		}
 		if !reflect.DeepEqual(got, got2) {
 			t.Fatalf("written again: %+v, want %+v", got2, got)
+		}
+	})
+}
+
+// FuzzNotice: a notice off the wire decodes or fails, within its bounds.
+func FuzzNotice(f *testing.F) {
+	for _, n := range []PreemptNotice{{Reason: "time limit"}, {Reason: "stop requested (SIGTERM)", Deadline: time.Unix(1, 2), Stop: true}} {
+		b, err := encodeNotice(n)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		n, err := decodeNotice(data)
+		if err != nil {
+			return
+		}
+		if len(n.Reason) > maxNoticeReason {
+			t.Fatalf("a reason of %d bytes", len(n.Reason))
+		}
+		b, err := encodeNotice(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := decodeNotice(b); err != nil || again != n {
+			t.Fatalf("%+v encoded and decoded again: %+v, %v", n, again, err)
 		}
 	})
 }
