@@ -112,3 +112,19 @@ func (e *ActorError) Is(target error) bool {
 	}
 	return false
 }
+
+// ExitError, returned by the function Main runs, makes the program exit
+// with Code; Err, if any, is printed first.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }

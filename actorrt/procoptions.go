@@ -141,21 +141,6 @@ func (p *ProcMesh) Ends() <-chan ProcEnd {
 	return p.ends.ch
 }
 
-// ExitError, returned by the function Main runs, makes the program exit
-// with Code; Err, if any, is printed first.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit status %d", e.Code)
-	}
-	return e.Err.Error()
-}
-
-func (e *ExitError) Unwrap() error { return e.Err }
 
 // watchEnds has the ends of pe's procs passed on to it.
 func (rt *core) watchEnds(pe *procEnds) {
