@@ -141,7 +141,6 @@ func (p *ProcMesh) Ends() <-chan ProcEnd {
 	return p.ends.ch
 }
 
-
 // watchEnds has the ends of pe's procs passed on to it.
 func (rt *core) watchEnds(pe *procEnds) {
 	for _, id := range pe.ids {
