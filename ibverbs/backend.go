@@ -32,6 +32,9 @@ type backend interface {
 	// write copies src into h's buffer from offset off on, as read does
 	// the other way.
 	write(ctx context.Context, h Handle, off int, src []byte) error
+	// atomic runs op on the 8-byte word of h's buffer at off (checked by
+	// the caller) and returns the word as it was.
+	atomic(ctx context.Context, h Handle, off int, op atomicOp, a, b uint64) (uint64, error)
 }
 
 // preference is the order in which backends are tried for a handle that

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/ibverbs"
 )
 
 // BenchmarkTransfer reads 64 MiB from another process's buffer through
@@ -42,6 +46,55 @@ func BenchmarkTransfer(b *testing.B) {
 			fmt.Printf("BENCH rdma-%s-read-GBps ours=%.2f floor=%.2f ratio=%.3f target>=%.1f\n", backend, om, fm, om/fm, map[string]float64{"shm": 0.8, "tcp": 0.7}[backend])
 		})
 	}
+}
+
+// BenchmarkTCPStreams256MiB reads a 256 MiB buffer of another process
+// over the tcp backend, cut into parallel streams (DefaultTCPStreams),
+// beside the floor of the same run: the same bytes on one plain TCP
+// stream from that process. GB/s, medians; parallel streams should beat
+// one.
+func BenchmarkTCPStreams256MiB(b *testing.B) {
+	const size = 256 << 20
+	b.Setenv("MONARCH_RDMA_BACKEND", "tcp")
+	o := startOwnerSize(b, size)
+	dst := make([]byte, size)
+	for i := range dst {
+		dst[i] = byte(i >> 8)
+	}
+	ours := func() float64 {
+		t0 := time.Now()
+		if err := o.h.ReadInto(context.Background(), dst); err != nil {
+			b.Fatal(err)
+		}
+		return size / time.Since(t0).Seconds() / 1e9
+	}
+	floor := func() float64 {
+		fmt.Fprintln(o.in, "raw")
+		addr, ok := strings.CutPrefix(o.line(b), "RAW ")
+		if !ok {
+			b.Fatal("the owner did not serve a raw stream")
+		}
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		t0 := time.Now()
+		if _, err := io.ReadFull(c, dst); err != nil {
+			b.Fatal(err)
+		}
+		return size / time.Since(t0).Seconds() / 1e9
+	}
+	ours()
+	floor()
+	var o1, f1 []float64
+	for r := 0; r < 5; r++ {
+		o1, f1 = append(o1, ours()), append(f1, floor())
+	}
+	om, fm := median(o1), median(f1)
+	streams := ibverbs.DefaultTCPStreams
+	fmt.Sscan(os.Getenv(ibverbs.EnvTCPStreams), &streams)
+	fmt.Printf("BENCH rdma-tcp-256MiB-%dstreams-GBps ours=%.2f floor=%.2f ratio=%.3f target>=1.0\n", streams, om, fm, om/fm)
 }
 
 func median(xs []float64) float64 {

@@ -43,7 +43,7 @@ type Buffer struct {
 	// copies from or to it.
 	mu     sync.RWMutex
 	mem    []byte
-	memfd  *os.File
+	memfd  *os.File // nil for memory the program registered (Register)
 	handle Handle
 	once   sync.Once
 }
@@ -58,16 +58,44 @@ func NewBuffer(size int) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
+	b, err := newBuffer(mem, f)
+	if err != nil {
+		freeShared(mem, f)
+		return nil, err
+	}
+	return b, nil
+}
+
+// Register makes memory the program already has a buffer, without a
+// copy: transfers from other procs read and write mem itself. Only the
+// tcp (and verbs) backends reach it from other processes: shared memory
+// cannot be laid over an existing slice, so a peer on the same host also
+// goes through tcp (a copy through the socket) where a NewBuffer would be
+// mapped and copied from directly. Close unregisters it and leaves mem to
+// the program. mem must not be appended to, and must stay alive (the
+// buffer holds it).
+func Register(mem []byte) (*Buffer, error) {
+	if len(mem) == 0 {
+		return nil, fmt.Errorf("%w: register %d bytes", ErrRange, len(mem))
+	}
+	return newBuffer(mem, nil)
+}
+
+// newBuffer registers mem (a memfd's mapping f, or the program's own
+// memory when f is nil) with this process.
+func newBuffer(mem []byte, f *os.File) (*Buffer, error) {
 	p := thisProcess()
 	addr, err := p.serveTCP()
 	if err != nil {
-		freeShared(mem, f)
 		return nil, err
 	}
 	var k [8]byte
 	rand.Read(k[:])
 	b := &Buffer{mem: mem, memfd: f}
-	b.handle = Handle{Size: size, Key: binary.LittleEndian.Uint64(k[:]), Boot: p.boot, PID: p.pid, FD: int(f.Fd()), Addr: addr}
+	b.handle = Handle{Size: len(mem), Key: binary.LittleEndian.Uint64(k[:]), Boot: p.boot, PID: p.pid, FD: -1, Addr: addr}
+	if f != nil {
+		b.handle.FD = int(f.Fd())
+	}
 	p.own(b)
 	return b, nil
 }
@@ -85,7 +113,9 @@ func (b *Buffer) Close() error {
 	b.once.Do(func() {
 		thisProcess().disown(b)
 		b.mu.Lock()
-		freeShared(b.mem, b.memfd)
+		if b.memfd != nil {
+			freeShared(b.mem, b.memfd)
+		}
 		b.mem = nil
 		b.mu.Unlock()
 	})
@@ -143,6 +173,18 @@ func (h Handle) WriteFrom(ctx context.Context, src []byte) error {
 	return h.transfer(ctx, 0, src, true)
 }
 
+// ReadAt copies len(dst) bytes of the buffer, from byte off on, into dst:
+// a span on both sides (slice dst for the local one). ErrRange if it does
+// not fit.
+func (h Handle) ReadAt(ctx context.Context, dst []byte, off int) error {
+	return h.transfer(ctx, off, dst, false)
+}
+
+// WriteAt copies src into the buffer from byte off on.
+func (h Handle) WriteAt(ctx context.Context, src []byte, off int) error {
+	return h.transfer(ctx, off, src, true)
+}
+
 // transfer copies between b and the buffer's bytes from off on, through
 // the backend h is bound to in this process (binding it at first use).
 func (h Handle) transfer(ctx context.Context, off int, b []byte, write bool) error {
@@ -163,8 +205,10 @@ func (h Handle) transfer(ctx context.Context, off int, b []byte, write bool) err
 	} else {
 		err = be.read(ctx, h, off, b)
 	}
-	if errors.Is(err, ErrClosed) {
+	if isClosed(err) {
 		p.unbind(h)
 	}
 	return err
 }
+
+func isClosed(err error) bool { return errors.Is(err, ErrClosed) }

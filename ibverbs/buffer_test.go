@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -27,13 +28,24 @@ func TestMain(m *testing.M) {
 	if os.Getenv("IBVERBS_OWNER") != "" {
 		os.Exit(owner())
 	}
+	if os.Getenv("IBVERBS_ADDER") != "" {
+		os.Exit(adder())
+	}
 	os.Exit(env.Finish(m.Run()))
 }
 
 func owner() int {
 	size := 4 << 20
 	fmt.Sscan(os.Getenv("IBVERBS_SIZE"), &size)
-	b, err := ibverbs.NewBuffer(size)
+	newBuffer := ibverbs.NewBuffer
+	var mine []byte // the program's own memory, with IBVERBS_REGISTER
+	if os.Getenv("IBVERBS_REGISTER") != "" {
+		newBuffer = func(size int) (*ibverbs.Buffer, error) {
+			mine = make([]byte, size)
+			return ibverbs.Register(mine)
+		}
+	}
+	b, err := newBuffer(size)
 	if err != nil {
 		fmt.Println("ERR", err)
 		return 1
@@ -50,6 +62,25 @@ func owner() int {
 		case "close":
 			b.Close()
 			fmt.Println("CLOSED")
+		case "raw":
+			// The floor of a transfer: the buffer's bytes on one plain
+			// TCP stream to whoever connects first.
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				fmt.Println("ERR", err)
+				continue
+			}
+			fmt.Println("RAW", ln.Addr())
+			if c, err := ln.Accept(); err == nil {
+				c.Write(b.Bytes())
+				c.Close()
+			}
+			ln.Close()
+		case "poke":
+			// The program writes its own memory: a registered buffer
+			// is that memory, not a copy of it.
+			mine[0] ^= 0xff
+			fmt.Println("POKED")
 		}
 	}
 	return 0

@@ -10,6 +10,17 @@
 //	...
 //	err := h.ReadInto(ctx, local)             // anywhere: one-sided read
 //	err := h.WriteFrom(ctx, update)           // or write
+//	err := h.ReadAt(ctx, local[8:16], 4096)   // a span on both sides
+//	old, err := h.FetchAdd(ctx, 0, 1)         // atomics on 8-byte words
+//	err := ibverbs.Do(ctx, ops...)            // a batch, submitted at once
+//
+// Typed: View[float32](buf) is the buffer as a []float32 (no copy), and
+// Bytes(s) a []float32's bytes for ReadAt and WriteAt; element i is at
+// byte 4*i. Memory the program already has becomes a buffer with
+// Register(mem), no copy: other processes read and write mem itself,
+// through tcp (shared memory cannot be laid over an existing slice, so a
+// peer on the same host copies through a loopback socket, where it
+// would map a NewBuffer and copy from it directly).
 //
 // # Backends
 //
@@ -32,7 +43,15 @@
 //     the host map once (mappings are cached) and copy from directly;
 //   - tcp: anywhere: the owner process serves its buffers on a TCP port of
 //     the address it reaches the job's bus from; a request carries the
-//     buffer's random key, so a handle is a capability.
+//     buffer's random key, so a handle is a capability. A transfer of 8
+//     MiB or more is cut into parts on parallel connections
+//     (MONARCH_RDMA_TCP_STREAMS, default 4): 256 MiB arrive about 1.3x as
+//     fast as on one plain stream here.
+//
+// Atomics (FetchAdd, CompareAndSwap) are the processor's on the owner's
+// memory, whichever backend issues them (shm on the mapping, tcp in the
+// owner's server), so they are atomic with each other across processes
+// and backends.
 //
 // A handle is bound to a backend once per process, at its first use there
 // (its first transfer, or Backend): to the one MONARCH_RDMA_BACKEND names

@@ -79,6 +79,8 @@ func (s *shmBackend) usable(h Handle) error {
 		return errors.New("owner on another host")
 	case h.PID == s.p.pid:
 		return nil
+	case h.FD < 0:
+		return errors.New("memory the program registered (Register) is not shared memory: a peer on the host goes through tcp")
 	}
 	if _, err := os.Stat(fdPath(h)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -112,6 +114,22 @@ func (s *shmBackend) copy(h Handle, off int, b []byte, write bool) error {
 		return err
 	}
 	return copyAt(m, off, b, write)
+}
+
+// atomic is a processor atomic on the owner's memory, shared with it.
+func (s *shmBackend) atomic(_ context.Context, h Handle, off int, op atomicOp, a, b uint64) (uint64, error) {
+	if h.PID == s.p.pid {
+		buf := s.p.lookup(h.Key)
+		if buf == nil {
+			return 0, ErrClosed
+		}
+		return buf.atomicAt(off, op, a, b)
+	}
+	m, err := s.peerMap(h)
+	if err != nil {
+		return 0, err
+	}
+	return atomicAt(m, off, op, a, b)
 }
 
 // fdPath is where the owner's memfd shows on this machine.

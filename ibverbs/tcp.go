@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,10 +21,14 @@ import (
 // buffers serves them on one TCP port, on the address it reaches the
 // job's bus from (what the other hosts can dial). A request is
 //
-//	op(1: 'r' or 'w') key(8) off(8) len(8) [len bytes for a write]
+//	op(1) key(8) off(8) len(8) [len bytes for 'w'; a(8) b(8) for 'a', 'c']
 //
-// answered by status(1: 0 ok, 1 no such buffer, 2 out of range) and, for
-// a read, len bytes. Connections are kept and reused.
+// with op 'r' (read), 'w' (write), 'a' (fetch-and-add a) or 'c'
+// (compare a, swap b), answered by status(1: 0 ok, 1 no such buffer, 2
+// out of range) and, for a read, len bytes, for an atomic the word as it
+// was (8). Connections are kept and reused. A large read or write is cut
+// in parts that go on parallel connections (EnvTCPStreams): one stream is
+// bound by one core's copying, and by one connection's window.
 
 // tcpServer is the owner side: one listener per process, started with
 // the process's first buffer. It is part of process, under its mu.
@@ -76,9 +82,29 @@ const (
 	statusNoSuch  = 1
 	statusRange   = 2
 	headerLen     = 25
-	maxIdleConns  = 8
+	maxIdleConns  = 16
 	transferBound = 10 * time.Minute // no transfer waits longer, whatever ctx says
 )
+
+// EnvTCPStreams sets how many parallel connections the tcp backend cuts
+// a large transfer into (1..64; default DefaultTCPStreams). Each part is
+// at least minStreamPart bytes.
+const EnvTCPStreams = "MONARCH_RDMA_TCP_STREAMS"
+
+// DefaultTCPStreams is EnvTCPStreams' default.
+const DefaultTCPStreams = 4
+
+const minStreamPart = 4 << 20
+
+// tcpStreams is EnvTCPStreams, read at each transfer; a bad value is the
+// default.
+func tcpStreams() int {
+	n, err := strconv.Atoi(os.Getenv(EnvTCPStreams))
+	if err != nil || n < 1 || n > 64 {
+		return DefaultTCPStreams
+	}
+	return n
+}
 
 func (p *process) serveConn(c net.Conn) {
 	defer c.Close()
@@ -90,29 +116,71 @@ func (p *process) serveConn(c net.Conn) {
 		}
 		op, key := hdr[0], binary.LittleEndian.Uint64(hdr[1:9])
 		off, n := binary.LittleEndian.Uint64(hdr[9:17]), binary.LittleEndian.Uint64(hdr[17:25])
-		b := p.lookup(key)
-		if b != nil {
-			b.mu.RLock() // held while this request touches its memory
-		}
-		status := byte(statusOK)
-		switch {
-		case b == nil || b.mem == nil:
-			status = statusNoSuch
-		case off > uint64(len(b.mem)) || n > uint64(len(b.mem))-off:
-			status = statusRange
-		}
-		var span []byte
-		if status == statusOK {
-			span = b.mem[off : off+n]
-		}
-		err := answer(c, r, span, op, n, status)
-		if b != nil {
-			b.mu.RUnlock()
+		var err error
+		switch op {
+		case 'r', 'w':
+			err = p.serveCopy(c, r, key, op, off, n)
+		case byte(opFetchAdd), byte(opCAS):
+			err = p.serveAtomic(c, r, key, atomicOp(op), off, n)
+		default:
+			return // not this protocol: nothing after it can be trusted
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// serveCopy serves a read or a write of n bytes at off.
+func (p *process) serveCopy(c net.Conn, r *bufio.Reader, key uint64, op byte, off, n uint64) error {
+	b := p.lookup(key)
+	if b != nil {
+		b.mu.RLock() // held while this request touches its memory
+		defer b.mu.RUnlock()
+	}
+	status := byte(statusOK)
+	switch {
+	case b == nil || b.mem == nil:
+		status = statusNoSuch
+	case off > uint64(len(b.mem)) || n > uint64(len(b.mem))-off:
+		status = statusRange
+	}
+	var span []byte
+	if status == statusOK {
+		span = b.mem[off : off+n]
+	}
+	return answer(c, r, span, op, n, status)
+}
+
+// serveAtomic serves an atomic on the word at off; n must be 16, the
+// operands' length.
+func (p *process) serveAtomic(c net.Conn, r *bufio.Reader, key uint64, op atomicOp, off, n uint64) error {
+	if n != 16 {
+		return fmt.Errorf("an atomic with %d bytes of operands", n)
+	}
+	var args [16]byte
+	if _, err := io.ReadFull(r, args[:]); err != nil {
+		return err
+	}
+	var out [9]byte
+	b := p.lookup(key)
+	switch {
+	case b == nil:
+		out[0] = statusNoSuch
+	case off > uint64(b.handle.Size):
+		out[0] = statusRange
+	default:
+		v, err := b.atomicAt(int(off), op, binary.LittleEndian.Uint64(args[:8]), binary.LittleEndian.Uint64(args[8:]))
+		switch {
+		case isClosed(err):
+			out[0] = statusNoSuch
+		case err != nil:
+			out[0] = statusRange
+		}
+		binary.LittleEndian.PutUint64(out[1:], v)
+	}
+	_, err := c.Write(out[:])
+	return err
 }
 
 // answer serves one request on span, the n bytes of the buffer it names
@@ -194,8 +262,42 @@ func (t *tcpBackend) putConn(addr string, c net.Conn) {
 	c.Close()
 }
 
-// transfer is bounded by ctx and by transferBound.
+// transfer is bounded by ctx and by transferBound. A large one is cut in
+// parts on parallel connections.
 func (t *tcpBackend) transfer(ctx context.Context, h Handle, off int, b []byte, write bool) error {
+	parts := min(tcpStreams(), len(b)/minStreamPart)
+	if parts <= 1 {
+		return t.onConn(ctx, h, func(c net.Conn) error { return exchange(c, h, off, b, write) })
+	}
+	size := (len(b) + parts - 1) / parts
+	errs := make(chan error, parts)
+	for lo := 0; lo < len(b); lo += size {
+		part := b[lo:min(lo+size, len(b))]
+		go func() {
+			errs <- t.onConn(ctx, h, func(c net.Conn) error { return exchange(c, h, off+lo, part, write) })
+		}()
+	}
+	var first error
+	for lo := 0; lo < len(b); lo += size {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (t *tcpBackend) atomic(ctx context.Context, h Handle, off int, op atomicOp, a, b uint64) (uint64, error) {
+	var v uint64
+	err := t.onConn(ctx, h, func(c net.Conn) (err error) {
+		v, err = exchangeAtomic(c, h, off, op, a, b)
+		return err
+	})
+	return v, err
+}
+
+// onConn runs fn on a connection to h's owner, bounded by ctx and by
+// transferBound; the connection is kept for reuse if fn succeeds.
+func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) error) error {
 	c, err := t.getConn(ctx, h.Addr)
 	if err != nil {
 		return fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
@@ -207,8 +309,7 @@ func (t *tcpBackend) transfer(ctx context.Context, h Handle, off int, b []byte, 
 	c.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	err = exchange(c, h, off, b, write)
-	if err != nil {
+	if err := fn(c); err != nil {
 		c.Close()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -217,6 +318,38 @@ func (t *tcpBackend) transfer(ctx context.Context, h Handle, off int, b []byte, 
 	}
 	t.putConn(h.Addr, c)
 	return nil
+}
+
+// exchangeAtomic sends one atomic and reads the word as it was.
+func exchangeAtomic(c net.Conn, h Handle, off int, op atomicOp, a, b uint64) (uint64, error) {
+	var req [headerLen + 16]byte
+	req[0] = byte(op)
+	binary.LittleEndian.PutUint64(req[1:9], h.Key)
+	binary.LittleEndian.PutUint64(req[9:17], uint64(off))
+	binary.LittleEndian.PutUint64(req[17:25], 16)
+	binary.LittleEndian.PutUint64(req[25:33], a)
+	binary.LittleEndian.PutUint64(req[33:41], b)
+	if _, err := c.Write(req[:]); err != nil {
+		return 0, fmt.Errorf("ibverbs: send to %s: %w", h.Addr, err)
+	}
+	var out [9]byte
+	if _, err := io.ReadFull(c, out[:]); err != nil {
+		return 0, fmt.Errorf("ibverbs: answer from %s: %w", h.Addr, err)
+	}
+	return binary.LittleEndian.Uint64(out[1:]), statusErr(out[0])
+}
+
+// statusErr is the error of an answer's status.
+func statusErr(st byte) error {
+	switch st {
+	case statusOK:
+		return nil
+	case statusNoSuch:
+		return ErrClosed
+	case statusRange:
+		return ErrRange
+	}
+	return errors.New("ibverbs: bad answer from the buffer's owner")
 }
 
 func exchange(c net.Conn, h Handle, off int, b []byte, write bool) error {
@@ -239,14 +372,8 @@ func exchange(c net.Conn, h Handle, off int, b []byte, write bool) error {
 	if _, err := io.ReadFull(c, st[:]); err != nil {
 		return fmt.Errorf("ibverbs: answer from %s: %w", h.Addr, err)
 	}
-	switch st[0] {
-	case statusNoSuch:
-		return ErrClosed
-	case statusRange:
-		return ErrRange
-	case statusOK:
-	default:
-		return errors.New("ibverbs: bad answer from the buffer's owner")
+	if err := statusErr(st[0]); err != nil {
+		return err
 	}
 	if !write {
 		if _, err := io.ReadFull(c, b); err != nil {
