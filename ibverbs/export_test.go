@@ -6,4 +6,6 @@ import "context"
 // before the methods were exported.
 func ReadAt(ctx context.Context, h Handle, off int, dst []byte) error { return h.ReadAt(ctx, dst, off) }
 
-func WriteAt(ctx context.Context, h Handle, off int, src []byte) error { return h.WriteAt(ctx, src, off) }
+func WriteAt(ctx context.Context, h Handle, off int, src []byte) error {
+	return h.WriteAt(ctx, src, off)
+}
