@@ -20,6 +20,7 @@ func TestLayering(t *testing.T) {
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/reliable"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg"},
 		"spmd":        {"actorrt"},
+		"collective":  {"actorrt", "ibverbs"},
 		// Internal packages are layers of their own.
 		"internal/privfs":    {},
 		"internal/procid":    {},

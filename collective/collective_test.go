@@ -1,0 +1,322 @@
+package collective_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/collective"
+	"github.com/monarch-go/monarch/internal/testenv"
+)
+
+// The test binary is also the procs' program: SpawnProcs runs it again in
+// worker mode.
+func TestMain(m *testing.M) {
+	env := testenv.Setup()
+	if err := actorrt.Register[Worker](); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	code := 0
+	status := actorrt.Run(func(ctx context.Context) error {
+		code = m.Run()
+		return nil
+		// TestMemberDies kills a proc on purpose: its failures are the
+		// test's to look at, not a reason to end the run.
+	}, actorrt.WithSpawnTimeout(60*time.Second), actorrt.WithFaultHook(func(*actorrt.MeshFailure) error { return nil }))
+	if status != 0 {
+		code = status
+	}
+	os.Exit(env.Finish(code))
+}
+
+// Worker runs collectives on its proc's member.
+type Worker struct{}
+
+// value is what member rank holds at element i before a collective.
+func value(rank, i int) float64 { return float64((rank*7919+i*31)%1000) + 0.25 }
+
+func input(ctx *actorrt.Context, n int) []float64 {
+	r := ctx.ActorInstance().Rank().Rank()
+	data := make([]float64, n)
+	for i := range data {
+		data[i] = value(r, i)
+	}
+	return data
+}
+
+// Job is what a worker is asked to run.
+type Job struct {
+	Comm   collective.Comm `msgpack:"comm"`
+	Dim    string          `msgpack:"dim"`
+	Op     int             `msgpack:"op"`
+	N      int             `msgpack:"n"`
+	Root   int             `msgpack:"root"`
+	Victim int             `msgpack:"victim"` // a rank that exits instead, as a proc that dies mid-collective; -1 none
+}
+
+// AllReduce all-reduces its input along the job's dimension.
+func (w *Worker) AllReduce(ctx *actorrt.Context, j Job) ([]float64, error) {
+	if ctx.ActorInstance().Rank().Rank() == j.Victim {
+		os.Exit(3)
+	}
+	data := input(ctx, j.N)
+	err := collective.AllReduce(ctx, &j.Comm, j.Dim, data, collective.Op(j.Op))
+	return data, err
+}
+
+// AllReduce32 is AllReduce in float32.
+func (w *Worker) AllReduce32(ctx *actorrt.Context, j Job) ([]float64, error) {
+	in := input(ctx, j.N)
+	data := make([]float32, j.N)
+	for i, v := range in {
+		data[i] = float32(v)
+	}
+	if err := collective.AllReduce(ctx, &j.Comm, j.Dim, data, collective.Op(j.Op)); err != nil {
+		return nil, err
+	}
+	out := make([]float64, j.N)
+	for i, v := range data {
+		out[i] = float64(v)
+	}
+	return out, nil
+}
+
+func (w *Worker) ReduceScatter(ctx *actorrt.Context, j Job) ([]float64, error) {
+	return collective.ReduceScatter(ctx, &j.Comm, j.Dim, input(ctx, j.N), collective.Op(j.Op))
+}
+
+func (w *Worker) AllGather(ctx *actorrt.Context, j Job) ([]float64, error) {
+	return collective.AllGather(ctx, &j.Comm, j.Dim, input(ctx, j.N))
+}
+
+func (w *Worker) Broadcast(ctx *actorrt.Context, j Job) ([]float64, error) {
+	data := input(ctx, j.N)
+	err := collective.Broadcast(ctx, &j.Comm, j.Dim, j.Root, data)
+	return data, err
+}
+
+// setup spawns procs of dims with a worker each, and a communicator with
+// small slots (so that messages go in pieces), its procs forced to
+// backend.
+func setup(t *testing.T, dims actorrt.Dims, backend string) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
+	t.Helper()
+	ctx := context.Background()
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, dims,
+		actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"MONARCH_RDMA_BACKEND=" + backend} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { procs.Stop(context.Background()) })
+	c, err := collective.NewWithSlot(ctx, procs, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := actorrt.Spawn[Worker](ctx, procs, "workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w, procs
+}
+
+// group is the ranks of ext whose coordinates equal p's but in dim.
+func group(ext actorrt.Extent, p actorrt.Point, dim string) []int {
+	var out []int
+	for _, q := range ext.Points() {
+		same := true
+		for _, name := range ext.Names() {
+			a, _ := p.Get(name)
+			b, _ := q.Get(name)
+			if name != dim && a != b {
+				same = false
+			}
+		}
+		if same {
+			out = append(out, q.Rank())
+		}
+	}
+	return out
+}
+
+// want is op over the members of ranks at element i.
+func want(op collective.Op, ranks []int, i int) float64 {
+	acc := value(ranks[0], i)
+	for _, r := range ranks[1:] {
+		v := value(r, i)
+		switch op {
+		case collective.Sum, collective.Mean:
+			acc += v
+		case collective.Max:
+			acc = max(acc, v)
+		case collective.Min:
+			acc = min(acc, v)
+		}
+	}
+	if op == collective.Mean {
+		acc /= float64(len(ranks))
+	}
+	return acc
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestAllReduce: every op, over every dimension of a 2-D mesh of odd
+// sizes, for lengths shorter than the group, odd, and longer than a slot,
+// on each backend: exact against a local computation.
+func TestAllReduce(t *testing.T) {
+	for _, backend := range []string{"shm", "tcp"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := testCtx(t)
+			c, w, procs := setup(t, actorrt.Dims{{"hosts", 2}, {"gpus", 3}}, backend)
+			ext := procs.Extent()
+			ar := actorrt.Method1((*Worker).AllReduce)
+			for _, dim := range []string{"hosts", "gpus"} {
+				for _, op := range []collective.Op{collective.Sum, collective.Mean, collective.Max, collective.Min} {
+					for _, n := range []int{2, 1001, 3000} { // 3000 float64: 24,000 bytes, 6 slots
+						got, err := ar.Call(w, Job{Comm: *c, Dim: dim, Op: int(op), N: n, Victim: -1}).Get(ctx)
+						if err != nil {
+							t.Fatalf("%s %v n=%d: %v", dim, op, n, err)
+						}
+						for p, vals := range got.Items() {
+							ranks := group(ext, p, dim)
+							for i, v := range vals {
+								if want := want(op, ranks, i); v != want {
+									t.Fatalf("%s %v n=%d: %v element %d = %v, want %v (group %v)", dim, op, n, p, i, v, want, ranks)
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAllReduceFloat32: the same in float32 (sums of small values, exact).
+func TestAllReduceFloat32(t *testing.T) {
+	ctx := testCtx(t)
+	c, w, procs := setup(t, actorrt.Dims{{"gpus", 5}}, "shm")
+	got, err := actorrt.Method1((*Worker).AllReduce32).Call(w, Job{Comm: *c, Dim: "gpus", Op: int(collective.Sum), N: 777}).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, vals := range got.Items() {
+		for i, v := range vals {
+			if want := float64(float32(want(collective.Sum, group(procs.Extent(), p, "gpus"), i))); v != want {
+				t.Fatalf("%v element %d = %v, want %v", p, i, v, want)
+			}
+		}
+	}
+}
+
+// TestOthers: reduce-scatter, all-gather and broadcast over each
+// dimension.
+func TestOthers(t *testing.T) {
+	ctx := testCtx(t)
+	c, w, procs := setup(t, actorrt.Dims{{"hosts", 3}, {"gpus", 2}}, "shm")
+	ext := procs.Extent()
+	for _, dim := range []string{"hosts", "gpus"} {
+		size, _ := ext.Size(dim)
+		const n = 1001
+		rs, err := actorrt.Method1((*Worker).ReduceScatter).Call(w, Job{Comm: *c, Dim: dim, Op: int(collective.Max), N: n}).Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, vals := range rs.Items() {
+			idx, _ := p.Get(dim)
+			lo, hi := idx*n/size, (idx+1)*n/size
+			if len(vals) != hi-lo {
+				t.Fatalf("reduce-scatter %s: %v has %d elements, want %d", dim, p, len(vals), hi-lo)
+			}
+			for j, v := range vals {
+				if want := want(collective.Max, group(ext, p, dim), lo+j); v != want {
+					t.Fatalf("reduce-scatter %s: %v element %d = %v, want %v", dim, p, lo+j, v, want)
+				}
+			}
+		}
+		ag, err := actorrt.Method1((*Worker).AllGather).Call(w, Job{Comm: *c, Dim: dim, N: 10}).Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, vals := range ag.Items() {
+			var expect []float64
+			for _, r := range group(ext, p, dim) {
+				for i := range 10 {
+					expect = append(expect, value(r, i))
+				}
+			}
+			if !slices.Equal(vals, expect) {
+				t.Fatalf("all-gather %s: %v got %v, want %v", dim, p, vals, expect)
+			}
+		}
+		for root := range size {
+			bc, err := actorrt.Method1((*Worker).Broadcast).Call(w, Job{Comm: *c, Dim: dim, Root: root, N: 5000}).Get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for p, vals := range bc.Items() {
+				from := group(ext, p, dim)[root]
+				for i, v := range vals {
+					if v != value(from, i) {
+						t.Fatalf("broadcast %s from %d: %v element %d = %v, want %v", dim, root, p, i, v, value(from, i))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestBadCalls: a dimension the mesh does not have is refused at once.
+func TestBadCalls(t *testing.T) {
+	ctx := testCtx(t)
+	c, w, _ := setup(t, actorrt.Dims{{"gpus", 2}}, "shm")
+	_, err := actorrt.Method1((*Worker).AllReduce).Call(w, Job{Comm: *c, Dim: "nodes", N: 10, Victim: -1}).Get(ctx)
+	if err == nil || !strings.Contains(err.Error(), `no such dimension: "nodes"`) {
+		t.Fatalf("all-reduce over a missing dimension: %v", err)
+	}
+}
+
+// TestMemberDies: a proc that dies mid-collective fails the others with
+// an error naming it, within seconds, on each backend.
+func TestMemberDies(t *testing.T) {
+	for _, backend := range []string{"shm", "tcp"} {
+		t.Run(backend, func(t *testing.T) {
+			ctx := testCtx(t)
+			c, w, _ := setup(t, actorrt.Dims{{"gpus", 3}}, backend)
+			t0 := time.Now()
+			// Each its own call: a call to the three would fail as a whole
+			// when the victim's proc ends.
+			job := Job{Comm: *c, Dim: "gpus", N: 100000, Victim: 1}
+			ar := actorrt.Method1((*Worker).AllReduce)
+			first, last := ar.Call(w.Slice("gpus", 0, 1), job), ar.Call(w.Slice("gpus", 2, 3), job)
+			ar.Call(w.Slice("gpus", 1, 2), job) // it exits
+			var errs []string
+			for i, f := range []*actorrt.Future[actorrt.ValueMesh[[]float64]]{first, last} {
+				_, err := f.Get(ctx)
+				if err == nil {
+					t.Fatalf("survivor %d: the all-reduce succeeded without member 1", i)
+				}
+				errs = append(errs, err.Error())
+			}
+			t.Logf("a member died: the others failed within %v", time.Since(t0).Round(time.Millisecond))
+			named := 0
+			for _, e := range errs {
+				if strings.Contains(e, "member {gpus: 1} (rank 1)") {
+					named++
+				}
+			}
+			if named < 2 {
+				t.Errorf("errors %q: want both survivors to name the member that died", errs)
+			}
+		})
+	}
+}

@@ -1,0 +1,193 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+)
+
+// Number is an element type of a collective.
+type Number interface {
+	~float32 | ~float64 | ~int32 | ~int64
+}
+
+// Op is how all-reduce and reduce-scatter combine the members' values.
+type Op int
+
+const (
+	Sum Op = iota
+	Mean
+	Max
+	Min
+)
+
+func (op Op) String() string {
+	switch op {
+	case Sum:
+		return "sum"
+	case Mean:
+		return "mean"
+	case Max:
+		return "max"
+	case Min:
+		return "min"
+	}
+	return fmt.Sprintf("Op(%d)", int(op))
+}
+
+// reduce combines src into dst, element by element.
+func reduce[T Number](op Op, dst, src []T) {
+	switch op {
+	case Sum, Mean:
+		for i, v := range src {
+			dst[i] += v
+		}
+	case Max:
+		for i, v := range src {
+			dst[i] = max(dst[i], v)
+		}
+	case Min:
+		for i, v := range src {
+			dst[i] = min(dst[i], v)
+		}
+	}
+}
+
+// chunk is the i-th of size nearly equal parts of n elements.
+func chunk(n, size, i int) (lo, hi int) { return i * n / size, (i + 1) * n / size }
+
+func mod(a, n int) int { return ((a % n) + n) % n }
+
+// start finds the group and takes its member for one collective.
+func start(c *Comm, dim string, op Op) (*group, func(), error) {
+	if c == nil {
+		return nil, nil, fmt.Errorf("collective: nil communicator")
+	}
+	if op < Sum || op > Min {
+		return nil, nil, fmt.Errorf("collective: unknown op %v", op)
+	}
+	g, err := groupOf(c, dim)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.l.mu.Lock()
+	return g, g.l.mu.Unlock, nil
+}
+
+// AllReduce combines data across the members of this proc's group along
+// dim, in place: every member ends with the combination of all. Every
+// member passes the same length.
+func AllReduce[T Number](ctx context.Context, c *Comm, dim string, data []T, op Op) error {
+	g, done, err := start(c, dim, op)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := reduceScatter(ctx, g, data, op); err != nil {
+		return err
+	}
+	if err := allGather(ctx, g, data); err != nil {
+		return err
+	}
+	if op == Mean {
+		for i := range data {
+			data[i] /= T(g.size)
+		}
+	}
+	return nil
+}
+
+// ReduceScatter combines data across the group along dim and returns this
+// member's part of the result: the place-th of size nearly equal parts
+// (place is the proc's index along dim). data is used as scratch.
+func ReduceScatter[T Number](ctx context.Context, c *Comm, dim string, data []T, op Op) ([]T, error) {
+	g, done, err := start(c, dim, op)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := reduceScatter(ctx, g, data, op); err != nil {
+		return nil, err
+	}
+	lo, hi := chunk(len(data), g.size, g.me)
+	out := append([]T(nil), data[lo:hi]...)
+	if op == Mean {
+		for i := range out {
+			out[i] /= T(g.size)
+		}
+	}
+	return out, nil
+}
+
+// AllGather returns the members' parts along dim, in order of their
+// index: every member passes a part of the same length.
+func AllGather[T Number](ctx context.Context, c *Comm, dim string, part []T) ([]T, error) {
+	g, done, err := start(c, dim, Sum)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	out := make([]T, len(part)*g.size)
+	copy(out[g.me*len(part):], part)
+	if err := allGather(ctx, g, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Broadcast copies data of the member at index root along dim into every
+// other member's data, in place. Every member passes the same length.
+func Broadcast[T Number](ctx context.Context, c *Comm, dim string, root int, data []T) error {
+	g, done, err := start(c, dim, Sum)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if root < 0 || root >= g.size {
+		return fmt.Errorf("collective: broadcast from index %d of a dimension of %d", root, g.size)
+	}
+	if g.size == 1 {
+		return nil
+	}
+	b := bytesOf(data)
+	// Down the ring from root: each receives, then passes it on, but the
+	// last.
+	if g.me != root {
+		if err := g.recv(ctx, b, func(dst, piece []byte) { copy(dst, piece) }); err != nil {
+			return err
+		}
+	}
+	if mod(g.me+1, g.size) == root {
+		return nil
+	}
+	return g.send(ctx, b)
+}
+
+// reduceScatter is the ring's first half: after size-1 steps member
+// place holds the combination of every member's chunk place.
+func reduceScatter[T Number](ctx context.Context, g *group, data []T, op Op) error {
+	for k := 0; k < g.size-1; k++ {
+		slo, shi := chunk(len(data), g.size, mod(g.me-k-1, g.size))
+		rlo, rhi := chunk(len(data), g.size, mod(g.me-k-2, g.size))
+		err := g.exchange(ctx, bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), func(dst, piece []byte) {
+			reduce(op, as[T](dst), as[T](piece))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allGather is the ring's second half: member place holds chunk place;
+// after size-1 steps every member holds every chunk.
+func allGather[T Number](ctx context.Context, g *group, data []T) error {
+	for k := 0; k < g.size-1; k++ {
+		slo, shi := chunk(len(data), g.size, mod(g.me-k, g.size))
+		rlo, rhi := chunk(len(data), g.size, mod(g.me-k-1, g.size))
+		err := g.exchange(ctx, bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), func(dst, piece []byte) { copy(dst, piece) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
