@@ -38,9 +38,8 @@ type backend interface {
 }
 
 // preference is the order in which backends are tried for a handle that
-// no MONARCH_RDMA_BACKEND forces: the fastest first. verbs (cgo over
-// libibverbs, behind a build tag) is not in this tree yet; a name that no
-// file registered is skipped.
+// no MONARCH_RDMA_BACKEND forces: the fastest first. verbs is built only
+// with -tags verbs; a name that no file registered is skipped.
 var preference = []string{"verbs", "shm", "tcp"}
 
 // compiled holds, by name, the constructor of each backend in this

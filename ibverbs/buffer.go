@@ -35,6 +35,10 @@ type Handle struct {
 	PID  int    `msgpack:"pid"`  // the owner process
 	FD   int    `msgpack:"fd"`   // its memfd, reachable as /proc/PID/fd/FD on the same machine
 	Addr string `msgpack:"addr"` // the owner's TCP server, host:port
+	// With an RDMA device at the owner (the verbs backend): the buffer's
+	// address there and its remote key; 0 without.
+	RAddr uint64 `msgpack:"raddr,omitempty"`
+	RKey  uint32 `msgpack:"rkey,omitempty"`
 }
 
 // Buffer is memory registered for one-sided access by other procs.

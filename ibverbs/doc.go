@@ -36,9 +36,20 @@
 //
 // The backends, in the order they are tried:
 //
-//   - verbs: InfiniBand verbs (RDMA READ/WRITE through libibverbs, cgo
-//     behind a build tag, usable only where a device is). Not in this
-//     tree yet: this build has none, and skips it;
+//   - verbs: InfiniBand verbs, in verbs.go, built with -tags verbs (cgo
+//     over libibverbs; testdata/verbs/setup.sh installs libibverbs-dev):
+//     RDMA READ, WRITE and the two atomics on RC queue pairs, one per
+//     owner, whose connection data (LID, GID, QPN, PSN) goes over the
+//     owner's TCP server with the buffer's key; buffers are registered
+//     with the device when they are made, and a handle carries the
+//     address and rkey. It is used only where ibv_get_device_list finds a
+//     device with an active port; elsewhere it says why, once, on stderr
+//     ("ibverbs: no RDMA device (ibv_get_device_list found none):
+//     transfers use shm on a host and tcp between hosts"). No machine of
+//     this project has a device: the backend compiles in every test run,
+//     and its test skips with that reason. Whether an HCA's atomics agree
+//     with shm's and tcp's on one word (some write the old value
+//     big-endian) is not checked;
 //   - shm: same host: the buffer lives in a memfd mapping, which readers on
 //     the host map once (mappings are cached) and copy from directly;
 //   - tcp: anywhere: the owner process serves its buffers on a TCP port of

@@ -28,6 +28,13 @@ type process struct {
 	owned map[uint64]*Buffer
 	tcp   tcpServer
 
+	// registrars register every buffer this process owns with what they
+	// drive (an RDMA device), set by backends at construction.
+	registrars []registrar
+	// qpHandshake, when set, answers a peer's queue pair data on the TCP
+	// server (the verbs backend).
+	qpHandshake func(req []byte) ([]byte, error)
+
 	boundMu sync.RWMutex
 	bound   map[Handle]backend
 }
@@ -58,8 +65,18 @@ func readBootID() string {
 	return strings.TrimSpace(string(b))
 }
 
-// own makes b findable by its key; disown undoes it.
+// registrar registers a buffer's memory with something a backend drives
+// (an RDMA device) and writes what peers need into its handle.
+type registrar interface {
+	registerBuffer(b *Buffer)
+	unregisterBuffer(b *Buffer)
+}
+
+// own registers b and makes it findable by its key; disown undoes it.
 func (p *process) own(b *Buffer) {
+	for _, r := range p.registrars {
+		r.registerBuffer(b)
+	}
 	p.mu.Lock()
 	p.owned[b.handle.Key] = b
 	p.mu.Unlock()
@@ -69,6 +86,9 @@ func (p *process) disown(b *Buffer) {
 	p.mu.Lock()
 	delete(p.owned, b.handle.Key)
 	p.mu.Unlock()
+	for _, r := range p.registrars {
+		r.unregisterBuffer(b)
+	}
 }
 
 // lookup is the buffer this process owns under key, or nil.

@@ -122,6 +122,8 @@ func (p *process) serveConn(c net.Conn) {
 			err = p.serveCopy(c, r, key, op, off, n)
 		case byte(opFetchAdd), byte(opCAS):
 			err = p.serveAtomic(c, r, key, atomicOp(op), off, n)
+		case 'q':
+			err = p.serveHandshake(c, r, key, n)
 		default:
 			return // not this protocol: nothing after it can be trusted
 		}
@@ -180,6 +182,40 @@ func (p *process) serveAtomic(c net.Conn, r *bufio.Reader, key uint64, op atomic
 		binary.LittleEndian.PutUint64(out[1:], v)
 	}
 	_, err := c.Write(out[:])
+	return err
+}
+
+// maxHandshake bounds a handshake request's payload.
+const maxHandshake = 256
+
+// serveHandshake answers a peer's queue pair data (verbs) with this
+// process's: for a peer that holds the key of a buffer here.
+func (p *process) serveHandshake(c net.Conn, r *bufio.Reader, key, n uint64) error {
+	if n > maxHandshake {
+		return fmt.Errorf("a handshake of %d bytes", n)
+	}
+	req := make([]byte, n)
+	if _, err := io.ReadFull(r, req); err != nil {
+		return err
+	}
+	var out []byte
+	status := byte(statusOK)
+	switch {
+	case p.lookup(key) == nil:
+		status = statusNoSuch
+	case p.qpHandshake == nil:
+		status = statusRange // no RDMA here: nothing to connect
+	default:
+		var err error
+		if out, err = p.qpHandshake(req); err != nil {
+			status = statusRange
+		}
+	}
+	var hdr [3]byte
+	hdr[0] = status
+	binary.LittleEndian.PutUint16(hdr[1:], uint16(len(out)))
+	bufs := net.Buffers{hdr[:], out}
+	_, err := bufs.WriteTo(c)
 	return err
 }
 
