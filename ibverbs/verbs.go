@@ -83,13 +83,13 @@ static struct ibv_mr *mon_reg(mon_dev *d, void *addr, size_t len) {
 		IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
 }
 
-// mon_qp_create makes an RC queue pair in INIT and fills in its
+// mon_qp_create makes an RC queue pair in INIT on cq and fills in its
 // connection data.
-static struct ibv_qp *mon_qp_create(mon_dev *d, uint32_t psn, mon_qp_info *me) {
+static struct ibv_qp *mon_qp_create(mon_dev *d, struct ibv_cq *cq, uint32_t psn, mon_qp_info *me) {
 	struct ibv_qp_init_attr ia;
 	memset(&ia, 0, sizeof ia);
-	ia.send_cq = d->cq;
-	ia.recv_cq = d->cq;
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.cap.max_send_wr = 4;
 	ia.cap.max_recv_wr = 1;
@@ -299,11 +299,13 @@ func (v *verbsBackend) unregisterBuffer(b *Buffer) {
 	}
 }
 
-// verbsConn is a connected queue pair to one owner, with its staging
+// verbsConn is a connected queue pair to one owner, with its own
+// completion queue (a completion polled is this connection's) and staging
 // area; one work request at a time.
 type verbsConn struct {
 	mu      sync.Mutex
 	qp      *C.struct_ibv_qp
+	cq      *C.struct_ibv_cq
 	staging unsafe.Pointer
 	mr      *C.struct_ibv_mr
 }
@@ -339,23 +341,29 @@ func decodeQP(b []byte) (C.mon_qp_info, error) {
 	return i, nil
 }
 
-// newConn makes a queue pair with a staging area; info is its connection
-// data.
+// newConn makes a queue pair with a completion queue and a staging
+// area; info is its connection data.
 func (v *verbsBackend) newConn(d *C.mon_dev) (*verbsConn, C.mon_qp_info, uint32, error) {
 	var info C.mon_qp_info
 	psn := randomPSN()
-	qp := C.mon_qp_create(d, C.uint32_t(psn), &info)
+	cq := C.ibv_create_cq(d.ctx, 8, nil, nil, 0)
+	if cq == nil {
+		return nil, info, 0, errors.New("ibverbs: create a completion queue")
+	}
+	qp := C.mon_qp_create(d, cq, C.uint32_t(psn), &info)
 	if qp == nil {
+		C.ibv_destroy_cq(cq)
 		return nil, info, 0, errors.New("ibverbs: create a queue pair")
 	}
 	staging := C.calloc(1, stagingBytes)
 	mr := C.mon_reg(d, staging, stagingBytes)
 	if mr == nil {
 		C.ibv_destroy_qp(qp)
+		C.ibv_destroy_cq(cq)
 		C.free(staging)
 		return nil, info, 0, errors.New("ibverbs: register a staging area")
 	}
-	return &verbsConn{qp: qp, staging: staging, mr: mr}, info, psn, nil
+	return &verbsConn{qp: qp, cq: cq, staging: staging, mr: mr}, info, psn, nil
 }
 
 // accept is the owner's side of a handshake on its TCP server: a queue
@@ -433,7 +441,7 @@ func (v *verbsBackend) do(ctx context.Context, c *verbsConn, op byte, n int, rad
 	}
 	for i := 0; ; i++ {
 		var status C.int
-		switch n := C.mon_poll(v.dev.cq, &status); {
+		switch n := C.mon_poll(c.cq, &status); {
 		case n < 0:
 			return errors.New("ibverbs: poll the completion queue")
 		case n > 0 && status != C.IBV_WC_SUCCESS:
@@ -460,6 +468,18 @@ func (v *verbsBackend) write(ctx context.Context, h Handle, off int, src []byte)
 	return v.copy(ctx, h, off, src, true)
 }
 
+// drop forgets a connection whose work request failed or timed out: its
+// queue pair is in error, or a completion may still come. It is not
+// destroyed (a late completion would touch freed memory); the next
+// transfer to that owner connects again.
+func (v *verbsBackend) drop(h Handle, c *verbsConn) {
+	v.mu.Lock()
+	if v.conns[h.Addr] == c {
+		delete(v.conns, h.Addr)
+	}
+	v.mu.Unlock()
+}
+
 // copy moves b through the connection's staging area, a chunk at a time.
 func (v *verbsBackend) copy(ctx context.Context, h Handle, off int, b []byte, write bool) error {
 	c, err := v.conn(ctx, h)
@@ -477,6 +497,7 @@ func (v *verbsBackend) copy(ctx context.Context, h Handle, off int, b []byte, wr
 			copy(staging, b[done:done+n])
 		}
 		if err := v.do(ctx, c, op, n, h.RAddr+uint64(off+done), h.RKey, 0, 0); err != nil {
+			v.drop(h, c)
 			return err
 		}
 		if !write {
@@ -495,6 +516,7 @@ func (v *verbsBackend) atomic(ctx context.Context, h Handle, off int, op atomicO
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := v.do(ctx, c, byte(op), 8, h.RAddr+uint64(off), h.RKey, a, b); err != nil {
+		v.drop(h, c)
 		return 0, err
 	}
 	return *(*uint64)(c.staging), nil
