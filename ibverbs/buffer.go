@@ -35,6 +35,9 @@ type Handle struct {
 	PID  int    `msgpack:"pid"`  // the owner process
 	FD   int    `msgpack:"fd"`   // its memfd, reachable as /proc/PID/fd/FD on the same machine
 	Addr string `msgpack:"addr"` // the owner's TCP server, host:port
+	// TLS is the SHA-256 of the certificate the owner's TCP server
+	// presents, when it serves TLS (the job's bus does); "" for plain TCP.
+	TLS string `msgpack:"tls,omitempty"`
 	// With an RDMA device at the owner (the verbs backend): the buffer's
 	// address there and its remote key; 0 without.
 	RAddr uint64 `msgpack:"raddr,omitempty"`
@@ -89,14 +92,14 @@ func Register(mem []byte) (*Buffer, error) {
 // memory when f is nil) with this process.
 func newBuffer(mem []byte, f *os.File) (*Buffer, error) {
 	p := thisProcess()
-	addr, err := p.serveTCP()
+	addr, pin, err := p.serveTCP()
 	if err != nil {
 		return nil, err
 	}
 	var k [8]byte
 	rand.Read(k[:])
 	b := &Buffer{mem: mem, memfd: f}
-	b.handle = Handle{Size: len(mem), Key: binary.LittleEndian.Uint64(k[:]), Boot: p.boot, PID: p.pid, FD: -1, Addr: addr}
+	b.handle = Handle{Size: len(mem), Key: binary.LittleEndian.Uint64(k[:]), Boot: p.boot, PID: p.pid, FD: -1, Addr: addr, TLS: pin}
 	if f != nil {
 		b.handle.FD = int(f.Fd())
 	}

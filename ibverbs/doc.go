@@ -57,7 +57,9 @@
 //     buffer's random key, so a handle is a capability. A transfer of 8
 //     MiB or more is cut into parts on parallel connections
 //     (MONARCH_RDMA_TCP_STREAMS, default 4): 256 MiB arrive about 1.3x as
-//     fast as on one plain stream here.
+//     fast as on one plain stream here. When the job's bus uses TLS, so
+//     does this server: each owning process makes a self-signed
+//     certificate, and its handles pin its SHA-256 (tls.go).
 //
 // Atomics (FetchAdd, CompareAndSwap) are the processor's on the owner's
 // memory, whichever backend issues them (shm on the mapping, tcp in the

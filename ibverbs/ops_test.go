@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/monarch-go/monarch/ibverbs"
 )
@@ -234,5 +235,36 @@ func TestParallelStreams(t *testing.T) {
 	}
 	if s := o.ask(t, "sum"); s != sum(want) {
 		t.Fatalf("after a 32 MiB write in 3 parts the owner holds %s, want %s", s, sum(want))
+	}
+}
+
+// TestTLS: when the job's bus uses TLS, an owner serves its buffers with
+// TLS and its handles pin its certificate: a reader gets the bytes; a
+// handle that pins another certificate, or none, gets nothing.
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("MONARCH_BUS_TLS_CA", "/the/job/ca.pem") // what a proc of a TLS job has
+	t.Setenv(ibverbs.EnvBackend, "tcp")
+	o := startOwner(t)
+	if len(o.h.TLS) != 64 {
+		t.Fatalf("the handle pins %q, want a SHA-256", o.h.TLS)
+	}
+	want := make([]byte, o.h.Size)
+	pattern(want, 1)
+	got := make([]byte, o.h.Size)
+	if err := o.h.ReadInto(ctx, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("a read over TLS: %v", err)
+	}
+	wrong := o.h
+	wrong.TLS = strings.Repeat("0", 64)
+	if err := wrong.ReadInto(ctx, got[:10]); err == nil || !strings.Contains(err.Error(), "presented certificate") {
+		t.Errorf("a handle pinning another certificate: %v", err)
+	}
+	plain := o.h
+	plain.TLS = ""
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := plain.ReadInto(tctx, got[:10]); err == nil {
+		t.Error("a plain TCP read from a TLS server succeeded")
 	}
 }

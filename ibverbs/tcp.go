@@ -3,6 +3,7 @@ package ibverbs
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -35,21 +36,32 @@ import (
 type tcpServer struct {
 	ln   net.Listener
 	addr string
+	pin  string // its certificate's SHA-256 when it serves TLS
 }
 
-// serveTCP starts this process's server once and returns its address.
-func (p *process) serveTCP() (string, error) {
+// serveTCP starts this process's server once and returns its address, and
+// its certificate's SHA-256 when it serves TLS (the job's bus does).
+func (p *process) serveTCP() (addr, pin string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tcp.ln == nil {
 		ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(), "0"))
 		if err != nil {
-			return "", fmt.Errorf("ibverbs: serve buffers: %w", err)
+			return "", "", fmt.Errorf("ibverbs: serve buffers: %w", err)
 		}
-		p.tcp = tcpServer{ln: ln, addr: ln.Addr().String()}
-		go p.acceptLoop(ln)
+		srv := tcpServer{ln: ln, addr: ln.Addr().String()}
+		if jobenv.BusTLS() {
+			cert, pin, err := selfSigned()
+			if err != nil {
+				ln.Close()
+				return "", "", fmt.Errorf("ibverbs: a certificate for the buffer server: %w", err)
+			}
+			srv.ln, srv.pin = tls.NewListener(ln, serverTLS(cert)), pin
+		}
+		p.tcp = srv
+		go p.acceptLoop(srv.ln)
 	}
-	return p.tcp.addr, nil
+	return p.tcp.addr, p.tcp.pin, nil
 }
 
 // listenHost is this host's address on the route to the job's bus, or
@@ -254,7 +266,7 @@ func init() {
 // server it can dial, keeping idle connections to owners for reuse.
 type tcpBackend struct {
 	mu   sync.Mutex
-	idle map[string][]net.Conn // by owner address, at most maxIdleConns each
+	idle map[string][]net.Conn // by owner address and pin (connKey), at most maxIdleConns each
 }
 
 func (*tcpBackend) name() string { return "tcp" }
@@ -274,25 +286,40 @@ func (t *tcpBackend) write(ctx context.Context, h Handle, off int, src []byte) e
 	return t.transfer(ctx, h, off, src, true)
 }
 
-func (t *tcpBackend) getConn(ctx context.Context, addr string) (net.Conn, error) {
+// connKey is what an idle connection is kept under: a connection made
+// for one certificate pin (or none) serves no handle with another.
+func connKey(addr, pin string) string { return addr + " " + pin }
+
+func (t *tcpBackend) getConn(ctx context.Context, addr, pin string) (net.Conn, error) {
+	k := connKey(addr, pin)
 	t.mu.Lock()
-	if cs := t.idle[addr]; len(cs) > 0 {
+	if cs := t.idle[k]; len(cs) > 0 {
 		c := cs[len(cs)-1]
-		t.idle[addr] = cs[:len(cs)-1]
+		t.idle[k] = cs[:len(cs)-1]
 		t.mu.Unlock()
 		return c, nil
 	}
 	t.mu.Unlock()
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	return dialOwner(ctx, addr, pin)
 }
 
-func (t *tcpBackend) putConn(addr string, c net.Conn) {
+// dialOwner connects to an owner's server at addr: with TLS, accepting
+// only the certificate pin names, when pin is set.
+func dialOwner(ctx context.Context, addr, pin string) (net.Conn, error) {
+	var d net.Dialer
+	if pin == "" {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	td := tls.Dialer{NetDialer: &d, Config: clientTLS(pin)}
+	return td.DialContext(ctx, "tcp", addr)
+}
+
+func (t *tcpBackend) putConn(k string, c net.Conn) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.idle[addr]) < maxIdleConns {
+	if len(t.idle[k]) < maxIdleConns {
 		c.SetDeadline(time.Time{})
-		t.idle[addr] = append(t.idle[addr], c)
+		t.idle[k] = append(t.idle[k], c)
 		return
 	}
 	c.Close()
@@ -334,7 +361,7 @@ func (t *tcpBackend) atomic(ctx context.Context, h Handle, off int, op atomicOp,
 // onConn runs fn on a connection to h's owner, bounded by ctx and by
 // transferBound; the connection is kept for reuse if fn succeeds.
 func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) error) error {
-	c, err := t.getConn(ctx, h.Addr)
+	c, err := t.getConn(ctx, h.Addr, h.TLS)
 	if err != nil {
 		return fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
 	}
@@ -352,7 +379,7 @@ func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) err
 		}
 		return err
 	}
-	t.putConn(h.Addr, c)
+	t.putConn(connKey(h.Addr, h.TLS), c)
 	return nil
 }
 

@@ -525,10 +525,9 @@ func (v *verbsBackend) atomic(ctx context.Context, h Handle, off int, op atomicO
 // tcpHandshake sends this process's queue pair data to h's owner and
 // returns the owner's.
 func tcpHandshake(ctx context.Context, h Handle, req []byte) ([]byte, error) {
-	var d net.Dialer
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := d.DialContext(ctx, "tcp", h.Addr)
+	c, err := dialOwner(ctx, h.Addr, h.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
 	}

@@ -194,6 +194,10 @@ func dimVar(name string) string {
 // it has none (a client run directly, with a bus of its own).
 func BusURL() string { return os.Getenv(varBusURL) }
 
+// BusTLS reports whether this process's job runs its bus with TLS: then
+// whatever else its processes serve to each other should be encrypted too.
+func BusTLS() bool { return os.Getenv(varTLSCA) != "" }
+
 // IsProc reports whether this process was started as a proc of a job.
 func IsProc() bool { return os.Getenv(varProc) != "" }
 
