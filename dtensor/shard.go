@@ -24,9 +24,9 @@ func NewShard(t *tensor.Dense) Shard { return Shard{T: t} }
 func (t *Tensor) Shard() Shard { return Shard{id: t.id} }
 
 type shardWire struct {
-	ID    uint64    `msgpack:"id"`
-	Shape []int     `msgpack:"s"`
-	Data  []float64 `msgpack:"d"`
+	ID    uint64 `msgpack:"id"`
+	Shape []int  `msgpack:"s"`
+	Data  f64s   `msgpack:"d"`
 }
 
 // EncodeMsgpack sends a reference, or the data of a local shard.

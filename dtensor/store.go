@@ -76,17 +76,17 @@ func get(id uint64) (*tensor.Dense, error) {
 // of an op of the table (ops), the tensors it reads and makes, and its
 // parameters (each op reads those it needs).
 type op struct {
-	Kind  string    `msgpack:"k"`
-	Out   uint64    `msgpack:"o"` // 0: the op makes no tensor
-	In    []uint64  `msgpack:"i"`
-	Shape []int     `msgpack:"s"`
-	Seed  uint64    `msgpack:"seed"`
-	Rank  int       `msgpack:"r"` // the rank of the proc it is sent to (rand, rref)
-	Index int       `msgpack:"x"` // row: which row
-	Value float64   `msgpack:"v"`
-	Data  []float64 `msgpack:"d"`
-	Name  string    `msgpack:"n"` // rref: the endpoint's name
-	Mesh  []byte    `msgpack:"m"` // rref: the actor mesh, encoded
+	Kind  string   `msgpack:"k"`
+	Out   uint64   `msgpack:"o"` // 0: the op makes no tensor
+	In    []uint64 `msgpack:"i"`
+	Shape []int    `msgpack:"s"`
+	Seed  uint64   `msgpack:"seed"`
+	Rank  int      `msgpack:"r"` // the rank of the proc it is sent to (rand, rref)
+	Index int      `msgpack:"x"` // row: which row
+	Value float64  `msgpack:"v"`
+	Data  f64s     `msgpack:"d"`
+	Name  string   `msgpack:"n"` // rref: the endpoint's name
+	Mesh  []byte   `msgpack:"m"` // rref: the actor mesh, encoded
 }
 
 // opFn runs an op on this proc.
@@ -127,8 +127,8 @@ func run(ctx context.Context, o op) (*tensor.Dense, error) {
 
 // shardData is a shard as it travels to the client.
 type shardData struct {
-	Shape []int     `msgpack:"s"`
-	Data  []float64 `msgpack:"d"`
+	Shape []int `msgpack:"s"`
+	Data  f64s  `msgpack:"d"`
 }
 
 var fetchFn = actorrt.Remote1("monarch_dtensor_fetch", func(ctx context.Context, id uint64) (shardData, error) {
