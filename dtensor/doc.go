@@ -23,9 +23,11 @@
 // inputs' shapes and its parameters, or an ErrShape error naming the op
 // and the shapes) and the function that computes it on a proc from the
 // input shards and its scalar parameters. The ops are rand and full
-// (Rand, Full, Zeros), put (Reduce's results), matmul, add, mul, scale,
+// (Rand, Full, Zeros), put (Reduce's results), matmul, add, sub, mul,
+// div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh), softmax
+// (over the last axis), sum (Sum and Mean over an axis), reshape,
 // transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes
-// no tensor). An op travels by its name; a proc refuses a name it does not
+// no tensor). Shard data crosses the wire as its raw little-endian bytes. An op travels by its name; a proc refuses a name it does not
 // know, or an op with the wrong number of inputs, with an error in place
 // of the result. Adding an op is adding one entry and the public function
 // that records it.

@@ -3,6 +3,7 @@ package dtensor
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 
@@ -79,6 +80,50 @@ var ops = map[string]opKind{
 			return nil, err
 		}
 		return s.(*tensor.Dense).Materialize().(*tensor.Dense), nil
+	}},
+	"sub": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return dense(tensor.Sub(in[0], in[1]))
+	}},
+	"div": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return dense(tensor.Div(in[0], in[1]))
+	}},
+	"shift": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return elementwise(in[0], func(x float64) float64 { return x + o.Value }), nil
+	}},
+	"unary": {inputs: 1, shape: unaryShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return elementwise(in[0], unaries[o.Name]), nil
+	}},
+	"softmax": {inputs: 1, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
+		c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
+		shape := c.Shape()
+		last := shape[len(shape)-1]
+		data := c.Float64s()
+		for lo := 0; lo < len(data); lo += last {
+			row := data[lo : lo+last]
+			top := row[0]
+			for _, v := range row {
+				top = math.Max(top, v)
+			}
+			sum := 0.0
+			for i, v := range row {
+				row[i] = math.Exp(v - top) // shifted: no overflow
+				sum += row[i]
+			}
+			for i := range row {
+				row[i] /= sum
+			}
+		}
+		return c, nil
+	}},
+	"sum": {inputs: 1, shape: axisShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+		return alongAxis(in[0], o.Index, o.Value != 0), nil
+	}},
+	"reshape": {inputs: 1, shape: reshapeShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+		c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
+		if err := c.Reshape(o.Shape...); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}},
 	"rref": {inputs: 1, shape: rrefShape, run: runRRef},
 	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
@@ -162,6 +207,35 @@ func rowShape(o op, in []tensor.Shape) (tensor.Shape, error) {
 	return in[0][1:].Clone(), nil
 }
 
+// unaryShape: an elementwise function the table of unaries has.
+func unaryShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	if unaries[o.Name] == nil {
+		return nil, fmt.Errorf("dtensor: unknown function %q", o.Name)
+	}
+	return in[0].Clone(), nil
+}
+
+// axisShape: a reduction over axis o.Index drops it (a vector becomes a
+// one-element vector).
+func axisShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	if o.Index < 0 || o.Index >= len(in[0]) {
+		return nil, fmt.Errorf("%w: %s over axis %d of %v", ErrShape, o.Kind, o.Index, in[0])
+	}
+	out := append(in[0][:o.Index:o.Index].Clone(), in[0][o.Index+1:]...)
+	if len(out) == 0 {
+		out = tensor.Shape{1}
+	}
+	return out, nil
+}
+
+// reshapeShape: o.Shape, of as many elements.
+func reshapeShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	if product(o.Shape) != in[0].TotalSize() || len(o.Shape) == 0 {
+		return nil, fmt.Errorf("%w: reshape of %v to %v", ErrShape, in[0], tensor.Shape(o.Shape))
+	}
+	return tensor.Shape(o.Shape).Clone(), nil
+}
+
 // noResult: the op makes no tensor.
 func noResult(op, []tensor.Shape) (tensor.Shape, error) { return nil, nil }
 
@@ -185,6 +259,51 @@ func dense(t tensor.Tensor, err error) (*tensor.Dense, error) {
 		return nil, fmt.Errorf("dtensor: result is a %T", t)
 	}
 	return d, nil
+}
+
+// unaries are the elementwise functions of the op "unary", by name.
+var unaries = map[string]func(float64) float64{
+	"exp":     math.Exp,
+	"log":     math.Log,
+	"tanh":    math.Tanh,
+	"sigmoid": func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+}
+
+// elementwise is f of every element of t.
+func elementwise(t *tensor.Dense, f func(float64) float64) *tensor.Dense {
+	c := t.Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
+	data := c.Float64s()
+	for i, v := range data {
+		data[i] = f(v)
+	}
+	return c
+}
+
+// alongAxis sums t over axis (the mean, with mean), as axisShape says.
+func alongAxis(t *tensor.Dense, axis int, mean bool) *tensor.Dense {
+	c := t.Materialize().(*tensor.Dense)
+	shape := c.Shape()
+	outer, inner := product(shape[:axis]), product(shape[axis+1:])
+	n := shape[axis]
+	out := make([]float64, outer*inner)
+	data := c.Float64s()
+	for o := range outer {
+		for k := range n {
+			for i := range inner {
+				out[o*inner+i] += data[(o*n+k)*inner+i]
+			}
+		}
+	}
+	if mean {
+		for i := range out {
+			out[i] /= float64(n)
+		}
+	}
+	res := append(shape[:axis:axis].Clone(), shape[axis+1:]...)
+	if len(res) == 0 {
+		res = tensor.Shape{1}
+	}
+	return tensor.New(tensor.WithShape(res...), tensor.WithBacking(out))
 }
 
 func product(shape []int) int {

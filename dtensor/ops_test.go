@@ -110,6 +110,65 @@ func TestEveryOp(t *testing.T) {
 				return out
 			})
 		},
+		"sub": func(t *testing.T) {
+			expect(t, ctx, tt(x.Sub(y)), func(i int) []float64 { return vals(tensor.Sub(xs[i], ys[i])) })
+		},
+		"div": func(t *testing.T) {
+			expect(t, ctx, tt(x.Div(y)), func(i int) []float64 { return vals(tensor.Div(xs[i], ys[i])) })
+		},
+		"shift": func(t *testing.T) {
+			expect(t, ctx, tt(x.AddScalar(3)), func(i int) []float64 { return vals(tensor.Add(xs[i], 3.0)) })
+		},
+		"unary": func(t *testing.T) {
+			for _, f := range map[string]struct {
+				call func() (*dtensor.Tensor, error)
+				fn   func(float64) float64
+			}{
+				"exp": {x.Exp, math.Exp}, "log": {x.Log, math.Log}, "tanh": {x.Tanh, math.Tanh},
+				"sigmoid": {x.Sigmoid, func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
+			} {
+				expect(t, ctx, tt(f.call()), func(i int) []float64 {
+					out := slices.Clone(xs[i].Float64s())
+					for j, v := range out {
+						out[j] = f.fn(v)
+					}
+					return out
+				})
+			}
+		},
+		"softmax": func(t *testing.T) {
+			expect(t, ctx, tt(x.Softmax()), func(i int) []float64 {
+				out := slices.Clone(xs[i].Float64s())
+				for r := range 2 {
+					row := out[3*r : 3*r+3]
+					sum := 0.0
+					for j, v := range row {
+						row[j] = math.Exp(v)
+						sum += row[j]
+					}
+					for j := range row {
+						row[j] /= sum
+					}
+				}
+				return out
+			})
+		},
+		"sum": func(t *testing.T) {
+			expect(t, ctx, tt(x.Sum(0)), func(i int) []float64 {
+				d := xs[i].Float64s()
+				return []float64{d[0] + d[3], d[1] + d[4], d[2] + d[5]}
+			})
+			expect(t, ctx, tt(x.Mean(1)), func(i int) []float64 {
+				d := xs[i].Float64s()
+				return []float64{(d[0] + d[1] + d[2]) / 3, (d[3] + d[4] + d[5]) / 3}
+			})
+		},
+		"reshape": func(t *testing.T) {
+			r := expect(t, ctx, tt(x.Reshape(3, 2)), func(i int) []float64 { return xs[i].Float64s() })
+			if !r[0].Shape().Eq(tensor.Shape{3, 2}) {
+				t.Fatalf("reshaped to %v", r[0].Shape())
+			}
+		},
 		"row": func(t *testing.T) {
 			expect(t, ctx, tt(x.Row(1)), func(i int) []float64 { return xs[i].Float64s()[3:6] })
 		},
@@ -168,6 +227,9 @@ func TestShapeErrorsAtClient(t *testing.T) {
 		{"rand", func() (*dtensor.Tensor, error) { return m.Rand(0, 3) }, "dtensor: shapes do not fit: rand of shape (0, 3)"},
 		{"full", func() (*dtensor.Tensor, error) { return m.Full(1, -2, -3) }, "dtensor: shapes do not fit: full of shape (-2, -3)"},
 		{"zeros", func() (*dtensor.Tensor, error) { return m.Zeros() }, "dtensor: shapes do not fit: full of shape ()"},
+		{"sub", func() (*dtensor.Tensor, error) { return a.Sub(b) }, "dtensor: shapes do not fit: sub of (2, 3) and (4, 5)"},
+		{"sum", func() (*dtensor.Tensor, error) { return a.Sum(2) }, "dtensor: shapes do not fit: sum over axis 2 of (2, 3)"},
+		{"reshape", func() (*dtensor.Tensor, error) { return a.Reshape(4, 2) }, "dtensor: shapes do not fit: reshape of (2, 3) to (4, 2)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -130,6 +130,35 @@ func (t *Tensor) Mul(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "mul"
 // Scale multiplies every element by v.
 func (t *Tensor) Scale(v float64) (*Tensor, error) { return t.apply(op{Kind: "scale", Value: v}) }
 
+// Sub is the elementwise difference.
+func (t *Tensor) Sub(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "sub"}, u) }
+
+// Div is the elementwise quotient.
+func (t *Tensor) Div(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "div"}, u) }
+
+// AddScalar adds v to every element.
+func (t *Tensor) AddScalar(v float64) (*Tensor, error) { return t.apply(op{Kind: "shift", Value: v}) }
+
+// Exp, Log, Sigmoid and Tanh apply the function elementwise.
+func (t *Tensor) Exp() (*Tensor, error)     { return t.apply(op{Kind: "unary", Name: "exp"}) }
+func (t *Tensor) Log() (*Tensor, error)     { return t.apply(op{Kind: "unary", Name: "log"}) }
+func (t *Tensor) Sigmoid() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "sigmoid"}) }
+func (t *Tensor) Tanh() (*Tensor, error)    { return t.apply(op{Kind: "unary", Name: "tanh"}) }
+
+// Softmax is the softmax over the last axis.
+func (t *Tensor) Softmax() (*Tensor, error) { return t.apply(op{Kind: "softmax"}) }
+
+// Sum and Mean reduce each shard over an axis, which the result drops.
+func (t *Tensor) Sum(axis int) (*Tensor, error) { return t.apply(op{Kind: "sum", Index: axis}) }
+func (t *Tensor) Mean(axis int) (*Tensor, error) {
+	return t.apply(op{Kind: "sum", Index: axis, Value: 1})
+}
+
+// Reshape gives each shard a new shape of as many elements.
+func (t *Tensor) Reshape(shape ...int) (*Tensor, error) {
+	return t.apply(op{Kind: "reshape", Shape: shape})
+}
+
 // Relu is max(x, 0) elementwise.
 func (t *Tensor) Relu() (*Tensor, error) { return t.apply(op{Kind: "relu"}) }
 
