@@ -18,7 +18,7 @@ func TestLayering(t *testing.T) {
 		"ibverbs":     {"bus", "internal/jobenv"},
 		"launch":      {"hostsconfig", "bus", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat"},
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/reliable"},
-		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg"},
+		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
 		"spmd":        {"actorrt"},
 		"collective":  {"actorrt", "ibverbs"},
 		// Internal packages are layers of their own.

@@ -37,12 +37,6 @@ var ops = map[string]opKind{
 	"full": {shape: created, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
 		return filled(o.Shape, func() float64 { return o.Value }), nil
 	}},
-	"put": {shape: created, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
-		if product(o.Shape) != len(o.Data) {
-			return nil, fmt.Errorf("%w: put of shape %v with %d values", ErrShape, tensor.Shape(o.Shape), len(o.Data))
-		}
-		return tensor.New(tensor.WithShape(o.Shape...), tensor.WithBacking(o.Data)), nil
-	}},
 	"matmul": {inputs: 2, shape: matmulShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return dense(tensor.MatMul(in[0], in[1]))
 	}},
@@ -125,7 +119,8 @@ var ops = map[string]opKind{
 		}
 		return c, nil
 	}},
-	"rref": {inputs: 1, shape: rrefShape, run: runRRef},
+	"allreduce": {inputs: 1, shape: sameShape, run: allReduce},
+	"rref":      {inputs: 1, shape: rrefShape, run: runRRef},
 	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
 		store.Lock()
 		delete(store.m, o.In[0])

@@ -41,7 +41,7 @@ func TestProcRefusesBadOps(t *testing.T) {
 		{"too many inputs", op{Kind: "relu", In: []uint64{in, in}}, `dtensor: op "relu": 2 inputs, want 1`, false},
 		{"misfit", op{Kind: "row", In: []uint64{in}, Index: 2}, `dtensor: shapes do not fit: row 2 of (2, 2)`, true},
 		{"bad shape", op{Kind: "full", Shape: []int{-2, -3}}, `dtensor: shapes do not fit: full of shape (-2, -3)`, true},
-		{"put of too few values", op{Kind: "put", Shape: []int{2, 2}, Data: []float64{1}}, `dtensor: shapes do not fit: put of shape (2, 2) with 1 values`, true},
+		{"allreduce without a communicator", op{Kind: "allreduce", In: []uint64{in}, Name: Sum}, `dtensor: allreduce without a communicator`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

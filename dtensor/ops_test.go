@@ -65,7 +65,7 @@ func TestEveryOp(t *testing.T) {
 			expect(t, ctx, tt(m.Full(1.5, 2, 3)), func(int) []float64 { return slices.Repeat([]float64{1.5}, 6) })
 			expect(t, ctx, tt(m.Zeros(4)), func(int) []float64 { return make([]float64, 4) })
 		},
-		"put": func(t *testing.T) { // Reduce puts its results on the procs
+		"allreduce": func(t *testing.T) { // Reduce, as collectives among the procs
 			mean := tt(dtensor.Reduce(ctx, x, nil, dtensor.Mean))
 			expect(t, ctx, mean, func(int) []float64 {
 				out := make([]float64, 6)

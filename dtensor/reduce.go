@@ -3,8 +3,9 @@ package dtensor
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
+
+	"github.com/monarch-go/monarch/collective"
+	"gorgonia.org/tensor"
 )
 
 // Reductions across shards.
@@ -15,15 +16,17 @@ const (
 	Min  = "min"
 )
 
+var reductions = map[string]collective.Op{Sum: collective.Sum, Mean: collective.Mean, Max: collective.Max, Min: collective.Min}
+
 // Reduce combines the shards along dims of the mesh (all of them if dims
 // is empty) with reduction (Sum, Mean, Max or Min), elementwise: every
 // proc of a group (the procs that differ only along dims) ends up with the
-// group's result, as a new tensor (an all-reduce). The shards travel
-// through this process.
+// group's result, as a new tensor (an all-reduce). It runs on the procs,
+// as collectives (package collective), one dimension after the other: the
+// shards move proc to proc, not through this process, and the result
+// stays where it is (FetchShard it if it is wanted here).
 func Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) (*Tensor, error) {
-	switch reduction {
-	case Sum, Mean, Max, Min:
-	default:
+	if _, ok := reductions[reduction]; !ok {
 		return nil, fmt.Errorf("dtensor: reduce op %q: want sum, mean, max or min", reduction)
 	}
 	ext := t.mesh.Extent()
@@ -35,53 +38,38 @@ func Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) (*T
 			return nil, fmt.Errorf("%w: no dimension %q in %v", ErrShape, d, ext)
 		}
 	}
-	shards, err := fetchFn.Call(t.mesh.procs, t.id).Get(ctx)
+	comm, err := t.mesh.comm(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// Group the points by their coordinates outside dims.
-	groups := map[string][]int{}
-	for p := range shards.Items() {
-		var key []int
-		for _, name := range ext.Names() {
-			if !slices.Contains(dims, name) {
-				c, _ := p.Get(name)
-				key = append(key, c)
-			}
-		}
-		k := fmt.Sprint(key)
-		groups[k] = append(groups[k], p.Rank())
-	}
-	// Every proc of a group gets the group's result.
-	vals := shards.Values()
-	results := make([][]float64, len(vals))
-	for _, ranks := range groups {
-		acc := slices.Clone(vals[ranks[0]].Data)
-		for _, r := range ranks[1:] {
-			combine(acc, vals[r].Data, reduction)
-		}
-		if reduction == Mean {
-			for i := range acc {
-				acc[i] /= float64(len(ranks))
-			}
-		}
-		for _, r := range ranks {
-			results[r] = acc
-		}
-	}
-	put := func(r int, o *op) { o.Data = results[r] }
-	return t.mesh.record(op{Kind: "put", Shape: t.shape}, nil, put)
+	return t.apply(op{Kind: "allreduce", Name: reduction, Dims: dims, Comm: comm})
 }
 
-func combine(acc, x []float64, reduction string) {
-	for i := range acc {
-		switch reduction {
-		case Sum, Mean:
-			acc[i] += x[i]
-		case Max:
-			acc[i] = math.Max(acc[i], x[i])
-		case Min:
-			acc[i] = math.Min(acc[i], x[i])
+// comm is the mesh's communicator, made at its first collective.
+func (m *Mesh) comm(ctx context.Context) (*collective.Comm, error) {
+	m.commMu.Lock()
+	defer m.commMu.Unlock()
+	if m.c == nil {
+		c, err := collective.New(ctx, m.procs)
+		if err != nil {
+			return nil, err
+		}
+		m.c = c
+	}
+	return m.c, nil
+}
+
+// allReduce is the op "allreduce" on a proc: its shard all-reduced with
+// the others of its group, along each of o.Dims in turn.
+func allReduce(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+	if o.Comm == nil {
+		return nil, fmt.Errorf("dtensor: allreduce without a communicator")
+	}
+	c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
+	for _, d := range o.Dims {
+		if err := collective.AllReduce(ctx, o.Comm, d, c.Float64s(), reductions[o.Name]); err != nil {
+			return nil, err
 		}
 	}
+	return c, nil
 }

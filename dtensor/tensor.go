@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/collective"
 	"gorgonia.org/tensor"
 )
 
@@ -17,6 +19,9 @@ var ErrShape = errors.New("dtensor: shapes do not fit")
 // Mesh is a proc mesh activated for distributed tensors.
 type Mesh struct {
 	procs *actorrt.ProcMesh
+
+	commMu sync.Mutex
+	c      *collective.Comm // made at the first collective (Reduce)
 }
 
 // Activate makes procs hold distributed tensors: tensors created on the
