@@ -9,7 +9,8 @@
 //	tt, err := t.T()                       // ops run on every proc, on its shard
 //	d, err := t.MatMul(tt)                 // (3x4)(4x3): 3x3 per proc
 //	s, err := dtensor.FetchShard(ctx, d, point)  // one proc's shard, here
-//	sum, err := dtensor.Reduce(ctx, d, []string{"gpus"}, dtensor.Sum)
+//	sum, err := dtensor.Reduce(ctx, d, []string{"gpus"}, dtensor.Sum)  // on the procs
+//	text, err := dtensor.Show(ctx, sum)    // every shard, under its point (Inspect: as tensors)
 //
 // Passing t.Shard() to an endpoint gives each actor (of a mesh on the same
 // procs) its own proc's shard; Endpoint and RRef run an actor's endpoint on

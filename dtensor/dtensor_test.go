@@ -220,3 +220,31 @@ func TestShardsToActors(t *testing.T) {
 		t.Fatalf("fetch of a poisoned tensor: %v", err)
 	}
 }
+
+// TestInspectShow: every shard, here, by rank; and as text under its
+// point.
+func TestInspectShow(t *testing.T) {
+	ctx, procs, m := setup(t)
+	x := must[*dtensor.Tensor](t)(m.Full(2.5, 2, 2))
+	shards, err := dtensor.Inspect(ctx, x)
+	if err != nil || len(shards) != procs.Extent().NumRanks() {
+		t.Fatalf("Inspect: %d shards, %v", len(shards), err)
+	}
+	for i, s := range shards {
+		if !s.Shape().Eq(tensor.Shape{2, 2}) || s.Float64s()[3] != 2.5 {
+			t.Fatalf("shard %d: %v", i, s)
+		}
+	}
+	text, err := dtensor.Show(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs.Extent().Points() {
+		if !strings.Contains(text, p.String()+":\n") {
+			t.Fatalf("Show does not name %v:\n%s", p, text)
+		}
+	}
+	if strings.Count(text, "2.5") != 4*procs.Extent().NumRanks() {
+		t.Errorf("Show:\n%s", text)
+	}
+}
