@@ -24,8 +24,8 @@
 // inputs' shapes and its parameters, or an ErrShape error naming the op
 // and the shapes) and the function that computes it on a proc from the
 // input shards and its scalar parameters. The ops are rand and full
-// (Rand, Full, Zeros), allreduce (Reduce, run as collectives on the
-// procs), matmul, add, sub, mul,
+// (Rand, Full, Zeros), allreduce and reducescatter (Reduce and
+// ReduceScatter, run as collectives on the procs), matmul, add, sub, mul,
 // div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh), softmax
 // (over the last axis), sum (Sum and Mean over an axis), reshape,
 // transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes

@@ -248,3 +248,17 @@ func TestInspectShow(t *testing.T) {
 		t.Errorf("Show:\n%s", text)
 	}
 }
+
+// TestReduceScatterRefuses: a first axis the group's size does not divide,
+// and a dimension the mesh does not have, fail at the call.
+func TestReduceScatterRefuses(t *testing.T) {
+	ctx, _, m := setup(t)
+	x := must[*dtensor.Tensor](t)(m.Rand(3, 3))
+	if _, err := dtensor.ReduceScatter(ctx, x, "gpus", dtensor.Sum); !errors.Is(err, dtensor.ErrShape) ||
+		err.Error() != "dtensor: shapes do not fit: reducescatter of (3, 3) over 2 procs (the first axis must divide)" {
+		t.Errorf("reduce-scatter of 3 rows over 2 procs: %v", err)
+	}
+	if _, err := dtensor.ReduceScatter(ctx, x, "nodes", dtensor.Sum); !errors.Is(err, dtensor.ErrShape) {
+		t.Errorf("reduce-scatter over a missing dimension: %v", err)
+	}
+}

@@ -119,8 +119,9 @@ var ops = map[string]opKind{
 		}
 		return c, nil
 	}},
-	"allreduce": {inputs: 1, shape: sameShape, run: allReduce},
-	"rref":      {inputs: 1, shape: rrefShape, run: runRRef},
+	"allreduce":     {inputs: 1, shape: sameShape, run: allReduce},
+	"reducescatter": {inputs: 1, shape: scatterShape, run: reduceScatter},
+	"rref":          {inputs: 1, shape: rrefShape, run: runRRef},
 	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
 		store.Lock()
 		delete(store.m, o.In[0])

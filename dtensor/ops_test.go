@@ -65,6 +65,26 @@ func TestEveryOp(t *testing.T) {
 			expect(t, ctx, tt(m.Full(1.5, 2, 3)), func(int) []float64 { return slices.Repeat([]float64{1.5}, 6) })
 			expect(t, ctx, tt(m.Zeros(4)), func(int) []float64 { return make([]float64, 4) })
 		},
+		"reducescatter": func(t *testing.T) {
+			dim := procs.Extent().Names()[0]
+			n, _ := procs.Extent().Size(dim)
+			big := tt(m.Rand(2*n, 3))
+			bs := shards(t, ctx, big)
+			part := tt(dtensor.ReduceScatter(ctx, big, dim, dtensor.Sum))
+			expect(t, ctx, part, func(i int) []float64 {
+				p, _ := procs.Extent().Point(i)
+				idx, _ := p.Get(dim)
+				sum := make([]float64, 2*n*3)
+				for j, q := range procs.Extent().Points() {
+					if sameBut(p, q, dim) {
+						for k, v := range bs[j].Float64s() {
+							sum[k] += v
+						}
+					}
+				}
+				return sum[idx*6 : idx*6+6]
+			})
+		},
 		"allreduce": func(t *testing.T) { // Reduce, as collectives among the procs
 			mean := tt(dtensor.Reduce(ctx, x, nil, dtensor.Mean))
 			expect(t, ctx, mean, func(int) []float64 {
@@ -239,4 +259,16 @@ func TestShapeErrorsAtClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sameBut reports whether p and q differ at most along dim.
+func sameBut(p, q actorrt.Point, dim string) bool {
+	for _, name := range p.Extent().Names() {
+		a, _ := p.Get(name)
+		b, _ := q.Get(name)
+		if name != dim && a != b {
+			return false
+		}
+	}
+	return true
 }

@@ -45,6 +45,58 @@ func Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) (*T
 	return t.apply(op{Kind: "allreduce", Name: reduction, Dims: dims, Comm: comm})
 }
 
+// ReduceScatter combines the shards along dim with reduction, as Reduce
+// does, and leaves each proc the part of the result for its index along
+// dim: the index-th of size equal slices of the first axis, which the
+// size of dim must divide. It runs on the procs, as a collective.
+func ReduceScatter(ctx context.Context, t *Tensor, dim string, reduction string) (*Tensor, error) {
+	if _, ok := reductions[reduction]; !ok {
+		return nil, fmt.Errorf("dtensor: reduce op %q: want sum, mean, max or min", reduction)
+	}
+	if _, ok := t.mesh.Extent().Size(dim); !ok {
+		return nil, fmt.Errorf("%w: no dimension %q in %v", ErrShape, dim, t.mesh.Extent())
+	}
+	comm, err := t.mesh.comm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t.apply(op{Kind: "reducescatter", Name: reduction, Dims: []string{dim}, Comm: comm, Index: t.mesh.size(dim)})
+}
+
+// size is the size of dim of the mesh (0 if it has none).
+func (m *Mesh) size(dim string) int {
+	n, _ := m.Extent().Size(dim)
+	return n
+}
+
+// scatterShape: the first axis divided by the group's size (o.Index).
+func scatterShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	s := in[0]
+	if len(s) == 0 || o.Index <= 0 || s[0]%o.Index != 0 {
+		return nil, fmt.Errorf("%w: reducescatter of %v over %d procs (the first axis must divide)", ErrShape, s, o.Index)
+	}
+	out := s.Clone()
+	out[0] /= o.Index
+	return out, nil
+}
+
+// reduceScatter is the op "reducescatter" on a proc.
+func reduceScatter(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
+	if o.Comm == nil {
+		return nil, fmt.Errorf("dtensor: reducescatter without a communicator")
+	}
+	c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
+	part, err := collective.ReduceScatter(ctx, o.Comm, o.Dims[0], c.Float64s(), reductions[o.Name])
+	if err != nil {
+		return nil, err
+	}
+	shape, err := scatterShape(o, []tensor.Shape{c.Shape()})
+	if err != nil {
+		return nil, err
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(part)), nil
+}
+
 // comm is the mesh's communicator, made at its first collective.
 func (m *Mesh) comm(ctx context.Context) (*collective.Comm, error) {
 	m.commMu.Lock()
