@@ -11,6 +11,8 @@
 //	s, err := dtensor.FetchShard(ctx, d, point)  // one proc's shard, here
 //	sum, err := dtensor.Reduce(ctx, d, []string{"gpus"}, dtensor.Sum)  // on the procs
 //	text, err := dtensor.Show(ctx, sum)    // every shard, under its point (Inspect: as tensors)
+//	gs, err := dtensor.Grad(ctx, loss, w)  // d loss / d w on every proc, by gorgonia
+//	g, err := dtensor.Reduce(ctx, gs[0], nil, dtensor.Mean)  // data parallel: their mean
 //
 // Passing t.Shard() to an endpoint gives each actor (of a mesh on the same
 // procs) its own proc's shard; Endpoint and RRef run an actor's endpoint on
@@ -25,7 +27,8 @@
 // and the shapes) and the function that computes it on a proc from the
 // input shards and its scalar parameters. The ops are rand and full
 // (Rand, Full, Zeros), allreduce and reducescatter (Reduce and
-// ReduceScatter, run as collectives on the procs), matmul, add, sub, mul,
+// ReduceScatter, run as collectives on the procs), grad (Grad, see
+// grad.go: gorgonia differentiates each proc's graph), matmul, add, sub, mul,
 // div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh), softmax
 // (over the last axis), sum (Sum and Mean over an axis), reshape,
 // transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes

@@ -120,6 +120,7 @@ var ops = map[string]opKind{
 		return c, nil
 	}},
 	"allreduce":     {inputs: 1, shape: sameShape, run: allReduce},
+	"grad":          {inputs: 2, shape: gradShape, run: runGrad},
 	"reducescatter": {inputs: 1, shape: scatterShape, run: reduceScatter},
 	"rref":          {inputs: 1, shape: rrefShape, run: runRRef},
 	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {

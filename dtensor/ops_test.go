@@ -85,6 +85,14 @@ func TestEveryOp(t *testing.T) {
 				return sum[idx*6 : idx*6+6]
 			})
 		},
+		"grad": func(t *testing.T) { // of sum(x·w): each row of x, summed
+			w := tt(m.Rand(3, 1))
+			g := must[[]*dtensor.Tensor](t)(dtensor.Grad(ctx, tt(tt(x.MatMul(w)).Sum(0)), w))[0]
+			expect(t, ctx, g, func(i int) []float64 {
+				d := xs[i].Float64s()
+				return []float64{d[0] + d[3], d[1] + d[4], d[2] + d[5]}
+			})
+		},
 		"allreduce": func(t *testing.T) { // Reduce, as collectives among the procs
 			mean := tt(dtensor.Reduce(ctx, x, nil, dtensor.Mean))
 			expect(t, ctx, mean, func(int) []float64 {

@@ -89,6 +89,7 @@ type op struct {
 	Mesh  []byte           `msgpack:"m"`              // rref: the actor mesh, encoded
 	Dims  []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
 	Comm  *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
+	Graph []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
 }
 
 // opFn runs an op on this proc.

@@ -37,6 +37,10 @@ type Tensor struct {
 	mesh  *Mesh
 	id    uint64
 	shape tensor.Shape // of every shard
+	// The op that made it and its inputs, for Grad: what to differentiate
+	// through.
+	src op
+	ins []*Tensor
 }
 
 // ids are unique per client process; the client's job is the namespace.
@@ -79,7 +83,7 @@ func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, 
 	}
 	var out *Tensor
 	if shape != nil {
-		out = &Tensor{mesh: m, id: newID(), shape: shape}
+		out = &Tensor{mesh: m, id: newID(), shape: shape, src: o, ins: in}
 		o.Out = out.id
 	}
 	if each == nil {

@@ -1,0 +1,210 @@
+package dtensor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// Gradients. The client keeps, for every tensor, the op that made it and
+// its inputs. Grad walks back from the loss to the parameters and sends
+// every proc the graph between them; each proc builds it in gorgonia from
+// its own shards (leaves: the parameters and every tensor the loss
+// depends on through an op Grad does not differentiate, such as data),
+// differentiates it symbolically (gorgonia.Grad) and keeps the gradient
+// as a new tensor. The gradients are each proc's own; combine them across
+// procs with Reduce (data parallelism: their mean).
+
+// ErrNoGradient: a parameter the loss does not depend on.
+var ErrNoGradient = errors.New("dtensor: the loss does not depend on the parameter")
+
+// gradNode is one node of the graph a proc builds: a leaf (a tensor of
+// the store, by ID) or an op (Kind and its parameters) on earlier nodes.
+type gradNode struct {
+	ID    uint64  `msgpack:"id,omitempty"` // a leaf: the tensor
+	Kind  string  `msgpack:"k,omitempty"`  // an op of differentiable
+	In    []int   `msgpack:"i,omitempty"`  // its inputs: earlier nodes
+	Name  string  `msgpack:"n,omitempty"`
+	Value float64 `msgpack:"v,omitempty"`
+	Index int     `msgpack:"x,omitempty"`
+	Shape []int   `msgpack:"s,omitempty"`
+}
+
+// differentiable are the ops Grad differentiates through, each as a
+// gorgonia op on the nodes of its inputs.
+var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error){
+	"add": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Add(in[0], in[1]) },
+	"sub": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Sub(in[0], in[1]) },
+	"mul": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.HadamardProd(in[0], in[1])
+	},
+	"div": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.HadamardDiv(in[0], in[1])
+	},
+	"matmul":    func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Mul(in[0], in[1]) },
+	"transpose": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Transpose(in[0]) },
+	"relu":      func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Rectify(in[0]) },
+	"scale": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.Mul(in[0], gorgonia.NewConstant(n.Value))
+	},
+	"shift": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.Add(in[0], gorgonia.NewConstant(n.Value))
+	},
+	"unary": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		switch n.Name {
+		case "exp":
+			return gorgonia.Exp(in[0])
+		case "log":
+			return gorgonia.Log(in[0])
+		case "tanh":
+			return gorgonia.Tanh(in[0])
+		case "sigmoid":
+			return gorgonia.Sigmoid(in[0])
+		}
+		return nil, fmt.Errorf("dtensor: no gradient of %q", n.Name)
+	},
+	"sum": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		if n.Value != 0 {
+			return gorgonia.Mean(in[0], n.Index)
+		}
+		return gorgonia.Sum(in[0], n.Index)
+	},
+	"reshape": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.Reshape(in[0], tensor.Shape(n.Shape))
+	},
+}
+
+// Grad is the gradient of loss, a tensor of one element per proc, with
+// respect to each of params: on every proc, the derivative of that
+// proc's loss by that proc's shard of the parameter, as a tensor of the
+// parameter's shape. The loss is differentiated through the ops in
+// differentiable (add, sub, mul, div, matmul, transpose, relu, scale,
+// shift, exp, log, tanh, sigmoid, sum, mean, reshape); anything else it
+// depends on is a constant. A parameter the loss does not depend on is
+// ErrNoGradient.
+func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, error) {
+	if loss.shape.TotalSize() != 1 {
+		return nil, fmt.Errorf("%w: the loss of a gradient must have one element per proc, not %v (Sum or Mean it)", ErrShape, loss.shape)
+	}
+	graph, index := gradGraph(loss, params)
+	out := make([]*Tensor, len(params))
+	for i, p := range params {
+		at, ok := index[p]
+		if !ok || !dependsOn(graph, len(graph)-1, at) {
+			return nil, fmt.Errorf("%w: parameter %d (%v)", ErrNoGradient, i, p)
+		}
+		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: at}, []*Tensor{loss, p}, nil)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = g
+	}
+	return out, nil
+}
+
+// gradGraph lists the nodes from the leaves to loss (the last), and where
+// each tensor is among them. Parameters are leaves, whatever made them.
+func gradGraph(loss *Tensor, params []*Tensor) ([]gradNode, map[*Tensor]int) {
+	var nodes []gradNode
+	index := map[*Tensor]int{}
+	var visit func(t *Tensor) int
+	visit = func(t *Tensor) int {
+		if i, ok := index[t]; ok {
+			return i
+		}
+		n := gradNode{ID: t.id}
+		if _, ok := differentiable[t.src.Kind]; ok && !slices.Contains(params, t) {
+			n = gradNode{Kind: t.src.Kind, Name: t.src.Name, Value: t.src.Value, Index: t.src.Index, Shape: t.src.Shape}
+			for _, in := range t.ins {
+				n.In = append(n.In, visit(in))
+			}
+		}
+		nodes = append(nodes, n)
+		index[t] = len(nodes) - 1
+		return len(nodes) - 1
+	}
+	visit(loss)
+	return nodes, index
+}
+
+// dependsOn reports whether node from reads node at, through the graph.
+func dependsOn(graph []gradNode, from, at int) bool {
+	if from == at {
+		return true
+	}
+	for _, in := range graph[from].In {
+		if dependsOn(graph, in, at) {
+			return true
+		}
+	}
+	return false
+}
+
+// gradShape: the parameter's shape (the op's second input).
+func gradShape(o op, in []tensor.Shape) (tensor.Shape, error) {
+	if o.Index < 0 || o.Index >= len(o.Graph) {
+		return nil, fmt.Errorf("dtensor: grad of node %d of %d", o.Index, len(o.Graph))
+	}
+	return in[1].Clone(), nil
+}
+
+// runGrad builds the graph on this proc's shards, differentiates the loss
+// (the last node) by node o.Index and returns the gradient.
+func runGrad(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+	g := gorgonia.NewGraph()
+	nodes := make([]*gorgonia.Node, len(o.Graph))
+	for i, n := range o.Graph {
+		for _, in := range n.In {
+			if in < 0 || in >= i {
+				return nil, fmt.Errorf("dtensor: grad: node %d reads node %d", i, in)
+			}
+		}
+		if n.Kind == "" {
+			t, err := get(n.ID)
+			if err != nil {
+				return nil, err
+			}
+			v := t.Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
+			nodes[i] = gorgonia.NodeFromAny(g, v, gorgonia.WithName(fmt.Sprintf("t%d", i)))
+			continue
+		}
+		build, ok := differentiable[n.Kind]
+		if !ok {
+			return nil, fmt.Errorf("dtensor: grad: no gradient of op %q", n.Kind)
+		}
+		in := make([]*gorgonia.Node, len(n.In))
+		for j, k := range n.In {
+			in[j] = nodes[k]
+		}
+		node, err := build(n, in)
+		if err != nil {
+			return nil, fmt.Errorf("dtensor: grad: %s: %w", n.Kind, err)
+		}
+		nodes[i] = node
+	}
+	loss := nodes[len(nodes)-1]
+	if !loss.IsScalar() {
+		var err error
+		if loss, err = gorgonia.Sum(loss); err != nil {
+			return nil, err
+		}
+	}
+	grads, err := gorgonia.Grad(loss, nodes[o.Index])
+	if err != nil {
+		return nil, fmt.Errorf("dtensor: grad: %w", err)
+	}
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		return nil, fmt.Errorf("dtensor: grad: %w", err)
+	}
+	d, ok := grads[0].Value().(*tensor.Dense)
+	if !ok {
+		return nil, fmt.Errorf("dtensor: grad: a gradient of %T", grads[0].Value())
+	}
+	return d.Clone().(*tensor.Dense), nil
+}

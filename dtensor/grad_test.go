@@ -1,0 +1,114 @@
+package dtensor_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/monarch-go/monarch/dtensor"
+	"gorgonia.org/tensor"
+)
+
+// lossOf is the mean squared error of X·w against y, a tensor of one
+// element per proc.
+func lossOf(t *testing.T, x, w, y *dtensor.Tensor) *dtensor.Tensor {
+	tt := must[*dtensor.Tensor](t)
+	r := tt(tt(x.MatMul(w)).Sub(y))
+	return tt(tt(r.Mul(r)).Mean(0))
+}
+
+// localGrad is the gradient of that loss here: 2/n Xᵀ(Xw - y).
+func localGrad(x, w, y []float64, n, d int) []float64 {
+	g := make([]float64, d)
+	for i := range n {
+		r := -y[i]
+		for j := range d {
+			r += x[i*d+j] * w[j]
+		}
+		for j := range d {
+			g[j] += 2 * x[i*d+j] * r / float64(n)
+		}
+	}
+	return g
+}
+
+// TestGrad: on every proc, the gradient of its loss by its parameters
+// equals the analytic one, and finite differences; data-parallel SGD
+// (gradients averaged across procs by Reduce) ends where the same SGD
+// on all the data in one process does.
+func TestGrad(t *testing.T) {
+	ctx, _, m := setup(t)
+	tt := must[*dtensor.Tensor](t)
+	const n, d = 4, 3
+	x, y, w := tt(m.Rand(n, d)), tt(m.Rand(n, 1)), tt(m.Full(0.1, d, 1))
+	grads, err := dtensor.Grad(ctx, lossOf(t, x, w, y), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, ys, gs := shards(t, ctx, x), shards(t, ctx, y), shards(t, ctx, grads[0])
+	ws := []float64{0.1, 0.1, 0.1}
+	for p := range gs {
+		want := localGrad(xs[p].Float64s(), ws, ys[p].Float64s(), n, d)
+		if !gs[p].Shape().Eq(tensor.Shape{d, 1}) || !near(gs[p].Float64s(), want) {
+			t.Fatalf("proc %d: gradient %v, want %v", p, gs[p].Float64s(), want)
+		}
+		// Finite differences of the loss itself.
+		for j := range d {
+			lossAt := func(h float64) float64 {
+				w2 := append([]float64(nil), ws...)
+				w2[j] += h
+				l := 0.0
+				for i := range n {
+					r := -ys[p].Float64s()[i]
+					for k := range d {
+						r += xs[p].Float64s()[i*d+k] * w2[k]
+					}
+					l += r * r / n
+				}
+				return l
+			}
+			fd := (lossAt(1e-6) - lossAt(-1e-6)) / 2e-6
+			if math.Abs(fd-gs[p].Float64s()[j]) > 1e-6 {
+				t.Fatalf("proc %d weight %d: gradient %v, finite differences %v", p, j, gs[p].Float64s()[j], fd)
+			}
+		}
+	}
+
+	// Data-parallel SGD against the same here.
+	const lr, steps = 0.3, 5
+	for range steps {
+		g := must[[]*dtensor.Tensor](t)(dtensor.Grad(ctx, lossOf(t, x, w, y), w))[0]
+		mean := tt(dtensor.Reduce(ctx, g, nil, dtensor.Mean))
+		w = tt(w.Sub(tt(mean.Scale(lr))))
+	}
+	for range steps {
+		avg := make([]float64, d)
+		for p := range xs {
+			for j, v := range localGrad(xs[p].Float64s(), ws, ys[p].Float64s(), n, d) {
+				avg[j] += v / float64(len(xs))
+			}
+		}
+		for j := range ws {
+			ws[j] -= lr * avg[j]
+		}
+	}
+	for p, s := range shards(t, ctx, w) {
+		if !near(s.Float64s(), ws) {
+			t.Fatalf("proc %d after %d steps: %v, in one process %v", p, steps, s.Float64s(), ws)
+		}
+	}
+}
+
+// TestGradRefuses: a loss of more than one element, and a parameter the
+// loss does not depend on.
+func TestGradRefuses(t *testing.T) {
+	ctx, _, m := setup(t)
+	tt := must[*dtensor.Tensor](t)
+	x, w, y, other := tt(m.Rand(4, 3)), tt(m.Rand(3, 1)), tt(m.Rand(4, 1)), tt(m.Rand(3, 1))
+	if _, err := dtensor.Grad(ctx, tt(x.MatMul(w)), w); !errors.Is(err, dtensor.ErrShape) {
+		t.Errorf("a loss of shape (4, 1): %v", err)
+	}
+	if _, err := dtensor.Grad(ctx, lossOf(t, x, w, y), other); !errors.Is(err, dtensor.ErrNoGradient) {
+		t.Errorf("a parameter the loss does not read: %v", err)
+	}
+}
