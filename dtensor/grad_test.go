@@ -79,7 +79,7 @@ func TestGrad(t *testing.T) {
 	for range steps {
 		g := must[[]*dtensor.Tensor](t)(dtensor.Grad(ctx, lossOf(t, x, w, y), w))[0]
 		mean := tt(dtensor.Reduce(ctx, g, nil, dtensor.Mean))
-		w = tt(w.Sub(tt(mean.Scale(lr))))
+		w = tt(w.Sub(tt(mean.Scale(lr)))).Detach()
 	}
 	for range steps {
 		avg := make([]float64, d)

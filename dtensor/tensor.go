@@ -48,6 +48,12 @@ var nextID atomic.Uint64
 
 func newID() uint64 { return uint64(time.Now().UnixNano())<<16 ^ nextID.Add(1) }
 
+// Detach is t without the ops that made it: the same shards, a leaf for
+// Grad, and nothing of its history kept alive (a training loop that
+// updates its parameters with ops, w = w - lr*g, should detach them each
+// step).
+func (t *Tensor) Detach() *Tensor { return &Tensor{mesh: t.mesh, id: t.id, shape: t.shape} }
+
 // Shape is the shape of each shard.
 func (t *Tensor) Shape() tensor.Shape { return t.shape.Clone() }
 
@@ -83,7 +89,12 @@ func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, 
 	}
 	var out *Tensor
 	if shape != nil {
-		out = &Tensor{mesh: m, id: newID(), shape: shape, src: o, ins: in}
+		out = &Tensor{mesh: m, id: newID(), shape: shape}
+		if _, ok := differentiable[o.Kind]; ok {
+			// Only what Grad can differentiate through is kept: the rest
+			// are leaves, and their history would only take room.
+			out.src, out.ins = o, in
+		}
 		o.Out = out.id
 	}
 	if each == nil {
