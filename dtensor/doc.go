@@ -13,6 +13,7 @@
 //	text, err := dtensor.Show(ctx, sum)    // every shard, under its point (Inspect: as tensors)
 //	gs, err := dtensor.Grad(ctx, loss, w)  // d loss / d w on every proc, by gorgonia
 //	g, err := dtensor.Reduce(ctx, gs[0], nil, dtensor.Mean)  // data parallel: their mean
+//	u, err := dtensor.ToMesh(ctx, t, other)  // shard by shard to another mesh, proc to proc
 //
 // Passing t.Shard() to an endpoint gives each actor (of a mesh on the same
 // procs) its own proc's shard; Endpoint and RRef run an actor's endpoint on
@@ -28,7 +29,9 @@
 // input shards and its scalar parameters. The ops are rand and full
 // (Rand, Full, Zeros), allreduce and reducescatter (Reduce and
 // ReduceScatter, run as collectives on the procs), grad (Grad, see
-// grad.go: gorgonia differentiates each proc's graph), matmul, add, sub, mul,
+// grad.go: gorgonia differentiates each proc's graph), import (ToMesh:
+// each proc reads its shard from the source proc's registered memory,
+// one-sided), matmul, add, sub, mul,
 // div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh), softmax
 // (over the last axis), sum (Sum and Mean over an axis), reshape,
 // transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes

@@ -262,3 +262,36 @@ func TestReduceScatterRefuses(t *testing.T) {
 		t.Errorf("reduce-scatter over a missing dimension: %v", err)
 	}
 }
+
+// TestToMesh: a tensor moved to another mesh of the same extent holds the
+// same shards there, proc by proc, and works with that mesh's tensors; a
+// mesh of another extent is refused.
+func TestToMesh(t *testing.T) {
+	ctx, procs, m := setup(t)
+	other, err := actorrt.ThisHost().SpawnProcs(ctx, procs.Extent().Dims())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Stop(ctx) })
+	m2 := dtensor.Activate(other)
+	x := must[*dtensor.Tensor](t)(m.Rand(3, 2))
+	moved := must[*dtensor.Tensor](t)(dtensor.ToMesh(ctx, x, m2))
+	xs, ms := shards(t, ctx, x), shards(t, ctx, moved)
+	for i := range xs {
+		if !near(xs[i].Float64s(), ms[i].Float64s()) {
+			t.Fatalf("rank %d: moved %v, had %v", i, ms[i].Float64s(), xs[i].Float64s())
+		}
+	}
+	sum := must[*dtensor.Tensor](t)(moved.Add(must[*dtensor.Tensor](t)(m2.Full(1, 3, 2))))
+	if got := shards(t, ctx, sum); got[0].Float64s()[0] != xs[0].Float64s()[0]+1 {
+		t.Fatalf("moved + 1 = %v", got[0].Float64s())
+	}
+	small, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { small.Stop(ctx) })
+	if _, err := dtensor.ToMesh(ctx, x, dtensor.Activate(small)); !errors.Is(err, dtensor.ErrShape) {
+		t.Errorf("to a mesh of another extent: %v", err)
+	}
+}

@@ -93,6 +93,13 @@ func TestEveryOp(t *testing.T) {
 				return []float64{d[0] + d[3], d[1] + d[4], d[2] + d[5]}
 			})
 		},
+		"import": func(t *testing.T) { // ToMesh, onto the same procs here
+			moved, err := dtensor.ToMesh(ctx, x, dtensor.Activate(procs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, ctx, moved, func(i int) []float64 { return xs[i].Float64s() })
+		},
 		"allreduce": func(t *testing.T) { // Reduce, as collectives among the procs
 			mean := tt(dtensor.Reduce(ctx, x, nil, dtensor.Mean))
 			expect(t, ctx, mean, func(int) []float64 {

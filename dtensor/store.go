@@ -8,6 +8,7 @@ import (
 
 	"github.com/monarch-go/monarch/actorrt"
 	"github.com/monarch-go/monarch/collective"
+	"github.com/monarch-go/monarch/ibverbs"
 	"gorgonia.org/tensor"
 )
 
@@ -77,19 +78,20 @@ func get(id uint64) (*tensor.Dense, error) {
 // of an op of the table (ops), the tensors it reads and makes, and its
 // parameters (each op reads those it needs).
 type op struct {
-	Kind  string           `msgpack:"k"`
-	Out   uint64           `msgpack:"o"` // 0: the op makes no tensor
-	In    []uint64         `msgpack:"i"`
-	Shape []int            `msgpack:"s"`
-	Seed  uint64           `msgpack:"seed"`
-	Rank  int              `msgpack:"r"` // the rank of the proc it is sent to (rand, rref)
-	Index int              `msgpack:"x"` // row: which row
-	Value float64          `msgpack:"v"`
-	Name  string           `msgpack:"n"`              // rref: the endpoint's name
-	Mesh  []byte           `msgpack:"m"`              // rref: the actor mesh, encoded
-	Dims  []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
-	Comm  *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
-	Graph []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
+	Kind   string           `msgpack:"k"`
+	Out    uint64           `msgpack:"o"` // 0: the op makes no tensor
+	In     []uint64         `msgpack:"i"`
+	Shape  []int            `msgpack:"s"`
+	Seed   uint64           `msgpack:"seed"`
+	Rank   int              `msgpack:"r"` // the rank of the proc it is sent to (rand, rref)
+	Index  int              `msgpack:"x"` // row: which row
+	Value  float64          `msgpack:"v"`
+	Name   string           `msgpack:"n"`              // rref: the endpoint's name
+	Mesh   []byte           `msgpack:"m"`              // rref: the actor mesh, encoded
+	Dims   []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
+	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
+	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
+	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
 }
 
 // opFn runs an op on this proc.
