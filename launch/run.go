@@ -105,6 +105,11 @@ func (cfg *RunConfig) defaults() {
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
+	if cfg.Job.StopGrace <= 0 {
+		// A job made up on the command line (monarch local -- ...) has
+		// the job file's default.
+		cfg.Job.StopGrace = hostsconfig.DefaultStopGrace
+	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
 	}

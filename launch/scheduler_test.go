@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -196,5 +197,21 @@ func TestKinds(t *testing.T) {
 	_, err := Run(context.Background(), RunConfig{Job: &hostsconfig.Job{Program: "/bin/true"}, Detach: true, StateDir: t.TempDir()})
 	if want := `launch: --detach needs a Slurm hosts file (scheduler is "local")`; err == nil || err.Error() != want {
 		t.Errorf("detach on this machine: %v, want %s", err, want)
+	}
+}
+
+// TestDefaultStopGrace: a job made up on the command line gets the job
+// file's default stop grace, so the launcher waits as long as the client
+// lets its program.
+func TestDefaultStopGrace(t *testing.T) {
+	cfg := RunConfig{Job: &hostsconfig.Job{}}
+	cfg.defaults()
+	if cfg.Job.StopGrace != hostsconfig.DefaultStopGrace {
+		t.Errorf("stop grace %v, want %v", cfg.Job.StopGrace, hostsconfig.DefaultStopGrace)
+	}
+	cfg = RunConfig{Job: &hostsconfig.Job{StopGrace: time.Second}}
+	cfg.defaults()
+	if cfg.Job.StopGrace != time.Second {
+		t.Errorf("stop grace %v, want the job's 1s", cfg.Job.StopGrace)
 	}
 }
