@@ -295,3 +295,50 @@ func TestToMesh(t *testing.T) {
 		t.Errorf("to a mesh of another extent: %v", err)
 	}
 }
+
+// TestFloat32: float32 shards through ops, a Reduce on the procs,
+// ToMesh and back here, as float32 all the way; a float32 and a float64
+// tensor in one op are refused at the call, as are gradients in float32.
+func TestFloat32(t *testing.T) {
+	ctx, procs, m := setup(t)
+	tt := must[*dtensor.Tensor](t)
+	x := tt(m.RandOf(dtensor.Float32, 2, 3))
+	y := tt(tt(tt(x.Add(x)).Scale(0.5)).Exp())
+	sum := tt(dtensor.Reduce(ctx, y, []string{"gpus"}, dtensor.Sum))
+	if x.DType() != dtensor.Float32 || sum.DType() != dtensor.Float32 {
+		t.Fatalf("element types %s, %s", x.DType(), sum.DType())
+	}
+	xs, sums := shards(t, ctx, x), shards(t, ctx, sum)
+	for i, p := range procs.Extent().Points() {
+		if sums[i].Dtype() != tensor.Float32 {
+			t.Fatalf("a shard of %v here", sums[i].Dtype())
+		}
+		for k := range 6 {
+			want := 0.0
+			for j, q := range procs.Extent().Points() {
+				h1, _ := p.Get("hosts")
+				h2, _ := q.Get("hosts")
+				if h1 == h2 {
+					want += math.Exp(float64(xs[j].Float32s()[k]))
+				}
+			}
+			if got := float64(sums[i].Float32s()[k]); math.Abs(got-want) > 1e-5*want {
+				t.Fatalf("%v element %d: %v, want %v", p, k, got, want)
+			}
+		}
+	}
+	moved := tt(dtensor.ToMesh(ctx, x, m))
+	if ms := shards(t, ctx, moved); ms[1].Dtype() != tensor.Float32 || ms[1].Float32s()[2] != xs[1].Float32s()[2] {
+		t.Fatalf("ToMesh of float32: %v", ms[1])
+	}
+	x64 := tt(m.Rand(2, 3))
+	if _, err := x.Add(x64); !errors.Is(err, dtensor.ErrShape) || !strings.Contains(err.Error(), "add of float32 and float64 tensors") {
+		t.Errorf("float32 + float64: %v", err)
+	}
+	if _, err := dtensor.Grad(ctx, tt(tt(x.Sum(0)).Sum(0)), x); !errors.Is(err, dtensor.ErrShape) {
+		t.Errorf("a gradient in float32: %v", err)
+	}
+	if _, err := m.RandOf("float16", 2); err == nil {
+		t.Error("RandOf(float16) was taken")
+	}
+}

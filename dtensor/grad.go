@@ -87,6 +87,9 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 // depends on is a constant. A parameter the loss does not depend on is
 // ErrNoGradient.
 func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, error) {
+	if loss.dtype == Float32 {
+		return nil, fmt.Errorf("%w: gradients of float32 tensors: differentiate in float64", ErrShape)
+	}
 	if loss.shape.TotalSize() != 1 {
 		return nil, fmt.Errorf("%w: the loss of a gradient must have one element per proc, not %v (Sum or Mean it)", ErrShape, loss.shape)
 	}

@@ -18,10 +18,9 @@ func Inspect(ctx context.Context, t *Tensor) ([]*tensor.Dense, error) {
 	}
 	out := make([]*tensor.Dense, v.Len())
 	for i, d := range v.Values() {
-		if product(d.Shape) != len(d.Data) {
-			return nil, fmt.Errorf("dtensor: shard %d of shape %v with %d values", i, d.Shape, len(d.Data))
+		if out[i], err = denseOf(d.DType, d.Shape, d.Raw); err != nil {
+			return nil, fmt.Errorf("dtensor: shard %d: %w", i, err)
 		}
-		out[i] = tensor.New(tensor.WithShape(d.Shape...), tensor.WithBacking([]float64(d.Data)))
 	}
 	return out, nil
 }

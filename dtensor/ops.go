@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"gorgonia.org/tensor"
@@ -32,10 +33,10 @@ type opKind struct {
 var ops = map[string]opKind{
 	"rand": {shape: created, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
 		r := rand.New(rand.NewPCG(o.Seed, uint64(o.Rank)))
-		return filled(o.Shape, func() float64 { return r.Float64() }), nil
+		return filledOf(o.DType, o.Shape, r.Float64), nil
 	}},
 	"full": {shape: created, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
-		return filled(o.Shape, func() float64 { return o.Value }), nil
+		return filledOf(o.DType, o.Shape, func() float64 { return o.Value }), nil
 	}},
 	"matmul": {inputs: 2, shape: matmulShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return dense(tensor.MatMul(in[0], in[1]))
@@ -47,7 +48,7 @@ var ops = map[string]opKind{
 		return dense(tensor.Mul(in[0], in[1]))
 	}},
 	"scale": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Mul(in[0], o.Value))
+		return dense(tensor.Mul(in[0], scalar(in[0], o.Value)))
 	}},
 	"transpose": {inputs: 1, shape: transposeShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
 		c := in[0].Clone().(*tensor.Dense)
@@ -60,13 +61,7 @@ var ops = map[string]opKind{
 		return c, nil
 	}},
 	"relu": {inputs: 1, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		c := in[0].Clone().(*tensor.Dense)
-		for i, x := range c.Float64s() {
-			if x < 0 {
-				c.Float64s()[i] = 0
-			}
-		}
-		return c, nil
+		return mapped(in[0], func(x float64) float64 { return max(x, 0) }), nil
 	}},
 	"row": {inputs: 1, shape: rowShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
 		s, err := in[0].Slice(tensor.S(o.Index))
@@ -82,16 +77,15 @@ var ops = map[string]opKind{
 		return dense(tensor.Div(in[0], in[1]))
 	}},
 	"shift": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return elementwise(in[0], func(x float64) float64 { return x + o.Value }), nil
+		return mapped(in[0], func(x float64) float64 { return x + o.Value }), nil
 	}},
 	"unary": {inputs: 1, shape: unaryShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return elementwise(in[0], unaries[o.Name]), nil
+		return mapped(in[0], unaries[o.Name]), nil
 	}},
 	"softmax": {inputs: 1, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
-		shape := c.Shape()
+		shape := in[0].Shape()
 		last := shape[len(shape)-1]
-		data := c.Float64s()
+		data := slices.Clone(values(in[0]))
 		for lo := 0; lo < len(data); lo += last {
 			row := data[lo : lo+last]
 			top := row[0]
@@ -107,7 +101,7 @@ var ops = map[string]opKind{
 				row[i] /= sum
 			}
 		}
-		return c, nil
+		return withValues(in[0], shape, data), nil
 	}},
 	"sum": {inputs: 1, shape: axisShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return alongAxis(in[0], o.Index, o.Value != 0), nil
@@ -239,15 +233,6 @@ func noResult(op, []tensor.Shape) (tensor.Shape, error) { return nil, nil }
 
 // Helpers of the run functions.
 
-// filled is a tensor of shape whose values next gives, in order.
-func filled(shape []int, next func() float64) *tensor.Dense {
-	data := make([]float64, product(shape))
-	for i := range data {
-		data[i] = next()
-	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(data))
-}
-
 func dense(t tensor.Tensor, err error) (*tensor.Dense, error) {
 	if err != nil {
 		return nil, err
@@ -267,24 +252,13 @@ var unaries = map[string]func(float64) float64{
 	"sigmoid": func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
 }
 
-// elementwise is f of every element of t.
-func elementwise(t *tensor.Dense, f func(float64) float64) *tensor.Dense {
-	c := t.Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
-	data := c.Float64s()
-	for i, v := range data {
-		data[i] = f(v)
-	}
-	return c
-}
-
 // alongAxis sums t over axis (the mean, with mean), as axisShape says.
 func alongAxis(t *tensor.Dense, axis int, mean bool) *tensor.Dense {
-	c := t.Materialize().(*tensor.Dense)
-	shape := c.Shape()
+	shape := t.Shape()
 	outer, inner := product(shape[:axis]), product(shape[axis+1:])
 	n := shape[axis]
 	out := make([]float64, outer*inner)
-	data := c.Float64s()
+	data := values(t)
 	for o := range outer {
 		for k := range n {
 			for i := range inner {
@@ -301,7 +275,7 @@ func alongAxis(t *tensor.Dense, axis int, mean bool) *tensor.Dense {
 	if len(res) == 0 {
 		res = tensor.Shape{1}
 	}
-	return tensor.New(tensor.WithShape(res...), tensor.WithBacking(out))
+	return withValues(t, res, out)
 }
 
 func product(shape []int) int {

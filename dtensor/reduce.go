@@ -86,15 +86,20 @@ func reduceScatter(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense
 		return nil, fmt.Errorf("dtensor: reducescatter without a communicator")
 	}
 	c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
-	part, err := collective.ReduceScatter(ctx, o.Comm, o.Dims[0], c.Float64s(), reductions[o.Name])
-	if err != nil {
-		return nil, err
-	}
 	shape, err := scatterShape(o, []tensor.Shape{c.Shape()})
 	if err != nil {
 		return nil, err
 	}
-	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(part)), nil
+	var backing any
+	if c.Dtype() == tensor.Float32 {
+		backing, err = collective.ReduceScatter(ctx, o.Comm, o.Dims[0], c.Float32s(), reductions[o.Name])
+	} else {
+		backing, err = collective.ReduceScatter(ctx, o.Comm, o.Dims[0], c.Float64s(), reductions[o.Name])
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing)), nil
 }
 
 // comm is the mesh's communicator, made at its first collective.
@@ -119,7 +124,13 @@ func allReduce(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense, er
 	}
 	c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
 	for _, d := range o.Dims {
-		if err := collective.AllReduce(ctx, o.Comm, d, c.Float64s(), reductions[o.Name]); err != nil {
+		var err error
+		if c.Dtype() == tensor.Float32 {
+			err = collective.AllReduce(ctx, o.Comm, d, c.Float32s(), reductions[o.Name])
+		} else {
+			err = collective.AllReduce(ctx, o.Comm, d, c.Float64s(), reductions[o.Name])
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

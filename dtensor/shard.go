@@ -26,7 +26,8 @@ func (t *Tensor) Shard() Shard { return Shard{id: t.id} }
 type shardWire struct {
 	ID    uint64 `msgpack:"id"`
 	Shape []int  `msgpack:"s"`
-	Data  f64s   `msgpack:"d"`
+	DType string `msgpack:"dt"`
+	Raw   []byte `msgpack:"d"` // the data's raw little-endian bytes
 }
 
 // EncodeMsgpack sends a reference, or the data of a local shard.
@@ -37,8 +38,8 @@ func (s Shard) EncodeMsgpack(e *msgpack.Encoder) error {
 	if s.T == nil {
 		return fmt.Errorf("dtensor: empty Shard")
 	}
-	c := s.T.Materialize().(*tensor.Dense)
-	return e.Encode(&shardWire{Shape: c.Shape().Clone(), Data: c.Float64s()})
+	dt, raw := rawOf(s.T)
+	return e.Encode(&shardWire{Shape: s.T.Shape().Clone(), DType: dt, Raw: raw})
 }
 
 // DecodeMsgpack resolves a reference to this proc's shard, or rebuilds a
@@ -56,9 +57,10 @@ func (s *Shard) DecodeMsgpack(d *msgpack.Decoder) error {
 		s.T, s.id = t, 0
 		return nil
 	}
-	if product(w.Shape) != len(w.Data) {
-		return fmt.Errorf("dtensor: shard of shape %v with %d values", w.Shape, len(w.Data))
+	t, err := denseOf(w.DType, w.Shape, w.Raw)
+	if err != nil {
+		return err
 	}
-	s.T = tensor.New(tensor.WithShape(w.Shape...), tensor.WithBacking(w.Data))
+	s.T = t
 	return nil
 }

@@ -92,6 +92,7 @@ type op struct {
 	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
 	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
 	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
+	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import: the element type ("" float64)
 }
 
 // opFn runs an op on this proc.
@@ -130,10 +131,12 @@ func run(ctx context.Context, o op) (*tensor.Dense, error) {
 	return k.run(ctx, o, in)
 }
 
-// shardData is a shard as it travels to the client.
+// shardData is a shard as it travels to the client: its element type
+// and raw little-endian bytes.
 type shardData struct {
-	Shape []int `msgpack:"s"`
-	Data  f64s  `msgpack:"d"`
+	Shape []int  `msgpack:"s"`
+	DType string `msgpack:"dt"`
+	Raw   []byte `msgpack:"d"`
 }
 
 var fetchFn = actorrt.Remote1("monarch_dtensor_fetch", func(ctx context.Context, id uint64) (shardData, error) {
@@ -141,6 +144,6 @@ var fetchFn = actorrt.Remote1("monarch_dtensor_fetch", func(ctx context.Context,
 	if err != nil {
 		return shardData{}, err
 	}
-	c := t.Materialize().(*tensor.Dense)
-	return shardData{Shape: c.Shape().Clone(), Data: append([]float64(nil), c.Float64s()...)}, nil
+	dt, raw := rawOf(t)
+	return shardData{Shape: t.Shape().Clone(), DType: dt, Raw: raw}, nil
 })

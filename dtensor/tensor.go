@@ -37,6 +37,7 @@ type Tensor struct {
 	mesh  *Mesh
 	id    uint64
 	shape tensor.Shape // of every shard
+	dtype string       // Float64 or Float32
 	// The op that made it and its inputs, for Grad: what to differentiate
 	// through.
 	src op
@@ -52,7 +53,12 @@ func newID() uint64 { return uint64(time.Now().UnixNano())<<16 ^ nextID.Add(1) }
 // Grad, and nothing of its history kept alive (a training loop that
 // updates its parameters with ops, w = w - lr*g, should detach them each
 // step).
-func (t *Tensor) Detach() *Tensor { return &Tensor{mesh: t.mesh, id: t.id, shape: t.shape} }
+func (t *Tensor) Detach() *Tensor {
+	return &Tensor{mesh: t.mesh, id: t.id, shape: t.shape, dtype: t.dtype}
+}
+
+// DType is the element type of the shards: Float64 or Float32.
+func (t *Tensor) DType() string { return t.dtype }
 
 // Shape is the shape of each shard.
 func (t *Tensor) Shape() tensor.Shape { return t.shape.Clone() }
@@ -73,7 +79,17 @@ func (t *Tensor) String() string {
 func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, error) {
 	shapes := make([]tensor.Shape, len(in))
 	o.In = make([]uint64, len(in))
+	dtype := o.DType
+	if dtype == "" {
+		dtype = Float64
+	}
+	if len(in) > 0 && o.Kind != "grad" {
+		dtype = in[0].dtype
+	}
 	for i, u := range in {
+		if u.dtype != in[0].dtype {
+			return nil, fmt.Errorf("%w: %s of %s and %s tensors", ErrShape, o.Kind, in[0].dtype, u.dtype)
+		}
 		if u.mesh.procs != m.procs && !u.mesh.Extent().Equal(m.Extent()) {
 			return nil, fmt.Errorf("%w: tensors on different meshes (%v, %v)", ErrShape, m.Extent(), u.mesh.Extent())
 		}
@@ -89,7 +105,7 @@ func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, 
 	}
 	var out *Tensor
 	if shape != nil {
-		out = &Tensor{mesh: m, id: newID(), shape: shape}
+		out = &Tensor{mesh: m, id: newID(), shape: shape, dtype: dtype}
 		if _, ok := differentiable[o.Kind]; ok {
 			// Only what Grad can differentiate through is kept: the rest
 			// are leaves, and their history would only take room.
@@ -124,6 +140,29 @@ func (t *Tensor) apply(o op, more ...*Tensor) (*Tensor, error) {
 // (seeded by its rank).
 func (m *Mesh) Rand(shape ...int) (*Tensor, error) {
 	return m.record(op{Kind: "rand", Shape: shape, Seed: newID()}, nil, withRank)
+}
+
+// RandOf is Rand with elements of dtype (Float64 or Float32).
+func (m *Mesh) RandOf(dtype string, shape ...int) (*Tensor, error) {
+	if err := checkDType(dtype); err != nil {
+		return nil, err
+	}
+	return m.record(op{Kind: "rand", Shape: shape, Seed: newID(), DType: dtype}, nil, withRank)
+}
+
+// FullOf is Full with elements of dtype.
+func (m *Mesh) FullOf(dtype string, v float64, shape ...int) (*Tensor, error) {
+	if err := checkDType(dtype); err != nil {
+		return nil, err
+	}
+	return m.record(op{Kind: "full", Shape: shape, Value: v, DType: dtype}, nil, nil)
+}
+
+func checkDType(dtype string) error {
+	if dtype != Float64 && dtype != Float32 {
+		return fmt.Errorf("dtensor: element type %q (float64 or float32)", dtype)
+	}
+	return nil
 }
 
 // Full is a tensor of v everywhere.
@@ -202,5 +241,5 @@ func FetchShard(ctx context.Context, t *Tensor, p actorrt.Point) (*tensor.Dense,
 		return nil, err
 	}
 	d := v.Values()[0]
-	return tensor.New(tensor.WithShape(d.Shape...), tensor.WithBacking(d.Data)), nil
+	return denseOf(d.DType, d.Shape, d.Raw)
 }

@@ -28,8 +28,8 @@ var exportFn = actorrt.Remote1("monarch_dtensor_export", func(ctx context.Contex
 	if err != nil {
 		return ibverbs.Handle{}, err
 	}
-	data := t.Materialize().(*tensor.Dense).Float64s()
-	b, err := ibverbs.Register(ibverbs.Bytes(data))
+	_, raw := rawOf(t)
+	b, err := ibverbs.Register(raw)
 	if err != nil {
 		return ibverbs.Handle{}, err
 	}
@@ -71,7 +71,7 @@ func ToMesh(ctx context.Context, t *Tensor, dst *Mesh) (*Tensor, error) {
 	}
 	defer func() { unexportFn.Call(t.mesh.procs, t.id).Get(context.WithoutCancel(ctx)) }()
 	handles := hs.Values()
-	out, err := dst.record(op{Kind: "import", Shape: t.shape}, nil, func(r int, o *op) { o.Handle = &handles[r] })
+	out, err := dst.record(op{Kind: "import", Shape: t.shape, DType: t.dtype}, nil, func(r int, o *op) { o.Handle = &handles[r] })
 	if err != nil {
 		return nil, err
 	}
@@ -87,9 +87,13 @@ func importShard(ctx context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, e
 	if o.Handle == nil {
 		return nil, fmt.Errorf("dtensor: import without a handle")
 	}
-	data := make([]float64, product(o.Shape))
-	if err := o.Handle.ReadAt(ctx, ibverbs.Bytes(data), 0); err != nil {
+	size := 8
+	if o.DType == Float32 {
+		size = 4
+	}
+	raw := make([]byte, size*product(o.Shape))
+	if err := o.Handle.ReadAt(ctx, raw, 0); err != nil {
 		return nil, fmt.Errorf("dtensor: import: %w", err)
 	}
-	return tensor.New(tensor.WithShape(o.Shape...), tensor.WithBacking(data)), nil
+	return denseOf(o.DType, o.Shape, raw)
 }
