@@ -76,6 +76,12 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 	"reshape": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
 		return gorgonia.Reshape(in[0], tensor.Shape(n.Shape))
 	},
+	"row": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.Slice(in[0], gorgonia.S(n.Index))
+	},
+	"softmax": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return gorgonia.SoftMax(in[0], len(in[0].Shape())-1)
+	},
 }
 
 // Grad is the gradient of loss, a tensor of one element per proc, with
@@ -83,7 +89,8 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 // proc's loss by that proc's shard of the parameter, as a tensor of the
 // parameter's shape. The loss is differentiated through the ops in
 // differentiable (add, sub, mul, div, matmul, transpose, relu, scale,
-// shift, exp, log, tanh, sigmoid, sum, mean, reshape); anything else it
+// shift, exp, log, tanh, sigmoid, sum, mean, reshape, row, softmax);
+// anything else it
 // depends on is a constant. A parameter the loss does not depend on is
 // ErrNoGradient.
 func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, error) {

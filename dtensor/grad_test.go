@@ -112,3 +112,37 @@ func TestGradRefuses(t *testing.T) {
 		t.Errorf("a parameter the loss does not read: %v", err)
 	}
 }
+
+// TestGradThroughRowAndSoftmax: d/dx of sum(softmax(x)[row 1] * c) agrees
+// with finite differences on every proc.
+func TestGradThroughRowAndSoftmax(t *testing.T) {
+	ctx, _, m := setup(t)
+	tt := must[*dtensor.Tensor](t)
+	x, c := tt(m.Rand(2, 3)), tt(m.Rand(3))
+	loss := tt(tt(tt(tt(x.Softmax()).Row(1)).Mul(c)).Sum(0))
+	g := shards(t, ctx, must[[]*dtensor.Tensor](t)(dtensor.Grad(ctx, loss, x))[0])
+	xs, cs := shards(t, ctx, x), shards(t, ctx, c)
+	lossAt := func(x, c []float64) float64 {
+		row := x[3:6]
+		sum := 0.0
+		for _, v := range row {
+			sum += math.Exp(v)
+		}
+		l := 0.0
+		for j, v := range row {
+			l += math.Exp(v) / sum * c[j]
+		}
+		return l
+	}
+	for p := range g {
+		for k := range 6 {
+			hi, lo := append([]float64(nil), xs[p].Float64s()...), append([]float64(nil), xs[p].Float64s()...)
+			hi[k] += 1e-6
+			lo[k] -= 1e-6
+			fd := (lossAt(hi, cs[p].Float64s()) - lossAt(lo, cs[p].Float64s())) / 2e-6
+			if got := g[p].Float64s()[k]; math.Abs(got-fd) > 1e-6 {
+				t.Fatalf("proc %d element %d: gradient %v, finite differences %v", p, k, got, fd)
+			}
+		}
+	}
+}
