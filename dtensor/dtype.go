@@ -14,6 +14,9 @@ const (
 	Float32 = "float32"
 )
 
+// maxDims bounds the dimensions of a shard off the wire.
+const maxDims = 32
+
 // dtypeOf is a shard's element type.
 func dtypeOf(t *tensor.Dense) string {
 	if t.Dtype() == tensor.Float32 {
@@ -31,9 +34,20 @@ func rawOf(t *tensor.Dense) (string, []byte) {
 	return Float64, ibverbs.Bytes(c.Float64s())
 }
 
-// denseOf is a new shard of dtype and shape holding a copy of raw.
+// denseOf is a new shard of dtype and shape holding a copy of raw. The
+// shape comes off the wire: every dimension must be positive and their
+// product no more than the bytes hold (no overflow).
 func denseOf(dtype string, shape []int, raw []byte) (*tensor.Dense, error) {
-	n := product(shape)
+	if len(shape) == 0 || len(shape) > maxDims {
+		return nil, fmt.Errorf("dtensor: a shard of %d dimensions", len(shape))
+	}
+	n := 1
+	for _, d := range shape {
+		if d <= 0 || d > len(raw) || n > len(raw)/d {
+			return nil, fmt.Errorf("dtensor: a shard of shape %v with %d bytes", tensor.Shape(shape), len(raw))
+		}
+		n *= d
+	}
 	switch dtype {
 	case Float32:
 		if len(raw) != 4*n {

@@ -1,0 +1,54 @@
+package ibverbs
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// FuzzServeConn: whatever bytes a peer sends the buffer server, it
+// answers or hangs up, never panics, and ends when the peer does; the
+// buffer it serves is only written where a well-formed write says.
+func FuzzServeConn(f *testing.F) {
+	req := func(op byte, key, off, n uint64, tail ...byte) []byte {
+		b := make([]byte, headerLen)
+		b[0] = op
+		binary.LittleEndian.PutUint64(b[1:], key)
+		binary.LittleEndian.PutUint64(b[9:], off)
+		binary.LittleEndian.PutUint64(b[17:], n)
+		return append(b, tail...)
+	}
+	f.Add(req('r', 1, 0, 8))
+	f.Add(req('w', 1, 4, 2, 9, 9))
+	f.Add(req('a', 1, 8, 16, make([]byte, 16)...))
+	f.Add(req('c', 1, 8, 16, make([]byte, 16)...))
+	f.Add(req('q', 1, 0, 26, make([]byte, 26)...))
+	f.Add(req('r', 1, 1<<62, 1<<62))
+	f.Add(req('x', 0, 0, 0))
+	b, err := NewBuffer(64)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { b.Close() })
+	p := thisProcess()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// Requests name the buffer by key: make key 1 this buffer's.
+		if len(data) >= 9 && binary.LittleEndian.Uint64(data[1:9]) == 1 {
+			binary.LittleEndian.PutUint64(data[1:9], b.handle.Key)
+		}
+		server, client := net.Pipe()
+		done := make(chan struct{})
+		go func() { p.serveConn(server); close(done) }()
+		go io.Copy(io.Discard, client) // its answers
+		client.SetWriteDeadline(time.Now().Add(time.Second))
+		client.Write(data)
+		client.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the server did not end after its peer hung up, on %x", data)
+		}
+	})
+}
