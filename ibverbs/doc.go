@@ -59,7 +59,17 @@
 //     (MONARCH_RDMA_TCP_STREAMS, default 4): 256 MiB arrive about 1.3x as
 //     fast as on one plain stream here. When the job's bus uses TLS, so
 //     does this server: each owning process makes a self-signed
-//     certificate, and its handles pin its SHA-256 (tls.go).
+//     certificate, and its handles pin its SHA-256 (tls.go). A peer
+//     cannot make the owner hold connections without end: the server
+//     closes a connection on which no request starts within 2 minutes,
+//     and one whose request stops moving (a MiB of it, or of its answer,
+//     not moved within a minute: a large transfer over a slow link is
+//     bounded by its progress, not its length); it serves at most 4096
+//     connections at once, and closes new ones past that at once, until
+//     some end (saying so once on stderr). A client keeps an idle
+//     connection for a minute at most, and sends a request again, once,
+//     on a new connection when an idle one turns out closed before the
+//     owner answered any of it (so an atomic is never applied twice).
 //
 // Atomics (FetchAdd, CompareAndSwap) are the processor's on the owner's
 // memory, whichever backend issues them (shm on the mapping, tcp in the

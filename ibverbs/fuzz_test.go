@@ -27,12 +27,17 @@ func FuzzServeConn(f *testing.F) {
 	f.Add(req('q', 1, 0, 26, make([]byte, 26)...))
 	f.Add(req('r', 1, 1<<62, 1<<62))
 	f.Add(req('x', 0, 0, 0))
+	// Requests back to back (the next already buffered when the server
+	// waits for it), a header cut short, a write's body cut short.
+	f.Add(append(req('r', 1, 0, 8), req('a', 1, 8, 16, make([]byte, 16)...)...))
+	f.Add(req('r', 1, 0, 8)[:10])
+	f.Add(req('w', 1, 0, 8, 1, 2, 3))
 	b, err := NewBuffer(64)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { b.Close() })
-	p := thisProcess()
+	srv := &tcpServer{p: thisProcess(), limits: serverLimits{idle: serverIdleBound, progress: requestProgressBound, conns: maxServedConns}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Requests name the buffer by key: make key 1 this buffer's.
 		if len(data) >= 9 && binary.LittleEndian.Uint64(data[1:9]) == 1 {
@@ -40,7 +45,7 @@ func FuzzServeConn(f *testing.F) {
 		}
 		server, client := net.Pipe()
 		done := make(chan struct{})
-		go func() { p.serveConn(server); close(done) }()
+		go func() { srv.serveConn(server); close(done) }()
 		go io.Copy(io.Discard, client) // its answers
 		client.SetWriteDeadline(time.Now().Add(time.Second))
 		client.Write(data)

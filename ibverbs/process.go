@@ -26,7 +26,7 @@ type process struct {
 
 	mu    sync.Mutex
 	owned map[uint64]*Buffer
-	tcp   tcpServer
+	tcp   *tcpServer // nil until the first buffer
 
 	// registrars register every buffer this process owns with what they
 	// drive (an RDMA device), set by backends at construction.

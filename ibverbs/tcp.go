@@ -11,8 +11,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -30,13 +33,76 @@ import (
 // was (8). Connections are kept and reused. A large read or write is cut
 // in parts that go on parallel connections (EnvTCPStreams): one stream is
 // bound by one core's copying, and by one connection's window.
+//
+// A peer is another process of the job, but a buggy or stalled one must
+// not make the owner hold goroutines, sockets and memory without end: the
+// server closes a connection on which no request starts within
+// serverIdleBound, or on which a started request stops moving for
+// requestProgressBound, and serves at most maxServedConns at once. A
+// client keeps an idle connection for clientIdleBound only, well inside
+// the server's bound, and sends a request again, once, on a new
+// connection when an idle one turns out closed before the owner read it.
+
+// The bounds of the buffer server and of its clients.
+const (
+	// serverIdleBound (2 minutes) is how long the server waits for a
+	// request to start on a connection (its first byte) before it closes
+	// the connection: a peer that connects and sends nothing, or keeps a
+	// connection it no longer uses, holds it no longer.
+	serverIdleBound = 2 * time.Minute
+	// requestProgressBound (1 minute) is how long a started request may
+	// take to move each progressChunk (1 MiB) of itself, or of its answer:
+	// its header and body must keep arriving, its answer must keep being
+	// taken, or the server closes the connection. Progress is bounded, not
+	// the total, so a gigabyte over a slow link (down to about 17 KiB/s)
+	// goes through, while a peer that stops halfway, or never reads the
+	// answer, is cut off within a minute. It also bounds how long a stalled
+	// peer can hold off the buffer's Close.
+	requestProgressBound = time.Minute
+	// progressChunk (1 MiB) is the amount of a request, or of its answer,
+	// that must move within requestProgressBound.
+	progressChunk = 1 << 20
+	// maxServedConns (4096) bounds the connections one owning process
+	// serves at once; past it a new connection is closed at once, until
+	// some end (the first time, the server says so on stderr). A reader
+	// holds per owner the connections of its transfers under way (4 for a
+	// large transfer, DefaultTCPStreams; up to 16 x 4 for a batch, Do)
+	// and keeps them idle for clientIdleBound (at most maxIdleConns): 512
+	// readers that each made a large transfer from one owner hold half
+	// the bound. Each connection served costs a goroutine and a
+	// serveReadBuffer: at most 256 MiB of read buffers at the bound.
+	maxServedConns = 4096
+	// serveReadBuffer (64 KiB) is each served connection's read buffer:
+	// a header and a small body arrive in one read; a larger body is read
+	// straight into the buffer's memory.
+	serveReadBuffer = 64 << 10
+	// clientIdleBound (1 minute) is how long a client keeps an idle
+	// connection to an owner for reuse: half the server's idle bound, so
+	// the server does not close connections the client still counts on.
+	clientIdleBound = time.Minute
+)
+
+// serverLimits are the bounds a buffer server holds its peers to; tests
+// start servers with shorter ones.
+type serverLimits struct {
+	idle     time.Duration // serverIdleBound
+	progress time.Duration // requestProgressBound
+	conns    int           // maxServedConns
+}
 
 // tcpServer is the owner side: one listener per process, started with
-// the process's first buffer. It is part of process, under its mu.
+// the process's first buffer. The process holds it under its mu.
 type tcpServer struct {
-	ln   net.Listener
-	addr string
-	pin  string // its certificate's SHA-256 when it serves TLS
+	p      *process
+	ln     net.Listener
+	addr   string
+	pin    string // its certificate's SHA-256 when it serves TLS
+	limits serverLimits
+	// served holds a token for each connection being served, up to
+	// limits.conns.
+	served chan struct{}
+	// refused counts connections closed at once for the bound.
+	refused atomic.Uint64
 }
 
 // serveTCP starts this process's server once and returns its address, and
@@ -44,24 +110,29 @@ type tcpServer struct {
 func (p *process) serveTCP() (addr, pin string, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.tcp.ln == nil {
+	if p.tcp == nil {
 		ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(), "0"))
 		if err != nil {
 			return "", "", fmt.Errorf("ibverbs: serve buffers: %w", err)
 		}
-		srv := tcpServer{ln: ln, addr: ln.Addr().String()}
 		if jobenv.BusTLS() {
-			cert, pin, err := selfSigned()
+			cert, sum, err := selfSigned()
 			if err != nil {
 				ln.Close()
 				return "", "", fmt.Errorf("ibverbs: a certificate for the buffer server: %w", err)
 			}
-			srv.ln, srv.pin = tls.NewListener(ln, serverTLS(cert)), pin
+			ln, pin = tls.NewListener(ln, serverTLS(cert)), sum
 		}
-		p.tcp = srv
-		go p.acceptLoop(srv.ln)
+		p.tcp = p.startServer(ln, pin, serverLimits{idle: serverIdleBound, progress: requestProgressBound, conns: maxServedConns})
 	}
 	return p.tcp.addr, p.tcp.pin, nil
+}
+
+// startServer serves this process's buffers on ln until ln is closed.
+func (p *process) startServer(ln net.Listener, pin string, limits serverLimits) *tcpServer {
+	s := &tcpServer{p: p, ln: ln, addr: ln.Addr().String(), pin: pin, limits: limits, served: make(chan struct{}, limits.conns)}
+	go s.acceptLoop()
+	return s
 }
 
 // listenHost is this host's address on the route to the job's bus, or
@@ -79,13 +150,35 @@ func listenHost() string {
 	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
-func (p *process) acceptLoop(ln net.Listener) {
+// acceptLoop serves each connection ln accepts in its own goroutine, up
+// to limits.conns at once, until ln is closed.
+func (s *tcpServer) acceptLoop() {
+	var pause time.Duration
 	for {
-		c, err := ln.Accept()
-		if err != nil {
+		c, err := s.ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
-		go p.serveConn(c)
+		if err != nil {
+			// Out of descriptors or the like: wait for connections to end
+			// rather than stop serving for good.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		select {
+		case s.served <- struct{}{}:
+			go func() {
+				defer func() { <-s.served }()
+				s.serveConn(c)
+			}()
+		default:
+			c.Close()
+			if s.refused.Add(1) == 1 {
+				fmt.Fprintf(os.Stderr, "ibverbs: the buffer server at %s serves %d connections, its bound: it closes new ones until some end\n", s.addr, s.limits.conns)
+			}
+		}
 	}
 }
 
@@ -118,11 +211,19 @@ func tcpStreams() int {
 	return n
 }
 
-func (p *process) serveConn(c net.Conn) {
+// serveConn serves c's requests, one after another, until the peer hangs
+// up, breaks the protocol or the server's limits.
+func (s *tcpServer) serveConn(c net.Conn) {
 	defer c.Close()
-	r := bufio.NewReaderSize(c, 256<<10)
+	sc := &servedConn{Conn: c, limits: s.limits}
+	r := bufio.NewReaderSize(sc, serveReadBuffer)
 	var hdr [headerLen]byte
 	for {
+		sc.awaitRequest()
+		if _, err := r.Peek(1); err != nil {
+			return
+		}
+		sc.startRequest()
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return
 		}
@@ -131,11 +232,11 @@ func (p *process) serveConn(c net.Conn) {
 		var err error
 		switch op {
 		case 'r', 'w':
-			err = p.serveCopy(c, r, key, op, off, n)
+			err = s.p.serveCopy(sc, r, key, op, off, n)
 		case byte(opFetchAdd), byte(opCAS):
-			err = p.serveAtomic(c, r, key, atomicOp(op), off, n)
+			err = s.p.serveAtomic(sc, r, key, atomicOp(op), off, n)
 		case 'q':
-			err = p.serveHandshake(c, r, key, n)
+			err = s.p.serveHandshake(sc, r, key, n)
 		default:
 			return // not this protocol: nothing after it can be trusted
 		}
@@ -143,6 +244,56 @@ func (p *process) serveConn(c net.Conn) {
 			return
 		}
 	}
+}
+
+// servedConn is a connection the server serves, holding its peer to the
+// server's limits through deadlines: between requests, the next must
+// start within limits.idle; once one has started, each progressChunk of
+// it must arrive, and each of its answer be taken, within
+// limits.progress. Only serveConn's goroutine uses it.
+type servedConn struct {
+	net.Conn
+	limits   serverLimits
+	waiting  bool // between requests: the idle deadline stands
+	readLeft int  // bytes still to arrive under the current read deadline
+}
+
+// awaitRequest starts the wait for the next request.
+func (c *servedConn) awaitRequest() {
+	c.waiting = true
+	c.Conn.SetDeadline(time.Now().Add(c.limits.idle))
+}
+
+// startRequest starts the progress bound of a request whose first byte
+// has arrived.
+func (c *servedConn) startRequest() {
+	c.waiting = false
+	c.Conn.SetDeadline(time.Now().Add(c.limits.progress))
+	c.readLeft = progressChunk
+}
+
+func (c *servedConn) Read(b []byte) (int, error) {
+	if !c.waiting && c.readLeft <= 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(c.limits.progress))
+		c.readLeft = progressChunk
+	}
+	n, err := c.Conn.Read(b)
+	c.readLeft -= n
+	return n, err
+}
+
+// Write writes b a progressChunk at a time, each under its own deadline.
+func (c *servedConn) Write(b []byte) (int, error) {
+	var done int
+	for done < len(b) {
+		c.Conn.SetWriteDeadline(time.Now().Add(c.limits.progress))
+		n, err := c.Conn.Write(b[done:min(len(b), done+progressChunk)])
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // serveCopy serves a read or a write of n bytes at off.
@@ -257,16 +408,26 @@ func answer(c net.Conn, r *bufio.Reader, span []byte, op byte, n uint64, status 
 }
 
 func init() {
-	register("tcp", func(*process) backend {
-		return &tcpBackend{idle: map[string][]net.Conn{}}
-	})
+	register("tcp", func(*process) backend { return newTCPBackend(clientIdleBound) })
 }
 
 // tcpBackend is the client side: it reaches any buffer whose owner's
 // server it can dial, keeping idle connections to owners for reuse.
 type tcpBackend struct {
+	keepIdle time.Duration // clientIdleBound
+
 	mu   sync.Mutex
-	idle map[string][]net.Conn // by owner address and pin (connKey), at most maxIdleConns each
+	idle map[string][]idleConn // by owner address and pin (connKey), oldest first, at most maxIdleConns each
+}
+
+// idleConn is a connection kept for reuse, since its last request ended.
+type idleConn struct {
+	net.Conn
+	since time.Time
+}
+
+func newTCPBackend(keepIdle time.Duration) *tcpBackend {
+	return &tcpBackend{keepIdle: keepIdle, idle: map[string][]idleConn{}}
 }
 
 func (*tcpBackend) name() string { return "tcp" }
@@ -290,17 +451,73 @@ func (t *tcpBackend) write(ctx context.Context, h Handle, off int, src []byte) e
 // for one certificate pin (or none) serves no handle with another.
 func connKey(addr, pin string) string { return addr + " " + pin }
 
-func (t *tcpBackend) getConn(ctx context.Context, addr, pin string) (net.Conn, error) {
-	k := connKey(addr, pin)
+// takeIdle is the connection last kept under k, or nil. Connections kept
+// longer than keepIdle are closed instead: the owner may be closing them.
+func (t *tcpBackend) takeIdle(k string) net.Conn {
 	t.mu.Lock()
+	stale := t.dropStale(k, time.Now())
+	var c net.Conn
 	if cs := t.idle[k]; len(cs) > 0 {
-		c := cs[len(cs)-1]
+		c = cs[len(cs)-1].Conn
 		t.idle[k] = cs[:len(cs)-1]
-		t.mu.Unlock()
-		return c, nil
+		if len(cs) == 1 {
+			delete(t.idle, k)
+		}
 	}
 	t.mu.Unlock()
-	return dialOwner(ctx, addr, pin)
+	closeAll(stale)
+	return c
+}
+
+// putConn keeps c under k for reuse, or closes it if k has enough.
+func (t *tcpBackend) putConn(k string, c net.Conn) {
+	c.SetDeadline(time.Time{})
+	now := time.Now()
+	t.mu.Lock()
+	stale := t.dropStale(k, now)
+	if len(t.idle[k]) < maxIdleConns {
+		t.idle[k] = append(t.idle[k], idleConn{Conn: c, since: now})
+	} else {
+		stale = append(stale, idleConn{Conn: c})
+	}
+	t.mu.Unlock()
+	closeAll(stale)
+}
+
+// dropIdle forgets every connection kept under k and closes them: one was
+// found closed by the owner, and the others are older.
+func (t *tcpBackend) dropIdle(k string) {
+	t.mu.Lock()
+	cs := t.idle[k]
+	delete(t.idle, k)
+	t.mu.Unlock()
+	closeAll(cs)
+}
+
+// dropStale takes out the connections kept under k for keepIdle or
+// longer at now, for the caller to close outside t.mu.
+func (t *tcpBackend) dropStale(k string, now time.Time) []idleConn {
+	cs := t.idle[k]
+	i := 0
+	for i < len(cs) && now.Sub(cs[i].since) >= t.keepIdle {
+		i++
+	}
+	if i == 0 {
+		return nil
+	}
+	stale := slices.Clone(cs[:i])
+	if i == len(cs) {
+		delete(t.idle, k)
+	} else {
+		t.idle[k] = slices.Delete(cs, 0, i)
+	}
+	return stale
+}
+
+func closeAll(cs []idleConn) {
+	for _, c := range cs {
+		c.Close()
+	}
 }
 
 // dialOwner connects to an owner's server at addr: with TLS, accepting
@@ -312,17 +529,6 @@ func dialOwner(ctx context.Context, addr, pin string) (net.Conn, error) {
 	}
 	td := tls.Dialer{NetDialer: &d, Config: clientTLS(pin)}
 	return td.DialContext(ctx, "tcp", addr)
-}
-
-func (t *tcpBackend) putConn(k string, c net.Conn) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.idle[k]) < maxIdleConns {
-		c.SetDeadline(time.Time{})
-		t.idle[k] = append(t.idle[k], c)
-		return
-	}
-	c.Close()
 }
 
 // transfer is bounded by ctx and by transferBound. A large one is cut in
@@ -358,13 +564,36 @@ func (t *tcpBackend) atomic(ctx context.Context, h Handle, off int, op atomicOp,
 	return v, err
 }
 
-// onConn runs fn on a connection to h's owner, bounded by ctx and by
-// transferBound; the connection is kept for reuse if fn succeeds.
+// onConn runs fn, one request, on a connection to h's owner, bounded by
+// ctx and by transferBound; the connection is kept for reuse if fn
+// succeeds. When an idle connection turns out closed before the owner
+// answered any of the request (errHungUp), the request goes again, once,
+// on a new connection, and the other idle connections to the owner, which
+// are older, are closed. That is safe because the owner closes a
+// connection only between requests (for idleness, serverIdleBound) or
+// when a request on it stops moving, and answers a request it acted on
+// before it closes: an atomic, sent whole and applied only once read
+// whole, is not applied twice; a write sent again puts the same bytes in
+// the same place.
 func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) error) error {
-	c, err := t.getConn(ctx, h.Addr, h.TLS)
+	k := connKey(h.Addr, h.TLS)
+	if c := t.takeIdle(k); c != nil {
+		err := t.request(ctx, k, c, fn)
+		if !errors.Is(err, errHungUp) {
+			return err
+		}
+		t.dropIdle(k)
+	}
+	c, err := dialOwner(ctx, h.Addr, h.TLS)
 	if err != nil {
 		return fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
 	}
+	return t.request(ctx, k, c, fn)
+}
+
+// request runs fn on c, kept under k afterwards if fn succeeds and
+// closed if not.
+func (t *tcpBackend) request(ctx context.Context, k string, c net.Conn, fn func(net.Conn) error) error {
 	deadline := time.Now().Add(transferBound)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -379,8 +608,23 @@ func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) err
 		}
 		return err
 	}
-	t.putConn(connKey(h.Addr, h.TLS), c)
+	t.putConn(k, c)
 	return nil
+}
+
+// errHungUp marks a request whose connection the owner had closed before
+// answering any of it: sending it failed, or reading its answer found the
+// connection closed with nothing read.
+var errHungUp = errors.New("the owner closed the connection before answering")
+
+// hungUp is err, a failure to send a request or to read its answer after
+// read bytes of it, marked errHungUp if nothing was read and err says the
+// connection was closed.
+func hungUp(err error, read int) error {
+	if read == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		return fmt.Errorf("%w: %w", errHungUp, err)
+	}
+	return err
 }
 
 // exchangeAtomic sends one atomic and reads the word as it was.
@@ -393,11 +637,11 @@ func exchangeAtomic(c net.Conn, h Handle, off int, op atomicOp, a, b uint64) (ui
 	binary.LittleEndian.PutUint64(req[25:33], a)
 	binary.LittleEndian.PutUint64(req[33:41], b)
 	if _, err := c.Write(req[:]); err != nil {
-		return 0, fmt.Errorf("ibverbs: send to %s: %w", h.Addr, err)
+		return 0, fmt.Errorf("ibverbs: send to %s: %w", h.Addr, hungUp(err, 0))
 	}
 	var out [9]byte
-	if _, err := io.ReadFull(c, out[:]); err != nil {
-		return 0, fmt.Errorf("ibverbs: answer from %s: %w", h.Addr, err)
+	if n, err := io.ReadFull(c, out[:]); err != nil {
+		return 0, fmt.Errorf("ibverbs: answer from %s: %w", h.Addr, hungUp(err, n))
 	}
 	return binary.LittleEndian.Uint64(out[1:]), statusErr(out[0])
 }
@@ -429,11 +673,11 @@ func exchange(c net.Conn, h Handle, off int, b []byte, write bool) error {
 		bufs = append(bufs, b)
 	}
 	if _, err := bufs.WriteTo(c); err != nil {
-		return fmt.Errorf("ibverbs: send to %s: %w", h.Addr, err)
+		return fmt.Errorf("ibverbs: send to %s: %w", h.Addr, hungUp(err, 0))
 	}
 	var st [1]byte
-	if _, err := io.ReadFull(c, st[:]); err != nil {
-		return fmt.Errorf("ibverbs: answer from %s: %w", h.Addr, err)
+	if n, err := io.ReadFull(c, st[:]); err != nil {
+		return fmt.Errorf("ibverbs: answer from %s: %w", h.Addr, hungUp(err, n))
 	}
 	if err := statusErr(st[0]); err != nil {
 		return err

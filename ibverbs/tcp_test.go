@@ -1,0 +1,313 @@
+package ibverbs
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The buffer server's limits, on real loopback sockets, with bounds
+// shortened for the test: what the server cuts off and when, and that a
+// client does not notice the server closing its idle connections. The
+// waits are generous: they check that a disconnect happens, not how fast.
+
+// startTestServer serves this process's buffers on a loopback port of its
+// own, under limits (with TLS if withTLS), until the test ends.
+func startTestServer(t *testing.T, limits serverLimits, withTLS bool) *tcpServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pin string
+	if withTLS {
+		cert, sum, err := selfSigned()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, pin = tls.NewListener(ln, serverTLS(cert)), sum
+	}
+	t.Cleanup(func() { ln.Close() })
+	return thisProcess().startServer(ln, pin, limits)
+}
+
+// testBuffer is a buffer of size bytes holding pattern bytes, and its
+// handle pointed at srv.
+func testBuffer(t *testing.T, size int, srv *tcpServer) (*Buffer, Handle) {
+	t.Helper()
+	b, err := NewBuffer(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for i := range b.mem {
+		b.mem[i] = byte(i * 7)
+	}
+	h := b.Handle()
+	h.Addr, h.TLS = srv.addr, srv.pin
+	return b, h
+}
+
+// request is a request's bytes on the wire.
+func request(op byte, key, off, n uint64, tail ...byte) []byte {
+	b := make([]byte, headerLen)
+	b[0] = op
+	binary.LittleEndian.PutUint64(b[1:], key)
+	binary.LittleEndian.PutUint64(b[9:], off)
+	binary.LittleEndian.PutUint64(b[17:], n)
+	return append(b, tail...)
+}
+
+// waitFor waits (20s at most, looking every 10ms) until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s, still waiting for %s", what)
+		}
+	}
+}
+
+// serving is how many connections srv serves now.
+func serving(srv *tcpServer) int { return len(srv.served) }
+
+// dialServer connects to srv, closed when the test ends.
+func dialServer(t *testing.T, srv *tcpServer) net.Conn {
+	t.Helper()
+	c, err := dialOwner(context.Background(), srv.addr, srv.pin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// readsToEnd reads c until it ends, 20s at most, and returns how many
+// bytes came; the end must be the server's close, not the wait's.
+func readsToEnd(t *testing.T, c net.Conn) int64 {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("after %d bytes, the connection did not end: %v", n, err)
+	}
+	return n
+}
+
+// TestServerClosesIdleConns: a connection on which no request starts
+// within the idle bound is closed by the server, whether it never sent
+// one or its last one was answered.
+func TestServerClosesIdleConns(t *testing.T) {
+	for _, withTLS := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "TLS"}[withTLS]
+		t.Run(name, func(t *testing.T) {
+			srv := startTestServer(t, serverLimits{idle: 100 * time.Millisecond, progress: time.Minute, conns: 8}, withTLS)
+			_, h := testBuffer(t, 64, srv)
+
+			// A peer that connects and sends nothing, not even a TLS hello.
+			silent, err := net.Dial("tcp", srv.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer silent.Close()
+			if n := readsToEnd(t, silent); n != 0 {
+				t.Errorf("a peer that sent nothing got %d bytes", n)
+			}
+
+			done := dialServer(t, srv)
+			if err := exchange(done, h, 0, make([]byte, 8), false); err != nil {
+				t.Fatal(err)
+			}
+			if n := readsToEnd(t, done); n != 0 {
+				t.Errorf("after its answer, an idle peer got %d more bytes", n)
+			}
+			waitFor(t, "the server to let both connections go", func() bool { return serving(srv) == 0 })
+		})
+	}
+}
+
+// TestServerCutsOffStalledRequests: a request that stops moving, in its
+// header, in its body or in taking its answer, is cut off by the server
+// within the progress bound, though the idle bound is long.
+func TestServerCutsOffStalledRequests(t *testing.T) {
+	const size = 32 << 20 // more than loopback's socket buffers hold
+	srv := startTestServer(t, serverLimits{idle: time.Minute, progress: 200 * time.Millisecond, conns: 8}, false)
+	_, h := testBuffer(t, size, srv)
+	for _, tt := range []struct {
+		name string
+		send []byte
+	}{
+		{name: "half a header", send: request('r', h.Key, 0, 8)[:12]},
+		{name: "half a write's body", send: request('w', h.Key, 0, 64, make([]byte, 32)...)},
+		{name: "half an atomic's operands", send: request(byte(opFetchAdd), h.Key, 0, 16, 1, 0, 0)},
+		{name: "a read's answer never taken", send: request('r', h.Key, 0, size)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialServer(t, srv)
+			// A small window: the server cannot put the whole answer in
+			// flight.
+			c.(*net.TCPConn).SetReadBuffer(64 << 10)
+			waitFor(t, "the server to take the connection", func() bool { return serving(srv) == 1 })
+			if _, err := c.Write(tt.send); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the server to cut the request off", func() bool { return serving(srv) == 0 })
+			if n := readsToEnd(t, c); n >= 1+size {
+				t.Errorf("the whole answer came (%d bytes)", n)
+			}
+		})
+	}
+}
+
+// TestServerConnBound: past the bound, a new connection is closed at once
+// (and counted) while those served keep working; once one of them ends, a
+// new one is served again.
+func TestServerConnBound(t *testing.T) {
+	const bound = 3
+	srv := startTestServer(t, serverLimits{idle: time.Minute, progress: time.Minute, conns: bound}, false)
+	_, h := testBuffer(t, 64, srv)
+	works := func(c net.Conn) error { return exchange(c, h, 0, make([]byte, 8), false) }
+
+	var held []net.Conn
+	for range bound {
+		c := dialServer(t, srv)
+		if err := works(c); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	over := dialServer(t, srv)
+	if err := works(over); !errors.Is(err, errHungUp) {
+		t.Fatalf("a connection past the bound: %v, want it closed before an answer", err)
+	}
+	if got := srv.refused.Load(); got != 1 {
+		t.Errorf("refused %d connections, want 1", got)
+	}
+	for i, c := range held {
+		if err := works(c); err != nil {
+			t.Fatalf("connection %d, served before the bound was reached: %v", i, err)
+		}
+	}
+
+	held[0].Close()
+	waitFor(t, "a new connection to be served", func() bool {
+		c := dialServer(t, srv)
+		return works(c) == nil
+	})
+}
+
+// TestClientAcrossIdleClose: a client whose idle connection the server
+// closed for idleness does not notice: each operation on the backend, the
+// first after the close, succeeds, over plain TCP and TLS, and an atomic
+// is applied once.
+func TestClientAcrossIdleClose(t *testing.T) {
+	const size = 32 << 20 // cut into parallel streams
+	ctx := context.Background()
+	for _, withTLS := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "TLS"}[withTLS]
+		t.Run(name, func(t *testing.T) {
+			srv := startTestServer(t, serverLimits{idle: 100 * time.Millisecond, progress: time.Minute, conns: 64}, withTLS)
+			b, h := testBuffer(t, size, srv)
+			be := newTCPBackend(clientIdleBound)
+			t.Cleanup(func() { be.dropIdle(connKey(h.Addr, h.TLS)) })
+			word := func(off int) uint64 { return binary.LittleEndian.Uint64(b.mem[off:]) }
+
+			for _, op := range []struct {
+				name string
+				do   func() error
+			}{
+				{name: "read", do: func() error {
+					got := make([]byte, 64)
+					if err := be.read(ctx, h, 100, got); err != nil {
+						return err
+					}
+					if !bytes.Equal(got, b.mem[100:164]) {
+						return errors.New("read other bytes")
+					}
+					return nil
+				}},
+				{name: "write", do: func() error {
+					return be.write(ctx, h, 200, []byte("written"))
+				}},
+				{name: "fetch-and-add", do: func() error {
+					before := word(8)
+					old, err := be.atomic(ctx, h, 8, opFetchAdd, 1, 0)
+					if err == nil && (old != before || word(8) != before+1) {
+						err = errors.New("not applied exactly once")
+					}
+					return err
+				}},
+				{name: "compare-and-swap", do: func() error {
+					before := word(16)
+					old, err := be.atomic(ctx, h, 16, opCAS, before, before+1)
+					if err == nil && (old != before || word(16) != before+1) {
+						err = errors.New("not applied exactly once")
+					}
+					return err
+				}},
+				{name: "read on parallel streams", do: func() error {
+					got := make([]byte, size)
+					if err := be.read(ctx, h, 0, got); err != nil {
+						return err
+					}
+					if !bytes.Equal(got, b.mem) {
+						return errors.New("read other bytes")
+					}
+					return nil
+				}},
+			} {
+				t.Run(op.name, func(t *testing.T) {
+					if err := op.do(); err != nil {
+						t.Fatalf("before the close: %v", err)
+					}
+					waitFor(t, "the server to close the idle connections", func() bool { return serving(srv) == 0 })
+					if err := op.do(); err != nil {
+						t.Fatalf("after the server closed the idle connection: %v", err)
+					}
+				})
+			}
+			if got := string(b.mem[200:207]); got != "written" {
+				t.Errorf("the write left %q", got)
+			}
+		})
+	}
+}
+
+// TestClientDropsStaleIdleConns: a connection idle for the client's bound
+// is closed, not used, and a new one carries the request.
+func TestClientDropsStaleIdleConns(t *testing.T) {
+	ctx := context.Background()
+	srv := startTestServer(t, serverLimits{idle: time.Minute, progress: time.Minute, conns: 8}, false)
+	_, h := testBuffer(t, 64, srv)
+	be := newTCPBackend(clientIdleBound)
+	k := connKey(h.Addr, h.TLS)
+	t.Cleanup(func() { be.dropIdle(k) })
+	if err := be.read(ctx, h, 0, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	be.mu.Lock()
+	stale := be.idle[k][0].Conn
+	be.idle[k][0].since = time.Now().Add(-clientIdleBound)
+	be.mu.Unlock()
+
+	if err := be.read(ctx, h, 0, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	be.mu.Lock()
+	kept := be.idle[k]
+	be.mu.Unlock()
+	if len(kept) != 1 {
+		t.Fatalf("kept %d idle connections, want the new one only", len(kept))
+	}
+	if kept[0].Conn == stale {
+		t.Fatal("the stale connection was used again")
+	}
+	waitFor(t, "the server to see the stale connection closed", func() bool { return serving(srv) == 1 })
+}
