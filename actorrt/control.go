@@ -77,8 +77,8 @@ func checkControl(h *wire.Header, body any) error {
 			return fmt.Errorf("nak of %.40q %d..%d from %.40q", b.Key, b.From, b.Upto, h.ReplyTo)
 		}
 	case *wire.NakMissing:
-		if b.Key == "" || b.Upto == 0 || !wire.ValidID(h.ReplyTo) {
-			return fmt.Errorf("nak answer of %.40q %d from %.40q", b.Key, b.Upto, h.ReplyTo)
+		if b.Key == "" || b.Upto == 0 || b.From > b.Upto || !wire.ValidID(h.ReplyTo) {
+			return fmt.Errorf("nak answer of %.40q %d..%d from %.40q", b.Key, b.From, b.Upto, h.ReplyTo)
 		}
 	case *wire.AckReq:
 		if len(b.Keys) != len(b.Seqs) || !wire.ValidID(h.ReplyTo) {

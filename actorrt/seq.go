@@ -85,6 +85,14 @@ type nakFrom struct {
 	req  wire.NakReq
 }
 
+// inLimits are the inbox's bounds; it gives up on a gap unanswered for
+// twice what senders keep (retain), when no sender could still hold it.
+func inLimits(retain time.Duration) reliable.InLimits {
+	l := reliable.DefaultInLimits
+	l.GiveUp = 2 * max(retain, seqRetainMin)
+	return l
+}
+
 // maxNews bounds the NAKs waiting: past it, a NAK is dropped (its sender
 // asks again after reliable.NakRetry).
 const maxNews = 4096
@@ -93,7 +101,7 @@ func newSequencer(self string, retain time.Duration) *sequencer {
 	s := &sequencer{
 		out:    reliable.NewOutbox(reliable.Limits{Retain: max(retain, seqRetainMin), MaxBytes: seqKeepBytes}),
 		procs:  map[string]*reliable.Subject{},
-		in:     reliable.NewInbox(seqHoldBytes),
+		in:     reliable.NewInbox(inLimits(retain)),
 		answer: make(chan struct{}, 1),
 	}
 	s.clock.Store(time.Now().UnixNano())
@@ -147,14 +155,14 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 		}
 		h.From, h.Seq, h.Fences = "", 0, nil
 		if rs != nil {
-			seq, fences := s.out.Stamp(rs, now)
+			seq, fences := s.out.Stamp(rs, 1, now)
 			// Past maxFences, fences go ahead in empty frames on the
 			// same subject, maxFences each: this one comes after them,
 			// so after every fence.
 			for len(fences) > maxFences {
 				n.sendSkip(d.subject, rs, seq, fences[:maxFences])
 				fences = fences[maxFences:]
-				seq, _ = s.out.Stamp(rs, now)
+				seq, _ = s.out.Stamp(rs, 1, now)
 			}
 			h.From, h.Seq = n.procID, seq
 			for _, f := range fences {
@@ -174,7 +182,7 @@ func (n *node) sendSeq(w *wire.Writer, h *wire.Header, dests ...seqDest) error {
 		if rs != nil && (err == nil || errors.Is(err, bus.ErrNotSent)) {
 			// Kept: a frame the link could not take while it was down
 			// goes again when its receivers ask.
-			s.out.Keep(rs, h.Seq, parts, now)
+			s.out.Keep(rs, h.Seq, 1, parts, now)
 			err = nil
 		}
 		if err != nil {
@@ -210,7 +218,7 @@ func (n *node) sendSkip(subject string, rs *reliable.Subject, seq uint64, fences
 	w.Enc.EncodeNil()
 	if parts, err := w.Seal(&h); err == nil {
 		n.publishParts(subject, parts)
-		n.seq.out.Keep(rs, seq, parts, n.seq.now())
+		n.seq.out.Keep(rs, seq, 1, parts, n.seq.now())
 	}
 }
 
@@ -230,7 +238,7 @@ func (rt *core) sequenced(f *wire.Frame, key, subject string, size int) {
 		fences = append(fences, reliable.Fence{Key: fe.Key, Seq: fe.Seq})
 	}
 	s.inMu.Lock()
-	if s.in.Next(f.From, key, f.Seq, fences) {
+	if s.in.Next(f.From, key, f.Seq, 1, fences) {
 		// The common case: in order, nothing waiting.
 		s.owe(nil)
 		s.inMu.Unlock()
@@ -238,27 +246,38 @@ func (rt *core) sequenced(f *wire.Frame, key, subject string, size int) {
 		return
 	}
 	held := *f // it may wait: on the heap
-	msg := reliable.Msg{From: f.From, Key: key, Seq: f.Seq, Fences: fences, Size: size, Payload: &held}
-	deliver, naks, overflow := s.in.Receive(msg, s.now())
-	if overflow {
-		s.in.Forget(f.From)
-	}
-	s.owe(naks)
+	msg := reliable.Msg{From: f.From, Key: key, Seq: f.Seq, N: 1, Fences: fences, Size: size, Payload: &held}
+	e := s.in.Receive(msg, s.now())
+	s.owe(e.Naks)
 	s.inMu.Unlock()
-	for _, m := range deliver {
+	rt.seqEffects(e)
+}
+
+// seqEffects carries out what the inbox asked, but the NAKs (owed).
+func (rt *core) seqEffects(e reliable.Effects) {
+	for _, l := range e.Lost {
+		rt.lost(l.From, l.Key, fmt.Sprintf("messages %d..%d on %s: %s", l.Lo, l.Hi, l.Key, l.Why))
+	}
+	for _, m := range e.Deliver {
 		rt.route(m.Payload.(*wire.Frame), rt.subjects.Of(m.Key))
 	}
-	if overflow {
-		rt.lost(f.From, key, fmt.Sprintf("held more than %d bytes waiting for what was missing", seqHoldBytes))
+	for _, d := range e.Dropped {
+		rt.drop(wire.DropIDs, "", fmt.Errorf("sequenced frames from %.40q: %s", d.From, d.Why))
 	}
 }
 
 // tail takes a tail marker: a gap it shows is asked for.
 func (rt *core) tail(f *wire.Frame, key string) {
 	s := rt.seq
+	if !wire.ValidID(f.From) {
+		rt.drop(wire.DropIDs, key, fmt.Errorf("a tail marker from %.40q", f.From))
+		return
+	}
 	s.inMu.Lock()
-	s.owe(s.in.Tail(f.From, key, f.Seq, time.Now()))
+	e := s.in.Tail(f.From, key, f.Seq, time.Now())
+	s.owe(e.Naks)
 	s.inMu.Unlock()
+	rt.seqEffects(e)
 }
 
 // owe notes NAKs to send, and wakes answerLoop if there are any or
@@ -308,7 +327,7 @@ func (rt *core) resent(f *wire.Frame, subject string) {
 // sendNaks asks the senders for what is missing.
 func (rt *core) sendNaks(naks []reliable.Nak) {
 	for _, k := range naks {
-		rt.sendControlUnsequenced(k.To, wire.OpNak, &wire.NakReq{Key: k.Key, From: k.From, Upto: k.Upto})
+		rt.sendControlUnsequenced(k.To, wire.OpNak, &wire.NakReq{Key: k.Key, From: k.Lo, Upto: k.Hi})
 	}
 }
 
@@ -327,8 +346,8 @@ func (rt *core) nak(from string, req *wire.NakReq) {
 // resend answers a receiver's NAK: what this proc still holds, sent again
 // to it; what it does not, said so. Hold outMu.
 func (n *node) resend(from string, req *wire.NakReq) {
-	frames, _, missing := n.seq.out.Resend(req.Key, req.From, req.Upto)
-	for _, fr := range frames {
+	a := n.seq.out.Nak(from, req.Key, req.From, req.Upto)
+	for _, fr := range a.Frames {
 		h := wire.Header{Kind: wire.KindResend, Target: req.Key, From: n.procID, Rank: -1}
 		w := wire.NewPayload(&h, n.link.MaxMessage()+len(fr))
 		w.Enc.Writer().Write(fr)
@@ -337,8 +356,8 @@ func (n *node) resend(from string, req *wire.NakReq) {
 		}
 		w.Free()
 	}
-	for _, seq := range missing {
-		n.sendControlUnsequenced(from, wire.OpNakMissing, &wire.NakMissing{Key: req.Key, Upto: seq})
+	for _, r := range a.Missing {
+		n.sendControlUnsequenced(from, wire.OpNakMissing, &wire.NakMissing{Key: req.Key, From: r.Lo, Upto: r.Hi})
 	}
 }
 
@@ -366,16 +385,15 @@ func (n *node) takeNews() {
 	}
 }
 
-// nakMissing gives up on a message the sender no longer holds.
+// nakMissing takes a sender's answer that it no longer holds what was
+// asked for: only what this proc still misses is given up on.
 func (rt *core) nakMissing(from string, m *wire.NakMissing) {
 	s := rt.seq
 	s.inMu.Lock()
-	deliver := s.in.Skip(from, m.Key, m.Upto)
+	e := s.in.Missing(from, m.Key, max(m.From, 1), m.Upto, s.now())
+	s.owe(e.Naks)
 	s.inMu.Unlock()
-	rt.lost(from, m.Key, fmt.Sprintf("message %d on %s, which the sender no longer holds", m.Upto, m.Key))
-	for _, d := range deliver {
-		rt.route(d.Payload.(*wire.Frame), rt.subjects.Of(d.Key))
-	}
+	rt.seqEffects(e)
 }
 
 // lost reports messages from proc from that cannot be delivered: never
@@ -412,10 +430,11 @@ func (rt *core) seqTicker(ctx context.Context) {
 			rt.publishTransport(rt.subjects.Of(tl.Key), &h)
 		}
 		s.inMu.Lock()
-		naks := s.in.Tick(now)
+		e := s.in.Tick(now)
 		acks := s.in.Acks(now)
 		s.inMu.Unlock()
-		rt.sendNaks(naks)
+		rt.seqEffects(e)
+		rt.sendNaks(e.Naks)
 		rt.sendAcks(acks)
 	}
 }

@@ -4,39 +4,68 @@
 // only: plain state machines (Outbox at each sender, Inbox at each
 // receiver) that take what happened and say what to send or deliver. No
 // I/O, no clock (time comes in), no goroutines; not safe for concurrent
-// use (the caller holds a lock).
+// use (the caller holds a lock). Their decisions are tested by the
+// scripts in testdata/scripts (TestScripts).
 //
 // # The scheme
 //
-// Every message a sender S publishes on a subject Y carries S's sequence
-// number on Y (1, 2, 3, ... per sender and subject) and fences: for each
-// other subject X that S published on since its last message on Y, and
-// that shares a receiver with Y, the last sequence number S used on X.
-// Subjects are of two kinds: a proc's own subject (one receiver) and a
-// group's (a mesh: every proc hosting members); two proc subjects never
-// share a receiver, a proc and a group share one if the proc is in the
-// group, and two groups are taken to share one.
+// Every frame a sender S publishes on a subject Y carries S's sequence
+// numbers on Y (1, 2, 3, ... per sender and subject; a frame may hold a
+// run of messages, numbered n, n+1, ...) and fences: for each other
+// subject X that S published on since its last frame on Y, and that
+// shares a receiver with Y, the last number S used on X. Subjects are of
+// two kinds: a proc's own subject (one receiver) and a group's (a mesh:
+// every proc hosting members); two proc subjects never share a receiver,
+// a proc and a group share one if the proc is in the group, and two
+// groups are taken to share one.
 //
-// A receiver R delivers a message from S on Y when it has delivered every
+// A receiver R delivers a frame from S on Y when it has delivered every
 // earlier message of S on Y (the sequence has no gap) and, for every fence
 // on a subject R itself receives, every message of S on that subject up to
-// the fence. Otherwise it holds the message, and everything from S after
+// the fence. Otherwise it holds the frame, and everything from S after
 // it, and asks S (a NAK) for what is missing; S resends from its history.
-// A message whose sequence number R has passed is a duplicate: dropped.
+// A frame whose numbers R has passed is a repeat: dropped (one that
+// overlaps what came delivers the rest, Msg.Skip).
 //
 // Why that is enough: take messages m1 before m2 from S, both for R, on
 // subjects X and Y. If X = Y the sequence orders them. If not, both
-// subjects reach R, so they share a receiver, and the first message S sent
-// on Y after m1 (m2 or one before it on Y) carries a fence on X at least
+// subjects reach R, so they share a receiver, and the first frame S sent
+// on Y after m1 (m2's or one before it on Y) carries a fence on X at least
 // m1's number: R delivers it, and so m2, only after m1.
 //
-// A lost message is found by the next message on its subject (a gap), by a
-// fence on a later message on another subject, or, if S sends nothing
-// more, by the tail markers S sends on a subject that went quiet (after
-// TailDelays). NAKs are repeated while a gap stays open. So once the link
-// is back, every loss is found and repaired, as long as S still holds the
-// message: its history keeps what it sent for Limits.Retain, at most
-// Limits.MaxBytes. What it no longer holds it says so (Missing), and the
-// receiver gives up on it: that loss is the caller's to report, never
-// silent.
+// A lost frame is found by the next frame on its subject (a gap), by a
+// fence on a later frame on another subject, or, if S sends nothing more,
+// by the tail markers S sends on a subject that went quiet (TailDelays,
+// and at once when its link comes back: Outbox.LinkUp). NAKs are repeated
+// while a gap stays open, with backoff (NakRetry), and at once when the
+// receiver's link comes back (Inbox.LinkUp). So once the link is back,
+// every loss is found and repaired, as long as S still holds the message:
+// its history keeps what it sent for Limits.Retain, at most
+// Limits.MaxBytes, until every receiver acknowledged it (AckEvery,
+// AckInterval).
+//
+// # What is said lost
+//
+// A message is lost only when R still misses it (neither delivered nor
+// held) and either S answered a NAK for it with "no longer held"
+// (Outbox.Nak's Answer.Missing, Inbox.Missing), or S answered nothing for
+// InLimits.GiveUp, or R held too much of S waiting for it. S never
+// answers "no longer held" for numbers R acknowledged, whatever order the
+// acknowledgement and the NAK reach it in; R ignores such an answer for
+// numbers it has or never asked for. Every loss is in Effects.Lost, for
+// the caller to report: never silent.
+//
+// # Bounds
+//
+// Everything a peer can make an Inbox keep is bounded (InLimits): the
+// bytes held per sender and in all, the senders tracked (65,536; a
+// sender's state is a few hundred bytes), and among them those that never
+// had a message delivered (1,024: made-up senders look like that; the
+// oldest is forgotten for a new one). A gap that gets no answer is asked
+// for, with backoff, for GiveUp at most; then the NAKs stop, a sender
+// never delivered from is forgotten (Effects.Dropped), and another's
+// missing messages are lost. Only subjects the receiver subscribed to
+// count (frames, tail markers, fences). An Outbox answers NAKs and takes
+// acknowledgements only from receivers of the subject, at most
+// MaxNakSpan numbers per NAK.
 package reliable

@@ -19,8 +19,9 @@ type history struct {
 
 // kept is a message in the history.
 type kept struct {
-	seq   uint64
-	at    int64 // when it was sent (UnixNano)
+	seq   uint64 // the first number of the frame's messages
+	n     uint32 // how many messages it holds (a run: seq..seq+n-1)
+	at    int64  // when it was sent (UnixNano)
 	slab  uint64
 	off   uint32
 	size  uint32
@@ -41,9 +42,9 @@ const (
 	maxKept = 1 << 22
 )
 
-// push appends a message of its parts' bytes (copied) and returns its
-// number.
-func (h *history) push(seq uint64, at int64, subj uint32, parts [][]byte) uint64 {
+// push appends a frame of n messages numbered from seq, of its parts'
+// bytes (copied), and returns its number in the history.
+func (h *history) push(seq uint64, n uint32, at int64, subj uint32, parts [][]byte) uint64 {
 	size := 0
 	for _, p := range parts {
 		size += len(p)
@@ -56,7 +57,7 @@ func (h *history) push(seq uint64, at int64, subj uint32, parts [][]byte) uint64
 	if h.n == len(h.ring) {
 		h.grow()
 	}
-	h.ring[(h.start+h.n)&(len(h.ring)-1)] = kept{seq: seq, at: at, slab: num, off: uint32(off), size: uint32(size), subj: subj}
+	h.ring[(h.start+h.n)&(len(h.ring)-1)] = kept{seq: seq, n: n, at: at, slab: num, off: uint32(off), size: uint32(size), subj: subj}
 	h.n++
 	return h.base + uint64(h.n-1)
 }
@@ -150,3 +151,6 @@ func (h *history) shrink() {
 	}
 	h.ring, h.start = ring, 0
 }
+
+// last is the number of k's last message.
+func (k *kept) last() uint64 { return k.seq + uint64(k.n) - 1 }

@@ -14,7 +14,7 @@ func TestHistoryKeepsBytesAcrossWrapsAndReuse(t *testing.T) {
 	body := func(i uint64) []byte { return bytes.Repeat([]byte(fmt.Sprint(i%10)), 1+int(i%3000)) }
 	var next uint64 // the oldest still in h
 	for i := uint64(0); i < 20000; i++ {
-		num := h.push(i+1, int64(i), 0, [][]byte{[]byte("head:"), body(i)})
+		num := h.push(i+1, 1, int64(i), 0, [][]byte{[]byte("head:"), body(i)})
 		if num != i {
 			t.Fatalf("message %d numbered %d", i, num)
 		}

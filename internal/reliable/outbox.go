@@ -2,6 +2,7 @@ package reliable
 
 import (
 	"bytes"
+	"sort"
 	"strings"
 	"time"
 )
@@ -31,21 +32,32 @@ func (s *Subject) shares(t *Subject) bool {
 	return true // two groups: not worth the intersection
 }
 
+// receives reports whether proc is a receiver of s.
+func (s *Subject) receives(proc string) bool {
+	if s.Proc != "" {
+		return s.Proc == proc
+	}
+	return s.Group[proc]
+}
+
 // Fence says: before this message, the sender's messages on Key up to Seq.
 type Fence struct {
 	Key string `msgpack:"k"`
 	Seq uint64 `msgpack:"s"`
 }
 
+// Range is the numbers Lo..Hi, both included.
+type Range struct{ Lo, Hi uint64 }
+
 // Limits bound what an Outbox keeps to resend.
 type Limits struct {
-	Retain   time.Duration // how long a message is kept
-	MaxBytes int           // at most this many bytes of messages in all
+	Retain   time.Duration // how long a frame is kept
+	MaxBytes int           // at most this many bytes of frames in all
 }
 
 // Kept reports whether a frame of n bytes is kept to resend: those past a
 // tenth of MaxBytes are not (a lost one is given up on at once), so that
-// one large message does not push out everything else.
+// one large frame does not push out everything else.
 func (l Limits) Kept(n int) bool { return n <= l.MaxBytes/10 }
 
 // TailDelays are when, after its last message, a quiet subject gets a
@@ -60,13 +72,13 @@ var TailDelays = [...]time.Duration{200 * time.Millisecond, time.Second, 3 * tim
 type Outbox struct {
 	limits   Limits
 	subjects map[string]*outSubject
-	clock    uint64 // counts the messages stamped
+	clock    uint64 // counts the frames stamped
 	// The subjects by last use, most recent first: proc subjects and
 	// group subjects apart, since a proc subject's fences can only be on
 	// groups.
 	procs, groups recentList
 	history       history
-	bytes         int                  // of the kept messages not yet acknowledged
+	bytes         int                  // of the kept frames not yet acknowledged
 	byID          []*outSubject        // subjects by id (nil once forgotten)
 	tails         map[*outSubject]bool // subjects owing tail markers
 }
@@ -75,10 +87,10 @@ type outSubject struct {
 	owner      *Outbox // nil once forgotten
 	subj       *Subject
 	id         uint32
-	seq        uint64
-	lastUse    uint64 // the clock at its last message
+	seq        uint64 // the last number given out
+	lastUse    uint64 // the clock at its last frame
 	prev, next *outSubject
-	kept       []uint64 // the history numbers of this subject's kept messages, in sequence order
+	kept       []uint64 // the history numbers of this subject's kept frames, in sequence order
 	tailStage  int
 	owesTail   bool // in tails
 	lastSent   time.Time
@@ -96,9 +108,10 @@ func NewOutbox(l Limits) *Outbox {
 	return &Outbox{limits: l, subjects: map[string]*outSubject{}, tails: map[*outSubject]bool{}}
 }
 
-// Stamp assigns the next message on s its sequence number and fences.
-// The message must then be recorded with Keep (once encoded).
-func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
+// Stamp numbers the next frame on s, of n messages (a run; at least 1):
+// it returns the first of its numbers, first..first+n-1, and its fences.
+// The frame must then be recorded with Keep (once encoded).
+func (o *Outbox) Stamp(s *Subject, n int, now time.Time) (first uint64, fences []Fence) {
 	os := o.state(s)
 	if os == nil {
 		os = &outSubject{owner: o, subj: s, id: uint32(len(o.byID))}
@@ -106,7 +119,7 @@ func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
 		o.byID = append(o.byID, os)
 		s.out = os
 	}
-	// Fences: the subjects used since os's last message that share a
+	// Fences: the subjects used since os's last frame that share a
 	// receiver with it. Groups first (they can share with anything), then
 	// procs (only for a group).
 	for x := o.groups.head; x != nil && x.lastUse > os.lastUse; x = x.next {
@@ -122,7 +135,8 @@ func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
 		}
 	}
 	o.clock++
-	os.seq++
+	first = os.seq + 1
+	os.seq += uint64(max(n, 1))
 	os.lastUse = o.clock
 	os.lastSent = now
 	os.tailStage = 0
@@ -135,22 +149,23 @@ func (o *Outbox) Stamp(s *Subject, now time.Time) (seq uint64, fences []Fence) {
 	} else {
 		o.groups.moveToFront(os)
 	}
-	return os.seq, fences
+	return first, fences
 }
 
-// Keep records a stamped message (its whole frame, given as parts to be
-// joined, copied) for resending, and drops what is past the limits.
-func (o *Outbox) Keep(s *Subject, seq uint64, parts [][]byte, now time.Time) {
+// Keep records a stamped frame of n messages numbered from first (its
+// whole bytes, given as parts to be joined, copied) for resending, and
+// drops what is past the limits.
+func (o *Outbox) Keep(s *Subject, first uint64, n int, parts [][]byte, now time.Time) {
 	os := o.state(s)
-	n := 0
+	size := 0
 	for _, p := range parts {
-		n += len(p)
+		size += len(p)
 	}
-	if os == nil || !o.limits.Kept(n) {
+	if os == nil || !o.limits.Kept(size) {
 		return
 	}
-	os.kept = append(os.kept, o.history.push(seq, now.UnixNano(), os.id, parts))
-	o.bytes += n
+	os.kept = append(os.kept, o.history.push(first, uint32(max(n, 1)), now.UnixNano(), os.id, parts))
+	o.bytes += size
 	o.expire(now)
 }
 
@@ -166,11 +181,11 @@ func (o *Outbox) state(s *Subject) *outSubject {
 	return os
 }
 
-// expire drops kept messages older than Retain, or past the bounds,
-// oldest first (a subject's kept messages are in sequence order, and
-// leave from the front as they leave the history). Past the front,
-// acknowledged messages free no memory until the front goes too: their
-// slabs count against twice MaxBytes.
+// expire drops kept frames older than Retain, or past the bounds, oldest
+// first (a subject's kept frames are in sequence order, and leave from
+// the front as they leave the history). Past the front, acknowledged
+// frames free no memory until the front goes too: their slabs count
+// against twice MaxBytes.
 func (o *Outbox) expire(now time.Time) {
 	h := &o.history
 	oldest := now.Add(-o.limits.Retain).UnixNano()
@@ -188,37 +203,61 @@ func (o *Outbox) expire(now time.Time) {
 	}
 }
 
-// Resend returns the kept frames on key with sequence numbers from..upto
-// (MaxNakSpan of them at most), in order, with their numbers, and the
-// numbers in that range it no longer holds (aged out, or never kept): a
-// receiver asked for them.
-func (o *Outbox) Resend(key string, from, upto uint64) (frames [][]byte, seqs, missing []uint64) {
+// Answer is a sender's answer to a NAK: the kept frames that hold what
+// was asked for, in order (copies), and the numbers asked for that it no
+// longer holds. Numbers the asker acknowledged are in neither: it has
+// them, whatever order its acknowledgement and its NAK came in.
+type Answer struct {
+	Frames  [][]byte
+	Missing []Range
+}
+
+// Nak answers receiver from's NAK for the numbers lo..hi on key, at most
+// MaxNakSpan of them, however many a NAK off the wire names. A NAK from a
+// proc that is not one of key's receivers, or for a subject this outbox
+// never sent on, gets no answer.
+func (o *Outbox) Nak(from, key string, lo, hi uint64) Answer {
 	os := o.subjects[key]
-	if os == nil {
-		return nil, nil, nil // never sent on: nothing to say
+	if os == nil || !os.subj.receives(from) {
+		return Answer{}
 	}
-	// A NAK is read off the wire: at most MaxNakSpan numbers, as
-	// receivers ask, however many a buggy peer names.
-	upto = min(upto, os.seq, from+MaxNakSpan-1)
+	acked := os.acked
+	if a := os.acks[from]; a > acked {
+		acked = a
+	}
+	lo = max(lo, acked+1)
+	hi = min(hi, os.seq)
+	if lo > hi {
+		return Answer{}
+	}
+	hi = min(hi, lo+MaxNakSpan-1)
+	var a Answer
 	h := &o.history
-	i := 0
-	for seq := from; seq <= upto && seq >= from; seq++ {
-		for i < len(os.kept) && h.at(os.kept[i]).seq < seq {
-			i++
+	i := sort.Search(len(os.kept), func(i int) bool { return h.at(os.kept[i]).last() >= lo })
+	next := lo // the first number not yet answered
+	for ; i < len(os.kept) && next <= hi; i++ {
+		k := h.at(os.kept[i])
+		if k.seq > hi {
+			break
 		}
-		if i < len(os.kept) && h.at(os.kept[i]).seq == seq && !h.at(os.kept[i]).acked {
-			// A copy: the slab is reused once the message leaves.
-			frames, seqs = append(frames, bytes.Clone(h.frame(h.at(os.kept[i])))), append(seqs, seq)
-		} else {
-			missing = append(missing, seq)
+		if k.seq > next {
+			a.Missing = append(a.Missing, Range{next, k.seq - 1})
 		}
+		if !k.acked {
+			// A copy: the slab is reused once the frame leaves.
+			a.Frames = append(a.Frames, bytes.Clone(h.frame(k)))
+		}
+		next = k.last() + 1
 	}
-	return frames, seqs, missing
+	if next <= hi {
+		a.Missing = append(a.Missing, Range{next, hi})
+	}
+	return a
 }
 
 // Tick drops what has aged out and returns the tail markers due: for
-// each subject quiet for TailDelays[i] since its last message, its key
-// and last sequence number.
+// each subject quiet for TailDelays[i] since its last frame, its key and
+// last sequence number.
 func (o *Outbox) Tick(now time.Time) []Fence {
 	o.expire(now)
 	o.history.shrink()
@@ -242,6 +281,29 @@ func (o *Outbox) Tick(now time.Time) []Fence {
 	return due
 }
 
+// LinkUp says the link came back after a drop: every subject whose
+// receivers have not acknowledged everything gets a tail marker now (what
+// was lost while it was down is found at once, not at the next delay),
+// and its schedule of markers starts again.
+func (o *Outbox) LinkUp(now time.Time) []Fence {
+	var due []Fence
+	for _, os := range o.subjects {
+		if os.ackStale {
+			o.settleAcks(os)
+		}
+		if os.acked >= os.seq {
+			continue
+		}
+		due = append(due, Fence{os.subj.Key, os.seq})
+		os.lastSent, os.tailStage = now, 0
+		if !os.owesTail {
+			os.owesTail = true
+			o.tails[os] = true
+		}
+	}
+	return due
+}
+
 // paidTails says os owes no more tail markers.
 func (o *Outbox) paidTails(os *outSubject) {
 	delete(o.tails, os)
@@ -249,7 +311,9 @@ func (o *Outbox) paidTails(os *outSubject) {
 }
 
 // Ack takes a receiver's acknowledgement: it has every message on key up
-// to seq. What all the subject's receivers have is not kept any more.
+// to seq. What all the subject's receivers have is not kept any more. An
+// acknowledgement from a proc that is not a receiver of key, or past the
+// last number given out, is ignored.
 func (o *Outbox) Ack(from, key string, seq uint64) {
 	os := o.subjects[key]
 	if os == nil || seq > os.seq {
@@ -294,11 +358,11 @@ func (o *Outbox) settleAcks(os *outSubject) {
 	}
 }
 
-// release drops the kept messages of os its receivers acknowledged.
+// release drops the kept frames of os its receivers acknowledged.
 func (o *Outbox) release(os *outSubject) {
 	for len(os.kept) > 0 {
 		k := o.history.at(os.kept[0])
-		if k.seq > os.acked {
+		if k.last() > os.acked {
 			break
 		}
 		if !k.acked {
@@ -323,8 +387,8 @@ func (o *Outbox) ProcGone(proc string) {
 	}
 }
 
-// Forget drops everything about subjects whose receivers are gone (a
-// proc that ended): keys.
+// Forget drops everything about a subject whose receivers are gone (a
+// proc that ended).
 func (o *Outbox) Forget(key string) {
 	os := o.subjects[key]
 	if os == nil {
@@ -339,8 +403,19 @@ func (o *Outbox) Forget(key string) {
 	delete(o.subjects, key)
 	o.byID[os.id] = nil
 	os.owner = nil
-	// Its kept messages age out of history with the rest.
+	// Its kept frames free their bytes now; their slabs age out of
+	// history with the rest.
+	for _, num := range os.kept {
+		if k := o.history.at(num); !k.acked {
+			o.bytes -= int(k.size)
+			k.acked = true
+		}
+	}
+	os.kept = nil
 }
+
+// Holding reports the bytes kept and not yet acknowledged.
+func (o *Outbox) Holding() int { return o.bytes }
 
 // recentList is a doubly linked list of subjects, most recently used
 // first.

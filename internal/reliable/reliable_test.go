@@ -10,7 +10,8 @@ import (
 
 // world is one sender and some receivers joined by links that lose,
 // duplicate and delay messages; it checks that every receiver delivers
-// exactly what was sent to it, in send order.
+// exactly what was sent to it, in send order. Frames hold runs of one to
+// four messages.
 type world struct {
 	t        *testing.T
 	rng      *rand.Rand
@@ -18,23 +19,26 @@ type world struct {
 	out      *Outbox
 	subjects []*Subject
 	ins      map[string]*Inbox
-	queues   map[string][]Msg   // per receiver, what is on the wire to it, in order
-	sentTo   map[string][]int   // per receiver, the ids sent to it, in order
-	got      map[string][]int   // per receiver, the ids delivered, in order
-	byKeySeq map[string]int     // "key/seq" -> message id
-	fencesOf map[string][]Fence // "key/seq" -> the fences the message carries
-	lossy    func() bool        // whether the link loses the next message
+	queues   map[string][]Msg // per receiver, what is on the wire to it, in order
+	sentTo   map[string][]int // per receiver, the ids sent to it, in order
+	got      map[string][]int // per receiver, the ids delivered, in order
+	frames   map[string]Msg   // "key/first" -> the frame as sent (its payload: the ids)
+	lossy    func() bool      // whether the link loses the next message
 	lost     int
+	nextID   int
+	missed   map[string]int // per receiver, messages given up on (the sender no longer held them)
 }
 
 func newWorld(t *testing.T, seed uint64, limits Limits) *world {
 	w := &world{t: t, rng: rand.New(rand.NewPCG(seed, 1)), now: time.Unix(0, 0), out: NewOutbox(limits),
 		ins: map[string]*Inbox{}, queues: map[string][]Msg{}, sentTo: map[string][]int{}, got: map[string][]int{},
-		byKeySeq: map[string]int{}, fencesOf: map[string][]Fence{}}
+		frames: map[string]Msg{}, missed: map[string]int{}}
 	procs := []string{"r1", "r2", "r3"}
+	lim := DefaultInLimits
+	lim.GiveUp = time.Hour
 	for _, p := range procs {
 		w.subjects = append(w.subjects, &Subject{Key: "proc." + p, Proc: p})
-		w.ins[p] = NewInbox(1 << 30)
+		w.ins[p] = NewInbox(lim)
 		w.ins[p].Subscribe("proc." + p)
 	}
 	groups := map[string][]string{"g12": {"r1", "r2"}, "g23": {"r2", "r3"}, "g123": procs, "g1": {"r1"}}
@@ -61,15 +65,21 @@ func (w *world) receivers(s *Subject) []string {
 	return rs
 }
 
-// send publishes message id on s.
-func (w *world) send(id int, s *Subject) {
-	seq, fences := w.out.Stamp(s, w.now)
-	w.out.Keep(s, seq, [][]byte{[]byte(fmt.Sprint(id))}, w.now)
-	w.byKeySeq[fmt.Sprintf("%s/%d", s.Key, seq)] = id
-	w.fencesOf[fmt.Sprintf("%s/%d", s.Key, seq)] = fences
+// send publishes a frame of n messages on s.
+func (w *world) send(s *Subject, n int) {
+	first, fences := w.out.Stamp(s, n, w.now)
+	var ids []int
+	for range n {
+		ids = append(ids, w.nextID)
+		w.nextID++
+	}
+	name := fmt.Sprintf("%s/%d", s.Key, first)
+	w.out.Keep(s, first, n, [][]byte{[]byte(name)}, w.now)
+	m := Msg{From: "s", Key: s.Key, Seq: first, N: n, Fences: fences, Size: 1, Payload: ids}
+	w.frames[name] = m
 	for _, r := range w.receivers(s) {
-		w.sentTo[r] = append(w.sentTo[r], id)
-		w.wire(r, Msg{From: "s", Key: s.Key, Seq: seq, Fences: fences, Size: 1, Payload: id})
+		w.sentTo[r] = append(w.sentTo[r], ids...)
+		w.wire(r, m)
 	}
 }
 
@@ -86,31 +96,30 @@ func (w *world) wire(r string, m Msg) {
 }
 
 // step delivers what is on the wire to every receiver, answers NAKs from
-// the outbox, and moves the clock.
+// the outbox, and moves the clock. Acknowledgements reach the outbox
+// before the NAKs of the same step, as they may on a real link.
 func (w *world) step(d time.Duration) {
 	w.now = w.now.Add(d)
 	for _, r := range []string{"r1", "r2", "r3"} {
+		in := w.ins[r]
 		q := w.queues[r]
 		w.queues[r] = nil
+		var naks []Nak
 		for _, m := range q {
-			dl, naks, overflow := w.ins[r].Receive(m, w.now)
-			if overflow {
-				w.t.Fatalf("%s: held past the bound", r)
-			}
-			w.take(r, dl)
-			w.answer(r, naks)
+			naks = append(naks, w.take(r, in.Receive(m, w.now))...)
 		}
-		w.answer(r, w.ins[r].Tick(w.now))
-		for _, a := range w.ins[r].Acks(w.now) {
+		naks = append(naks, w.take(r, in.Tick(w.now))...)
+		for _, a := range in.Acks(w.now) {
 			if !w.lossy() {
 				w.out.Ack(r, a.Key, a.Seq)
 			}
 		}
+		w.answer(r, naks)
 	}
 	for _, tail := range w.out.Tick(w.now) {
 		for _, r := range w.receiversOf(tail.Key) {
 			if !w.lossy() {
-				w.answer(r, w.ins[r].Tail("s", tail.Key, tail.Seq, w.now))
+				w.answer(r, w.take(r, w.ins[r].Tail("s", tail.Key, tail.Seq, w.now)))
 			}
 		}
 	}
@@ -125,10 +134,18 @@ func (w *world) receiversOf(key string) []string {
 	return nil
 }
 
-func (w *world) take(r string, dl []Msg) {
-	for _, m := range dl {
-		w.got[r] = append(w.got[r], m.Payload.(int))
+// take records what r delivers and returns the NAKs to send.
+func (w *world) take(r string, e Effects) []Nak {
+	for _, m := range e.Deliver {
+		w.got[r] = append(w.got[r], m.Payload.([]int)[m.Skip:]...)
 	}
+	for _, l := range e.Lost {
+		w.missed[r] += int(l.Hi - l.Lo + 1)
+	}
+	if len(e.Dropped) > 0 {
+		w.t.Fatalf("%s dropped %v", r, e.Dropped)
+	}
+	return e.Naks
 }
 
 // answer sends what each NAK asks for, again on the lossy link.
@@ -137,15 +154,15 @@ func (w *world) answer(r string, naks []Nak) {
 		if w.lossy() {
 			continue // the NAK itself was lost: it is asked again
 		}
-		frames, seqs, missing := w.out.Resend(n.Key, n.From, n.Upto)
-		for _, seq := range missing {
-			w.take(r, w.ins[r].Skip("s", n.Key, seq))
+		a := w.out.Nak(r, n.Key, n.Lo, n.Hi)
+		for _, f := range a.Frames {
+			// A resent frame is the same frame: its first fences.
+			w.wire(r, w.frames[string(f)])
 		}
-		for i := range frames {
-			seq := seqs[i]
-			id := w.byKeySeq[fmt.Sprintf("%s/%d", n.Key, seq)]
-			// A resent message is the same frame: its first fences.
-			w.wire(r, Msg{From: "s", Key: n.Key, Seq: seq, Fences: w.fencesOf[fmt.Sprintf("%s/%d", n.Key, seq)], Size: 1, Payload: id})
+		for _, m := range a.Missing {
+			if !w.lossy() {
+				w.answer(r, w.take(r, w.ins[r].Missing("s", n.Key, m.Lo, m.Hi, w.now)))
+			}
 		}
 	}
 }
@@ -156,28 +173,27 @@ func TestDeliveredExactlyOnceInOrder(t *testing.T) {
 			w := newWorld(t, seed, Limits{Retain: time.Hour, MaxBytes: 1 << 30})
 			loss := 0.05 + 0.2*w.rng.Float64()
 			w.lossy = func() bool { return w.rng.Float64() < loss }
-			for id := 0; id < 2000; id++ {
-				s := w.subjects[w.rng.IntN(len(w.subjects))]
-				w.send(id, s)
+			for range 1500 {
+				w.send(w.subjects[w.rng.IntN(len(w.subjects))], 1+w.rng.IntN(4)/3*w.rng.IntN(4))
 				if w.rng.IntN(10) == 0 {
 					w.step(10 * time.Millisecond)
 				}
 			}
 			// The link heals: everything lost is found and resent.
 			w.lossy = func() bool { return false }
-			for i := 0; i < 1000; i++ {
+			for range 1000 {
 				w.step(50 * time.Millisecond)
 			}
 			for _, r := range []string{"r1", "r2", "r3"} {
-				if !slices.Equal(w.got[r], w.sentTo[r]) {
-					t.Fatalf("%s (loss %.2f, %d lost): delivered %d of %d, first difference at %d", r, loss, w.lost,
-						len(w.got[r]), len(w.sentTo[r]), firstDiff(w.got[r], w.sentTo[r]))
+				if !slices.Equal(w.got[r], w.sentTo[r]) || w.missed[r] != 0 {
+					t.Fatalf("%s (loss %.2f, %d lost): delivered %d of %d, first difference at %d, %d given up on", r, loss, w.lost,
+						len(w.got[r]), len(w.sentTo[r]), firstDiff(w.got[r], w.sentTo[r]), w.missed[r])
 				}
 			}
 			// Every receiver acknowledged everything: nothing is kept.
 			w.out.Tick(w.now)
-			if w.out.bytes != 0 {
-				t.Errorf("%d bytes still kept once everything was acknowledged", w.out.bytes)
+			if w.out.Holding() != 0 {
+				t.Errorf("%d bytes still kept once everything was acknowledged", w.out.Holding())
 			}
 		})
 	}
@@ -193,18 +209,19 @@ func firstDiff(a, b []int) int {
 }
 
 // TestLossPastTheHistory: what the sender no longer keeps is given up on,
-// and said; everything else still arrives once, in order.
+// and said; everything else still arrives once, in order, and only what
+// did not arrive is said lost.
 func TestLossPastTheHistory(t *testing.T) {
-	w := newWorld(t, 7, Limits{Retain: time.Hour, MaxBytes: 50})
-	abandoned := 0
+	w := newWorld(t, 7, Limits{Retain: time.Hour, MaxBytes: 80})
 	w.lossy = func() bool { return w.rng.Float64() < 0.3 }
-	for id := 0; id < 500; id++ {
-		w.send(id, w.subjects[w.rng.IntN(len(w.subjects))])
+	for range 400 {
+		w.send(w.subjects[w.rng.IntN(len(w.subjects))], 1+w.rng.IntN(3))
 	}
 	w.lossy = func() bool { return false }
-	for i := 0; i < 400; i++ {
+	for range 400 {
 		w.step(50 * time.Millisecond)
 	}
+	abandoned := 0
 	for _, r := range []string{"r1", "r2", "r3"} {
 		// A subsequence of what was sent, in order, without repeats.
 		j := 0
@@ -217,10 +234,13 @@ func TestLossPastTheHistory(t *testing.T) {
 			}
 			j++
 		}
-		abandoned += len(w.sentTo[r]) - len(w.got[r])
+		if gone := len(w.sentTo[r]) - len(w.got[r]); gone != w.missed[r] {
+			t.Errorf("%s: %d messages not delivered, %d said lost", r, gone, w.missed[r])
+		}
+		abandoned += w.missed[r]
 	}
 	if abandoned == 0 {
-		t.Fatal("with 50 bytes of history and 30% loss, nothing was given up on: the test does not test that")
+		t.Fatal("with 80 bytes of history and 30% loss, nothing was given up on: the test does not test that")
 	}
 	// Nothing is left waiting: every gap was either filled or given up.
 	for r, in := range w.ins {
@@ -239,13 +259,13 @@ func TestFencesOnlyWhereReceiversMeet(t *testing.T) {
 	r2 := &Subject{Key: "proc.r2", Proc: "r2"}
 	g1 := &Subject{Key: "mesh.g1", Group: map[string]bool{"r1": true}}
 	for _, s := range []*Subject{r1, r1, r2, g1, r2} {
-		o.Stamp(s, now)
+		o.Stamp(s, 1, now)
 	}
-	_, f := o.Stamp(r1, now)
+	_, f := o.Stamp(r1, 1, now)
 	if !slices.Equal(f, []Fence{{"mesh.g1", 1}}) {
 		t.Errorf("proc.r1 after r2, g1, r2: fences %v, want only mesh.g1", f)
 	}
-	_, f = o.Stamp(g1, now)
+	_, f = o.Stamp(g1, 1, now)
 	if !slices.Equal(f, []Fence{{"proc.r1", 3}}) {
 		t.Errorf("mesh.g1 after r2, r1: fences %v, want only proc.r1", f)
 	}
@@ -256,27 +276,25 @@ func TestFencesOnlyWhereReceiversMeet(t *testing.T) {
 // backoff while nothing comes; and a long gap is asked for MaxNakSpan at
 // a time.
 func TestAGapIsAskedForOnce(t *testing.T) {
-	in := NewInbox(1 << 30)
+	in := NewInbox(DefaultInLimits)
 	in.Subscribe("k")
 	t0 := time.Unix(0, 0)
 	msg := func(seq uint64) Msg { return Msg{From: "s", Key: "k", Seq: seq, Size: 1} }
 	var naks []Nak
 	for _, seq := range []uint64{1, 3} {
-		_, n, _ := in.Receive(msg(seq), t0)
-		naks = append(naks, n...)
+		naks = append(naks, in.Receive(msg(seq), t0).Naks...)
 	}
 	for seq := uint64(4); seq <= 10_000; seq++ {
-		_, n, _ := in.Receive(msg(seq), t0)
-		naks = append(naks, n...)
+		naks = append(naks, in.Receive(msg(seq), t0).Naks...)
 	}
-	if want := []Nak{{To: "s", Key: "k", From: 2, Upto: 2}}; !slices.Equal(naks, want) {
+	if want := []Nak{{To: "s", Key: "k", Lo: 2, Hi: 2}}; !slices.Equal(naks, want) {
 		t.Fatalf("NAKs %v, want %v", naks, want)
 	}
 	// Asked again after 250ms, 500ms, 1s, ... while nothing comes.
 	var at []time.Duration
 	for d := time.Duration(0); d <= 5*time.Second; d += 50 * time.Millisecond {
-		for _, n := range in.Tick(t0.Add(d)) {
-			if n != (Nak{To: "s", Key: "k", From: 2, Upto: 2}) {
+		for _, n := range in.Tick(t0.Add(d)).Naks {
+			if n != (Nak{To: "s", Key: "k", Lo: 2, Hi: 2}) {
 				t.Fatalf("at %v: NAK %v", d, n)
 			}
 			at = append(at, d)
@@ -286,37 +304,41 @@ func TestAGapIsAskedForOnce(t *testing.T) {
 	if !slices.Equal(at, want) {
 		t.Errorf("asked again at %v, want %v", at, want)
 	}
-	if got, _, _ := in.Receive(msg(2), t0.Add(6*time.Second)); len(got) != 9_999 {
+	if got := in.Receive(msg(2), t0.Add(6*time.Second)).Deliver; len(got) != 9_999 {
 		t.Errorf("the missing message freed %d, want 9,999", len(got))
 	}
 
 	// A long gap: the first MaxNakSpan numbers, then the next as they come.
-	in2 := NewInbox(1 << 30)
+	in2 := NewInbox(DefaultInLimits)
 	in2.Subscribe("k")
 	in2.Receive(msg(1), t0)
-	_, n, _ := in2.Receive(msg(20_000), t0)
-	if want := []Nak{{To: "s", Key: "k", From: 2, Upto: MaxNakSpan + 1}}; !slices.Equal(n, want) {
+	n := in2.Receive(msg(20_000), t0).Naks
+	if want := []Nak{{To: "s", Key: "k", Lo: 2, Hi: MaxNakSpan + 1}}; !slices.Equal(n, want) {
 		t.Fatalf("NAKs %v, want %v", n, want)
 	}
 	for seq := uint64(2); seq <= MaxNakSpan+1; seq++ {
 		in2.Receive(msg(seq), t0)
 	}
-	if n := in2.Tick(t0.Add(300 * time.Millisecond)); len(n) != 1 || n[0].From != MaxNakSpan+2 || n[0].Upto != 2*MaxNakSpan+1 {
+	if n := in2.Tick(t0.Add(300 * time.Millisecond)).Naks; len(n) != 1 || n[0].Lo != MaxNakSpan+2 || n[0].Hi != 2*MaxNakSpan+1 {
 		t.Errorf("after the first span came, NAKs %v", n)
 	}
 }
 
-// TestResendBounded: a NAK off the wire naming every number there is gets
-// MaxNakSpan of them at most, kept or not.
-func TestResendBounded(t *testing.T) {
+// TestNakAnswerBounded: a NAK off the wire naming every number there is
+// gets MaxNakSpan of them at most, kept or not; a NAK from a proc that is
+// not a receiver of the subject gets nothing.
+func TestNakAnswerBounded(t *testing.T) {
 	o := NewOutbox(Limits{Retain: time.Hour, MaxBytes: 1 << 20})
 	s := &Subject{Key: "proc.r", Proc: "r"}
 	now := time.Unix(0, 0)
 	for range 3 * MaxNakSpan {
-		o.Stamp(s, now) // numbered, never kept
+		o.Stamp(s, 1, now) // numbered, never kept
 	}
-	frames, seqs, missing := o.Resend("proc.r", 1, ^uint64(0))
-	if len(frames)+len(missing) != MaxNakSpan || len(seqs) != len(frames) {
-		t.Errorf("%d frames and %d missing for a NAK of everything, want %d in all", len(frames), len(missing), MaxNakSpan)
+	a := o.Nak("r", "proc.r", 1, ^uint64(0))
+	if len(a.Frames) != 0 || len(a.Missing) != 1 || a.Missing[0] != (Range{1, MaxNakSpan}) {
+		t.Errorf("a NAK of everything: %d frames, missing %v; want missing 1..%d", len(a.Frames), a.Missing, MaxNakSpan)
+	}
+	if a := o.Nak("x", "proc.r", 1, 10); len(a.Frames)+len(a.Missing) != 0 {
+		t.Errorf("a NAK from a proc that does not receive proc.r got %v", a)
 	}
 }

@@ -264,9 +264,10 @@ type AckReq struct {
 	Seqs []uint64 `msgpack:"s"`
 }
 
-// NakMissing says the sender no longer holds its messages on Key up to
-// Upto.
+// NakMissing says the sender no longer holds its messages on Key, From
+// to Upto.
 type NakMissing struct {
 	Key  string `msgpack:"k"`
+	From uint64 `msgpack:"f"`
 	Upto uint64 `msgpack:"u"`
 }
