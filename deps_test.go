@@ -17,7 +17,7 @@ func TestLayering(t *testing.T) {
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv"},
 		"launch":      {"hostsconfig", "bus", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat"},
-		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/reliable"},
+		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
 		"spmd":        {"actorrt"},
 		"collective":  {"actorrt", "ibverbs"},
@@ -30,6 +30,7 @@ func TestLayering(t *testing.T) {
 		"internal/procstat":  {},
 		"internal/wire":      {},
 		"internal/reliable":  {},
+		"internal/delivery":  {"bus", "internal/jobenv", "internal/reliable", "internal/wire"},
 		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child", "internal/procstat"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()

@@ -221,14 +221,24 @@ func (a *actor) handle(e *envelope) {
 	ctx := &a.msgCtx
 	ctx.view, ctx.msgIdx, ctx.reply = e.view, e.msgIdx, e.reply
 	out, aerr := a.invoke(m, ctx, e.payload, e.sole)
+	if aerr != nil && aerr.Code == CodeDecode {
+		// A message whose arguments do not decode is malformed, not the
+		// actor's failure: its caller, if it waits, hears why; otherwise
+		// it is dropped and counted like any malformed message.
+		// (An explicit-response endpoint was never handed its port.)
+		if e.reply.zero() {
+			a.mesh.rt.drop(wire.DropArgs, a.mesh.name, fmt.Errorf("actor %s, endpoint %s: %s", a.id, m.name, aerr.Message))
+		} else {
+			a.replyError(e, aerr)
+		}
+		return
+	}
 	if aerr != nil {
 		switch {
 		case m.port != nil && !e.reply.zero():
 			// The port is owed an answer: the error is the answer, unless the
 			// endpoint already sent one.
-			owed := e.reply
-			owed.once = true
-			if a.mesh.rt.health.answered(owed) {
+			if a.mesh.rt.health.answered(ownedOnce(e.reply)) {
 				a.replyError(e, aerr)
 			}
 		case !e.reply.zero():
@@ -355,6 +365,13 @@ func (a *actor) supervise(f *MeshFailure) {
 	if !handled {
 		a.fail("a mesh it owns failed and it did not handle it: "+f.Error(), nil)
 	}
+}
+
+// ownedOnce is reply marked as a port answered once (an explicit-response
+// endpoint's).
+func ownedOnce(reply portRef) portRef {
+	reply.once = true
+	return reply
 }
 
 // explicitPort makes the Port[R] an explicit-response endpoint answers on:

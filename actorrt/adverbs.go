@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/monarch-go/monarch/internal/delivery"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -103,16 +104,16 @@ func (rt *core) deliverTo(ref *meshRef, reg region, w *wire.Writer, h *wire.Head
 		procs = ref.procsOf(reg)
 	}
 	if reg.isWhole() || len(procs) == len(ref.all) {
-		return rt.sendSeq(w, h, seqDest{subject: ref.subject, rs: ref.seqSubject()})
+		return rt.delivery.Send(w, h, ref.dest(rt.subjects))
 	}
 	if len(procs) == 1 {
-		return rt.sendSeq(w, h, rt.toProc(procs[0]))
+		return rt.delivery.Send(w, h, rt.delivery.ToProc(procs[0]))
 	}
-	dests := make([]seqDest, len(procs))
+	dests := make([]delivery.Dest, len(procs))
 	for i, p := range procs {
-		dests[i] = rt.toProc(p)
+		dests[i] = rt.delivery.ToProc(p)
 	}
-	return rt.sendSeq(w, h, dests...)
+	return rt.delivery.SendAll(w, h, dests)
 }
 
 func callAdverb[R any](t meshTarget, b binding, args []any) *Future[ValueMesh[R]] {

@@ -180,7 +180,7 @@ func (c *client) connect(env jobenv.Env) error {
 		var err error
 		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token, TLSCA: env.Bus.TLSCA,
 			TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, MaxMessage: c.opts.maxMessage, OnError: c.busFault,
-			ReconnectFor: c.opts.hostTimeout, ConnectFor: busConnectFor})
+			ReconnectFor: c.opts.hostTimeout, OnLink: c.linkChanged, ConnectFor: busConnectFor})
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}

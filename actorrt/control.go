@@ -37,13 +37,7 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &MeshFailure{}
 	case wire.OpMeshInfo:
 		body = &meshInfoReq{}
-	case wire.OpNak:
-		body = &wire.NakReq{}
-	case wire.OpNakMissing:
-		body = &wire.NakMissing{}
-	case wire.OpAck:
-		body = &wire.AckReq{}
-	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, wire.OpFreePort, opSkip:
+	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, wire.OpFreePort:
 	default:
 		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
 	}
@@ -71,18 +65,6 @@ func checkControl(h *wire.Header, body any) error {
 	case *stopReq:
 		if !wire.ValidID(b.Mesh) {
 			return fmt.Errorf("mesh id %.40q", b.Mesh)
-		}
-	case *wire.NakReq:
-		if b.Key == "" || b.From == 0 || b.Upto < b.From || !wire.ValidID(h.ReplyTo) {
-			return fmt.Errorf("nak of %.40q %d..%d from %.40q", b.Key, b.From, b.Upto, h.ReplyTo)
-		}
-	case *wire.NakMissing:
-		if b.Key == "" || b.Upto == 0 || b.From > b.Upto || !wire.ValidID(h.ReplyTo) {
-			return fmt.Errorf("nak answer of %.40q %d..%d from %.40q", b.Key, b.From, b.Upto, h.ReplyTo)
-		}
-	case *wire.AckReq:
-		if len(b.Keys) != len(b.Seqs) || !wire.ValidID(h.ReplyTo) {
-			return fmt.Errorf("ack of %d subjects with %d numbers from %.40q", len(b.Keys), len(b.Seqs), h.ReplyTo)
 		}
 	case *meshInfoReq:
 		if !wire.ValidID(b.Mesh) {

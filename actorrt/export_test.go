@@ -1,6 +1,7 @@
 package actorrt
 
 import (
+	"github.com/monarch-go/monarch/internal/delivery"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -54,12 +55,24 @@ func NextPortID() uint64 {
 	return rt.ports.next + 1
 }
 
-// Message kinds, for forged frames.
+// Message kinds and flags, for forged frames.
 const (
 	KindActor   = wire.KindActor
 	KindPort    = wire.KindPort
 	KindControl = wire.KindControl
+	KindTail    = wire.KindTail
+	KindRun     = wire.KindRun
+	KindNak     = wire.KindNak
+	KindAck     = wire.KindAck
+	FlagMissing = wire.FlagMissing
 )
+
+// SpanBody is the body of a NAK, or of its answer: the numbers lo..hi.
+func SpanBody(lo, hi uint64) []byte { return wire.AppendSpan(nil, wire.Span{Lo: lo, Hi: hi}) }
+
+// DeliverySenders is how many senders this process's delivery layer
+// tracks.
+func DeliverySenders() int { return current.Load().delivery.Senders() }
 
 // TestHeader is a frame header as a peer writes it. Region, if set, is
 // written as is in place of the region (nil there writes none).
@@ -72,18 +85,21 @@ type TestHeader struct {
 	Rank    int
 	Flags   uint8
 	Region  []byte
+	From    string // with Seq: a numbered frame's sender
+	Seq     uint64
 }
 
 // EncodeFrame writes a frame with the runtime's own encoder.
 func EncodeFrame(th TestHeader, payload []byte) []byte {
-	h := wire.Header{Kind: th.Kind, Target: th.Target, Port: th.Port, ReplyTo: th.ReplyTo, Method: th.Method, Rank: th.Rank, Flags: th.Flags}
+	h := wire.Header{Kind: th.Kind, Target: th.Target, Port: th.Port, ReplyTo: th.ReplyTo, Method: th.Method, Rank: th.Rank, Flags: th.Flags,
+		From: th.From, Seq: th.Seq}
 	w, err := wire.NewFrame(&h, 1<<30)
 	if err != nil {
 		panic(err)
 	}
 	defer w.Free()
 	b := append([]byte(nil), w.Bytes()...)
-	if th.Region != nil {
+	if th.Region != nil && th.Seq == 0 {
 		b = append(b[:len(b)-1], th.Region...) // in place of nil
 		n := len(b) - 4
 		b[0], b[1], b[2], b[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
@@ -134,8 +150,4 @@ func SetChildBusURL(url string) (hub string, restore func()) {
 
 // SetMaxFences sets how many fences a frame of this process carries, until
 // the returned restore is called.
-func SetMaxFences(n int) (restore func()) {
-	old := maxFences
-	maxFences = n
-	return func() { maxFences = old }
-}
+func SetMaxFences(n int) (restore func()) { return delivery.SetMaxFences(n) }

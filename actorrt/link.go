@@ -15,6 +15,9 @@ type link interface {
 	Publish(subject string, data []byte) error
 	// PublishParts sends the parts, one after the other, as one message.
 	PublishParts(subject string, parts [][]byte) error
+	// PublishNow is PublishParts without waiting in a batch of the
+	// link's (the delivery layer batches runs itself).
+	PublishNow(subject string, parts [][]byte) error
 	Subscribe(subject string) (subscription, error)
 	// Watch calls fn on each message of subject as it arrives, beside
 	// Run's ordered path (bus.Conn.Watch).

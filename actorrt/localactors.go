@@ -175,9 +175,7 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, owner: req.Owner}
 	// Subscribe before the first Init reply goes out: the spawner sends
 	// calls only after every reply, and the server has the SUB by then.
-	rt.seq.inMu.Lock()
-	rt.seq.in.Subscribe(jobenv.MeshKey(req.Mesh)) // before the SUB: what comes on it counts
-	rt.seq.inMu.Unlock()
+	rt.delivery.Subscribe(jobenv.MeshKey(req.Mesh)) // before the SUB: what comes on it counts
 	if lm.sub, err = rt.link.Subscribe(rt.subjects.Mesh(req.Mesh)); err != nil {
 		return err
 	}
@@ -229,6 +227,19 @@ func (la *localActors) stopAll() {
 	la.mu.Unlock()
 	for _, id := range ids {
 		la.stopMesh(id)
+	}
+}
+
+// failMesh fails this proc's members of mesh id (the reason is why).
+func (la *localActors) failMesh(id, reason string) {
+	la.mu.Lock()
+	lm := la.meshes[id]
+	la.mu.Unlock()
+	if lm == nil {
+		return
+	}
+	for _, a := range lm.members {
+		a.fail(reason, nil)
 	}
 }
 

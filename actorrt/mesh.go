@@ -10,7 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/monarch-go/monarch/internal/reliable"
+	"github.com/monarch-go/monarch/internal/delivery"
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -196,8 +197,14 @@ type meshRef struct {
 	agents  []string // the host agent that started each member's proc, by base rank
 	all     []string // every proc of the mesh, once
 	stopped atomic.Bool
-	rsOnce  sync.Once
-	rs      *reliable.Subject // the mesh's subject, for sequencing (seqSubject)
+	dOnce   sync.Once
+	d       delivery.Dest // the mesh's subject, as delivery numbers it (dest)
+}
+
+// dest is the mesh's subject as the delivery layer knows it, made once.
+func (r *meshRef) dest(s jobenv.Subjects) delivery.Dest {
+	r.dOnce.Do(func() { r.d = delivery.ToGroup(s, r.id, r.all) })
+	return r.d
 }
 
 // procInfos lists the procs of the mesh with their agents, for health.

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/delivery"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/rs/zerolog"
@@ -22,13 +23,13 @@ type node struct {
 	link     link
 	ports    portTable
 	health   *health
-	seq      *sequencer
+	delivery *delivery.Layer
 	drops    wire.Drops // malformed messages dropped, by kind
 	log      zerolog.Logger
 
 	// received counts the frames the dispatcher took, by kind, and the
 	// notices of ends among them: what tests read to see who got what.
-	received [8]atomic.Uint64
+	received [wire.NumKinds]atomic.Uint64
 	notices  atomic.Uint64
 }
 
@@ -81,7 +82,7 @@ func (n *node) sendToPort(to portRef, flags uint8, body func(*msgpack.Encoder) e
 		}
 		return fmt.Errorf("%w: encode %s: %v", ErrDecode, what, err)
 	}
-	return n.sendSeq(w, &h, n.toProc(to.proc))
+	return n.delivery.Send(w, &h, n.delivery.ToProc(to.proc))
 }
 
 // sendErrorToPort sends err to a port.
@@ -93,16 +94,16 @@ func (n *node) sendErrorToPort(to portRef, err error) error {
 // sendControl sends a control op to a proc (or a subject of the job, with
 // sendControlOn), with an optional reply port.
 func (n *node) sendControl(proc, op string, port uint64, body any) error {
-	return n.sendControlTo(n.toProc(proc), op, port, body)
+	return n.sendControlTo(n.delivery.ToProc(proc), op, port, body)
 }
 
 // sendControlOn sends a control op on a subject of the job that is not a
 // proc's (deaths, agents): not sequenced.
 func (n *node) sendControlOn(subject, op string, port uint64, body any) error {
-	return n.sendControlTo(seqDest{subject: subject}, op, port, body)
+	return n.sendControlTo(delivery.Unsequenced(subject), op, port, body)
 }
 
-func (n *node) sendControlTo(d seqDest, op string, port uint64, body any) error {
+func (n *node) sendControlTo(d delivery.Dest, op string, port uint64, body any) error {
 	h := wire.Header{Kind: wire.KindControl, Method: op, Port: port, ReplyTo: n.procID, Rank: -1}
 	w := wire.NewPayload(&h, n.link.MaxMessage())
 	defer w.Free()
@@ -112,7 +113,7 @@ func (n *node) sendControlTo(d seqDest, op string, port uint64, body any) error 
 		}
 		return fmt.Errorf("actorrt: encode %s: %w", op, err)
 	}
-	return n.sendSeq(w, &h, d)
+	return n.delivery.Send(w, &h, d)
 }
 
 // undeliverable handles a message for a port that is not open here. If

@@ -195,7 +195,7 @@ func (rt *core) runRemote(procs *ProcMesh, name string, args []any, reply portRe
 			err = tl
 		}
 		if err == nil {
-			err = rt.sendSeq(w, &h, rt.toProc(p.ID))
+			err = rt.delivery.Send(w, &h, rt.delivery.ToProc(p.ID))
 		}
 		w.Free()
 		if err != nil {

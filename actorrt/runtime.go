@@ -8,11 +8,13 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/delivery"
 	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -46,6 +48,7 @@ type core struct {
 	cancel      context.CancelFunc
 	dispatchEnd chan struct{} // closed when the dispatcher returns
 	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
+	started     atomic.Bool   // start has made the delivery layer
 	meshSeq     atomic.Uint64
 	procSeq     atomic.Uint64
 	ends        sync.Map // proc id -> *procEnds: who hears of its end
@@ -114,7 +117,8 @@ func (rt *core) start(l link, r role, client bool) error {
 	rt.link, rt.role = l, r
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.sup = newSupervision(rt, client)
-	rt.seq = newSequencer(rt.procID, 2*rt.opts.hostTimeout)
+	rt.delivery = delivery.New(delivery.Config{Self: rt.procID, Subjects: rt.subjects, Retain: 2 * rt.opts.hostTimeout,
+		Route: rt.route, Lost: rt.lost, Drop: rt.drop}, l)
 	rt.actors = newLocalActors(rt)
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
@@ -138,8 +142,8 @@ func (rt *core) start(l link, r role, client bool) error {
 	go rt.agent.Heartbeats(rt.ctx, false)
 	go rt.agent.WatchLiveness(rt.ctx, rt.opts.hostTimeout)
 	go rt.watchHosts()
-	go rt.seqTicker(rt.ctx)
-	go rt.answerLoop(rt.ctx)
+	go rt.delivery.Run(rt.ctx)
+	rt.started.Store(true)
 	return nil
 }
 
@@ -173,6 +177,29 @@ func (rt *core) busFault(err error) {
 	}
 }
 
+// linkChanged hears the bus link drop and come back: what was lost while
+// it was down is asked for at once.
+func (rt *core) linkChanged(up bool, err error) {
+	if up && rt.started.Load() {
+		rt.delivery.LinkUp()
+	}
+}
+
+// lost reports messages from proc from that cannot be delivered: never
+// silently. Calls waiting on that proc fail; the actors the messages may
+// have been for (a mesh's members here, for a mesh's subject; else every
+// actor here) fail, and their owners hear why.
+func (rt *core) lost(from, key, why string) {
+	err := fmt.Errorf("%w: proc %s lost messages from proc %s: %s", ErrBus, rt.procID, from, why)
+	rt.log.Error().Err(err).Msg("messages lost")
+	rt.ports.failWaiting(from, err)
+	if mesh, ok := strings.CutPrefix(key, "mesh."); ok {
+		rt.actors.failMesh(mesh, err.Error())
+		return
+	}
+	rt.actors.failAll(err.Error())
+}
+
 func (rt *core) newMeshID() string {
 	return rt.procID + ".m" + strconv.FormatUint(rt.meshSeq.Add(1), 10)
 }
@@ -190,26 +217,13 @@ func (rt *core) dispatch(m bus.Message) {
 		rt.noticed(m.Data)
 		return
 	}
-	f, err := wire.Parse(m.Data)
-	if err != nil {
-		rt.drop(wire.DropFrame, m.Subject, err)
-		return
-	}
-	rt.received[f.Kind&7].Add(1)
-	switch {
-	case f.Kind == wire.KindTail:
-		rt.tail(&f, rt.subjects.Key(m.Subject))
-	case f.Kind == wire.KindResend:
-		rt.resent(&f, m.Subject)
-	case f.Seq != 0:
-		rt.sequenced(&f, rt.subjects.Key(m.Subject), m.Subject, len(m.Data))
-	default:
-		rt.route(&f, m.Subject)
-	}
+	rt.delivery.Receive(m)
 }
 
-// route acts on a frame, in the order it is due (see seq.go).
+// route acts on a frame, in the order it is due (the delivery layer calls
+// it, one frame at a time).
 func (rt *core) route(f *wire.Frame, subject string) {
+	rt.received[f.Kind%wire.NumKinds].Add(1)
 	switch f.Kind {
 	case wire.KindActor:
 		rt.actors.deliver(*f, subject)
@@ -273,12 +287,6 @@ func (rt *core) control(f *wire.Frame, subject string) {
 		rt.agent.Alive(f.ReplyTo)
 	case wire.OpFreePort:
 		rt.agent.FreePort(f.ReplyTo, f.Port)
-	case wire.OpNak:
-		rt.nak(f.ReplyTo, body.(*wire.NakReq))
-	case wire.OpNakMissing:
-		rt.nakMissing(f.ReplyTo, body.(*wire.NakMissing))
-	case wire.OpAck:
-		rt.ack(f.ReplyTo, body.(*wire.AckReq))
 	case wire.OpFailure:
 		rt.sup.memberFailed(body.(*MeshFailure), "")
 	case wire.OpMeshInfo:
@@ -307,7 +315,7 @@ func (rt *core) applyHealth(effects []any) {
 		case effGone:
 			rt.role.procEnded(e.n)
 			rt.endOf(e.n)
-			rt.forgetProc(e.n.Proc)
+			rt.delivery.ProcGone(e.n.Proc)
 			rt.ports.failWaiting(e.n.Proc, goneError(e.n))
 			rt.sup.procEnded(e.n)
 			if e.announce {
@@ -436,6 +444,7 @@ func (rt *core) stop() {
 	rt.closing.Store(true)
 	rt.actors.stopAll()
 	rt.agent.Close()
+	rt.delivery.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	rt.link.Flush(ctx)
 	cancel()

@@ -113,7 +113,7 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 // that it starts here and its procs dial in turn.
 func (w *worker) connect(env jobenv.Env, o options) (*bus.Conn, error) {
 	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token, TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName,
-		HubServers: env.Bus.Hubs, MaxMessage: o.maxMessage, OnError: w.busFault, ReconnectFor: o.hostTimeout,
+		HubServers: env.Bus.Hubs, MaxMessage: o.maxMessage, OnError: w.busFault, ReconnectFor: o.hostTimeout, OnLink: w.linkChanged,
 		ConnectFor: busConnectFor}
 	if !env.HostBus {
 		return bus.Connect(env.Bus.URL, opts)

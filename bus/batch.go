@@ -61,6 +61,34 @@ func (c *Conn) PublishParts(subject string, parts [][]byte) error {
 	return c.publish(subject, nil, parts, size)
 }
 
+// PublishNow is PublishParts for a message that must not wait in a batch
+// (the caller batches itself): a pending batch goes first, then it, at
+// once.
+func (c *Conn) PublishNow(subject string, parts [][]byte) error {
+	size := 0
+	for _, p := range parts {
+		size += len(p)
+	}
+	if size > c.maxMessage {
+		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, size, subject, c.maxMessage)
+	}
+	if err := c.awaitHub(); err != nil {
+		return err
+	}
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
+	if err := c.flushPendingLocked(); err != nil {
+		return err
+	}
+	if size > c.chunkSize() {
+		return c.publishChunked(subject, parts, size)
+	}
+	if len(parts) == 1 {
+		return mapErr(c.nc.Publish(subject, parts[0]))
+	}
+	return mapErr(c.nc.Publish(subject, c.gather(parts, size)))
+}
+
 // publish sends data, or the parts if there are any, of size bytes.
 func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) error {
 	if size > c.maxMessage {

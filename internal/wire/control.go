@@ -42,16 +42,6 @@ const (
 	// OpSyncLogs (StopProcsReq): a host agent answers once every line the
 	// procs wrote so far has been sent.
 	OpSyncLogs = "synclogs"
-	// OpNak (NakReq), to a sender (internal/reliable): send again what it
-	// sent on a subject, from one sequence number up to another.
-	OpNak = "nak"
-	// OpNakMissing (NakMissing), the sender's answer to a NAK for what it
-	// no longer holds: give up on it, up to Upto.
-	OpNakMissing = "nakmissing"
-	// OpAck (AckReq), to a sender (internal/reliable): the receiver has
-	// everything it sent on these subjects up to these numbers, so the
-	// sender may stop keeping it. Sent at a tick, not per message.
-	OpAck = "ack"
 	// OpAlive (no body), from a proc to the host agent that started it
 	// (ReplyTo names the proc): it is alive. A proc that stops beating
 	// (stopped, or its runtime wedged) is killed and reported.
@@ -249,25 +239,4 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 		return nil, DropIDs, fmt.Errorf("%s: %v", f.Method, err)
 	}
 	return body, 0, nil
-}
-
-// NakReq asks for a sender's messages on subject Key, From..Upto.
-type NakReq struct {
-	Key  string `msgpack:"k"`
-	From uint64 `msgpack:"f"`
-	Upto uint64 `msgpack:"u"`
-}
-
-// AckReq acknowledges a sender's messages: on Keys[i], up to Seqs[i].
-type AckReq struct {
-	Keys []string `msgpack:"k"`
-	Seqs []uint64 `msgpack:"s"`
-}
-
-// NakMissing says the sender no longer holds its messages on Key, From
-// to Upto.
-type NakMissing struct {
-	Key  string `msgpack:"k"`
-	From uint64 `msgpack:"f"`
-	Upto uint64 `msgpack:"u"`
 }

@@ -20,10 +20,12 @@ const (
 	DropBody                   // a control body that cannot be decoded
 	DropIDs                    // empty or invalid ids, or ids of nothing here (mesh, port)
 	DropOp                     // a control op that does not exist
+	DropSender                 // numbered frames of a sender past the bounds, or made up (see internal/reliable)
+	DropArgs                   // an actor message whose arguments cannot be decoded
 	numDropKinds
 )
 
-var dropKindNames = [numDropKinds]string{"frame", "kind", "region", "body", "ids", "op"}
+var dropKindNames = [numDropKinds]string{"frame", "kind", "region", "body", "ids", "op", "sender", "args"}
 
 func (k DropKind) String() string {
 	if k < numDropKinds {

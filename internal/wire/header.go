@@ -16,16 +16,31 @@ const (
 	// number on it (Seq), so that a receiver that lost the last messages
 	// asks for them. No payload.
 	KindTail uint8 = 4
-	// KindResend, to a proc's subject: a message sent again on request;
+	// KindResend, to a proc's subject: a frame sent again on request;
 	// Target is the subject it was first sent on (its key), the payload
 	// the whole original frame.
 	KindResend uint8 = 5
+	// KindRun, on a proc's or a mesh's subject: a run of messages to it,
+	// numbered Seq, Seq+1, ... under one header; the payload holds them
+	// (see Run).
+	KindRun uint8 = 6
+	// KindNak, to a sender's subject, from ReplyTo: send again the frames
+	// on subject Target (a key) that hold the numbers the payload names
+	// (a Span). With FlagMissing it is the sender's answer instead: it no
+	// longer holds those.
+	KindNak uint8 = 7
+	// KindAck, to a sender's subject, from ReplyTo: the receiver has
+	// every message on each subject up to its number (the payload: Acks).
+	KindAck uint8 = 8
+	// NumKinds bounds the kinds.
+	NumKinds = 9
 )
 
 // Header flags: bits of a Header's Flags.
 const (
-	FlagError uint8 = 1 << iota // the payload is an error reply, not a value
-	FlagLast                    // the sender will send nothing more to this port for this rank
+	FlagError   uint8 = 1 << iota // the payload is an error reply, not a value
+	FlagLast                      // the sender will send nothing more to this port for this rank
+	FlagMissing                   // KindNak: the answer "no longer held", not a request
 )
 
 // Header is what the runtime routes a frame by.

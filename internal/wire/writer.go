@@ -164,6 +164,24 @@ func (w *Writer) Seal(h *Header) ([][]byte, error) {
 	return w.sealed, nil
 }
 
+// AppendHeader appends h as a frame's head (its length, then the header)
+// to b: a frame whose payload the caller has as bytes already (a run, a
+// resent frame) is that head followed by them. A header past MaxHeader
+// is an error.
+func AppendHeader(b []byte, h *Header) ([]byte, error) {
+	start := len(b)
+	b = h.appendTo(append(b, 0, 0, 0, 0))
+	n := len(b) - start - 4
+	if n > MaxHeader {
+		return b[:start], fmt.Errorf("%w: a header of %d bytes (target %.40q): the limit is %d", ErrTooLarge, n, h.Target, MaxHeader)
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	return b, nil
+}
+
+// PayloadSize is the size of the payload encoded so far.
+func (w *Writer) PayloadSize() int { return w.buf.size() }
+
 // TooLarge is the error for an encoding that the frame's limit stopped
 // (wrapping ErrTooLarge, naming what was encoded), or nil if err came
 // from elsewhere.

@@ -1,0 +1,50 @@
+// Package delivery is the layer between a process's runtime and its bus
+// link that makes the job's messages reliable: none lost, repeated or
+// reordered from one sender to each receiver, whatever mix of subjects
+// carries them, across a link that drops and comes back. It drives the
+// state machines of internal/reliable (their decisions are tested there,
+// by scripts) with the job's frames (internal/wire) and the bus.
+//
+// # Usage
+//
+// A runtime makes one Layer (New), runs it (Run: ticks, answers, runs
+// that wait), and sends every frame through it: Send to one destination
+// (ToProc, ToGroup, Unsequenced), SendAll to several. Every frame the
+// link receives goes to Receive, on the one goroutine that takes them in
+// wire order; the layer hands the runtime's frames to Config.Route in the
+// order they are due, and reports what can never be delivered to
+// Config.Lost and what it refuses to Config.Drop. Subscribe before a
+// mesh's subject is subscribed to, ProcGone when a proc ends, LinkUp when
+// the link comes back, Close before the link closes.
+//
+// The path of a message is then one way in each direction:
+//
+//	send:    adverbs -> runtime -> Layer.Send (number, fences, run) -> Link -> bus
+//	receive: bus -> runtime's dispatcher -> Layer.Receive (order, hold, NAK) -> Route -> runtime
+//
+// # What it sends
+//
+// Frames on a proc's or a mesh's subject are numbered per sender and
+// subject, with fences across subjects, and kept until acknowledged
+// (reliable.Outbox); frames to standalone host agents and other subjects
+// are not. While a burst to one subject lasts, small frames travel as one
+// run (wire.KindRun): one number stamp, header, publish and kept copy for
+// the run, one sequencing check and parse on arrival. The layer's own
+// frames are tail markers (wire.KindTail), resends (KindResend), NAKs and
+// their "no longer held" answers (KindNak) and acknowledgements (KindAck).
+//
+// # What it refuses
+//
+// Every id and key read from the wire is checked (wire.ValidID,
+// wire.ValidKey) before it names a subject, a map entry or a log line;
+// run framing and transport bodies are checked before they are read. A
+// frame that fails is dropped and counted, never fatal. What a peer can
+// make the layer hold is bounded (reliable.InLimits).
+//
+// # Concurrency
+//
+// A Layer is safe for concurrent use. Sends are serialized (frames leave
+// in the order of their numbers); Route is called one frame at a time,
+// from Receive's goroutine or Run's, never while a send waits on the
+// link.
+package delivery
