@@ -79,7 +79,7 @@ type Layer struct {
 	// frames leave in the order of their numbers.
 	outMu    sync.Mutex
 	out      *reliable.Outbox
-	procs    map[string]*reliable.Subject // proc subjects by proc id
+	procs    map[string]*procDest // by proc id
 	run      pendingRun
 	lastSend time.Duration // since clockBase, when no run was pending
 
@@ -132,7 +132,7 @@ func New(cfg Config, link Link) *Layer {
 	l := &Layer{
 		cfg: cfg, link: link, selfKey: jobenv.ProcKey(cfg.Self),
 		out:   reliable.NewOutbox(reliable.Limits{Retain: retain, MaxBytes: KeepBytes}),
-		procs: map[string]*reliable.Subject{},
+		procs: map[string]*procDest{},
 		in:    reliable.NewInbox(lim),
 		wake:  make(chan struct{}, 1),
 	}
@@ -147,7 +147,8 @@ func (l *Layer) now() time.Time { return time.Unix(0, l.clock.Load()) }
 // Dest is where a frame goes: a subject, and how it is numbered there.
 type Dest struct {
 	subject string
-	seq     *reliable.Subject // nil: not numbered
+	seq     *reliable.Subject // nil: not numbered (unless proc is set)
+	proc    string            // a proc's inbox: subject and numbering found at the send
 }
 
 // Unsequenced is a subject whose frames are not numbered (deaths,
@@ -155,21 +156,33 @@ type Dest struct {
 func Unsequenced(subject string) Dest { return Dest{subject: subject} }
 
 // ToProc is proc's inbox. Frames for a standalone host agent are not
-// numbered (it keeps no inbox). Hold no lock of the layer.
+// numbered (it keeps no inbox).
 func (l *Layer) ToProc(proc string) Dest {
-	d := Dest{subject: l.cfg.Subjects.Proc(proc)}
 	if jobenv.IsAgentID(proc) {
-		return d
+		return Dest{subject: l.cfg.Subjects.Proc(proc)}
 	}
-	l.outMu.Lock()
-	rs := l.procs[proc]
-	if rs == nil {
-		rs = &reliable.Subject{Key: jobenv.ProcKey(proc), Proc: proc}
-		l.procs[strings.Clone(proc)] = rs
+	return Dest{proc: proc}
+}
+
+// resolve fills in a proc's subject and numbering, made once per proc.
+// Hold outMu.
+func (l *Layer) resolve(d *Dest) {
+	if d.proc == "" {
+		return
 	}
-	l.outMu.Unlock()
-	d.seq = rs
-	return d
+	p := l.procs[d.proc]
+	if p == nil {
+		proc := strings.Clone(d.proc)
+		p = &procDest{subject: l.cfg.Subjects.Proc(proc), seq: &reliable.Subject{Key: jobenv.ProcKey(proc), Proc: proc}}
+		l.procs[proc] = p
+	}
+	d.subject, d.seq = p.subject, p.seq
+}
+
+// procDest is a proc's inbox as the layer sends to it.
+type procDest struct {
+	subject string
+	seq     *reliable.Subject
 }
 
 // ToGroup is a mesh's subject, received by procs; make it once per mesh.
@@ -180,9 +193,6 @@ func ToGroup(subjects jobenv.Subjects, mesh string, procs []string) Dest {
 	}
 	return Dest{subject: subjects.Mesh(mesh), seq: &reliable.Subject{Key: jobenv.MeshKey(mesh), Group: g}}
 }
-
-// Subject is where d goes.
-func (d Dest) Subject() string { return d.subject }
 
 // Subscribe says this process receives the subject key (a mesh it hosts
 // members of): call it before subscribing to the subject, so that what
@@ -304,9 +314,22 @@ func (l *Layer) Run(ctx context.Context) {
 }
 
 // step acts on what waits; at a tick (now set) it also does what is due
-// with time.
+// with time. The outbox goes first: a run waiting to be sent should not
+// wait for the dispatcher to finish routing. (Never outMu, then inMu:
+// the two are taken one after the other.)
 func (l *Layer) step(now time.Time) {
-	// The inbox first: never outMu, then inMu.
+	l.outMu.Lock()
+	l.flushRun()
+	tails := l.takeOut()
+	if !now.IsZero() {
+		tails = append(tails, l.out.Tick(now)...)
+	}
+	l.outMu.Unlock()
+	for _, t := range tails {
+		h := wire.Header{Kind: wire.KindTail, From: l.cfg.Self, Seq: t.Seq, Rank: -1}
+		l.sendTransport(l.cfg.Subjects.Of(t.Key), &h, nil)
+	}
+
 	l.inMu.Lock()
 	naks := l.takeIn()
 	var acks []reliable.Ack
@@ -324,18 +347,6 @@ func (l *Layer) step(now time.Time) {
 	l.inMu.Unlock()
 	l.sendNaks(naks)
 	l.sendAcks(acks)
-
-	l.outMu.Lock()
-	l.flushRun()
-	tails := l.takeOut()
-	if !now.IsZero() {
-		tails = append(tails, l.out.Tick(now)...)
-	}
-	l.outMu.Unlock()
-	for _, t := range tails {
-		h := wire.Header{Kind: wire.KindTail, From: l.cfg.Self, Seq: t.Seq, Rank: -1}
-		l.sendTransport(l.cfg.Subjects.Of(t.Key), &h, nil)
-	}
 }
 
 // sendTransport publishes one of the layer's own frames (tails, resends,

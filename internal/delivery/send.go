@@ -46,6 +46,7 @@ type pendingRun struct {
 func (l *Layer) Send(w *wire.Writer, h *wire.Header, d Dest) error {
 	l.outMu.Lock()
 	defer l.outMu.Unlock()
+	l.resolve(&d)
 	if d.seq != nil && w.PayloadSize() <= runSmall {
 		if l.run.w.Count() > 0 {
 			if l.run.d.subject == d.subject && l.run.w.Len() < runMax && l.run.w.Count() < wire.MaxRun {
@@ -79,6 +80,7 @@ func (l *Layer) SendAll(w *wire.Writer, h *wire.Header, ds []Dest) error {
 	defer l.outMu.Unlock()
 	l.flushRun()
 	for _, d := range ds {
+		l.resolve(&d)
 		if err := l.sendOne(w, h, d); err != nil {
 			return err
 		}
