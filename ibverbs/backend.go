@@ -37,6 +37,13 @@ type backend interface {
 	atomic(ctx context.Context, h Handle, off int, op atomicOp, a, b uint64) (uint64, error)
 }
 
+// forgetter is a backend that keeps something for each handle it moved
+// bytes for (shm: the mapping of the handle's buffer); forget lets it go
+// for h, at once or, where a transfer still uses it, when that ends.
+type forgetter interface {
+	forget(h Handle)
+}
+
 // preference is the order in which backends are tried for a handle that
 // no MONARCH_RDMA_BACKEND forces: the fastest first. verbs is built only
 // with -tags verbs; a name that no file registered is skipped.

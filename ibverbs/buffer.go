@@ -170,6 +170,24 @@ func (h Handle) Backend() string {
 	return b.name()
 }
 
+// Forget lets go of what this process keeps for h: its backend binding
+// and its buffer's shm mapping, which keeps the buffer's memory alive
+// even after its owner frees it. A later use of h binds and maps afresh.
+// It is for a reader done with h, such as one that has read a payload
+// its sender will reuse or free. It does not block. Transfers through h
+// under way meanwhile complete (a mapping they use is unmapped when the
+// last of them ends), and may leave h bound and mapped again. Safe to
+// call concurrently with them, and more than once.
+func (h Handle) Forget() {
+	p := thisProcess()
+	p.unbind(h)
+	for _, b := range p.backends {
+		if f, ok := b.(forgetter); ok {
+			f.forget(h)
+		}
+	}
+}
+
 // ReadInto copies the buffer's first len(dst) bytes into dst.
 func (h Handle) ReadInto(ctx context.Context, dst []byte) error {
 	return h.transfer(ctx, 0, dst, false)

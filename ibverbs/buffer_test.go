@@ -53,6 +53,20 @@ func owner() int {
 	pattern(b.Bytes(), 1)
 	h, _ := json.Marshal(b.Handle())
 	fmt.Printf("HANDLE %s\n", h)
+	// IBVERBS_BUFFERS=n: n-1 more buffers of the size, buffer i filled
+	// with pattern seed i+1; the commands below act on the first.
+	n := 1
+	fmt.Sscan(os.Getenv("IBVERBS_BUFFERS"), &n)
+	for i := 1; i < n; i++ {
+		more, err := newBuffer(size)
+		if err != nil {
+			fmt.Println("ERR", err)
+			return 1
+		}
+		pattern(more.Bytes(), byte(i+1))
+		h, _ := json.Marshal(more.Handle())
+		fmt.Printf("HANDLE %s\n", h)
+	}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		switch in.Text() {
@@ -97,15 +111,20 @@ type ownerProc struct {
 	in  *os.File
 	out *bufio.Scanner
 	h   ibverbs.Handle
+	hs  []ibverbs.Handle // all its buffers' (startOwnerBuffers), h first
 }
 
 func startOwner(t *testing.T) *ownerProc { return startOwnerSize(t, 4<<20) }
 
-func startOwnerSize(t testing.TB, size int) *ownerProc {
+func startOwnerSize(t testing.TB, size int) *ownerProc { return startOwnerBuffers(t, 1, size) }
+
+// startOwnerBuffers starts an owner of n buffers of size bytes, buffer i
+// filled with pattern seed i+1.
+func startOwnerBuffers(t testing.TB, n, size int) *ownerProc {
 	t.Helper()
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), "IBVERBS_OWNER=1", fmt.Sprintf("IBVERBS_SIZE=%d", size))
+	cmd.Env = append(os.Environ(), "IBVERBS_OWNER=1", fmt.Sprintf("IBVERBS_SIZE=%d", size), fmt.Sprintf("IBVERBS_BUFFERS=%d", n))
 	pr, pw, _ := os.Pipe()
 	cmd.Stdin = pr
 	out, _ := cmd.StdoutPipe()
@@ -116,14 +135,19 @@ func startOwnerSize(t testing.TB, size int) *ownerProc {
 	pr.Close()
 	t.Cleanup(func() { pw.Close(); cmd.Process.Kill(); cmd.Wait() })
 	o := &ownerProc{cmd: cmd, in: pw, out: bufio.NewScanner(out)}
-	line := o.line(t)
-	js, ok := strings.CutPrefix(line, "HANDLE ")
-	if !ok {
-		t.Fatalf("owner said %q", line)
+	for range n {
+		line := o.line(t)
+		js, ok := strings.CutPrefix(line, "HANDLE ")
+		if !ok {
+			t.Fatalf("owner said %q", line)
+		}
+		var h ibverbs.Handle
+		if err := json.Unmarshal([]byte(js), &h); err != nil {
+			t.Fatal(err)
+		}
+		o.hs = append(o.hs, h)
 	}
-	if err := json.Unmarshal([]byte(js), &o.h); err != nil {
-		t.Fatal(err)
-	}
+	o.h = o.hs[0]
 	return o
 }
 

@@ -50,8 +50,14 @@
 //     and its test skips with that reason. Whether an HCA's atomics agree
 //     with shm's and tcp's on one word (some write the old value
 //     big-endian) is not checked;
-//   - shm: same host: the buffer lives in a memfd mapping, which readers on
-//     the host map once (mappings are cached) and copy from directly;
+//   - shm: same host: the buffer lives in a memfd mapping, which a reader
+//     on the host maps at its first transfer and copies from directly. It
+//     keeps the mapping for later transfers; as a mapping keeps the
+//     buffer's memory alive after its owner closed it, a process keeps at
+//     most 256 of them and 4 GiB mapped (the most recently used one even
+//     if larger): past either bound the least recently used leaves first,
+//     unmapped once no transfer uses it. Handle.Forget drops a handle's
+//     mapping (and binding) without waiting for that;
 //   - tcp: anywhere: the owner process serves its buffers on a TCP port of
 //     the address it reaches the job's bus from; a request carries the
 //     buffer's random key, so a handle is a capability. A transfer of 8
@@ -81,11 +87,13 @@
 // if it is set, else to the first in that order that is usable. It keeps
 // that backend for the life of the process, so changing the variable
 // later does not move a handle already used; the binding is dropped only
-// when a transfer finds the buffer closed. A transfer that cannot bind
-// fails with ErrBackend saying why: a forced name that is not a backend
-// of this binary (with the valid ones), the forced backend's reason for
-// not reaching the buffer (a forced backend has no fallback), or each
-// backend's reason; nothing is bound then, and Backend says "none".
+// when a transfer finds the buffer closed, or by Handle.Forget, which a
+// reader done with a handle calls so that what it keeps for handles does
+// not pile up. A transfer that cannot bind fails with ErrBackend saying
+// why: a forced name that is not a backend of this binary (with the valid
+// ones), the forced backend's reason for not reaching the buffer (a
+// forced backend has no fallback), or each backend's reason; nothing is
+// bound then, and Backend says "none".
 //
 // A process keeps, in one value made at its first buffer or transfer, what
 // is per process by nature: the buffers it owns and the TCP server that

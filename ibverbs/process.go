@@ -121,8 +121,8 @@ func (p *process) bind(h Handle) (backend, error) {
 	return b, nil
 }
 
-// unbind forgets h's backend: its buffer is gone, and so the entry would
-// only take room.
+// unbind forgets h's backend: its buffer is gone, or its reader is done
+// with it (Forget), and so the entry would only take room.
 func (p *process) unbind(h Handle) {
 	p.boundMu.Lock()
 	delete(p.bound, h)

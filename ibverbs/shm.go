@@ -1,6 +1,7 @@
 package ibverbs
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,8 @@ import (
 
 // Same-host transfers, the shm backend: the owner's buffer is a memfd
 // mapping; a peer on the same machine opens it through /proc/PID/fd/FD
-// once, maps it, and keeps the mapping for later transfers.
+// once, maps it, and keeps the mapping for later transfers, within
+// bounds (maxPeerMappings, maxPeerBytes).
 
 func allocShared(size int) ([]byte, *os.File, error) {
 	fd, err := unix.MemfdCreate("monarch-rdma", unix.MFD_CLOEXEC)
@@ -40,21 +42,52 @@ func freeShared(mem []byte, f *os.File) {
 
 func init() {
 	register("shm", func(p *process) backend {
-		return &shmBackend{p: p, peers: map[peerKey]peerMapping{}}
+		return &shmBackend{p: p, peers: map[peerKey]*peerMapping{}, maxMappings: maxPeerMappings, maxBytes: maxPeerBytes}
 	})
 }
+
+// The bounds of the mappings a process keeps of other processes' buffers.
+// A mapping keeps the owner's pages alive after the owner closed the
+// buffer, and a reader learns of the close only at its next use, so what
+// is kept must be bounded; past either bound the least recently used
+// mapping goes first. Only the cache is bounded: a transfer still using a
+// mapping that left it keeps it mapped until the transfer ends.
+const (
+	// maxPeerMappings, 256: a reader goes back to far fewer buffers than
+	// that at a time (the weights it pulls, the pooled buffers its peers
+	// send payloads through), so those stay mapped; a reader of many
+	// buffers, each read once, keeps at most 256 (each one of the
+	// process's memory areas, of which Linux allows 65530 by default),
+	// and a buffer read again after it left costs an open, an fstat and
+	// an mmap again.
+	maxPeerMappings = 256
+	// maxPeerBytes, 4 GiB: at worst that much of closed buffers' memory is
+	// held by this process, little next to a training host's memory,
+	// while a reader that goes back to a few large buffers (weight shards
+	// of a GiB) still finds them mapped. The most recently used mapping
+	// is kept even when it alone is larger.
+	maxPeerBytes = 4 << 30
+)
 
 // shmBackend reaches buffers of this machine: its own process's through
 // the owned buffers, other processes' through mappings of their memfds.
 type shmBackend struct {
 	p *process
 
-	// mu guards peers, the mappings of other processes' buffers by owner
-	// pid and key. A mapping keeps its pages alive after the owner closes
-	// the buffer, so every use first checks that the owner's fd is still
-	// that memfd (same inode).
+	// mu guards the mappings of other processes' buffers: peers, by owner
+	// pid and key, and lru, the same mappings with the most recently used
+	// first. A mapping keeps its pages alive after the owner closes the
+	// buffer, so every use first checks that the owner's fd is still that
+	// memfd (same inode).
 	mu    sync.Mutex
-	peers map[peerKey]peerMapping
+	peers map[peerKey]*peerMapping
+	lru   list.List // of *peerMapping
+	bytes int64     // mapped by the entries of peers
+
+	// The bounds of peers: maxPeerMappings and maxPeerBytes, lowered by
+	// tests (under mu).
+	maxMappings int
+	maxBytes    int64
 }
 
 type peerKey struct {
@@ -62,9 +95,17 @@ type peerKey struct {
 	key uint64
 }
 
+// peerMapping is one mapping of another process's buffer. elem and users
+// are guarded by shmBackend.mu; the rest is set before it is shared.
 type peerMapping struct {
-	mem []byte
-	ino uint64
+	key  peerKey
+	mem  []byte
+	ino  uint64        // of the memfd mapped
+	elem *list.Element // in lru; nil once out of the cache
+	// users counts the transfers copying from or to mem now: a mapping
+	// that left the cache is unmapped by the last of them, never under
+	// one (that would fault it).
+	users int
 }
 
 func (*shmBackend) name() string { return "shm" }
@@ -113,7 +154,8 @@ func (s *shmBackend) copy(h Handle, off int, b []byte, write bool) error {
 	if err != nil {
 		return err
 	}
-	return copyAt(m, off, b, write)
+	defer s.release(m)
+	return copyAt(m.mem, off, b, write)
 }
 
 // atomic is a processor atomic on the owner's memory, shared with it.
@@ -129,7 +171,8 @@ func (s *shmBackend) atomic(_ context.Context, h Handle, off int, op atomicOp, a
 	if err != nil {
 		return 0, err
 	}
-	return atomicAt(m, off, op, a, b)
+	defer s.release(m)
+	return atomicAt(m.mem, off, op, a, b)
 }
 
 // fdPath is where the owner's memfd shows on this machine.
@@ -143,34 +186,101 @@ func ownerInode(h Handle) (uint64, error) {
 	return st.Ino, nil
 }
 
-// peerMap maps h's buffer here, or returns the cached mapping.
-func (s *shmBackend) peerMap(h Handle) ([]byte, error) {
-	ino, err := ownerInode(h)
+// peerMap is a mapping of h's buffer, the cached one or a new one, with a
+// use held: the caller releases it when done with its memory.
+func (s *shmBackend) peerMap(h Handle) (*peerMapping, error) {
+	ino, statErr := ownerInode(h)
 	k := peerKey{h.PID, h.Key}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if pm, ok := s.peers[k]; ok {
-		if err == nil && pm.ino == ino {
-			return pm.mem, nil
+	if m := s.peers[k]; m != nil {
+		if statErr == nil && m.ino == ino {
+			m.users++
+			s.lru.MoveToFront(m.elem)
+			s.mu.Unlock()
+			return m, nil
 		}
-		unix.Munmap(pm.mem)
-		delete(s.peers, k)
+		s.drop(m) // the owner's fd is gone, or another file now
 	}
+	s.mu.Unlock()
+	if statErr != nil {
+		return nil, fmt.Errorf("%w: the owner's memory is gone: %v", ErrClosed, statErr)
+	}
+	// Mapped without the lock: MAP_POPULATE of a large buffer takes long,
+	// and transfers through other mappings need not wait for it.
+	m, err := mapPeer(h)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the owner's memory is gone: %v", ErrClosed, err)
+		return nil, err
 	}
+	m.key, m.users = k, 1
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.peers[k]; old != nil {
+		if old.ino == m.ino {
+			// Another transfer mapped the same memory meanwhile: one
+			// mapping is enough.
+			unix.Munmap(m.mem)
+			old.users++
+			s.lru.MoveToFront(old.elem)
+			return old, nil
+		}
+		s.drop(old)
+	}
+	s.peers[k] = m
+	m.elem = s.lru.PushFront(m)
+	s.bytes += int64(len(m.mem))
+	for s.lru.Len() > 1 && (s.lru.Len() > s.maxMappings || s.bytes > s.maxBytes) {
+		s.drop(s.lru.Back().Value.(*peerMapping))
+	}
+	return m, nil
+}
+
+// mapPeer maps the memfd behind h's owner's fd, if it is h's size.
+func mapPeer(h Handle) (*peerMapping, error) {
 	f, err := os.OpenFile(fdPath(h), os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open the owner's memory: %v", ErrClosed, err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.Size() != int64(h.Size) {
+	// The inode of the file opened, not of the one statted before: the
+	// owner may have put another file at that fd in between.
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Size != int64(h.Size) {
 		return nil, fmt.Errorf("%w: the owner's memory is not this buffer", ErrClosed)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, h.Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(int(f.Fd()), 0, h.Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("ibverbs: map the owner's memory: %w", err)
 	}
-	s.peers[k] = peerMapping{mem: m, ino: ino}
-	return m, nil
+	return &peerMapping{mem: mem, ino: st.Ino}, nil
+}
+
+// release gives back a use that peerMap took.
+func (s *shmBackend) release(m *peerMapping) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m.users--
+	if m.users == 0 && m.elem == nil {
+		unix.Munmap(m.mem)
+	}
+}
+
+// drop takes m out of the cache, and unmaps it if no transfer uses it
+// (else the last one does). Called with s.mu held.
+func (s *shmBackend) drop(m *peerMapping) {
+	delete(s.peers, m.key)
+	s.lru.Remove(m.elem)
+	m.elem = nil
+	s.bytes -= int64(len(m.mem))
+	if m.users == 0 {
+		unix.Munmap(m.mem)
+	}
+}
+
+// forget drops the mapping of h's buffer, if this process keeps one.
+func (s *shmBackend) forget(h Handle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.peers[peerKey{h.PID, h.Key}]; m != nil {
+		s.drop(m)
+	}
 }
