@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -34,6 +36,9 @@ type Handle struct {
 	Boot string `msgpack:"boot"` // the owner's kernel boot id: same machine, same memory
 	PID  int    `msgpack:"pid"`  // the owner process
 	FD   int    `msgpack:"fd"`   // its memfd, reachable as /proc/PID/fd/FD on the same machine
+	// Ino is the memfd's inode: what a peer checks the file at FD is, so
+	// that a buffer made later at the same fd is never taken for this one.
+	Ino  uint64 `msgpack:"ino,omitempty"`
 	Addr string `msgpack:"addr"` // the owner's TCP server, host:port
 	// TLS is the SHA-256 of the certificate the owner's TCP server
 	// presents, when it serves TLS (the job's bus does); "" for plain TCP.
@@ -102,6 +107,11 @@ func newBuffer(mem []byte, f *os.File) (*Buffer, error) {
 	b.handle = Handle{Size: len(mem), Key: binary.LittleEndian.Uint64(k[:]), Boot: p.boot, PID: p.pid, FD: -1, Addr: addr, TLS: pin}
 	if f != nil {
 		b.handle.FD = int(f.Fd())
+		var st unix.Stat_t
+		if err := unix.Fstat(b.handle.FD, &st); err != nil {
+			return nil, fmt.Errorf("ibverbs: the buffer's memory: %w", err)
+		}
+		b.handle.Ino = st.Ino
 	}
 	p.own(b)
 	return b, nil

@@ -76,6 +76,17 @@ func owner() int {
 		case "close":
 			b.Close()
 			fmt.Println("CLOSED")
+		case "renew":
+			// Another buffer of the size in the place of this one (the
+			// kernel hands out the lowest fd free: its fd, most likely).
+			b.Close()
+			if b, err = newBuffer(size); err != nil {
+				fmt.Println("ERR", err)
+				continue
+			}
+			pattern(b.Bytes(), 9)
+			h, _ := json.Marshal(b.Handle())
+			fmt.Printf("HANDLE %s\n", h)
 		case "raw":
 			// The floor of a transfer: the buffer's bytes on one plain
 			// TCP stream to whoever connects first.

@@ -244,7 +244,7 @@ func mapPeer(h Handle) (*peerMapping, error) {
 	// The inode of the file opened, not of the one statted before: the
 	// owner may have put another file at that fd in between.
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Size != int64(h.Size) {
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Size != int64(h.Size) || h.Ino != 0 && st.Ino != h.Ino {
 		return nil, fmt.Errorf("%w: the owner's memory is not this buffer", ErrClosed)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, h.Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -351,4 +352,32 @@ func mappedMemfds(t *testing.T, inodes map[uint64]bool) int {
 		t.Fatal(err)
 	}
 	return len(seen)
+}
+
+// TestShmHandleOfAClosedBuffer: a handle read for the first time after
+// its owner closed the buffer and made another of the same size at the
+// same fd fails with ErrClosed; it never reads the other buffer's bytes.
+func TestShmHandleOfAClosedBuffer(t *testing.T) {
+	t.Setenv(ibverbs.EnvBackend, "shm")
+	o := startOwnerSize(t, 1<<20)
+	old := o.h
+	line := o.ask(t, "renew")
+	js, ok := strings.CutPrefix(line, "HANDLE ")
+	if !ok {
+		t.Fatalf("owner said %q", line)
+	}
+	var renewed ibverbs.Handle
+	if err := json.Unmarshal([]byte(js), &renewed); err != nil {
+		t.Fatal(err)
+	}
+	if renewed.FD != old.FD {
+		t.Skipf("the new buffer took fd %d, not %d: nothing to confuse", renewed.FD, old.FD)
+	}
+	got := make([]byte, old.Size)
+	if err := old.ReadInto(context.Background(), got); !errors.Is(err, ibverbs.ErrClosed) {
+		t.Fatalf("reading the closed buffer's handle: %v (first bytes %v); want ErrClosed", err, got[:4])
+	}
+	if err := renewed.ReadInto(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
 }
