@@ -30,7 +30,7 @@ func TestLayering(t *testing.T) {
 		"internal/procstat":  {},
 		"internal/wire":      {},
 		"internal/reliable":  {},
-		"internal/delivery":  {"bus", "internal/jobenv", "internal/reliable", "internal/wire"},
+		"internal/delivery":  {"bus", "ibverbs", "internal/jobenv", "internal/reliable", "internal/wire"},
 		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child", "internal/procstat"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()

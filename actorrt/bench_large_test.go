@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/monarch-go/monarch/ibverbs"
 	"io"
 	"net"
 	"os"
@@ -66,6 +67,64 @@ func BenchmarkLarge64MiB(b *testing.B) {
 	}
 	o, f := alternate(b, 5, ours, floor)
 	report(b, "large-64MiB-MBps", o, f, "MB/s", ">=", 0.5)
+}
+
+// BenchmarkLargeBroadcast4MiB: a 4 MiB argument broadcast to one actor in
+// each of 4 procs (Call of Echo.Len, waiting for the 4 answers), beside
+// the buffers moving the same bytes: the bytes copied into a buffer made
+// once, its handle sent to the same 4 actors, each reading it into
+// memory of its own (Echo.ReadLen). Milliseconds a round; the target is
+// within 3x the buffers.
+func BenchmarkLargeBroadcast4MiB(b *testing.B) {
+	ctx := context.Background()
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 4}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer procs.Stop(ctx)
+	echo, err := actorrt.Spawn[Echo](ctx, procs, "bcast")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const size = 4 << 20
+	data := bytes.Repeat([]byte{7}, size)
+	buf, err := ibverbs.NewBuffer(size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer buf.Close()
+	check := func(v actorrt.ValueMesh[int], err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range v.Values() {
+			if n != size+7 {
+				b.Fatalf("a member read %d", n)
+			}
+		}
+	}
+	length, readLen := actorrt.Method1((*Echo).Len), actorrt.Method1((*Echo).ReadLen)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	ours := func() float64 {
+		t0 := time.Now()
+		check(length.Call(echo, data).Get(ctx))
+		return ms(time.Since(t0))
+	}
+	floor := func() float64 {
+		t0 := time.Now()
+		copy(buf.Bytes(), data)
+		check(readLen.Call(echo, buf.Handle()).Get(ctx))
+		return ms(time.Since(t0))
+	}
+	var o, f []float64
+	ours()
+	floor()
+	b.ResetTimer()
+	for range 15 {
+		o = append(o, ours())
+		f = append(f, floor())
+	}
+	report(b, "large-bcast-4MiB-4procs-ms", o, f, "ms", "<=", 3)
 }
 
 // startTCPEcho runs the raw-tcp-echo helper and returns its connection.

@@ -88,7 +88,11 @@ type stopReq struct {
 }
 
 // deliver hands a mesh message to each local member in its region.
-func (la *localActors) deliver(f wire.Frame, subject string) {
+func (la *localActors) deliver(f wire.Frame, subject string) { la.deliverOr(f, subject, nil) }
+
+// deliverOr is deliver, or, with fail set (the message's payload could
+// not be read), the answer fail to each member's caller that waits.
+func (la *localActors) deliverOr(f wire.Frame, subject string, fail error) {
 	var lm *localMesh
 	if m := la.byID.Load(); m != nil {
 		lm = (*m)[f.Target]
@@ -122,10 +126,12 @@ func (la *localActors) deliver(f wire.Frame, subject string) {
 		if !ok {
 			continue
 		}
-		var refused error
-		if stopped {
+		refused := fail
+		switch {
+		case refused != nil:
+		case stopped:
 			refused = fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name)
-		} else {
+		default:
 			refused = a.deadErr()
 		}
 		if refused != nil {

@@ -67,7 +67,7 @@ func malformedMessages(t *testing.T) []forged {
 			data := append([]byte{0, 0, 0, byte(len(hdr))}, hdr...)
 			return &nats.Msg{Subject: inbox, Data: append(data, nilBody...)}
 		}},
-		{"an unknown kind", "kind", frame(actorrt.TestHeader{Kind: 9, Rank: -1}, nilBody)},
+		{"an unknown kind", "kind", frame(actorrt.TestHeader{Kind: 99, Rank: -1}, nilBody)},
 		{"an unknown op", "op", control("bogus", nilBody)},
 		{"a stop whose mesh is a number", "body", control("stop", mp(t, map[string]any{"mesh": 5}))},
 		// msgpack/v5 allocates a slice of the claimed length before it

@@ -118,7 +118,7 @@ func (rt *core) start(l link, r role, client bool) error {
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.sup = newSupervision(rt, client)
 	rt.delivery = delivery.New(delivery.Config{Self: rt.procID, Subjects: rt.subjects, Retain: 2 * rt.opts.hostTimeout,
-		Route: rt.route, Lost: rt.lost, Drop: rt.drop}, l)
+		Route: rt.route, Lost: rt.lost, Drop: rt.drop, Failed: rt.payloadFailed, MaxPayload: l.MaxMessage()}, l)
 	rt.actors = newLocalActors(rt)
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
@@ -242,6 +242,28 @@ func (rt *core) route(f *wire.Frame, subject string) {
 		rt.control(&cf, subject)
 	default:
 		rt.drop(wire.DropKindOf, subject, fmt.Errorf("a message of kind %d", f.Kind))
+	}
+}
+
+// payloadFailed takes a frame whose payload, sent out of band, could not
+// be read: whoever waits for an answer to it gets err; it is counted as
+// a dropped payload.
+func (rt *core) payloadFailed(f *wire.Frame, subject string, err error) {
+	rt.drop(wire.DropPayload, subject, err)
+	switch {
+	case f.Kind == wire.KindActor:
+		rt.actors.deliverOr(*f, subject, err)
+	case f.Kind == wire.KindPort:
+		we := toWireError(err)
+		body, merr := msgpack.Marshal(&we)
+		if merr == nil {
+			pf := *f
+			pf.Flags |= wire.FlagError
+			pf.Payload = body
+			rt.route(&pf, subject)
+		}
+	case f.Kind == wire.KindControl && wire.OpReplies(f.Method) && f.Port != 0 && wire.ValidID(f.ReplyTo):
+		rt.sendErrorToPort(portRef{proc: f.ReplyTo, id: f.Port}, err)
 	}
 }
 

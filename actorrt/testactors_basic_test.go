@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/monarch-go/monarch/ibverbs"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,18 @@ func (r *Recorder) Note(ctx *actorrt.Context, seq int64) error {
 func (r *Recorder) NoteCall(ctx *actorrt.Context, seq int64) (int64, error) {
 	r.seen = append(r.seen, seq)
 	return seq, nil
+}
+
+// NoteBlob records a sequence number sent with a blob, every byte of
+// which must be the number's low byte.
+func (r *Recorder) NoteBlob(ctx *actorrt.Context, seq int64, blob []byte) error {
+	for i, b := range blob {
+		if b != byte(seq) {
+			return fmt.Errorf("blob %d: byte %d of %d is %d", seq, i, len(blob), b)
+		}
+	}
+	r.seen = append(r.seen, seq)
+	return nil
 }
 
 func (r *Recorder) Seen(ctx *actorrt.Context) ([]int64, error) { return r.seen, nil }
@@ -139,4 +152,23 @@ func (e *Echo) Scribble(ctx *actorrt.Context, b []byte) (int, error) {
 		b[i] = 0xff
 	}
 	return sum, nil
+}
+
+// Len answers how many bytes it got and their last: what a receiver of a
+// large argument does at the least.
+func (e *Echo) Len(ctx *actorrt.Context, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	return len(b) + int(b[len(b)-1]), nil
+}
+
+// ReadLen reads a buffer's bytes into memory of its own, as a large
+// argument's receiver does, and answers as Len.
+func (e *Echo) ReadLen(ctx *actorrt.Context, h ibverbs.Handle) (int, error) {
+	b := make([]byte, h.Size)
+	if err := h.ReadInto(ctx, b); err != nil {
+		return 0, err
+	}
+	return e.Len(ctx, b)
 }

@@ -54,7 +54,7 @@ func FuzzReceive(f *testing.F) {
 		l := New(Config{Self: "r", Subjects: testSubjects,
 			Route: func(*wire.Frame, string) { routed++ },
 			Lost:  func(string, string, string) {},
-			Drop:  func(wire.DropKind, string, error) {}}, conn)
+			Drop:  func(wire.DropKind, string, error) {}, Failed: func(*wire.Frame, string, error) {}, MaxPayload: 1 << 20}, conn)
 		l.Subscribe(jobenv.MeshKey("g"))
 		subject := testSubjects.Proc("r")
 		if onMesh {

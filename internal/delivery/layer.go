@@ -42,6 +42,13 @@ type Config struct {
 	Lost func(from, key, why string)
 	// Drop counts a malformed or refused frame.
 	Drop func(kind wire.DropKind, subject string, err error)
+	// Failed is called, like Route, for a frame whose payload was sent
+	// out of band and cannot be read (gone, or not what the frame says):
+	// whoever waits for an answer to it should get err. f has no payload.
+	Failed func(f *wire.Frame, subject string, err error)
+	// MaxPayload bounds a payload read out of band (the largest message
+	// a sender may send).
+	MaxPayload int
 }
 
 // Bounds of what a layer keeps and does.
@@ -89,6 +96,10 @@ type Layer struct {
 	inMu     sync.Mutex
 	in       *reliable.Inbox
 	owedNaks []reliable.Nak
+	parked   map[string]*parkedSender // senders whose frames wait behind a payload being read
+
+	pool    *oobPool      // payloads this process sent out of band
+	fetches chan struct{} // payloads being read here
 
 	// What others hear for the inbox and for the outbox waits here for
 	// whoever holds the lock next: the dispatcher must not wait for a
@@ -135,6 +146,10 @@ func New(cfg Config, link Link) *Layer {
 		procs: map[string]*procDest{},
 		in:    reliable.NewInbox(lim),
 		wake:  make(chan struct{}, 1),
+
+		parked:  map[string]*parkedSender{},
+		pool:    newOOBPool(),
+		fetches: make(chan struct{}, oobFetches),
 	}
 	l.clock.Store(time.Now().UnixNano())
 	l.in.Subscribe(l.selfKey)
@@ -208,6 +223,7 @@ func (l *Layer) Subscribe(key string) {
 // and meshes no longer wait for its acknowledgements.
 func (l *Layer) ProcGone(proc string) {
 	proc = strings.Clone(proc)
+	l.pool.procGone(proc)
 	l.newsMu.Lock()
 	l.inNews.gone = append(l.inNews.gone, proc)
 	l.outNews.gone = append(l.outNews.gone, proc)
@@ -323,6 +339,7 @@ func (l *Layer) step(now time.Time) {
 	tails := l.takeOut()
 	if !now.IsZero() {
 		tails = append(tails, l.out.Tick(now)...)
+		l.pool.expire(now)
 	}
 	l.outMu.Unlock()
 	for _, t := range tails {
@@ -395,11 +412,13 @@ func (l *Layer) Senders() int {
 	return l.in.Senders()
 }
 
-// Close sends a run that waits: call it before the link closes.
+// Close sends a run that waits and frees the payloads held for
+// receivers: call it before the link closes.
 func (l *Layer) Close() {
 	l.outMu.Lock()
 	l.flushRun()
 	l.outMu.Unlock()
+	l.pool.close()
 }
 
 // errNotSent tells a frame the link could not take while it was down.

@@ -25,6 +25,7 @@ type node struct {
 	mu     sync.Mutex
 	got    []string // the payloads routed, in order
 	lost   []string
+	failed []string
 	drops  map[wire.DropKind]int
 	cancel context.CancelFunc
 }
@@ -53,7 +54,13 @@ func newNode(t *testing.T, srv *bus.Server, id string, retain time.Duration) *no
 			n.mu.Lock()
 			n.drops[k]++
 			n.mu.Unlock()
-		}}, conn)
+		},
+		Failed: func(f *wire.Frame, subject string, err error) {
+			n.mu.Lock()
+			n.failed = append(n.failed, err.Error())
+			n.mu.Unlock()
+		},
+		MaxPayload: 1 << 30}, conn)
 	n.subscribe(testSubjects.Proc(id))
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
@@ -75,8 +82,10 @@ func (n *node) subscribe(subject string) {
 func (n *node) send(d Dest, payload string) {
 	n.t.Helper()
 	h := wire.Header{Kind: wire.KindActor, Target: "m", Method: "M", Rank: -1}
-	w := wire.NewPayload(&h, 1<<20)
-	w.Enc.Writer().Write([]byte(payload))
+	w := wire.NewPayload(&h, 1<<30)
+	if _, err := w.Enc.Writer().Write([]byte(payload)); err != nil {
+		n.t.Fatal(err)
+	}
 	if err := n.layer.Send(w, &h, d); err != nil {
 		n.t.Fatal(err)
 	}

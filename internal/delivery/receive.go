@@ -28,10 +28,14 @@ func (l *Layer) Receive(m bus.Message) {
 		l.nak(&f, m.Subject)
 	case f.Kind == wire.KindAck:
 		l.ack(&f, m.Subject)
+	case f.Kind == wire.KindRelease:
+		l.release(&f, m.Subject)
 	case f.Seq != 0:
 		l.sequenced(&f, l.cfg.Subjects.Key(m.Subject), m.Subject, len(m.Data))
 	case f.Kind == wire.KindRun:
 		l.cfg.Drop(wire.DropFrame, m.Subject, fmt.Errorf("a run with no sequence number from %.40q", f.ReplyTo))
+	case f.Flags&wire.FlagOutOfBand != 0:
+		l.cfg.Drop(wire.DropPayload, m.Subject, fmt.Errorf("a payload out of band in a frame not numbered, from %.40q", f.ReplyTo))
 	default:
 		l.inMu.Lock()
 		l.cfg.Route(&f, m.Subject)
@@ -85,7 +89,7 @@ func (l *Layer) sequenced(f *wire.Frame, key, subject string, size int) {
 // skip ones (delivered before), or the frame. Hold inMu.
 func (l *Layer) route(f *wire.Frame, subject string, skip int) {
 	if f.Kind != wire.KindRun {
-		l.cfg.Route(f, subject)
+		l.deliver(f.From, f, subject)
 		return
 	}
 	r := wire.ReadRun(f.Payload) // an empty run is a skipped number
@@ -98,7 +102,7 @@ func (l *Layer) route(f *wire.Frame, subject string, skip int) {
 		case err != nil:
 			l.cfg.Drop(wire.DropFrame, subject, fmt.Errorf("a run from %s: message %d: %w", f.From, i+1, err))
 		default:
-			l.cfg.Route(&mf, subject)
+			l.deliver(f.From, &mf, subject)
 		}
 	}
 }

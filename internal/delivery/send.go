@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"slices"
 	"time"
 
 	"github.com/monarch-go/monarch/internal/reliable"
@@ -44,6 +45,9 @@ type pendingRun struct {
 // that cannot be sent (too large, a closed link). h's sequencing fields
 // are the layer's.
 func (l *Layer) Send(w *wire.Writer, h *wire.Header, d Dest) error {
+	if w.PayloadSize() > OutOfBand && (d.proc != "" || d.seq != nil) {
+		return l.sendLarge(w, h, []Dest{d})
+	}
 	l.outMu.Lock()
 	defer l.outMu.Unlock()
 	l.resolve(&d)
@@ -76,6 +80,9 @@ func (l *Layer) Send(w *wire.Writer, h *wire.Header, d Dest) error {
 // SendAll publishes the frame to each of ds, as Send does; the payload is
 // encoded once, each gets its own header.
 func (l *Layer) SendAll(w *wire.Writer, h *wire.Header, ds []Dest) error {
+	if w.PayloadSize() > OutOfBand && !slices.ContainsFunc(ds, func(d Dest) bool { return d.proc == "" && d.seq == nil }) {
+		return l.sendLarge(w, h, ds)
+	}
 	l.outMu.Lock()
 	defer l.outMu.Unlock()
 	l.flushRun()

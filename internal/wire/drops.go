@@ -14,18 +14,19 @@ import (
 type DropKind uint8
 
 const (
-	DropFrame  DropKind = iota // a frame or header that cannot be read
-	DropKindOf                 // a message of no known kind
-	DropRegion                 // a region that does not fit its mesh
-	DropBody                   // a control body that cannot be decoded
-	DropIDs                    // empty or invalid ids, or ids of nothing here (mesh, port)
-	DropOp                     // a control op that does not exist
-	DropSender                 // numbered frames of a sender past the bounds, or made up (see internal/reliable)
-	DropArgs                   // an actor message whose arguments cannot be decoded
+	DropFrame   DropKind = iota // a frame or header that cannot be read
+	DropKindOf                  // a message of no known kind
+	DropRegion                  // a region that does not fit its mesh
+	DropBody                    // a control body that cannot be decoded
+	DropIDs                     // empty or invalid ids, or ids of nothing here (mesh, port)
+	DropOp                      // a control op that does not exist
+	DropSender                  // numbered frames of a sender past the bounds, or made up (see internal/reliable)
+	DropArgs                    // an actor message whose arguments cannot be decoded
+	DropPayload                 // a payload sent out of band that cannot be read (gone, or not what its frame says)
 	numDropKinds
 )
 
-var dropKindNames = [numDropKinds]string{"frame", "kind", "region", "body", "ids", "op", "sender", "args"}
+var dropKindNames = [numDropKinds]string{"frame", "kind", "region", "body", "ids", "op", "sender", "args", "payload"}
 
 func (k DropKind) String() string {
 	if k < numDropKinds {

@@ -32,15 +32,20 @@ const (
 	// KindAck, to a sender's subject, from ReplyTo: the receiver has
 	// every message on each subject up to its number (the payload: Acks).
 	KindAck uint8 = 8
+	// KindRelease, to a sender's subject, from ReplyTo: the receiver is
+	// done with the payload the sender holds for it out of band (the
+	// payload: its id, a msgpack unsigned integer).
+	KindRelease uint8 = 9
 	// NumKinds bounds the kinds.
-	NumKinds = 9
+	NumKinds = 10
 )
 
 // Header flags: bits of a Header's Flags.
 const (
-	FlagError   uint8 = 1 << iota // the payload is an error reply, not a value
-	FlagLast                      // the sender will send nothing more to this port for this rank
-	FlagMissing                   // KindNak: the answer "no longer held", not a request
+	FlagError     uint8 = 1 << iota // the payload is an error reply, not a value
+	FlagLast                        // the sender will send nothing more to this port for this rank
+	FlagMissing                     // KindNak: the answer "no longer held", not a request
+	FlagOutOfBand                   // the payload is not here: it says where to read it (a large one)
 )
 
 // Header is what the runtime routes a frame by.

@@ -90,3 +90,16 @@ func ValidKey(s string) bool {
 	}
 	return ValidID(s[5:])
 }
+
+// AppendRelease appends a KindRelease body: the payload's id.
+func AppendRelease(b []byte, id uint64) []byte { return appendUint(b, id) }
+
+// ReadRelease reads a KindRelease body: a positive id, nothing after.
+func ReadRelease(p []byte) (uint64, error) {
+	r := mpReader{b: p}
+	id := r.uint()
+	if r.err != nil || id == 0 || len(r.b) != 0 {
+		return 0, fmt.Errorf("%w: release of payload %d (%d bytes after): %v", ErrDecode, id, len(r.b), r.err)
+	}
+	return id, nil
+}
