@@ -46,7 +46,7 @@ var (
 	// agents started by a launcher.
 	ErrNoHostsConfig = errors.New("actorrt: no hosts configured")
 	// ErrTooLarge: a message (call arguments, a reply, a value sent to a
-	// port) that would pass the bus's largest message (WithMaxMessage). It
+	// port) that would pass the largest message (WithMaxMessage). It
 	// is refused before it is copied.
 	ErrTooLarge = wire.ErrTooLarge
 	// ErrMailboxFull: an actor's mailbox is at its bound (WithMailboxLimit):

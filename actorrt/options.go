@@ -54,9 +54,11 @@ func WithSpawnTimeout(d time.Duration) Option {
 // WithMaxMessage sets the largest message this process sends and takes:
 // a call's arguments, a reply, a value sent to a port. A larger one is
 // refused at once with ErrTooLarge, the limit in the error, without being
-// copied. Default bus.DefaultMaxMessage (1 GiB). Every process of the job
-// must agree (a receiver drops a message over its own limit); procs that
-// run this program's Main with the same options do.
+// copied. Default bus.DefaultMaxMessage (1 GiB). It is a bound on memory,
+// not on the bus: a payload past 256 KiB travels out of band, read by its
+// receiver from the sender's memory. Every process of the job must agree
+// (a receiver refuses a message over its own limit); procs that run this
+// program's Main with the same options do.
 func WithMaxMessage(bytes int) Option {
 	return func(o *options) error {
 		if bytes < 64<<10 {

@@ -82,7 +82,10 @@
 // and Run reassembles them before the handler sees the message, copying
 // each byte once; a message over ConnOptions.MaxMessage is refused with
 // ErrTooLarge before any of it is sent. PublishParts sends a message given
-// in pieces (a header and a large buffer, say) without joining them first.
+// in pieces (a header and a large buffer, say) without joining them first;
+// PublishNow does the same without waiting in a batch, for a caller that
+// batches on its own (the runtime's delivery layer packs bursts into runs,
+// and sends payloads past 256 KiB out of band, off the bus).
 //
 // # Malformed messages
 //

@@ -29,9 +29,14 @@
 // (reliable.Outbox); frames to standalone host agents and other subjects
 // are not. While a burst to one subject lasts, small frames travel as one
 // run (wire.KindRun): one number stamp, header, publish and kept copy for
-// the run, one sequencing check and parse on arrival. The layer's own
-// frames are tail markers (wire.KindTail), resends (KindResend), NAKs and
-// their "no longer held" answers (KindNak) and acknowledgements (KindAck).
+// the run, one sequencing check and parse on arrival. A payload past
+// OutOfBand (256 KiB) travels out of band (oob.go): the sender copies it
+// once into a pooled ibverbs buffer and the frame carries a reference;
+// the receiver reads it into memory of its own, releases it
+// (wire.KindRelease), and routes the frame, later frames of that sender
+// waiting behind it. The layer's own frames are tail markers
+// (wire.KindTail), resends (KindResend), NAKs and their "no longer held"
+// answers (KindNak), acknowledgements (KindAck) and releases.
 //
 // # What it refuses
 //
@@ -45,6 +50,7 @@
 //
 // A Layer is safe for concurrent use. Sends are serialized (frames leave
 // in the order of their numbers); Route is called one frame at a time,
-// from Receive's goroutine or Run's, never while a send waits on the
-// link.
+// under the layer's receive lock, from Receive's goroutine, Run's, or the
+// one that read a payload out of band. Run never holds the send lock
+// while it waits for the receive lock, so Route may send.
 package delivery

@@ -13,16 +13,24 @@
 //
 // The header (Header) is what a receiver routes by: a msgpack array of
 // eight fields, kind, target, port, replyTo, method, rank, flags and
-// region, written and read by hand (it is on every message; the generic
-// encoder's reflection was most of the per-message cost). The payload
-// (call arguments, a reply value, an error reply, a control body) is
-// encoded straight after it into the same buffer by NewFrame's Writer,
-// and Parse leaves it in place: payload bytes are never copied on either
-// side. A large []byte is not even copied into the frame: EncodeBytes
-// makes the frame refer to it, and the frame goes out as its parts
-// (Writer.Parts). On the way in, Values reads plain values (an argument
-// list of []byte, strings, numbers, bools) without a decoder, and may
-// hand out a large []byte in place.
+// region, and three more when the frame is numbered (from, seq, fences;
+// see internal/reliable), written and read by hand (it is on every
+// message; the generic encoder's reflection was most of the per-message
+// cost). The payload (call arguments, a reply value, an error reply, a
+// control body) is encoded straight after it into the same buffer by
+// NewPayload's Writer, and Parse leaves it in place: payload bytes are
+// never copied on either side. A large []byte is not even copied into the
+// frame: EncodeBytes makes the frame refer to it, and the frame goes out
+// as its parts (Writer.Parts). On the way in, Values reads plain values
+// (an argument list of []byte, strings, numbers, bools) without a
+// decoder, and may hand out a large []byte in place.
+//
+// Kinds: KindActor, KindPort and KindControl are the runtime's; KindRun
+// packs a run of messages to one subject under one numbered header (run.go:
+// RunWriter, CountRun, Run); KindTail, KindResend, KindNak, KindAck and
+// KindRelease are the delivery layer's own (transport.go: their bodies,
+// read by hand). FlagOutOfBand marks a frame whose payload is read from
+// its sender's memory, not carried.
 //
 // # Limits
 //

@@ -10,7 +10,7 @@ import "errors"
 var (
 	// ErrDecode: a message or argument that could not be decoded.
 	ErrDecode = errors.New("actorrt: cannot decode")
-	// ErrTooLarge: a message that would pass the bus's largest message.
+	// ErrTooLarge: a message that would pass the largest message.
 	ErrTooLarge = errors.New("actorrt: message too large")
 	// ErrProcFailed: a proc exited or was lost.
 	ErrProcFailed = errors.New("actorrt: proc failed")

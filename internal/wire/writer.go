@@ -12,7 +12,7 @@ import (
 
 // Writer builds one frame in a pooled buffer: the header by hand, the
 // payload with Enc, which appends to the same buffer. A frame may not
-// pass its limit (the bus's largest message): the first write that would
+// pass its limit (the largest message, WithMaxMessage): the first write that would
 // is refused, before its bytes are copied, and the encoder stops with an
 // error (TooLarge tells it apart). So a value too large to send is never
 // copied whole. A Writer is used by one goroutine at a time.
@@ -98,7 +98,7 @@ func (w *limitedBuffer) tooLarge(what string) error {
 	if !w.full {
 		return nil
 	}
-	return fmt.Errorf("%w: %s: over the bus's largest message of %d bytes", ErrTooLarge, what, w.named)
+	return fmt.Errorf("%w: %s: over the largest message of %d bytes (WithMaxMessage)", ErrTooLarge, what, w.named)
 }
 
 var framePool = sync.Pool{New: func() any {
