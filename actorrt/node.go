@@ -24,13 +24,22 @@ type node struct {
 	ports    portTable
 	health   *health
 	delivery *delivery.Layer
-	drops    wire.Drops // malformed messages dropped, by kind
+	started  atomic.Bool // delivery is made (start): the link's news may go to it
+	drops    wire.Drops  // malformed messages dropped, by kind
 	log      zerolog.Logger
 
 	// received counts the frames the dispatcher took, by kind, and the
 	// notices of ends among them: what tests read to see who got what.
 	received [wire.NumKinds]atomic.Uint64
 	notices  atomic.Uint64
+}
+
+// linkChanged hears the bus link drop and come back: what was lost while
+// it was down is asked for at once.
+func (n *node) linkChanged(up bool, err error) {
+	if up && n.started.Load() {
+		n.delivery.LinkUp()
+	}
 }
 
 // publish sends data on subject; a closed link is ErrStopped.

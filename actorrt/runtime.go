@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +47,6 @@ type core struct {
 	cancel      context.CancelFunc
 	dispatchEnd chan struct{} // closed when the dispatcher returns
 	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
-	started     atomic.Bool   // start has made the delivery layer
 	meshSeq     atomic.Uint64
 	procSeq     atomic.Uint64
 	ends        sync.Map // proc id -> *procEnds: who hears of its end
@@ -117,8 +115,9 @@ func (rt *core) start(l link, r role, client bool) error {
 	rt.link, rt.role = l, r
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.sup = newSupervision(rt, client)
+	in := inbound{rt}
 	rt.delivery = delivery.New(delivery.Config{Self: rt.procID, Subjects: rt.subjects, Retain: 2 * rt.opts.hostTimeout,
-		Route: rt.route, Lost: rt.lost, Drop: rt.drop, Failed: rt.payloadFailed, MaxPayload: l.MaxMessage()}, l)
+		Route: in.route, Lost: in.lost, Drop: rt.drop, Failed: in.failed, MaxPayload: l.MaxMessage()}, l)
 	rt.actors = newLocalActors(rt)
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
@@ -177,29 +176,6 @@ func (rt *core) busFault(err error) {
 	}
 }
 
-// linkChanged hears the bus link drop and come back: what was lost while
-// it was down is asked for at once.
-func (rt *core) linkChanged(up bool, err error) {
-	if up && rt.started.Load() {
-		rt.delivery.LinkUp()
-	}
-}
-
-// lost reports messages from proc from that cannot be delivered: never
-// silently. Calls waiting on that proc fail; the actors the messages may
-// have been for (a mesh's members here, for a mesh's subject; else every
-// actor here) fail, and their owners hear why.
-func (rt *core) lost(from, key, why string) {
-	err := fmt.Errorf("%w: proc %s lost messages from proc %s: %s", ErrBus, rt.procID, from, why)
-	rt.log.Error().Err(err).Msg("messages lost")
-	rt.ports.failWaiting(from, err)
-	if mesh, ok := strings.CutPrefix(key, "mesh."); ok {
-		rt.actors.failMesh(mesh, err.Error())
-		return
-	}
-	rt.actors.failAll(err.Error())
-}
-
 func (rt *core) newMeshID() string {
 	return rt.procID + ".m" + strconv.FormatUint(rt.meshSeq.Add(1), 10)
 }
@@ -218,107 +194,6 @@ func (rt *core) dispatch(m bus.Message) {
 		return
 	}
 	rt.delivery.Receive(m)
-}
-
-// route acts on a frame, in the order it is due (the delivery layer calls
-// it, one frame at a time).
-func (rt *core) route(f *wire.Frame, subject string) {
-	rt.received[f.Kind%wire.NumKinds].Add(1)
-	switch f.Kind {
-	case wire.KindActor:
-		rt.actors.deliver(*f, subject)
-	case wire.KindPort:
-		// A copy, so that only this path pays for a frame on the heap
-		// (route's own stays on its caller's stack).
-		pf := *f
-		h := rt.ports.get(pf.Port)
-		if h == nil {
-			rt.undeliverable(&pf, subject)
-		} else if !h.deliver(&pf) {
-			rt.ports.close(pf.Port)
-		}
-	case wire.KindControl:
-		cf := *f
-		rt.control(&cf, subject)
-	default:
-		rt.drop(wire.DropKindOf, subject, fmt.Errorf("a message of kind %d", f.Kind))
-	}
-}
-
-// payloadFailed takes a frame whose payload, sent out of band, could not
-// be read: whoever waits for an answer to it gets err; it is counted as
-// a dropped payload.
-func (rt *core) payloadFailed(f *wire.Frame, subject string, err error) {
-	rt.drop(wire.DropPayload, subject, err)
-	switch {
-	case f.Kind == wire.KindActor:
-		rt.actors.deliverOr(*f, subject, err)
-	case f.Kind == wire.KindPort:
-		we := toWireError(err)
-		body, merr := msgpack.Marshal(&we)
-		if merr == nil {
-			pf := *f
-			pf.Flags |= wire.FlagError
-			pf.Payload = body
-			rt.route(&pf, subject)
-		}
-	case f.Kind == wire.KindControl && wire.OpReplies(f.Method) && f.Port != 0 && wire.ValidID(f.ReplyTo):
-		rt.sendErrorToPort(portRef{proc: f.ReplyTo, id: f.Port}, err)
-	}
-}
-
-// control runs a control op, once readControl has checked it. It is
-// called on the dispatcher goroutine and must not block: user code (Init)
-// runs on the actors' goroutines, the host agent's work on its own.
-func (rt *core) control(f *wire.Frame, subject string) {
-	body, kind, err := readControl(f)
-	if err != nil {
-		rt.drop(kind, subject, err)
-		if wire.OpReplies(f.Method) && f.Port != 0 && wire.ValidID(f.ReplyTo) {
-			rt.sendErrorToPort(portRef{proc: f.ReplyTo, id: f.Port}, fmt.Errorf("%w: %v", ErrDecode, err))
-		}
-		return
-	}
-	reply := portRef{proc: f.ReplyTo, id: f.Port}
-	if wire.OpReplies(f.Method) {
-		rt.health.portNamedOpen(reply.proc, reply.id)
-	}
-	switch f.Method {
-	case wire.OpSpawn:
-		req := body.(*spawnReq)
-		if err := rt.actors.spawn(req, reply); err != nil {
-			reply.rank = req.Ranks[0]
-			rt.sendErrorToPort(reply, err)
-		}
-	case wire.OpStop:
-		rt.actors.stopMesh(body.(*stopReq).Mesh)
-	case wire.OpGone:
-		rt.notices.Add(1)
-		rt.health.gone(*body.(*wire.GoneNotice), false)
-	case wire.OpPortGone:
-		rt.health.portClosed(f.ReplyTo, body.(*wire.PortGone).ID)
-	case wire.OpSpawnProcs:
-		go rt.agent.SpawnProcs(*body.(*wire.SpawnProcsReq))
-	case wire.OpStopProcs:
-		rt.agent.StopProcs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
-	case wire.OpSyncLogs:
-		rt.agent.SyncLogs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
-	case wire.OpEnded:
-		rt.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
-	case wire.OpAlive:
-		rt.agent.Alive(f.ReplyTo)
-	case wire.OpFreePort:
-		rt.agent.FreePort(f.ReplyTo, f.Port)
-	case wire.OpFailure:
-		rt.sup.memberFailed(body.(*MeshFailure), "")
-	case wire.OpMeshInfo:
-		if info, ok := rt.sup.meshInfo(body.(*meshInfoReq).Mesh); ok {
-			rt.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.Encode(info) })
-		} else {
-			rt.sendErrorToPort(reply, fmt.Errorf("%w: mesh %.40q is not owned by proc %s", ErrStopped, body.(*meshInfoReq).Mesh, rt.procID))
-		}
-	}
-	// (OpAgentsHello is for the launcher's standalone agents.)
 }
 
 // childEnded hears from this process's host agent that a proc it started

@@ -1,0 +1,131 @@
+package actorrt
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// inbound is what the delivery layer hands the runtime, one frame at a
+// time and in the order it is due (delivery.Config's Route, Failed and
+// Lost): frames to act on, frames whose payload could not be read, and
+// messages that will never come.
+type inbound struct{ *core }
+
+// route acts on a frame, in the order it is due (the delivery layer calls
+// it, one frame at a time).
+func (in inbound) route(f *wire.Frame, subject string) {
+	in.received[f.Kind%wire.NumKinds].Add(1)
+	switch f.Kind {
+	case wire.KindActor:
+		in.actors.deliver(*f, subject)
+	case wire.KindPort:
+		// A copy, so that only this path pays for a frame on the heap
+		// (route's own stays on its caller's stack).
+		pf := *f
+		h := in.ports.get(pf.Port)
+		if h == nil {
+			in.undeliverable(&pf, subject)
+		} else if !h.deliver(&pf) {
+			in.ports.close(pf.Port)
+		}
+	case wire.KindControl:
+		cf := *f
+		in.control(&cf, subject)
+	default:
+		in.drop(wire.DropKindOf, subject, fmt.Errorf("a message of kind %d", f.Kind))
+	}
+}
+
+// control runs a control op, once readControl has checked it. It is
+// called on the dispatcher goroutine and must not block: user code (Init)
+// runs on the actors' goroutines, the host agent's work on its own.
+func (in inbound) control(f *wire.Frame, subject string) {
+	body, kind, err := readControl(f)
+	if err != nil {
+		in.drop(kind, subject, err)
+		if wire.OpReplies(f.Method) && f.Port != 0 && wire.ValidID(f.ReplyTo) {
+			in.sendErrorToPort(portRef{proc: f.ReplyTo, id: f.Port}, fmt.Errorf("%w: %v", ErrDecode, err))
+		}
+		return
+	}
+	reply := portRef{proc: f.ReplyTo, id: f.Port}
+	if wire.OpReplies(f.Method) {
+		in.health.portNamedOpen(reply.proc, reply.id)
+	}
+	switch f.Method {
+	case wire.OpSpawn:
+		req := body.(*spawnReq)
+		if err := in.actors.spawn(req, reply); err != nil {
+			reply.rank = req.Ranks[0]
+			in.sendErrorToPort(reply, err)
+		}
+	case wire.OpStop:
+		in.actors.stopMesh(body.(*stopReq).Mesh)
+	case wire.OpGone:
+		in.notices.Add(1)
+		in.health.gone(*body.(*wire.GoneNotice), false)
+	case wire.OpPortGone:
+		in.health.portClosed(f.ReplyTo, body.(*wire.PortGone).ID)
+	case wire.OpSpawnProcs:
+		go in.agent.SpawnProcs(*body.(*wire.SpawnProcsReq))
+	case wire.OpStopProcs:
+		in.agent.StopProcs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
+	case wire.OpSyncLogs:
+		in.agent.SyncLogs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
+	case wire.OpEnded:
+		in.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
+	case wire.OpAlive:
+		in.agent.Alive(f.ReplyTo)
+	case wire.OpFreePort:
+		in.agent.FreePort(f.ReplyTo, f.Port)
+	case wire.OpFailure:
+		in.sup.memberFailed(body.(*MeshFailure), "")
+	case wire.OpMeshInfo:
+		if info, ok := in.sup.meshInfo(body.(*meshInfoReq).Mesh); ok {
+			in.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.Encode(info) })
+		} else {
+			in.sendErrorToPort(reply, fmt.Errorf("%w: mesh %.40q is not owned by proc %s", ErrStopped, body.(*meshInfoReq).Mesh, in.procID))
+		}
+	}
+	// (OpAgentsHello is for the launcher's standalone agents.)
+}
+
+// failed takes a frame whose payload, sent out of band, could not
+// be read: whoever waits for an answer to it gets err; it is counted as
+// a dropped payload.
+func (in inbound) failed(f *wire.Frame, subject string, err error) {
+	in.drop(wire.DropPayload, subject, err)
+	switch {
+	case f.Kind == wire.KindActor:
+		in.actors.deliverOr(*f, subject, err)
+	case f.Kind == wire.KindPort:
+		we := toWireError(err)
+		body, merr := msgpack.Marshal(&we)
+		if merr == nil {
+			pf := *f
+			pf.Flags |= wire.FlagError
+			pf.Payload = body
+			in.route(&pf, subject)
+		}
+	case f.Kind == wire.KindControl && wire.OpReplies(f.Method) && f.Port != 0 && wire.ValidID(f.ReplyTo):
+		in.sendErrorToPort(portRef{proc: f.ReplyTo, id: f.Port}, err)
+	}
+}
+
+// lost reports messages from proc from that cannot be delivered: never
+// silently. Calls waiting on that proc fail; the actors the messages may
+// have been for (a mesh's members here, for a mesh's subject; else every
+// actor here) fail, and their owners hear why.
+func (in inbound) lost(from, key, why string) {
+	err := fmt.Errorf("%w: proc %s lost messages from proc %s: %s", ErrBus, in.procID, from, why)
+	in.log.Error().Err(err).Msg("messages lost")
+	in.ports.failWaiting(from, err)
+	if mesh, ok := strings.CutPrefix(key, "mesh."); ok {
+		in.actors.failMesh(mesh, err.Error())
+		return
+	}
+	in.actors.failAll(err.Error())
+}
