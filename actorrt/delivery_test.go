@@ -206,6 +206,15 @@ func testOrderingWithChoose(t *testing.T, name string) {
 			t.Fatal(err)
 		}
 	}
+	if total, want := seenInOrder(t, ctx, rec), 3*wholes+(n-wholes); total != want {
+		t.Errorf("%d messages seen in all, want %d", total, want)
+	}
+}
+
+// seenInOrder checks that every Recorder of rec saw its numbers in
+// increasing order, and returns how many they saw in all.
+func seenInOrder(t *testing.T, ctx context.Context, rec *actorrt.ActorMesh[Recorder]) int {
+	t.Helper()
 	seen, err := actorrt.Method((*Recorder).Seen).Call(rec).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -219,9 +228,7 @@ func testOrderingWithChoose(t *testing.T, name string) {
 		}
 		total += len(s)
 	}
-	if want := 3*wholes + (n - wholes); total != want {
-		t.Errorf("%d messages seen in all, want %d", total, want)
-	}
+	return total
 }
 
 // TestStoppedProcIsReported: a proc that is alive but does nothing (here

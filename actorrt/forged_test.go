@@ -46,12 +46,7 @@ func TestForgedDeliveryFrames(t *testing.T) {
 	echo := spawn[Echo](t, procs, "forged-echo")
 	rec := spawn[Recorder](t, procs, "forged-rec")
 	proc := actorrt.ProcIDs(procs)[0]
-	_, url, token := actorrt.JobBus()
-	peer, err := nats.Connect(url, nats.Token(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	_, peer := jobPeer(t)
 	for i := 0; i < 20; i++ { // numbers for the answers to name
 		if _, err := actorrt.Method((*Echo).Ping).CallOne(echo).Get(ctx); err != nil {
 			t.Fatal(err)
@@ -117,12 +112,7 @@ func TestMadeUpSenders(t *testing.T) {
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	echo := spawn[Echo](t, procs, "madeup-echo")
 	proc := actorrt.ProcIDs(procs)[0]
-	job, url, token := actorrt.JobBus()
-	peer, err := nats.Connect(url, nats.Token(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	job, peer := jobPeer(t)
 	var naks atomic.Int64
 	sub, err := peer.Subscribe("mon."+job+".proc.*", func(m *nats.Msg) {
 		if strings.HasPrefix(m.Subject, "mon."+job+".proc.fake-") {

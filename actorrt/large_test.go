@@ -43,20 +43,7 @@ func TestLargePayloadsInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	seen, err := actorrt.Method((*Recorder).Seen).Call(rec).Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for r, s := range seen.Values() {
-		for j := 1; j < len(s); j++ {
-			if s[j] <= s[j-1] {
-				t.Fatalf("member %d saw %d after %d", r, s[j], s[j-1])
-			}
-		}
-		total += len(s)
-	}
-	if want := 2*(n-n/4) + n/4; total != want {
+	if total, want := seenInOrder(t, ctx, rec), 2*(n-n/4)+n/4; total != want {
 		t.Errorf("%d messages seen in all, want %d", total, want)
 	}
 

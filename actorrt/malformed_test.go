@@ -98,12 +98,7 @@ func TestMalformedMessagesDropped(t *testing.T) {
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	echo := spawn[Echo](t, procs, "malformed-echo")
 	proc := actorrt.ProcIDs(procs)[0]
-	job, url, token := actorrt.JobBus()
-	peer, err := nats.Connect(url, nats.Token(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	job, peer := jobPeer(t)
 
 	procBefore := remoteCounts(t, ctx, procs)
 	clientBefore := actorrt.DropCounts()
@@ -171,12 +166,7 @@ func TestRepliesForPortsNeverOpened(t *testing.T) {
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	echo := spawn[Echo](t, procs, "unopened-echo")
 	proc := actorrt.ProcIDs(procs)[0]
-	_, url, token := actorrt.JobBus()
-	peer, err := nats.Connect(url, nats.Token(token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
+	_, peer := jobPeer(t)
 
 	before := actorrt.DropCounts()
 	const n = 20
@@ -197,6 +187,19 @@ func TestRepliesForPortsNeverOpened(t *testing.T) {
 			t.Fatalf("call %d (ports from %d on were forged): %v", i, next, err)
 		}
 	}
+}
+
+// jobPeer connects to the job's bus as a peer holding its token would,
+// until the test ends; it returns the job's id too.
+func jobPeer(t *testing.T) (string, *nats.Conn) {
+	t.Helper()
+	job, url, token := actorrt.JobBus()
+	peer, err := nats.Connect(url, nats.Token(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(peer.Close)
+	return job, peer
 }
 
 func remoteCounts(t *testing.T, ctx context.Context, procs *actorrt.ProcMesh) map[string]uint64 {

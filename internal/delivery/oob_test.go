@@ -91,9 +91,9 @@ func TestLargeGone(t *testing.T) {
 }
 
 // TestLargeReferenceChecked: a frame whose reference does not read, or
-// names more bytes than its buffer holds, or more than MaxPayload, is an
-// error to Failed at once, allocating nothing of what it claims; the
-// frames after it go on.
+// names more bytes than its buffer holds, or more than MaxPayload, or a
+// buffer that is not one of the job's, is an error to Failed, allocating
+// nothing of what it claims past its bounds; the frames after it go on.
 func TestLargeReferenceChecked(t *testing.T) {
 	srv := startServer(t)
 	a, b := newNode(t, srv, "a", 0), newNode(t, srv, "b", 0)
@@ -101,10 +101,20 @@ func TestLargeReferenceChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Handles that name no buffer of the job (a key nobody gave out):
+	// through another process's fd on this host (init's), through this
+	// one's, and at an address nothing listens on.
+	stranger, unknown, elsewhere := ref.Handle, ref.Handle, ref.Handle
+	stranger.Key, unknown.Key, elsewhere.Key = ref.Handle.Key+1, ref.Handle.Key+1, ref.Handle.Key+1
+	stranger.PID, stranger.FD, stranger.Ino = 1, 0, 0
+	elsewhere.Boot, elsewhere.Addr = "another-host", "127.0.0.1:1"
 	bad := []oobRef{
 		{ID: ref.ID, Size: ref.Handle.Size + 1, Handle: ref.Handle},
 		{ID: ref.ID, Size: 2 << 30, Handle: ref.Handle},
 		{ID: 0, Size: 10, Handle: ref.Handle},
+		{ID: ref.ID, Size: 1 << 20, Handle: stranger},
+		{ID: ref.ID, Size: 1 << 20, Handle: unknown},
+		{ID: ref.ID, Size: 1 << 20, Handle: elsewhere},
 	}
 	to := a.layer.ToProc("b")
 	for i, r := range bad {
@@ -128,5 +138,20 @@ func TestLargeReferenceChecked(t *testing.T) {
 	defer b.mu.Unlock()
 	if len(b.failed) != len(bad) {
 		t.Errorf("failed %q; want %d errors", b.failed, len(bad))
+	}
+}
+
+// TestLargeReleasedWhenReceiverEnds: what a sender holds for a receiver
+// that ends before it reads is let go.
+func TestLargeReleasedWhenReceiverEnds(t *testing.T) {
+	srv := startServer(t)
+	a := newNode(t, srv, "a", 0)
+	a.send(a.layer.ToProc("nobody"), large("held", 1<<20))
+	if a.layer.heldBytes() == 0 {
+		t.Fatal("nothing held for the receiver")
+	}
+	a.layer.ProcGone("nobody")
+	if n := a.layer.heldBytes(); n != 0 {
+		t.Errorf("%d bytes still held once the receiver ended", n)
 	}
 }

@@ -79,8 +79,8 @@ func FuzzInbox(f *testing.F) {
 					}
 				}
 			}
-			if in.held > lim.Held || len(in.senders) > lim.Senders || in.nUnconf > lim.Unconfirmed {
-				t.Fatalf("past the bounds: held %d, senders %d (unconfirmed %d)", in.held, len(in.senders), in.nUnconf)
+			if in.held > lim.Held || len(in.senders) > lim.Senders || in.unconfirmed.Len() > lim.Unconfirmed {
+				t.Fatalf("past the bounds: held %d, senders %d (unconfirmed %d)", in.held, len(in.senders), in.unconfirmed.Len())
 			}
 		}
 		for len(data) >= 4 {

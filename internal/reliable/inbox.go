@@ -1,6 +1,7 @@
 package reliable
 
 import (
+	"container/list"
 	"fmt"
 	"slices"
 	"strings"
@@ -129,8 +130,7 @@ type Inbox struct {
 	streams    map[streamID]*stream
 	senders    map[string]*inSender
 	// unconfirmed lists the senders never delivered from, oldest first.
-	unconfirmed senderList
-	nUnconf     int
+	unconfirmed list.List          // of *inSender
 	held        int                // bytes held for all senders
 	gapped      map[*stream]bool   // streams with a gap open
 	active      map[*inSender]bool // senders delivered from since their last acknowledgement
@@ -159,15 +159,14 @@ type inSender struct {
 	streams   []*stream
 	held      []Msg // in arrival order
 	heldBytes int
-	waits     int  // streams with a gap open or numbers skipped
-	confirmed bool // a message of it was delivered
-	prev      *inSender
-	next      *inSender // in the unconfirmed list
-	progress  bool      // something was delivered since the last acknowledgement
-	ackedAt   time.Time // when last acknowledged
-	quiet     bool      // a tail marker came: the sender waits for an acknowledgement
-	unacked   int       // messages delivered since
-	due       bool      // in the inbox's due list
+	waits     int           // streams with a gap open or numbers skipped
+	confirmed bool          // a message of it was delivered
+	unconf    *list.Element // in the unconfirmed list, until it is
+	progress  bool          // something was delivered since the last acknowledgement
+	ackedAt   time.Time     // when last acknowledged
+	quiet     bool          // a tail marker came: the sender waits for an acknowledgement
+	unacked   int           // messages delivered since
+	due       bool          // in the inbox's due list
 }
 
 // busy: something of s waits, so its next message takes the slow way.
@@ -533,8 +532,7 @@ func (in *Inbox) forget(s *inSender) {
 		delete(in.gapped, st)
 	}
 	if !s.confirmed {
-		in.unconfirmed.remove(s)
-		in.nUnconf--
+		in.unconfirmed.Remove(s.unconf)
 	}
 	in.held -= s.heldBytes
 	delete(in.active, s)
@@ -557,20 +555,20 @@ func (in *Inbox) sender(from string, e *Effects) *inSender {
 	if s := in.senders[from]; s != nil {
 		return s
 	}
-	if len(in.senders) >= in.lim.Senders || in.nUnconf >= in.lim.Unconfirmed {
-		old := in.unconfirmed.head
-		if old == nil {
+	if len(in.senders) >= in.lim.Senders || in.unconfirmed.Len() >= in.lim.Unconfirmed {
+		front := in.unconfirmed.Front()
+		if front == nil {
 			e.Dropped = append(e.Dropped, Drop{From: from, Why: fmt.Sprintf("%d senders tracked already", len(in.senders))})
 			return nil
 		}
+		old := front.Value.(*inSender)
 		e.Dropped = append(e.Dropped, Drop{From: old.name, Held: len(old.held),
-			Why: fmt.Sprintf("forgotten for a new sender: the oldest of %d never delivered from", in.nUnconf)})
+			Why: fmt.Sprintf("forgotten for a new sender: the oldest of %d never delivered from", in.unconfirmed.Len())})
 		in.forget(old)
 	}
 	s := &inSender{name: strings.Clone(from)} // from may alias a received buffer
 	in.senders[s.name] = s
-	in.unconfirmed.pushBack(s)
-	in.nUnconf++
+	s.unconf = in.unconfirmed.PushBack(s)
 	return s
 }
 
@@ -590,8 +588,8 @@ func (in *Inbox) stream(s *inSender, key string) *stream {
 func (in *Inbox) delivered(s *inSender, n int) {
 	if !s.confirmed {
 		s.confirmed = true
-		in.unconfirmed.remove(s)
-		in.nUnconf--
+		in.unconfirmed.Remove(s.unconf)
+		s.unconf = nil
 	}
 	if !s.progress {
 		s.progress = true
@@ -717,31 +715,4 @@ func (in *Inbox) widen(st *stream, upto uint64, now time.Time, naks []Nak) []Nak
 	}
 	g.asked, g.tries, g.from = now, 0, st.last+1
 	return append(naks, Nak{To: st.s.name, Key: st.id.key, Lo: lo, Hi: min(upto, lo+MaxNakSpan-1)})
-}
-
-// senderList is a doubly linked list of senders, oldest first.
-type senderList struct{ head, tail *inSender }
-
-func (l *senderList) pushBack(s *inSender) {
-	s.prev, s.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = s
-	} else {
-		l.head = s
-	}
-	l.tail = s
-}
-
-func (l *senderList) remove(s *inSender) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else if l.head == s {
-		l.head = s.next
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	} else if l.tail == s {
-		l.tail = s.prev
-	}
-	s.prev, s.next = nil, nil
 }

@@ -201,7 +201,7 @@ func TestScripts(t *testing.T) {
 				return ""
 			case "state":
 				in := inbox()
-				return fmt.Sprintf("senders %d (unconfirmed %d), held %d bytes, gaps %d\n", in.Senders(), in.nUnconf, in.held, len(in.gapped))
+				return fmt.Sprintf("senders %d (unconfirmed %d), held %d bytes, gaps %d\n", in.Senders(), in.unconfirmed.Len(), in.held, len(in.gapped))
 			}
 			d.Fatalf(t, "unknown command %s", d.Cmd)
 			return ""
