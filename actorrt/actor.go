@@ -36,6 +36,12 @@ type actor struct {
 	// the mailbox's bound.
 	pending, pendingBytes atomic.Int64
 
+	// staged holds what route gave this actor in the batch the delivery
+	// layer is routing (under its receive lock, so one writer):
+	// flushStaged queues it all under one lock of mu.
+	staged      []envelope
+	stagedBytes int64
+
 	failed error // set when Init failed: later messages get this error
 	// msgCtx is the Context of every endpoint call, reused: only its
 	// message's fields change, so that a context derived from it (which
@@ -108,6 +114,42 @@ func (a *actor) enqueue(e envelope) error {
 		}
 	}
 	return nil
+}
+
+// stage adds a message route hands over, for flushStaged to queue with
+// the rest of its batch; the mailbox's bound is checked as enqueue does.
+// Call it under the delivery layer's receive lock only.
+func (a *actor) stage(e envelope) error {
+	size := int64(len(e.payload))
+	lim := &a.mesh.rt.opts
+	if n, b := a.pending.Load()+int64(len(a.staged)), a.pendingBytes.Load()+a.stagedBytes; n >= int64(lim.mailboxMessages) || b+size > lim.mailboxBytes {
+		return fmt.Errorf("%w: actor %s has %d messages (%d bytes) waiting; the bound is %d messages, %d bytes (WithMailboxLimit)",
+			ErrMailboxFull, a.id, n, b, lim.mailboxMessages, lim.mailboxBytes)
+	}
+	if len(a.staged) == 0 {
+		a.mesh.rt.actors.staged = append(a.mesh.rt.actors.staged, a)
+	}
+	a.staged = append(a.staged, e)
+	a.stagedBytes += size
+	return nil
+}
+
+// flushStaged queues what was staged, under one lock.
+func (a *actor) flushStaged() {
+	a.pending.Add(int64(len(a.staged)))
+	a.pendingBytes.Add(a.stagedBytes)
+	a.mu.Lock()
+	first := len(a.queue) == 0
+	a.queue = append(a.queue, a.staged...)
+	a.mu.Unlock()
+	clear(a.staged)
+	a.staged, a.stagedBytes = a.staged[:0], 0
+	if first {
+		select {
+		case a.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (a *actor) run() {

@@ -20,6 +20,22 @@ type localActors struct {
 	mu     sync.Mutex
 	meshes map[string]*localMesh
 	names  map[string]*localMesh
+
+	// staged lists the actors that route gave messages in the batch being
+	// routed; flush queues them. Touched under the delivery layer's
+	// receive lock only.
+	staged []*actor
+}
+
+// flush queues what route staged in this batch: one lock per actor per
+// batch (a run of a thousand messages to one actor takes it once). The
+// delivery layer calls it after each batch (delivery.Config.Flush).
+func (la *localActors) flush() {
+	for i, a := range la.staged {
+		a.flushStaged()
+		la.staged[i] = nil
+	}
+	la.staged = la.staged[:0]
 }
 
 // publish makes the current meshes visible to deliver. Hold mu.
@@ -147,7 +163,7 @@ func (la *localActors) deliverOr(f wire.Frame, subject string, fail error) {
 				e.reply.rank = f.Rank // the sender chose the rank (remote functions)
 			}
 		}
-		if err := a.enqueue(e); err != nil {
+		if err := a.stage(e); err != nil {
 			if f.Port != 0 {
 				la.rt.sendErrorToPort(e.reply, err)
 			} else {

@@ -115,10 +115,10 @@ func (rt *core) start(l link, r role, client bool) error {
 	rt.link, rt.role = l, r
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	rt.sup = newSupervision(rt, client)
+	rt.actors = newLocalActors(rt)
 	in := inbound{rt}
 	rt.delivery = delivery.New(delivery.Config{Self: rt.procID, Subjects: rt.subjects, Retain: 2 * rt.opts.hostTimeout,
-		Route: in.route, Lost: in.lost, Drop: rt.drop, Failed: in.failed, MaxPayload: l.MaxMessage()}, l)
-	rt.actors = newLocalActors(rt)
+		Route: in.route, Flush: rt.actors.flush, Lost: in.lost, Drop: rt.drop, Failed: in.failed, MaxPayload: l.MaxMessage()}, l)
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
 	}

@@ -34,12 +34,17 @@ type Config struct {
 	// for twice that.
 	Retain time.Duration
 	// Route acts on a frame, in the order it is due: it is called with
-	// the Layer's receive lock held, on the goroutine of Receive or of
-	// Run, one frame at a time. It must not block on the bus.
+	// the Layer's receive lock held, one frame at a time. f is valid for
+	// the call only: Route copies what it keeps. It must not block on
+	// the bus.
 	Route func(f *wire.Frame, subject string)
 	// Lost reports messages of from on key that will never be delivered
 	// (called like Route, before what they held back is routed).
 	Lost func(from, key, why string)
+	// Flush, if set, is called after each batch of Route calls, before
+	// the receive lock is let go: a runtime that gathers what Route gives
+	// it (one lock per actor per run, not per message) hands it on here.
+	Flush func()
 	// Drop counts a malformed or refused frame.
 	Drop func(kind wire.DropKind, subject string, err error)
 	// Failed is called, like Route, for a frame whose payload was sent
@@ -97,6 +102,7 @@ type Layer struct {
 	in       *reliable.Inbox
 	owedNaks []reliable.Nak
 	parked   map[string]*parkedSender // senders whose frames wait behind a payload being read
+	runFrame wire.Frame               // the message of a run being routed
 
 	pool    *oobPool      // payloads this process sent out of band
 	fetches chan struct{} // payloads being read here
@@ -361,9 +367,18 @@ func (l *Layer) step(now time.Time) {
 	}
 	naks = append(naks, l.owedNaks...)
 	l.owedNaks = nil
-	l.inMu.Unlock()
+	l.unlockIn()
 	l.sendNaks(naks)
 	l.sendAcks(acks)
+}
+
+// unlockIn lets go of the receive lock, once what was routed under it is
+// handed on (Config.Flush).
+func (l *Layer) unlockIn() {
+	if l.cfg.Flush != nil {
+		l.cfg.Flush()
+	}
+	l.inMu.Unlock()
 }
 
 // sendTransport publishes one of the layer's own frames (tails, resends,

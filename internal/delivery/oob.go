@@ -358,7 +358,7 @@ func (l *Layer) fetch(from string, f wire.Frame, subject string) bool {
 		l.sendTransport(l.cfg.Subjects.Proc(from), &h, wire.AppendRelease(nil, ref.ID))
 
 		l.inMu.Lock()
-		defer l.inMu.Unlock()
+		defer l.unlockIn()
 		f.Flags &^= wire.FlagOutOfBand
 		if err != nil {
 			if errors.Is(err, ibverbs.ErrClosed) {

@@ -39,7 +39,7 @@ func (l *Layer) Receive(m bus.Message) {
 	default:
 		l.inMu.Lock()
 		l.cfg.Route(&f, m.Subject)
-		l.inMu.Unlock()
+		l.unlockIn()
 	}
 }
 
@@ -70,7 +70,7 @@ func (l *Layer) sequenced(f *wire.Frame, key, subject string, size int) {
 		}
 	}
 	l.inMu.Lock()
-	defer l.inMu.Unlock()
+	defer l.unlockIn()
 	naks := l.takeIn()
 	if l.in.Next(f.From, key, f.Seq, n, fences) {
 		// The common case: in order, nothing waiting.
@@ -93,16 +93,20 @@ func (l *Layer) route(f *wire.Frame, subject string, skip int) {
 		return
 	}
 	r := wire.ReadRun(f.Payload) // an empty run is a skipped number
+	mf := &l.runFrame            // one for every message: Route keeps no pointer to it
 	for i := 0; ; i++ {
-		mf, ok, err := r.Next()
+		var ok bool
+		var err error
+		*mf, ok, err = r.Next()
 		switch {
 		case !ok:
+			*mf = wire.Frame{}
 			return
 		case i < skip:
 		case err != nil:
 			l.cfg.Drop(wire.DropFrame, subject, fmt.Errorf("a run from %s: message %d: %w", f.From, i+1, err))
 		default:
-			l.deliver(f.From, &mf, subject)
+			l.deliver(f.From, mf, subject)
 		}
 	}
 }
@@ -140,7 +144,7 @@ func (l *Layer) tail(f *wire.Frame, subject string) {
 		return
 	}
 	l.inMu.Lock()
-	defer l.inMu.Unlock()
+	defer l.unlockIn()
 	naks := l.takeIn()
 	e := l.in.Tail(f.From, key, f.Seq, l.now())
 	l.effects(e)
@@ -176,7 +180,7 @@ func (l *Layer) nak(f *wire.Frame, subject string) {
 	}
 	if f.Flags&wire.FlagMissing != 0 {
 		l.inMu.Lock()
-		defer l.inMu.Unlock()
+		defer l.unlockIn()
 		naks := l.takeIn()
 		e := l.in.Missing(f.ReplyTo, f.Target, span.Lo, span.Hi, l.now())
 		l.effects(e)
