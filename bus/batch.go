@@ -43,7 +43,7 @@ var clockBase = time.Now()
 // server's max payload, if smaller) is sent in chunks; one over MaxMessage
 // is refused with ErrTooLarge before anything is sent.
 func (c *Conn) Publish(subject string, data []byte) error {
-	return c.publish(subject, data, nil, len(data))
+	return c.publish(subject, data, nil, len(data), true)
 }
 
 // PublishParts sends the parts, one after the other, as one message, as
@@ -54,43 +54,30 @@ func (c *Conn) PublishParts(subject string, parts [][]byte) error {
 	if len(parts) == 1 {
 		return c.Publish(subject, parts[0])
 	}
-	size := 0
-	for _, p := range parts {
-		size += len(p)
-	}
-	return c.publish(subject, nil, parts, size)
+	return c.publish(subject, nil, parts, partsSize(parts), true)
 }
 
 // PublishNow is PublishParts for a message that must not wait in a batch
 // (the caller batches itself): a pending batch goes first, then it, at
 // once.
 func (c *Conn) PublishNow(subject string, parts [][]byte) error {
+	if len(parts) == 1 {
+		return c.publish(subject, parts[0], nil, len(parts[0]), false)
+	}
+	return c.publish(subject, nil, parts, partsSize(parts), false)
+}
+
+func partsSize(parts [][]byte) int {
 	size := 0
 	for _, p := range parts {
 		size += len(p)
 	}
-	if size > c.maxMessage {
-		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, size, subject, c.maxMessage)
-	}
-	if err := c.awaitHub(); err != nil {
-		return err
-	}
-	c.pubMu.Lock()
-	defer c.pubMu.Unlock()
-	if err := c.flushPendingLocked(); err != nil {
-		return err
-	}
-	if size > c.chunkSize() {
-		return c.publishChunked(subject, parts, size)
-	}
-	if len(parts) == 1 {
-		return mapErr(c.nc.Publish(subject, parts[0]))
-	}
-	return mapErr(c.nc.Publish(subject, c.gather(parts, size)))
+	return size
 }
 
-// publish sends data, or the parts if there are any, of size bytes.
-func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) error {
+// publish sends data, or the parts if there are any, of size bytes; in a
+// batch while a burst lasts, if it may.
+func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int, mayBatch bool) error {
 	if size > c.maxMessage {
 		return fmt.Errorf("%w: %d bytes on %s (limit %d)", ErrTooLarge, size, subject, c.maxMessage)
 	}
@@ -102,12 +89,12 @@ func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) er
 	// A pending batch is a burst going on; otherwise the clock says (read
 	// only then: a clock reading per message is a tenth of its cost).
 	burst := c.pending.count > 0
-	if !burst {
+	if !burst && mayBatch {
 		now := time.Since(clockBase)
 		burst = now-c.lastPub < burstGap
 		c.lastPub = now
 	}
-	if c.pending.count > 0 && (subject != c.pending.subject || size > batchSmall || len(c.pending.buf)+size > batchMax) {
+	if c.pending.count > 0 && (!mayBatch || subject != c.pending.subject || size > batchSmall || len(c.pending.buf)+size > batchMax) {
 		if err := c.flushPendingLocked(); err != nil {
 			return err
 		}
@@ -118,7 +105,7 @@ func (c *Conn) publish(subject string, data []byte, parts [][]byte, size int) er
 		}
 		return c.publishChunked(subject, parts, size)
 	}
-	if size > batchSmall || !burst && c.pending.count == 0 {
+	if size > batchSmall || !mayBatch || !burst && c.pending.count == 0 {
 		if parts != nil {
 			data = c.gather(parts, size)
 		}
