@@ -2,8 +2,8 @@ package actorrt
 
 import (
 	"fmt"
-	"strings"
 
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -123,7 +123,7 @@ func (in inbound) lost(from, key, why string) {
 	err := fmt.Errorf("%w: proc %s lost messages from proc %s: %s", ErrBus, in.procID, from, why)
 	in.log.Error().Err(err).Msg("messages lost")
 	in.ports.failWaiting(from, err)
-	if mesh, ok := strings.CutPrefix(key, "mesh."); ok {
+	if mesh, ok := jobenv.MeshOfKey(key); ok {
 		in.actors.failMesh(mesh, err.Error())
 		return
 	}

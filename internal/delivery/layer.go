@@ -3,7 +3,6 @@ package delivery
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,11 +97,15 @@ type Layer struct {
 	// inMu is held from an inbox step to the end of routing what it
 	// delivered, so that frames are routed in the order they are due.
 	// Never take outMu and then inMu.
-	inMu     sync.Mutex
-	in       *reliable.Inbox
-	owedNaks []reliable.Nak
-	parked   map[string]*parkedSender // senders whose frames wait behind a payload being read
-	runFrame wire.Frame               // the message of a run being routed
+	inMu        sync.Mutex
+	in          *reliable.Inbox
+	owedNaks    []reliable.Nak
+	parked      map[string]*parkedSender // senders whose frames wait behind a payload being read
+	parkedBytes int                      // of the frames waiting there, all senders
+	runFrame    wire.Frame               // the message of a run being routed
+
+	// The frames Receive parses into, on its one goroutine.
+	recvFrame, resentFrame wire.Frame
 
 	pool    *oobPool      // payloads this process sent out of band
 	fetches chan struct{} // payloads being read here
@@ -436,8 +439,5 @@ func (l *Layer) Close() {
 	l.pool.close()
 }
 
-// errNotSent tells a frame the link could not take while it was down.
+// notSent tells a frame the link could not take while it was down.
 func notSent(err error) bool { return errors.Is(err, bus.ErrNotSent) }
-
-// String names the layer in logs.
-func (l *Layer) String() string { return fmt.Sprintf("delivery(%s)", l.cfg.Self) }

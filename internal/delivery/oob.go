@@ -42,8 +42,10 @@ const (
 	// oobFetches bounds the payloads a receiver reads at once.
 	oobFetches = 4
 	// oobQueued bounds the bytes of frames waiting behind a payload being
-	// read, per sender: past it they are lost (and said so).
-	oobQueued = 256 << 20
+	// read, per sender, and oobQueuedAll for all senders: past either they
+	// are lost (and said so).
+	oobQueued    = 256 << 20
+	oobQueuedAll = 1 << 30
 	// oobFetchFor bounds one read (the tcp backend bounds its progress
 	// on its own).
 	oobFetchFor = 30 * time.Minute
@@ -262,10 +264,12 @@ func (l *Layer) sendLarge(w *wire.Writer, h *wire.Header, ds []Dest) error {
 	l.outMu.Lock()
 	defer l.outMu.Unlock()
 	l.flushRun()
-	for _, d := range ds {
+	for i, d := range ds {
 		l.resolve(&d)
 		if err := l.sendOne(rw, h, d); err != nil {
-			l.dropParked(ref.ID)
+			if i == 0 {
+				l.dropParked(ref.ID) // nobody was told of it
+			}
 			return err
 		}
 	}
@@ -309,12 +313,14 @@ type queuedFrame struct {
 // band is read first. Hold inMu.
 func (l *Layer) deliver(from string, f *wire.Frame, subject string) {
 	if p := l.parked[from]; p != nil {
-		if p.bytes+len(f.Payload) > oobQueued {
-			l.cfg.Lost(from, l.cfg.Subjects.Key(subject), fmt.Sprintf("held more than %d bytes behind a large payload being read", oobQueued))
+		if n := len(f.Payload); p.bytes+n > oobQueued || l.parkedBytes+n > oobQueuedAll {
+			l.cfg.Lost(from, l.cfg.Subjects.Key(subject), fmt.Sprintf("held more than %d bytes of it (%d of all senders) behind a large payload being read",
+				oobQueued, oobQueuedAll))
 			return
 		}
 		p.queue = append(p.queue, queuedFrame{*f, subject})
 		p.bytes += len(f.Payload)
+		l.parkedBytes += len(f.Payload)
 		return
 	}
 	if f.Flags&wire.FlagOutOfBand == 0 {
@@ -375,6 +381,7 @@ func (l *Layer) fetch(from string, f wire.Frame, subject string) bool {
 			p.queue[0] = queuedFrame{}
 			p.queue = p.queue[1:]
 			p.bytes -= len(q.f.Payload)
+			l.parkedBytes -= len(q.f.Payload)
 			if q.f.Flags&wire.FlagOutOfBand != 0 && l.fetch(from, q.f, q.subject) {
 				return
 			}

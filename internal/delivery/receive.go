@@ -12,33 +12,37 @@ import (
 // Receive takes a frame off the bus, on the dispatcher: the layer's own
 // frames it acts on; a numbered frame it routes now if it is due, with
 // what it freed, or holds; any other it routes as it is. A frame it cannot
-// read, or whose ids do not check, is dropped (Config.Drop).
+// read, or whose ids do not check, is dropped (Config.Drop). Call it from
+// one goroutine, in the order the link delivers.
 func (l *Layer) Receive(m bus.Message) {
-	f, err := wire.Parse(m.Data)
-	if err != nil {
+	// One frame for every message: Receive runs on one goroutine, and
+	// what keeps a frame copies it.
+	f := &l.recvFrame
+	var err error
+	if *f, err = wire.Parse(m.Data); err != nil {
 		l.cfg.Drop(wire.DropFrame, m.Subject, err)
 		return
 	}
 	switch {
 	case f.Kind == wire.KindTail:
-		l.tail(&f, m.Subject)
+		l.tail(f, m.Subject)
 	case f.Kind == wire.KindResend:
-		l.resent(&f, m.Subject)
+		l.resent(f, m.Subject)
 	case f.Kind == wire.KindNak:
-		l.nak(&f, m.Subject)
+		l.nak(f, m.Subject)
 	case f.Kind == wire.KindAck:
-		l.ack(&f, m.Subject)
+		l.ack(f, m.Subject)
 	case f.Kind == wire.KindRelease:
-		l.release(&f, m.Subject)
+		l.release(f, m.Subject)
 	case f.Seq != 0:
-		l.sequenced(&f, l.cfg.Subjects.Key(m.Subject), m.Subject, len(m.Data))
+		l.sequenced(f, l.cfg.Subjects.Key(m.Subject), m.Subject, len(m.Data))
 	case f.Kind == wire.KindRun:
 		l.cfg.Drop(wire.DropFrame, m.Subject, fmt.Errorf("a run with no sequence number from %.40q", f.ReplyTo))
 	case f.Flags&wire.FlagOutOfBand != 0:
 		l.cfg.Drop(wire.DropPayload, m.Subject, fmt.Errorf("a payload out of band in a frame not numbered, from %.40q", f.ReplyTo))
 	default:
 		l.inMu.Lock()
-		l.cfg.Route(&f, m.Subject)
+		l.cfg.Route(f, m.Subject)
 		l.unlockIn()
 	}
 }
@@ -154,7 +158,9 @@ func (l *Layer) tail(f *wire.Frame, subject string) {
 // resent takes a frame sent again on request: it goes the way it would
 // have, on the subject it was first sent on (Target).
 func (l *Layer) resent(f *wire.Frame, subject string) {
-	inner, err := wire.Parse(f.Payload)
+	inner := &l.resentFrame // on Receive's goroutine, as recvFrame
+	var err error
+	*inner, err = wire.Parse(f.Payload)
 	switch {
 	case err != nil:
 		l.cfg.Drop(wire.DropFrame, subject, fmt.Errorf("a resent frame that does not hold one: %w", err))
@@ -163,7 +169,7 @@ func (l *Layer) resent(f *wire.Frame, subject string) {
 		l.cfg.Drop(wire.DropIDs, subject, fmt.Errorf("a frame of %.40q resent on %.40q by %.40q", inner.From, f.Target, f.ReplyTo))
 		return
 	}
-	l.sequenced(&inner, f.Target, l.cfg.Subjects.Of(f.Target), len(f.Payload))
+	l.sequenced(inner, f.Target, l.cfg.Subjects.Of(f.Target), len(f.Payload))
 }
 
 // nak takes a receiver's NAK, for Run to answer, or a sender's answer

@@ -144,6 +144,12 @@ func TestAgentID(t *testing.T) {
 }
 
 func TestSubjects(t *testing.T) {
+	if id, ok := MeshOfKey(MeshKey("c.m1")); !ok || id != "c.m1" {
+		t.Errorf("MeshOfKey(MeshKey(c.m1)) = %q, %v", id, ok)
+	}
+	if _, ok := MeshOfKey(ProcKey("c")); ok {
+		t.Error("a proc's key taken for a mesh's")
+	}
 	s := SubjectsOf("j1")
 	for got, want := range map[string]string{
 		s.Proc("c"): "mon.j1.proc.c", s.Mesh("c.m1"): "mon.j1.mesh.c.m1", s.Deaths("h1"): "mon.j1.deaths.h1",

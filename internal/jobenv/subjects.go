@@ -1,5 +1,7 @@
 package jobenv
 
+import "strings"
+
 // Subjects names the bus subjects of one job: mon.<job>.<what>. The
 // runtime, the host agents and the launcher agree on them through this
 // type; the bus gives them no meaning.
@@ -23,6 +25,9 @@ func ProcKey(id string) string { return "proc." + id }
 
 // MeshKey: see ProcKey.
 func MeshKey(id string) string { return "mesh." + id }
+
+// MeshOfKey is the mesh whose subject key is key, if it is one's.
+func MeshOfKey(key string) (id string, ok bool) { return strings.CutPrefix(key, MeshKey("")) }
 
 // Key is the short name of one of the job's subjects, or "" for a
 // subject of another job.
