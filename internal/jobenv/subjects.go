@@ -63,6 +63,11 @@ func (s Subjects) Notice() string { return s.prefix + "notice" }
 // Counts: the client tells its launcher how many hosts and procs are up.
 func (s Subjects) Counts() string { return s.prefix + "counts" }
 
+// Failure: the client tells its launcher, once, before it exits with a
+// failure, what failed (a jobstate.Failure, as JSON): the launcher records
+// it and ends its output with its summary.
+func (s Subjects) Failure() string { return s.prefix + "failure" }
+
 // Agents: the client asks the launcher's host agents to report.
 func (s Subjects) Agents() string { return s.prefix + "agents" }
 

@@ -72,6 +72,18 @@ type Record struct {
 	MaxProcs int       `json:"max_procs,omitempty"`
 	Started  time.Time `json:"started"`
 	Ended    time.Time `json:"ended,omitzero"`
+	// End says how the job ended, in a few words a user reads: "done",
+	// "cancelled by scancel", "time limit", "preempted", "stopped by
+	// monarch stop", "failed: rank 3 on h2 exited with status 1"; "" while
+	// it runs and in older records.
+	End string `json:"end,omitempty"`
+	// Failure is what failed, when the job's client said (see Failure).
+	Failure *Failure `json:"failure,omitempty"`
+	// Restarts is how many times the scheduler ran the job again (a
+	// requeue); Output, where the launcher's own output goes when it runs
+	// detached (the batch job's output).
+	Restarts int    `json:"restarts,omitempty"`
+	Output   string `json:"output,omitempty"`
 	// StopGrace is the job's stop_grace: how long a stop waits for its
 	// program before its procs are stopped; 0 in older records.
 	StopGrace time.Duration `json:"stop_grace,omitempty"`
@@ -83,6 +95,27 @@ type Record struct {
 	// Updated is when the record was last written (its file's time).
 	Updated time.Time `json:"-"`
 }
+
+// Failure is what a job's client reports of the failure that ends it:
+// the proc or actor that failed, where, and how.
+type Failure struct {
+	// Summary is one line: "rank 3 on h2 exited with status 1".
+	Summary string `json:"summary"`
+	// Mesh and Rank name the member that failed (Rank -1: none); Host is
+	// its host's name (a hostname, not an agent index).
+	Mesh string `json:"mesh,omitempty"`
+	Rank int    `json:"rank"`
+	Host string `json:"host,omitempty"`
+	// Exit is its exit status, Signal the signal that ended it ("" for
+	// none).
+	Exit   int    `json:"exit,omitempty"`
+	Signal string `json:"signal,omitempty"`
+	// Tail is the last lines it wrote to stderr (at most MaxTail).
+	Tail []string `json:"tail,omitempty"`
+}
+
+// MaxTail bounds Failure.Tail.
+const MaxTail = 20
 
 // Active reports whether the job may still run.
 func (r *Record) Active() bool {
