@@ -18,9 +18,10 @@ func spmdCommand(a *app) *cli.Command {
 		Name:      "spmd",
 		Hidden:    true,
 		Usage:     "run a command on every proc of the job (the client of an SPMD job)",
-		ArgsUsage: "[--gpus-dim DIM] -- COMMAND [ARGS...]",
+		ArgsUsage: "[--gpus-dim DIM] [--notice-signal SIG] -- COMMAND [ARGS...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "gpus-dim", Value: "gpus", Usage: "the dimension whose index is CUDA_VISIBLE_DEVICES"},
+			&cli.StringFlag{Name: "notice-signal", Value: "USR1", Usage: "the signal ranks that catch it get when the job is about to end: USR1, USR2, TERM, INT, HUP or none"},
 		},
 	}
 	a.programArgs[cmd] = func(string) bool { return true }
@@ -29,7 +30,11 @@ func spmdCommand(a *app) *cli.Command {
 		if len(argv) == 0 {
 			return usagef(c, "no command given")
 		}
-		j := spmd.Job{Command: argv, GPUsDim: c.String("gpus-dim"), Stderr: c.App.ErrWriter}
+		sig, err := spmd.ParseSignal(c.String("notice-signal"))
+		if err != nil {
+			return usagef(c, "%v", err)
+		}
+		j := spmd.Job{Command: argv, GPUsDim: c.String("gpus-dim"), NoticeSignal: sig, Stderr: c.App.ErrWriter}
 		a.code = actorrt.Run(func(ctx context.Context) error { return spmd.Run(ctx, j) })
 		return nil
 	}

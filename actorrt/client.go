@@ -78,12 +78,13 @@ func runClient(fn func(ctx context.Context) error, o options, env jobenv.Env) in
 		grace = hostsconfig.DefaultStopGrace
 	}
 	code, stopped := 0, false
+	var failed error // what the client ends with, unless stopped
 	var graceOver <-chan time.Time
 wait:
 	for {
 		select {
 		case err := <-done:
-			code = exitCode(err, stopped, context.Cause(ctx))
+			code, failed = exitCode(err, stopped, context.Cause(ctx)), err
 			break wait
 		case sig := <-sigs:
 			switch {
@@ -114,12 +115,17 @@ wait:
 		case <-c.fatalCh:
 			fmt.Fprintf(os.Stderr, "monarch: unhandled failure: %v\n", c.fatalErr)
 			cancel(c.fatalErr)
-			code = 1
+			code, failed = 1, c.fatalErr
 			break wait
 		}
 	}
+	var f *Failure
+	if !stopped {
+		f = c.failureOf(failed, code)
+	}
+	c.reportFailure(f)
 	c.shutdown()
-	c.finishJobRecord(code, stopped)
+	c.finishJobRecord(code, stopped, f)
 	return code
 }
 
@@ -164,7 +170,7 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 		c.openJobRecord() // no launcher: the record is ours to keep
 	}
 	if err := c.connect(env); err != nil {
-		c.finishJobRecord(1, false)
+		c.finishJobRecord(1, false, &Failure{Summary: err.Error(), Rank: -1, Exit: 1})
 		rt.logFile.Close()
 		return nil, err
 	}
@@ -299,7 +305,12 @@ func (c *client) fatal(err error) {
 	})
 }
 
-func (c *client) procEnded(n wire.GoneNotice) { c.counts.gone(n.Proc) }
+func (c *client) procEnded(n wire.GoneNotice) {
+	c.counts.gone(n.Proc)
+	if n.Stopped || n.Status == 0 {
+		c.logs.takeTail(n.Proc) // nothing failed: nobody will ask
+	}
+}
 
 func (c *client) procsStarted(pm *ProcMesh) {
 	c.spawnedMu.Lock()

@@ -29,7 +29,7 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &wire.PortGone{}
 	case wire.OpSpawnProcs:
 		body = &wire.SpawnProcsReq{}
-	case wire.OpStopProcs, wire.OpSyncLogs:
+	case wire.OpStopProcs, wire.OpSyncLogs, wire.OpSignalProcs:
 		body = &wire.StopProcsReq{}
 	case wire.OpEnded:
 		body = &wire.EndedReq{}

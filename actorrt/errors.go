@@ -114,10 +114,13 @@ func (e *ActorError) Is(target error) bool {
 }
 
 // ExitError, returned by the function Main runs, makes the program exit
-// with Code; Err, if any, is printed first.
+// with Code; Err, if any, is printed first. Failure, if set, is what the
+// client reports failed (see Failure); without it, a non-zero Code is
+// reported as Err, or as the status alone.
 type ExitError struct {
-	Code int
-	Err  error
+	Code    int
+	Err     error
+	Failure *Failure
 }
 
 func (e *ExitError) Error() string {

@@ -187,12 +187,16 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	if gpusDim == "" {
 		gpusDim = "gpus"
 	}
+	name := o.name
+	if name == "" {
+		name = rt.newMeshName()
+	}
 	reqs := map[string]*wire.SpawnProcsReq{}
 	var agents []string
 	for r, p := range procs {
 		req := reqs[p.Agent]
 		if req == nil {
-			req = &wire.SpawnProcsReq{Command: o.command}
+			req = &wire.SpawnProcsReq{Command: o.command, Mesh: name}
 			reqs[p.Agent] = req
 			agents = append(agents, p.Agent)
 			waits = append(waits, p.Agent)
@@ -229,7 +233,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	// Watch the agents first: a new proc that ends before it is ready is
 	// heard of.
 	rt.health.started(procs, true)
-	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs, ends: ends, command: o.command != nil}
+	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs, ends: ends, command: o.command != nil, name: name}
 	for _, a := range agents {
 		req := reqs[a]
 		req.Proc, req.Port = rt.procID, port

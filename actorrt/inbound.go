@@ -75,6 +75,8 @@ func (in inbound) control(f *wire.Frame, subject string) {
 		in.agent.StopProcs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
 	case wire.OpSyncLogs:
 		in.agent.SyncLogs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
+	case wire.OpSignalProcs:
+		in.agent.SignalProcs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
 	case wire.OpEnded:
 		in.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
 	case wire.OpAlive:

@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -25,12 +26,30 @@ type jobCounts struct {
 	procs   map[string]string // proc -> host
 	hosts   map[string]int    // host -> procs up there
 	notProc map[string]bool   // procs that serve as simulated hosts
+	// ended remembers the hosts of the last procs that ended (at most
+	// maxEndedHosts), for hostOf: a failure is often told after its
+	// proc's end.
+	ended      map[string]string
+	endedOrder []string
 	// changed is called, under mu, after each change: it must not block.
 	changed func(hosts, procs int)
 }
 
 func newJobCounts(changed func(hosts, procs int)) *jobCounts {
-	return &jobCounts{procs: map[string]string{}, hosts: map[string]int{}, notProc: map[string]bool{}, changed: changed}
+	return &jobCounts{procs: map[string]string{}, hosts: map[string]int{}, notProc: map[string]bool{}, ended: map[string]string{}, changed: changed}
+}
+
+// maxEndedHosts bounds what jobCounts remembers of procs that ended.
+const maxEndedHosts = 4096
+
+// hostOf is the name of the host proc runs, or ran, on; "" if unknown.
+func (c *jobCounts) hostOf(proc string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.procs[proc]; ok {
+		return h
+	}
+	return c.ended[proc]
 }
 
 // hostsNotProcs says these procs are simulated hosts: their announcements,
@@ -69,6 +88,11 @@ func (c *jobCounts) gone(proc string) {
 		return
 	}
 	delete(c.procs, proc)
+	c.ended[proc] = host
+	if c.endedOrder = append(c.endedOrder, proc); len(c.endedOrder) > maxEndedHosts {
+		delete(c.ended, c.endedOrder[0])
+		c.endedOrder = c.endedOrder[1:]
+	}
 	if c.hosts[host]--; c.hosts[host] == 0 {
 		delete(c.hosts, host)
 	}
@@ -116,20 +140,25 @@ func (c *client) startCounting() {
 	}
 }
 
-// finishJobRecord records how the job ended, when the client keeps the
-// record.
-func (c *client) finishJobRecord(code int, stopped bool) {
+// finishJobRecord records how the job ended, and what failed (f, or
+// nil), when the client keeps the record.
+func (c *client) finishJobRecord(code int, stopped bool, f *Failure) {
 	if c.record == nil {
 		return
 	}
-	state := jobstate.Done
+	state, end := jobstate.Done, "done"
 	switch {
 	case stopped:
-		state = jobstate.Stopped
+		state, end = jobstate.Stopped, "stopped"
 	case code != 0:
-		state = jobstate.Failed
+		state, end = jobstate.Failed, fmt.Sprintf("failed (exit %d)", code)
+		if f != nil {
+			end = "failed: " + f.Summary
+		}
 	}
-	err := c.record.Finish(func(r *jobstate.Record) { r.State, r.Exit, r.Hosts, r.Procs = state, code, 0, 0 })
+	err := c.record.Finish(func(r *jobstate.Record) {
+		r.State, r.Exit, r.Hosts, r.Procs, r.End, r.Failure = state, code, 0, 0, end, f
+	})
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cannot record the job's end")
 	}

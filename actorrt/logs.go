@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,7 @@ type clientLogs struct {
 	mu    sync.Mutex
 	queue []logagg.Line
 	opts  map[string]LogOptions
+	tails map[string]*stderrTail // proc -> its last stderr lines
 
 	lines atomic.Int64 // lines received
 	bad   atomic.Int64 // messages that could not be decoded
@@ -81,6 +83,7 @@ func newClientLogs(c *client, env jobenv.Env) *clientLogs {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		opts:    map[string]LogOptions{},
+		tails:   map[string]*stderrTail{},
 	}
 	// A launcher passes the job file's [log] options.
 	if env.LogStream != nil {
@@ -105,6 +108,14 @@ func (l *clientLogs) receive(data []byte) {
 	}
 	l.lines.Add(1)
 	l.mu.Lock()
+	if line.Stream == logagg.Stderr && line.Proc != logagg.ClientProc {
+		t := l.tails[line.Proc]
+		if t == nil && len(l.tails) < maxTails {
+			t = &stderrTail{}
+			l.tails[line.Proc] = t
+		}
+		t.add(line.Text)
+	}
 	l.queue = append(l.queue, line)
 	first := len(l.queue) == 1
 	l.mu.Unlock()
@@ -202,9 +213,78 @@ func (l *clientLogs) drain() {
 		if !ok {
 			o = l.def
 		}
-		if o.StreamToClient {
+		// The client program's own lines, which its launcher sends, are
+		// on the terminal already.
+		if o.StreamToClient && line.Proc != logagg.ClientProc {
 			l.out.Print(line, o.AggregateWindow, now)
 		}
 	}
 	l.out.Tick(now)
+}
+
+// StderrTail returns the last lines (at most MaxTail, each cut at 256
+// bytes) that the proc at point pt of the mesh wrote to stderr, once every
+// line it wrote has reached the client (FlushLogs), and forgets them: what
+// a failed rank said last, for its failure report. The client keeps the
+// tails of the procs that run and of those that failed, until asked; nil
+// in a proc, which does not receive the job's lines.
+func (p *ProcMesh) StderrTail(ctx context.Context, pt Point) []string {
+	rt, err := getRuntime()
+	if err != nil || rt.client() == nil {
+		return nil
+	}
+	one := p.SliceAt(pt)
+	if one.err != nil || one.reg.numRanks() != 1 {
+		return nil
+	}
+	one.FlushLogs(ctx)
+	return rt.client().logs.takeTail(one.procs[one.reg.baseRanks()[0]].ID)
+}
+
+// maxTails bounds the procs whose tails the client keeps at once.
+const maxTails = 1 << 16
+
+// takeTail returns the last lines proc wrote to stderr, oldest first, and
+// forgets them.
+func (l *clientLogs) takeTail(proc string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.tails[proc]
+	delete(l.tails, proc)
+	return t.get()
+}
+
+// tailLine bounds each line a stderrTail keeps: with MaxTail lines, a
+// proc's tail holds at most about 5 KiB, whatever it writes, so that
+// thousands of ranks cost megabytes, not the 4 KiB lines they may write.
+const tailLine = 256
+
+// stderrTail is a ring of a proc's last MaxTail stderr lines.
+type stderrTail struct {
+	lines [MaxTail]string
+	n     int // lines added
+}
+
+func (t *stderrTail) add(line string) {
+	if t == nil {
+		return
+	}
+	if len(line) > tailLine {
+		line = strings.ToValidUTF8(line[:tailLine], "") + " …"
+	}
+	t.lines[t.n%MaxTail] = line
+	t.n++
+}
+
+// get returns the lines kept, oldest first; nil for a nil tail.
+func (t *stderrTail) get() []string {
+	if t == nil || t.n == 0 {
+		return nil
+	}
+	start := max(0, t.n-MaxTail)
+	out := make([]string, 0, t.n-start)
+	for i := start; i < t.n; i++ {
+		out = append(out, t.lines[i%MaxTail])
+	}
+	return out
 }

@@ -31,7 +31,15 @@ type ProcMesh struct {
 	err     error
 	ends    *procEnds // the ends of the procs SpawnProcs started here
 	command bool      // they run a command (WithCommand), not this program
+	name    string    // see Name
 }
+
+// Name is the mesh's name: WithName's, or one SpawnProcs made up
+// ("procs1", "procs2", ... in the client; prefixed with the spawning
+// proc's id elsewhere). Its procs' lines carry it, so that `monarch logs
+// --mesh` can pick them, and a job whose procs of several meshes print
+// shows it in their prefix: [trainer 0]. "" for ThisProc.
+func (p *ProcMesh) Name() string { return p.name }
 
 // ThisProc is this process, as a mesh of one proc with the zero Extent.
 func ThisProc() *ProcMesh {
@@ -55,7 +63,7 @@ func (p *ProcMesh) Slice(dim string, start, end int) *ProcMesh {
 		return p
 	}
 	r, err := p.reg.slice(dim, start, end)
-	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command}
+	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
 }
 
 // At fixes dimension dim to index i and drops it.
@@ -64,7 +72,7 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 		return p
 	}
 	r, err := p.reg.at(dim, i)
-	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command}
+	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
 }
 
 // Stop stops the procs of the (sliced) mesh: each is asked to exit, and
@@ -173,7 +181,7 @@ func (p *ProcMesh) SliceAt(pt Point) *ProcMesh {
 		}
 		r, err = r.at(d.Name, pt.coords[i])
 	}
-	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command}
+	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
 }
 
 func (p *ProcMesh) String() string { return fmt.Sprintf("ProcMesh%v", p.Extent()) }

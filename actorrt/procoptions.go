@@ -20,6 +20,7 @@ type procOptions struct {
 	cpus    func(Point) []int
 	command []string
 	gpusDim string
+	name    string
 }
 
 // WithProcEnv adds environment variables ("NAME=value") to each proc, as
@@ -64,6 +65,30 @@ func WithCommand(argv ...string) ProcOption {
 // CUDA_VISIBLE_DEVICES is (default "gpus"); a mesh without it sets none.
 func WithGPUsDim(dim string) ProcOption {
 	return func(o *procOptions) error { o.gpusDim = dim; return nil }
+}
+
+// WithName names the new mesh (see ProcMesh.Name): letters, digits, '_',
+// '-' and '.', at most 64 of them. Default: a name SpawnProcs makes up.
+func WithName(name string) ProcOption {
+	return func(o *procOptions) error {
+		if !validMeshName(name) {
+			return fmt.Errorf("WithName %.80q: want 1 to 64 letters, digits, '_', '-' or '.'", name)
+		}
+		o.name = name
+		return nil
+	}
+}
+
+func validMeshName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // ProcEnd is how a proc ended.

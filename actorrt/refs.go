@@ -97,6 +97,7 @@ type procMeshWire struct {
 	Region  regionWire `msgpack:"region"`
 	Procs   []procInfo `msgpack:"procs"`
 	Command bool       `msgpack:"command,omitempty"`
+	Name    string     `msgpack:"name,omitempty"`
 }
 
 // EncodeMsgpack sends the proc mesh reference.
@@ -104,7 +105,7 @@ func (p *ProcMesh) EncodeMsgpack(e *msgpack.Encoder) error {
 	if p.err != nil {
 		return p.err
 	}
-	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: p.procs, Command: p.command})
+	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: p.procs, Command: p.command, Name: p.name})
 }
 
 // DecodeMsgpack rebinds a received proc mesh reference.
@@ -122,7 +123,7 @@ func (p *ProcMesh) DecodeMsgpack(d *msgpack.Decoder) error {
 			return err
 		}
 	}
-	p.reg, p.procs, p.err, p.command = reg, w.Procs, nil, w.Command
+	p.reg, p.procs, p.err, p.command, p.name = reg, w.Procs, nil, w.Command, w.Name
 	if rt, err := getRuntime(); err == nil {
 		rt.health.started(w.Procs, false)
 	}

@@ -49,8 +49,9 @@ type core struct {
 	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
 	meshSeq     atomic.Uint64
 	procSeq     atomic.Uint64
-	ends        sync.Map // proc id -> *procEnds: who hears of its end
-	ending      notices  // the job is ending: what this process heard
+	procMeshSeq atomic.Uint64 // proc meshes spawned here without a name
+	ends        sync.Map      // proc id -> *procEnds: who hears of its end
+	ending      notices       // the job is ending: what this process heard
 }
 
 // role is what the client and a proc do differently.
@@ -178,6 +179,17 @@ func (rt *core) busFault(err error) {
 
 func (rt *core) newMeshID() string {
 	return rt.procID + ".m" + strconv.FormatUint(rt.meshSeq.Add(1), 10)
+}
+
+// newMeshName names a proc mesh spawned here without WithName: procs1,
+// procs2, ... in the client; prefixed with this proc's id in a proc, so
+// that two spawners never make the same name.
+func (rt *core) newMeshName() string {
+	name := "procs" + strconv.FormatUint(rt.procMeshSeq.Add(1), 10)
+	if rt.client() == nil {
+		name = rt.procID + "." + name
+	}
+	return name
 }
 
 func (rt *core) newProcID() string {

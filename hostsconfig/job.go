@@ -58,7 +58,15 @@ type SPMD struct {
 	// GPUsDim is the dimension of [procs] whose index a proc's
 	// CUDA_VISIBLE_DEVICES is; default "gpus".
 	GPUsDim string
+	// NoticeSignal is the signal each rank that catches it gets when the
+	// job is about to end (a time limit ahead, a stop, a preemption),
+	// before a stop's SIGTERM: "USR1" (the default), "USR2", "TERM",
+	// "INT", "HUP", or "none".
+	NoticeSignal string
 }
+
+// NoticeSignals are the values of [spmd] notice_signal.
+var NoticeSignals = []string{"USR1", "USR2", "TERM", "INT", "HUP", "none"}
 
 // Dim is one dimension of a mesh: its name and size (>= 1).
 type Dim struct {
@@ -260,8 +268,8 @@ func readSPMD(t *table) *SPMD {
 	if t == nil {
 		return nil
 	}
-	sp := &SPMD{GPUsDim: "gpus"}
-	t.unknown("command", "gpus_dim")
+	sp := &SPMD{GPUsDim: "gpus", NoticeSignal: "USR1"}
+	t.unknown("command", "gpus_dim", "notice_signal")
 	switch {
 	case !t.has("command"):
 		t.missing("command")
@@ -270,6 +278,9 @@ func readSPMD(t *table) *SPMD {
 	}
 	if t.str("gpus_dim", &sp.GPUsDim) && !validDimName(sp.GPUsDim) {
 		t.fail("gpus_dim", `want a dimension name of letters, digits, "_" and "-"`)
+	}
+	if t.str("notice_signal", &sp.NoticeSignal) && !slices.Contains(NoticeSignals, sp.NoticeSignal) {
+		t.fail("notice_signal", "want one of %s", strings.Join(NoticeSignals, ", "))
 	}
 	return sp
 }

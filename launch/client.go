@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -24,7 +25,7 @@ func startClient(cfg *RunConfig, env jobenv.Env) (*child.Process, error) {
 	program, args := job.Program, job.Args
 	if job.SPMD != nil {
 		program = cfg.Self
-		args = append([]string{"spmd", "--gpus-dim", job.SPMD.GPUsDim, "--"}, job.SPMD.Command...)
+		args = append([]string{"spmd", "--gpus-dim", job.SPMD.GPUsDim, "--notice-signal", cmp.Or(job.SPMD.NoticeSignal, "USR1"), "--"}, job.SPMD.Command...)
 	}
 	cmd := exec.Command(program, args...)
 	cmd.Dir = job.Dir

@@ -24,11 +24,18 @@ var rankColors = [...]string{
 }
 
 // FormatLine renders a line as its rank in brackets followed by its text:
-// `[3] step 100 loss=0.42`, without a newline. With color the prefix is
-// colored per rank, and red for stderr lines; the text is left as the
-// proc wrote it.
+// `[3] step 100 loss=0.42`, without a newline; a line of the client
+// program as `[client] text`. With color the prefix is colored per rank,
+// and red for stderr lines; the text is left as the proc wrote it.
 func FormatLine(l Line, color bool) string {
-	return string(appendLine(nil, l, color))
+	return string(appendLine(nil, l, color, false))
+}
+
+// FormatMeshLine is FormatLine with the line's mesh before its rank:
+// `[trainer 3] step 100`, for a job whose procs of several meshes print
+// (a line without a mesh is as FormatLine renders it).
+func FormatMeshLine(l Line, color bool) string {
+	return string(appendLine(nil, l, color, true))
 }
 
 // FormatGroup renders a group as its first line, prefixed with the
@@ -36,12 +43,12 @@ func FormatLine(l Line, color bool) string {
 // `[37 similar log lines] [3] step 100 loss=0.42`. The count is dimmed
 // with color.
 func FormatGroup(g Group, color bool) string {
-	return string(appendGroup(make([]byte, 0, len(g.First.Text)+48), g, color))
+	return string(appendGroup(make([]byte, 0, len(g.First.Text)+48), g, color, false))
 }
 
-func appendGroup(b []byte, g Group, color bool) []byte {
+func appendGroup(b []byte, g Group, color, mesh bool) []byte {
 	if g.Count <= 1 {
-		return appendLine(b, g.First, color)
+		return appendLine(b, g.First, color, mesh)
 	}
 	if color {
 		b = append(b, ansiDim...)
@@ -53,10 +60,12 @@ func appendGroup(b []byte, g Group, color bool) []byte {
 		b = append(b, ansiReset...)
 	}
 	b = append(b, ' ')
-	return appendLine(b, g.First, color)
+	return appendLine(b, g.First, color, mesh)
 }
 
-func appendLine(b []byte, l Line, color bool) []byte {
+// appendLine appends l with its prefix: [rank], [mesh rank] when mesh is
+// set and l has one, [client] for the client's lines.
+func appendLine(b []byte, l Line, color, mesh bool) []byte {
 	if color {
 		if l.Stream == Stderr {
 			b = append(b, ansiRed...)
@@ -65,7 +74,16 @@ func appendLine(b []byte, l Line, color bool) []byte {
 		}
 	}
 	b = append(b, '[')
-	b = strconv.AppendInt(b, int64(l.Rank), 10)
+	switch {
+	case l.Proc == ClientProc:
+		b = append(b, ClientProc...)
+	case mesh && l.Mesh != "":
+		b = append(b, l.Mesh...)
+		b = append(b, ' ')
+		fallthrough
+	default:
+		b = strconv.AppendInt(b, int64(l.Rank), 10)
+	}
 	b = append(b, ']')
 	if color {
 		b = append(b, ansiReset...)

@@ -20,12 +20,20 @@ func (s Stream) String() string {
 	return "stream?"
 }
 
-// Line is one line a proc wrote.
+// Line is one line a proc, or the job's client program, wrote.
 type Line struct {
-	Time   time.Time
-	Host   string // host name
-	Proc   string // proc id, e.g. "c-3" or "h1-4"
-	Rank   int    // the proc's rank in its proc mesh (row-major)
+	Time time.Time
+	Host string // host name
+	Proc string // proc id, e.g. "c-3" or "h1-4"; ClientProc for the client's
+	// Mesh is the name of the proc's proc mesh ("trainer"); "" in logs
+	// written before meshes had names, and for the client's lines.
+	Mesh   string
+	Rank   int // the proc's rank in its proc mesh (row-major)
 	Stream Stream
 	Text   string // without the newline; already cut at 4 KiB by the capture
 }
+
+// ClientProc is the Proc of the lines the job's client program itself
+// wrote (its stdout and stderr, which the launcher captures): they print
+// as `[client] text`.
+const ClientProc = "client"

@@ -9,8 +9,9 @@ import (
 // Printer prints proc lines for a user: each line at once as
 // `[3] step 100 loss=0.42`, or, for lines given an aggregation window,
 // each group of similar lines once per window as
-// `[37 similar log lines] [3] step 100 loss=0.42`. Lines of stderr go to
-// its stderr writer, all others to its stdout writer.
+// `[37 similar log lines] [3] step 100 loss=0.42`. Once lines of a second
+// proc mesh have come, prefixes name the mesh: `[trainer 3]`. Lines of
+// stderr go to its stderr writer, all others to its stdout writer.
 //
 // It keeps whole lines and writes them in chunks of at most 4 KiB
 // (PIPE_BUF on Linux, the size up to which the kernel keeps a write to a
@@ -30,6 +31,11 @@ type Printer struct {
 	windows            []*printWindow // in order of first use
 	buf                []byte         // whole lines not written yet, all of one stream
 	stream             Stream         // the stream of the lines in buf
+	// firstMesh is the mesh of the first line that had one; manyMeshes
+	// is set once a line of another came: from then on prefixes name
+	// the mesh ([trainer 0]), a job of one mesh keeps [0].
+	firstMesh  string
+	manyMeshes bool
 }
 
 // printWindow groups the lines of one window length.
@@ -61,6 +67,7 @@ func (p *Printer) SetColor(stdout, stderr bool) { p.colorOut, p.colorErr = stdou
 //
 // The error is that of a write Print had to make, if any.
 func (p *Printer) Print(l Line, window time.Duration, now time.Time) error {
+	p.noteMesh(l.Mesh)
 	if window <= 0 {
 		return p.put(Group{Count: 1, First: l, Ranks: 1})
 	}
@@ -99,6 +106,18 @@ func (p *Printer) Flush() error {
 	return cmp.Or(err, p.writeOut())
 }
 
+// noteMesh notes that a line of mesh came: the second mesh seen makes
+// prefixes name theirs.
+func (p *Printer) noteMesh(mesh string) {
+	switch {
+	case mesh == "" || p.manyMeshes:
+	case p.firstMesh == "":
+		p.firstMesh = mesh
+	case mesh != p.firstMesh:
+		p.manyMeshes = true
+	}
+}
+
 // window returns the window of that length, making it on first use.
 func (p *Printer) window(length time.Duration) *printWindow {
 	for _, w := range p.windows {
@@ -129,7 +148,7 @@ func (p *Printer) put(g Group) error {
 		p.stream = g.First.Stream
 	}
 	start := len(p.buf)
-	p.buf = append(appendGroup(p.buf, g, p.color(p.stream)), '\n')
+	p.buf = append(appendGroup(p.buf, g, p.color(p.stream), p.manyMeshes), '\n')
 	if start > 0 && len(p.buf) > chunk {
 		err = cmp.Or(err, p.write(p.buf[:start]))
 		p.buf = append(p.buf[:0], p.buf[start:]...)

@@ -29,9 +29,12 @@ import (
 //
 // The file holds JSON lines, one record per line. A proc's line is
 //
-//	{"t":"2026-12-02T10:00:00.123456789Z","h":"node3","p":"h3-1","r":25,"s":"stdout","x":"step 100 loss=0.42"}
+//	{"t":"2026-12-02T10:00:00.123456789Z","h":"node3","p":"h3-1","m":"trainer","r":25,"s":"stdout","x":"step 100 loss=0.42"}
 //
-// (time RFC3339Nano, host, proc, rank, stream, text). A writer marks where
+// (time RFC3339Nano, host, proc, its proc mesh's name, rank, stream,
+// text; logs written before meshes had names have no "m"). The lines of
+// the job's client program have the proc "client" (ClientProc) and no
+// mesh. A writer marks where
 // it starts and ends:
 //
 //	{"t":...,"k":"start","job":"j1","h":"client-host","pid":4242,"pst":"123456"}
@@ -315,6 +318,10 @@ func appendLineRecord(b []byte, l Line) []byte {
 	b = appendJSONString(b, l.Host)
 	b = append(b, `,"p":`...)
 	b = appendJSONString(b, l.Proc)
+	if l.Mesh != "" {
+		b = append(b, `,"m":`...)
+		b = appendJSONString(b, l.Mesh)
+	}
 	b = append(b, `,"r":`...)
 	b = strconv.AppendInt(b, int64(l.Rank), 10)
 	b = append(b, `,"s":"`...)
@@ -425,7 +432,8 @@ func Jobs(dir string) ([]string, error) {
 type Filter struct {
 	Since  time.Time      // zero: all
 	Hosts  []string       // empty: all
-	Ranks  []int          // empty: all
+	Meshes []string       // empty: all; a line without a mesh passes none
+	Ranks  []int          // empty: all; the client's lines pass none
 	Stream Stream         // 0: both
 	Grep   *regexp.Regexp // nil: all
 }
@@ -436,7 +444,8 @@ func (f Filter) Match(l Line) bool {
 	case !f.Since.IsZero() && l.Time.Before(f.Since),
 		f.Stream != 0 && l.Stream != f.Stream,
 		len(f.Hosts) > 0 && !slices.Contains(f.Hosts, l.Host),
-		len(f.Ranks) > 0 && !slices.Contains(f.Ranks, l.Rank),
+		len(f.Meshes) > 0 && !slices.Contains(f.Meshes, l.Mesh),
+		len(f.Ranks) > 0 && (l.Proc == ClientProc || !slices.Contains(f.Ranks, l.Rank)),
 		f.Grep != nil && !f.Grep.MatchString(l.Text):
 		return false
 	}
@@ -668,6 +677,7 @@ type fileRecord struct {
 	K   string    `json:"k"`
 	H   string    `json:"h"`
 	P   string    `json:"p"`
+	M   string    `json:"m"`
 	R   int       `json:"r"`
 	S   string    `json:"s"`
 	X   string    `json:"x"`
@@ -691,7 +701,7 @@ func (r *logReader) record(b []byte) error {
 			r.corrupt++
 			return nil
 		}
-		l := Line{Time: rec.T, Host: rec.H, Proc: rec.P, Rank: rec.R, Stream: s, Text: rec.X}
+		l := Line{Time: rec.T, Host: rec.H, Proc: rec.P, Mesh: rec.M, Rank: rec.R, Stream: s, Text: rec.X}
 		if !r.filter.Match(l) {
 			return nil
 		}

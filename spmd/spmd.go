@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
@@ -18,9 +19,16 @@ type Job struct {
 	// GPUsDim is the dimension of the procs whose index is a proc's
 	// CUDA_VISIBLE_DEVICES; "" for "gpus".
 	GPUsDim string
+	// NoticeSignal is sent to every rank that catches it when the job is
+	// about to end (see the package doc); 0 sends none.
+	NoticeSignal syscall.Signal
 	// Stderr receives Run's own lines (default os.Stderr).
 	Stderr io.Writer
 }
+
+// MeshName is the name of the procs' mesh: what their failure report
+// and `monarch logs --mesh` call them.
+const MeshName = "spmd"
 
 // defaultProcs is one proc per host, as torchrun's --nproc-per-node.
 var defaultProcs = actorrt.Dims{{"procs", 1}}
@@ -31,9 +39,8 @@ func Run(ctx context.Context, j Job) error {
 	if len(j.Command) == 0 || j.Command[0] == "" {
 		return errors.New("spmd: no command")
 	}
-	stderr := j.Stderr
-	if stderr == nil {
-		stderr = os.Stderr
+	if j.Stderr == nil {
+		j.Stderr = os.Stderr
 	}
 	hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 	if errors.Is(err, actorrt.ErrNoHostsConfig) {
@@ -42,7 +49,10 @@ func Run(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	opts := []actorrt.ProcOption{actorrt.WithCommand(j.Command...)}
+	// Notices are heard from before the procs start: a warning that
+	// comes meanwhile is passed on once they run.
+	notices := actorrt.Preempted(ctx)
+	opts := []actorrt.ProcOption{actorrt.WithCommand(j.Command...), actorrt.WithName(MeshName)}
 	if j.GPUsDim != "" {
 		opts = append(opts, actorrt.WithGPUsDim(j.GPUsDim))
 	}
@@ -50,33 +60,111 @@ func Run(ctx context.Context, j Job) error {
 	if err != nil {
 		return err
 	}
-	stop := func() { procs.Stop(context.WithoutCancel(ctx)) }
-	ends := procs.Ends()
-	for left := procs.Extent().NumRanks(); left > 0; left-- {
-		var e actorrt.ProcEnd
+	r := &run{job: j, procs: procs, ends: procs.Ends(), left: procs.Extent().NumRanks()}
+	return r.wait(ctx, notices)
+}
+
+// run is one Run's procs as they end.
+type run struct {
+	job   Job
+	procs *actorrt.ProcMesh
+	ends  <-chan actorrt.ProcEnd
+	left  int // ranks still running
+}
+
+// wait waits for every rank to end, passing on the warnings; the first
+// failure, or ctx's end, stops the others.
+func (r *run) wait(ctx context.Context, notices <-chan actorrt.PreemptNotice) error {
+	for r.left > 0 {
 		select {
-		case e = <-ends:
-		case <-ctx.Done():
-			// A stop (SIGTERM to the job): the commands get SIGTERM and
-			// what is left of the stop grace, as under torchrun.
-			grace := 5 * time.Second
-			var n *actorrt.PreemptNotice
-			if errors.As(context.Cause(ctx), &n) && !n.Deadline.IsZero() {
-				grace = time.Until(n.Deadline)
+		case e := <-r.ends:
+			r.left--
+			if e.Status != 0 {
+				return r.failed(ctx, e)
 			}
-			procs.StopWithin(context.WithoutCancel(ctx), grace)
-			return context.Cause(ctx)
+		case n := <-notices:
+			if !n.Stop {
+				r.notify(ctx, n) // a stop comes as ctx's end too
+			}
+		case <-ctx.Done():
+			return r.stop(ctx)
 		}
-		if e.Status == 0 {
-			continue
-		}
-		code := e.Status
-		if code < 0 || code > 255 {
-			code = 1
-		}
-		fmt.Fprintf(stderr, "monarch: rank %d (%v) on %s failed: %s; stopping the others\n", e.Point.Rank(), e.Point, e.Host, e.Reason)
-		stop()
-		return &actorrt.ExitError{Code: code}
 	}
 	return nil
+}
+
+// notify sends the notice signal to every rank that catches it, and
+// says so on stderr; it returns how many got it.
+func (r *run) notify(ctx context.Context, n actorrt.PreemptNotice) int {
+	if r.job.NoticeSignal == 0 {
+		return 0
+	}
+	sent, err := r.procs.Notify(context.WithoutCancel(ctx), r.job.NoticeSignal)
+	if err != nil {
+		fmt.Fprintf(r.job.Stderr, "monarch: cannot tell the ranks that the job is ending (%s): %v\n", n.Reason, err)
+		return sent
+	}
+	fmt.Fprintf(r.job.Stderr, "monarch: job ending (%s): %v sent to %d of %d ranks (those that catch it)\n", n.Reason, r.job.NoticeSignal, sent, r.procs.Extent().NumRanks())
+	return sent
+}
+
+// stopGrace is how long a stop gives the commands when the notice does
+// not say (no stop grace from the job).
+const stopGrace = 5 * time.Second
+
+// stop stops the ranks on a stop of the job (SIGTERM to it: monarch stop,
+// a preemption): the notice signal first, to the ranks that catch it,
+// which then have half the stop grace to checkpoint (or end); then
+// SIGTERM and what is left of the grace, as under torchrun; then SIGKILL.
+func (r *run) stop(ctx context.Context) error {
+	cause := context.Cause(ctx)
+	deadline := time.Now().Add(stopGrace)
+	n := &actorrt.PreemptNotice{Reason: "stop requested", Stop: true}
+	if errors.As(cause, &n) && !n.Deadline.IsZero() {
+		deadline = n.Deadline
+	}
+	bg := context.WithoutCancel(ctx)
+	if r.notify(ctx, *n) > 0 {
+		r.waitEnds(time.Now().Add(time.Until(deadline) / 2))
+	}
+	r.procs.StopWithin(bg, time.Until(deadline))
+	return cause
+}
+
+// waitEnds waits until every rank has ended or until is past.
+func (r *run) waitEnds(until time.Time) {
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	for r.left > 0 {
+		select {
+		case <-r.ends:
+			r.left--
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// failed stops the other ranks after e's failure, then says what failed,
+// last (after the others' last lines), and returns it as the job's
+// failure with e's status.
+func (r *run) failed(ctx context.Context, e actorrt.ProcEnd) error {
+	bg := context.WithoutCancel(ctx)
+	others := r.left
+	r.procs.Stop(bg) // their last lines are printed before it returns
+	f, how := failureOf(e, r.procs.StderrTail(bg, e.Point))
+	stopped := ""
+	switch others {
+	case 0:
+	case 1:
+		stopped = "; the other rank was stopped"
+	default:
+		stopped = fmt.Sprintf("; the other %d ranks were stopped", others)
+	}
+	fmt.Fprintf(r.job.Stderr, "monarch: rank %d on %s failed: %s (%v)%s\n", f.Rank, f.Host, how, e.Point, stopped)
+	code := e.Status
+	if code < 0 || code > 255 {
+		code = 1
+	}
+	return &actorrt.ExitError{Code: code, Failure: f}
 }

@@ -167,7 +167,7 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 		// Its own process group: a terminal's Ctrl-C reaches the client
 		// only, which then stops the procs in order.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		p, err := a.start(id, rank, cmd, cpus)
+		p, err := a.start(id, req.Mesh, rank, cmd, cpus)
 		if err == nil {
 			p.command = command
 		}
@@ -283,6 +283,22 @@ func (a *Agent) SyncLogs(req wire.StopProcsReq, replyProc string, replyPort uint
 		}
 		a.reply(replyProc, replyPort, req.Rank)
 	}()
+}
+
+// SignalProcs sends the request's signal to those of the given procs
+// that catch it (see catches): a notice that the job is ending, which a
+// proc that does not expect it would die of. It answers on the reply port
+// with how many it sent it to.
+func (a *Agent) SignalProcs(req wire.StopProcsReq, replyProc string, replyPort uint64) {
+	sig := syscall.Signal(req.Signal)
+	sent := 0
+	for _, p := range a.take(req.IDs, false) {
+		if pid := p.process.Pid(); !p.process.Exited() && catches(pid, sig) {
+			p.process.Signal(sig)
+			sent++
+		}
+	}
+	a.sendToPort(replyProc, replyPort, req.Rank, 0, func(e *msgpack.Encoder) error { return e.EncodeInt(int64(sent)) })
 }
 
 // take finds the children with the given ids; stopping marks them, so

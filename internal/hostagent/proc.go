@@ -17,6 +17,7 @@ import (
 // output.
 type proc struct {
 	id       string
+	mesh     string // its proc mesh's name, which its lines carry
 	rank     int
 	command  bool // it runs a command, not an SDK proc: its end is its own business
 	process  *child.Process
@@ -37,8 +38,8 @@ type proc struct {
 
 // start starts cmd as proc id, bound to cpus (none: any), its stdout and
 // stderr captured onto the job's log subject.
-func (a *Agent) start(id string, rank int, cmd *exec.Cmd, cpus []int) (*proc, error) {
-	p := &proc{id: id, rank: rank, ended: make(chan struct{})}
+func (a *Agent) start(id, mesh string, rank int, cmd *exec.Cmd, cpus []int) (*proc, error) {
+	p := &proc{id: id, mesh: mesh, rank: rank, ended: make(chan struct{})}
 	var writeEnds []*os.File
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
@@ -81,7 +82,7 @@ func (a *Agent) capture(p *proc, stream logagg.Stream, r *os.File) {
 		if p.lastAlive.Load() != 0 {
 			p.lastAlive.Store(time.Now().UnixNano()) // writing is living
 		}
-		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: a.cfg.Host, Proc: p.id, Rank: p.rank, Stream: stream, Text: text})
+		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: a.cfg.Host, Proc: p.id, Mesh: p.mesh, Rank: p.rank, Stream: stream, Text: text})
 		a.link.Publish(subject, buf)
 	})
 }

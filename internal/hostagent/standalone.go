@@ -215,9 +215,12 @@ func (s *standalone) dispatch(m bus.Message) {
 	case *wire.EndedReq:
 		s.agent.Ended(*b, f.ReplyTo, f.Port)
 	case *wire.StopProcsReq:
-		if f.Method == wire.OpSyncLogs {
+		switch f.Method {
+		case wire.OpSyncLogs:
 			s.agent.SyncLogs(*b, f.ReplyTo, f.Port)
-		} else {
+		case wire.OpSignalProcs:
+			s.agent.SignalProcs(*b, f.ReplyTo, f.Port)
+		default:
 			s.agent.StopProcs(*b, f.ReplyTo, f.Port)
 		}
 	case nil:

@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -56,6 +57,11 @@ const (
 	// host is reached at: the MASTER_PORT and MASTER_ADDR of a new proc
 	// mesh whose rank 0 is there.
 	OpFreePort = "freeport"
+	// OpSignalProcs (StopProcsReq with a Signal): a host agent sends the
+	// signal to those of the given procs that catch it, and answers with
+	// how many it sent it to (an int): a notice to an SPMD job's ranks,
+	// which the signal's default action would end.
+	OpSignalProcs = "signalprocs"
 )
 
 // FreePort is a host agent's answer to OpFreePort.
@@ -93,6 +99,8 @@ type SpawnProcsReq struct {
 	Command []string   `msgpack:"command,omitempty"`
 	Wrap    [][]string `msgpack:"wrap,omitempty"`
 	CPUs    [][]int    `msgpack:"cpus,omitempty"`
+	// Mesh is the new proc mesh's name, which the procs' lines carry.
+	Mesh string `msgpack:"mesh,omitempty"`
 }
 
 // MaxCPU bounds a CPU number in SpawnProcsReq.CPUs (the kernel's own
@@ -108,7 +116,17 @@ type StopProcsReq struct {
 	// its SIGKILL, in milliseconds (at most MaxStopGrace); 0: the
 	// agent's stop timeout.
 	GraceMS int64 `msgpack:"grace,omitempty"`
+	// Signal, for OpSignalProcs, is the signal's number (one of
+	// NoticeSignals).
+	Signal int `msgpack:"signal,omitempty"`
 }
+
+// NoticeSignals are the signals OpSignalProcs may send: those a program
+// catches to hear that its job is ending (USR1, USR2, TERM, INT, HUP).
+var NoticeSignals = []int{10, 12, 15, 2, 1}
+
+// MaxMeshName bounds SpawnProcsReq.Mesh.
+const MaxMeshName = 64
 
 // MaxStopGrace bounds StopProcsReq.GraceMS.
 const MaxStopGrace = time.Hour
@@ -140,7 +158,7 @@ type ProcReady struct {
 // nothing.
 func OpReplies(op string) bool {
 	switch op {
-	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort:
+	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort, OpSignalProcs:
 		return true
 	}
 	return false
@@ -182,6 +200,9 @@ func CheckControl(h *Header, body any) error {
 				return fmt.Errorf("rank %d", r)
 			}
 		}
+		if len(b.Mesh) > MaxMeshName {
+			return fmt.Errorf("mesh name of %d bytes (at most %d)", len(b.Mesh), MaxMeshName)
+		}
 		if b.Command != nil && (len(b.Command) == 0 || b.Command[0] == "") {
 			return fmt.Errorf("empty command")
 		}
@@ -199,6 +220,9 @@ func CheckControl(h *Header, body any) error {
 		if b.Rank < 0 || b.GraceMS < 0 || b.GraceMS > MaxStopGrace.Milliseconds() {
 			return fmt.Errorf("rank %d, grace %dms (at most %v)", b.Rank, b.GraceMS, MaxStopGrace)
 		}
+		if (h.Method == OpSignalProcs) != slices.Contains(NoticeSignals, b.Signal) {
+			return fmt.Errorf("%s with signal %d", h.Method, b.Signal)
+		}
 		return CheckIDs("proc", b.IDs)
 	case *EndedReq:
 		return CheckIDs("proc", b.IDs)
@@ -214,7 +238,7 @@ const AgentsPort uint64 = 1 << 62
 
 // ReadAgentControl decodes and checks a control frame addressed to a
 // standalone host agent: its own ops (OpSpawnProcs, OpStopProcs,
-// OpSyncLogs, OpEnded, whose body it returns), OpAgentsHello and OpAlive
+// OpSyncLogs, OpSignalProcs, OpEnded, whose body it returns), OpAgentsHello and OpAlive
 // (nil body). A frame
 // that fails gives the kind of drop and why.
 func ReadAgentControl(f *Frame) (any, DropKind, error) {
@@ -222,7 +246,7 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 	switch f.Method {
 	case OpSpawnProcs:
 		body = &SpawnProcsReq{}
-	case OpStopProcs, OpSyncLogs:
+	case OpStopProcs, OpSyncLogs, OpSignalProcs:
 		body = &StopProcsReq{}
 	case OpEnded:
 		body = &EndedReq{}

@@ -1,0 +1,40 @@
+package spmd
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// failureOf is what the job's client reports of a rank that failed: its
+// rank, host, status or signal, and the last lines it wrote to stderr;
+// and how it ended ("exited with status 1").
+func failureOf(e actorrt.ProcEnd, tail []string) (*actorrt.Failure, string) {
+	// The agent's reason names the host too: "exited with status 1
+	// (host h2)". The summary names it once.
+	how := strings.TrimSuffix(e.Reason, " (host "+e.Host+")")
+	f := &actorrt.Failure{
+		Summary: fmt.Sprintf("rank %d on %s %s", e.Point.Rank(), e.Host, how),
+		Mesh:    MeshName, Rank: e.Point.Rank(), Host: e.Host, Exit: e.Status, Tail: tail,
+	}
+	if sig, ok := strings.CutPrefix(how, "killed by "); ok {
+		f.Signal = sig
+	}
+	return f, how
+}
+
+// signals are the notice signals by their names in a job file.
+var signals = map[string]syscall.Signal{"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "TERM": syscall.SIGTERM,
+	"INT": syscall.SIGINT, "HUP": syscall.SIGHUP, "none": 0}
+
+// ParseSignal reads a notice signal as [spmd] notice_signal names it:
+// USR1, USR2, TERM, INT, HUP, or none (0).
+func ParseSignal(name string) (syscall.Signal, error) {
+	sig, ok := signals[name]
+	if !ok {
+		return 0, fmt.Errorf("spmd: notice signal %q: want USR1, USR2, TERM, INT, HUP or none", name)
+	}
+	return sig, nil
+}
