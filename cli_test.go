@@ -68,7 +68,6 @@ func TestCLIFlagsAfterArguments(t *testing.T) {
 		out, err string // substrings
 		code     int
 	}{
-		{"run JOB --detach", []string{"run", job, "--detach"}, "", "--detach needs a Slurm hosts file", 1},
 		{"run JOB.toml", []string{"run", job}, "ran\n", "", 0},
 		{"local JOB --hosts 0", []string{"local", job, "--hosts", "0"}, "", "local: --hosts 0: want 1 or more", 2},
 		{"program's flags without --", append([]string{"local"}, printArgs...), "--hosts|3|-x|--|y|", "", 0},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +19,8 @@ import (
 )
 
 // monarch clean removes what the job store keeps of ended jobs: each one's
-// record, its log (and rotated log) and its system logs on this host.
+// record, its log (and rotated log), its detached launcher's output and
+// its system logs on this host.
 // Jobs that may still run are never touched. Without --older-than every
 // ended job goes; logs without a record (left by older versions) go when
 // they are complete or their writer is gone.
@@ -66,7 +68,7 @@ func runClean(ctx context.Context, w io.Writer, dir, sysDir string, age time.Dur
 	if err != nil {
 		return fmt.Errorf("clean: %w", err)
 	}
-	files := func(job string) []string { return append(logagg.LogFiles(dir, job), sysLogs[job]...) }
+	files := func(job string) []string { return jobFiles(dir, job, recs, sysLogs[job]) }
 	removed, err := jobstate.Clean(recs, dir, age, now, files)
 	report := func(job, state string, n int, bytes int64) {
 		fmt.Fprintf(w, "removed %s (%s): %d files, %s\n", job, state, n, sizeText(bytes))
@@ -91,6 +93,20 @@ func runClean(ctx context.Context, w io.Writer, dir, sysDir string, age time.Dur
 		fmt.Fprintf(w, "freed %s (%d jobs)\n", sizeText(total), n)
 	}
 	return err
+}
+
+// jobFiles are the files of job beside its record: its log, its
+// launcher's output when it ran detached (ID.out in dir; slurm-N.out,
+// as earlier versions named it), and its system logs sys. An output the
+// user placed elsewhere (--output) is theirs to remove.
+func jobFiles(dir, job string, recs []*launch.JobState, sys []string) []string {
+	files := append(logagg.LogFiles(dir, job), launch.OutputPath(dir, job))
+	for _, r := range recs {
+		if r.Job == job && r.Batch != "" && r.BatchID != "" {
+			files = append(files, filepath.Join(dir, r.Batch+"-"+r.BatchID+".out"))
+		}
+	}
+	return append(files, sys...)
 }
 
 // cleanOrphans removes the logs that have no record, once complete.

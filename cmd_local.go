@@ -26,11 +26,13 @@ func localCommand(a *app) *cli.Command {
 			"With --procs, PROGRAM is any command, run once per proc with the torchrun variables (RANK,\n" +
 			"WORLD_SIZE, MASTER_ADDR, ...): monarch local --procs gpus=4 -- python3 train.py. The first\n" +
 			"proc to exit non-zero stops the others; monarch exits with its status.",
-		Flags: []cli.Flag{
+		Flags: append(runFlags(),
+			&cli.BoolFlag{Name: "detach", Usage: "leave the job to run in the background; print its id"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --detach, write the launcher's output to `FILE` (default: ID.out in the job store)"},
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},
 			&cli.StringFlag{Name: "procs", Usage: "run PROGRAM on `DIMS` procs per host, such as gpus=4 or nodes=2,gpus=4 (an SPMD job)"},
-		},
+		),
 	}
 	a.programArgs[cmd] = func(arg string) bool { return !isJobFile(arg) }
 	cmd.Action = func(c *cli.Context) error {
@@ -40,6 +42,12 @@ func localCommand(a *app) *cli.Command {
 		}
 		nhosts := c.Int("hosts")
 		var cfg launch.RunConfig
+		// The command line that runs the job again, detached.
+		rerun := []string{"local"}
+		if c.IsSet("hosts") {
+			rerun = append(rerun, "--hosts="+strconv.Itoa(nhosts))
+		}
+		var rest []string
 		if isJobFile(args[0]) && !a.dashed {
 			if len(args) > 1 {
 				return usagef(c, "a job file takes no arguments, got %s (a program named %s: monarch local -- %[2]s ARGS...)",
@@ -49,6 +57,7 @@ func localCommand(a *app) *cli.Command {
 			if cfg, err = loadRun(args[0]); err != nil {
 				return err
 			}
+			rest = []string{cfg.JobPath}
 			if nhosts == 0 {
 				nhosts = 1
 				if h := cfg.Hosts; h != nil && h.Scheduler == hostsconfig.SchedulerLocal && h.Local != nil {
@@ -63,12 +72,18 @@ func localCommand(a *app) *cli.Command {
 			if cfg.Job, err = launch.LocalSPMDJob(args, dims); err != nil {
 				return err
 			}
+			rerun = append(rerun, "--procs="+c.String("procs"))
+			rest = append([]string{"--"}, args...)
 		} else {
 			job, err := launch.LocalJob(args[0], args[1:])
 			if err != nil {
 				return err
 			}
 			cfg.Job = job
+			rest = append([]string{"--", job.Program}, args[1:]...)
+		}
+		if err := detachOptions(c, &cfg, rerun, rest...); err != nil {
+			return err
 		}
 		// This machine, as nhosts simulated hosts whatever the file says,
 		// or, for a program without --hosts, just its ThisHost().

@@ -42,23 +42,30 @@ func logsCommand() *cli.Command {
 			return err
 		}
 		dir := hostsconfig.StateDir()
-		job := ""
+		ref := ""
 		if len(args) == 1 {
-			job = args[0]
-		} else {
-			jobs, err := logagg.Jobs(dir)
-			if err != nil {
-				return err
-			}
-			if len(jobs) == 0 {
-				return fmt.Errorf("logs: no jobs in %s", dir)
-			}
-			job = jobs[0]
+			ref = args[0]
+		}
+		job, rec, err := logsJob(c.Context, dir, ref, opts.follow)
+		if err != nil {
+			return err
 		}
 		// Ctrl-C ends a follow cleanly: the last window is still printed.
 		ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
 		defer stop()
-		return runLogs(ctx, dir, job, opts, c.App.Writer, c.App.ErrWriter)
+		if opts.follow && rec != nil {
+			if err := awaitLog(ctx, dir, rec, c.App.ErrWriter); err != nil {
+				if errors.Is(err, context.Canceled) {
+					return nil
+				}
+				return err
+			}
+		}
+		err = runLogs(ctx, dir, job, opts, c.App.Writer, c.App.ErrWriter)
+		if opts.follow && err == nil && ctx.Err() == nil {
+			sayEnd(ctx, dir, job, c.App.ErrWriter)
+		}
+		return err
 	}
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -30,19 +31,18 @@ func statusCommand() *cli.Command {
 				return err
 			}
 			if want := c.Args().First(); want != "" {
-				for _, j := range jobs {
-					if j.Job == want || j.BatchID == want {
-						printJob(c.App.Writer, dir, j)
-						return nil
-					}
+				j, err := launch.Find(jobs, dir, want)
+				if err != nil {
+					return fmt.Errorf("status: %w", err)
 				}
-				return fmt.Errorf("status: no job %s in %s", want, dir)
+				printJob(c.App.Writer, dir, j)
+				return nil
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULER\tHOSTS\tPROCS\tPID\tSTARTED\tPROGRAM")
 			for _, j := range jobs {
 				hosts, procs := jobCounts(j)
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.Job, stateText(j), j.Scheduler, hosts, procs, pidText(j),
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.Job, clipText(stateText(j), 60), schedulerText(j), hosts, procs, pidText(j),
 					j.Started.Format(time.DateTime), j.Program)
 			}
 			if err := w.Flush(); err != nil {
@@ -53,20 +53,50 @@ func statusCommand() *cli.Command {
 	}
 }
 
-// stateText is a job's state as status shows it.
+// stateText is a job's state as status shows it: how it ended, in
+// words, once it has; what its scheduler's queue says while it waits
+// there; and the run, when the scheduler ran it again.
 func stateText(j *launch.JobState) string {
-	switch j.State {
-	case launch.StateDone, launch.StateFailed:
-		return fmt.Sprintf("%s (exit %d)", j.State, j.Exit)
-	case launch.StateSubmitted:
-		if j.BatchState != "" {
-			return j.State + " (" + j.Batch + ": " + j.BatchState + ")"
+	text := j.State
+	switch {
+	case j.State == launch.StateFailed && strings.HasPrefix(j.End, "failed"):
+		text = j.End
+		if j.Exit != 0 && !strings.HasPrefix(j.End, "failed (exit") {
+			text += fmt.Sprintf(" (exit %d)", j.Exit)
 		}
+	case j.State == launch.StateFailed || j.State == launch.StateDone && j.Exit != 0:
+		text = fmt.Sprintf("%s (exit %d)", j.State, j.Exit)
+	case j.End != "" && j.End != launch.StateDone:
+		text = j.End
+		if j.State == launch.StateLost && !strings.HasPrefix(j.End, "lost") {
+			text = "lost: " + j.End
+		}
+	case j.State == launch.StateSubmitted && j.BatchState != "":
+		text = j.BatchState // pending (Resources), running: its launcher starts
 	}
-	return j.State
+	if j.Restarts > 0 && j.Active() {
+		text += fmt.Sprintf(" (run %d)", j.Restarts+1)
+	}
+	return text
 }
 
-// jobCounts: what is up while the job runs, the most it had once ended.
+// schedulerText is the scheduler a job runs on, with its batch job's id
+// there: "slurm 8".
+func schedulerText(j *launch.JobState) string {
+	if j.BatchID != "" {
+		return j.Scheduler + " " + j.BatchID
+	}
+	return j.Scheduler
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// jobCounts: what is up while the job runs, how many came up once ended.
 func jobCounts(j *launch.JobState) (hosts, procs int) {
 	if j.Active() {
 		return j.Hosts, j.Procs
@@ -93,20 +123,55 @@ func printJob(w io.Writer, dir string, j *launch.JobState) {
 	if j.BatchID != "" {
 		row(j.Batch+" job", "%s", j.BatchID)
 	}
+	if j.Restarts > 0 {
+		row("runs", "%d (the scheduler ran it again %d times)", j.Restarts+1, j.Restarts)
+	}
 	row("program", "%s", j.Program)
 	if j.PID > 0 {
 		row("pid", "%d on %s", j.PID, j.Host)
 	}
-	row("hosts", "%d up (most %d)", j.Hosts, j.MaxHosts)
-	row("procs", "%d up (most %d)", j.Procs, j.MaxProcs)
+	row("hosts", "%d up (%d came up)", j.Hosts, j.MaxHosts)
+	row("procs", "%d up (%d came up)", j.Procs, j.MaxProcs)
 	row("started", "%s", j.Started.Format(time.DateTime))
 	if !j.Ended.IsZero() {
 		row("ended", "%s (after %v)", j.Ended.Format(time.DateTime), j.Ended.Sub(j.Started).Round(time.Second))
 	}
+	if f := j.Failure; f != nil {
+		row("failed", "%s", f.Summary)
+		if f.Rank >= 0 && (f.Mesh != "" || f.Host != "") {
+			row("member", "%s", memberText(f))
+		}
+		if f.Signal != "" {
+			row("signal", "%s", f.Signal)
+		} else if f.Exit != 0 {
+			row("exit status", "%d", f.Exit)
+		}
+	}
 	row("record", "%s", jobstate.Path(dir, j.Job))
 	row("log", "%s", logagg.LogFiles(dir, j.Job)[0])
+	if j.Output != "" {
+		row("output", "%s (the launcher's own)", j.Output)
+	}
 	row("system logs", "%s", logagg.SystemLogPath(logagg.SystemLogDir(), j.Job, "*"))
 	tw.Flush()
+	if f := j.Failure; f != nil && len(f.Tail) > 0 {
+		fmt.Fprintf(w, "last lines of its stderr:\n")
+		for _, l := range f.Tail {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+	}
+}
+
+// memberText names the member that failed: rank 3 of mesh trainer on h2.
+func memberText(f *jobstate.Failure) string {
+	text := fmt.Sprintf("rank %d", f.Rank)
+	if f.Mesh != "" {
+		text += " of mesh " + f.Mesh
+	}
+	if f.Host != "" {
+		text += " on " + f.Host
+	}
+	return text
 }
 
 // printUsage is the footer: the space the job store takes.

@@ -134,7 +134,7 @@ func TestStopGraceful(t *testing.T) {
 		t.Fatalf("exit %d, want 143; stderr:\n%s", code, r.stderr.load())
 	}
 	step := checkCheckpointed(t, rest, "stop requested (SIGTERM)", 4)
-	if out, _, _ := localMonarch(t, time.Minute, nil, "status"); !regexp.MustCompile(`(?m)^\S+\s+stopped\s+local`).MatchString(out) {
+	if out, _, _ := localMonarch(t, time.Minute, nil, "status"); !regexp.MustCompile(`(?m)^\S+\s+stopped by SIGTERM\s+local`).MatchString(out) {
 		t.Errorf("monarch status does not show the job stopped:\n%s", out)
 	}
 	out, stderr, code := localMonarch(t, 2*time.Minute, nil, "local", "--hosts", "2", "--",

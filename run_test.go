@@ -35,7 +35,7 @@ func TestRunLocalJob(t *testing.T) {
 		t.Errorf("no progress lines:\n%s", stderr)
 	}
 	status, _, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + state}, "status")
-	if code != 0 || !strings.Contains(status, "done (exit 0)") || !strings.Contains(status, "local") {
+	if code != 0 || !strings.Contains(status, " done ") || !strings.Contains(status, "local") {
 		t.Fatalf("status:\n%s", status)
 	}
 	if _, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + state}, "stop", "nosuchjob"); code != 1 || !strings.Contains(stderr, "known jobs") {

@@ -142,7 +142,7 @@ func TestStatusLocalJob(t *testing.T) {
 	if code := h.wait(t); code != 143 {
 		t.Errorf("monarch local exited %d after stop, want 143", code)
 	}
-	waitStatus(t, h.job, map[string]string{"STATE": "stopped", "HOSTS": "2", "PROCS": "4"})
+	waitStatus(t, h.job, map[string]string{"STATE": "stopped by monarch stop", "HOSTS": "2", "PROCS": "4"})
 }
 
 // TestStatusDirectRun: a program run without a launcher is listed too,

@@ -23,11 +23,19 @@ type progress struct {
 	start  time.Time
 	last   time.Time
 	ended  bool
+	// late prints the procs count a burst left unprinted.
+	late *time.Timer
+	job  string
 }
 
-func newProgress(w io.Writer, job, sched string, nhosts int) *progress {
-	p := &progress{w: w, nhosts: nhosts, start: time.Now()}
-	fmt.Fprintf(w, "monarch: job %s: %s, %d host(s)\n", job, sched, nhosts)
+// newProgress starts the display of job (in batch, "Slurm job 8", if
+// any) on nhosts hosts of scheduler sched.
+func newProgress(w io.Writer, job, batch, sched string, nhosts int) *progress {
+	p := &progress{w: w, nhosts: nhosts, start: time.Now(), job: job}
+	if batch != "" {
+		batch = " (" + batch + ")"
+	}
+	fmt.Fprintf(w, "monarch: job %s%s: %s, %d host(s)\n", job, batch, sched, nhosts)
 	if f, ok := w.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		p.bar = progressbar.NewOptions(nhosts, progressbar.OptionSetWriter(w),
 			progressbar.OptionSetDescription("hosts up"), progressbar.OptionShowCount(),
@@ -55,24 +63,47 @@ func (p *progress) update(hosts, procs int) {
 		if p.bar == nil && hosts < p.nhosts {
 			return // hosts first: procs lines once they are all up
 		}
-		// Procs come in bursts: report at most every half second.
-		if time.Since(p.last) > 500*time.Millisecond {
-			p.last = time.Now()
-			if p.bar != nil {
-				p.bar.Describe(fmt.Sprintf("hosts up, %d procs", procs))
-			} else {
-				fmt.Fprintf(p.w, "monarch: procs up %d (%.1fs)\n", procs, time.Since(p.start).Seconds())
+		// Procs come in bursts: report at most every half second, and
+		// the last count of a burst too.
+		if wait := 500*time.Millisecond - time.Since(p.last); wait > 0 {
+			if p.late == nil {
+				p.late = time.AfterFunc(wait, p.printLate)
 			}
+			return
 		}
+		p.printProcs()
 	}
 }
 
-func (p *progress) done() {
+func (p *progress) printLate() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.late = nil
+	if !p.ended {
+		p.printProcs()
+	}
+}
+
+func (p *progress) printProcs() {
+	p.last = time.Now()
+	if p.bar != nil {
+		p.bar.Describe(fmt.Sprintf("hosts up, %d procs", p.procs))
+	} else {
+		fmt.Fprintf(p.w, "monarch: procs up %d (%.1fs)\n", p.procs, time.Since(p.start).Seconds())
+	}
+}
+
+// done ends the display with how the job ended: its last line.
+func (p *progress) done(end string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ended = true
+	if p.late != nil {
+		p.late.Stop()
+	}
 	if p.bar != nil {
 		p.bar.Finish()
 	}
-	fmt.Fprintf(p.w, "monarch: job ended after %.1fs: %d/%d hosts and %d procs had come up\n", time.Since(p.start).Seconds(), p.hosts, p.nhosts, p.procs)
+	fmt.Fprintf(p.w, "monarch: job %s ended: %s (after %.1fs; %d/%d hosts and %d procs had come up)\n",
+		p.job, end, time.Since(p.start).Seconds(), p.hosts, p.nhosts, p.procs)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,9 +29,24 @@ type RunConfig struct {
 	Hosts *hostsconfig.Hosts
 	// HostsPath is the hosts file, handed to the client as jobenv.HostsVar.
 	HostsPath string
-	// Detach submits the job to its scheduler's queue and returns its id
-	// (Slurm only).
+	// Detach leaves the job to run and returns once it is submitted (to
+	// the scheduler's queue) or started (here, as a launcher of its own):
+	// see detach.go. Rerun is the monarch command line, command first
+	// ("run", flags, the job file's absolute path), that runs the job in
+	// the foreground from the current directory: what a detached job or
+	// salloc runs.
 	Detach bool
+	Rerun  []string
+	// JobID is the id the job runs under: one a detached submit gave it
+	// (monarch run --job-id), whose record the run takes over; "" for a
+	// new one.
+	JobID string
+	// JobName names the job in the scheduler's queue (Slurm's job name);
+	// default the job file's name without .toml, else the program's.
+	JobName string
+	// Output is where a detached job's output goes; default
+	// OutputPath(StateDir, job).
+	Output string
 	// Monarch is the monarch binary the agents run; default the hosts
 	// file's, else this one.
 	Monarch string
@@ -60,9 +76,6 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if cfg.Detach && k.queue == nil {
-		return 0, errNoDetach(k)
-	}
 	s := k.open(cfg.Hosts)
 	p, err := s.prepare(ctx)
 	if err != nil {
@@ -84,12 +97,27 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 		}
 	}
 	switch {
-	case cfg.Detach && k.queue.current() == "":
-		return 0, submit(ctx, &cfg, k)
+	case cfg.Detach:
+		return 0, detach(ctx, &cfg, k)
 	case p.elsewhere != nil:
 		return p.elsewhere(ctx, &cfg)
 	}
-	return runJob(ctx, &cfg, k.name, s, p)
+	return runJob(ctx, &cfg, k, s, p)
+}
+
+// jobName is the job's name in a scheduler's queue: JobName, else the
+// job file's name without .toml, else the program's name.
+func (cfg *RunConfig) jobName() string {
+	switch {
+	case cfg.JobName != "":
+		return cfg.JobName
+	case cfg.JobPath != "":
+		return strings.TrimSuffix(filepath.Base(cfg.JobPath), filepath.Ext(cfg.JobPath))
+	}
+	if f := strings.Fields(programOf(cfg.Job)); len(f) > 0 {
+		return filepath.Base(f[0])
+	}
+	return "monarch"
 }
 
 func (cfg *RunConfig) defaults() {
@@ -117,8 +145,8 @@ func (cfg *RunConfig) defaults() {
 
 // runJob runs the job from here: the bus, the host agents (started by s
 // on the hosts of p), then the client. It tears everything down when the
-// client ends or on SIGINT/SIGTERM.
-func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *placement) (int, error) {
+// client ends or on SIGINT/SIGTERM, and records how the job ended.
+func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placement) (int, error) {
 	var busCfg hostsconfig.Bus
 	if cfg.Hosts != nil {
 		busCfg = cfg.Hosts.Bus
@@ -128,23 +156,25 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 		return 0, fmt.Errorf("launch: %w", err)
 	}
 	defer jb.srv.Shutdown()
-	jobID, err := jobstate.NewID()
+	jobID := cfg.JobID
+	if jobID == "" {
+		if jobID, err = jobstate.NewID(); err != nil {
+			return 0, fmt.Errorf("launch: %w", err)
+		}
+	}
+	st, err := startRecord(cfg.StateDir, jobID, k.name, programOf(cfg.Job), cfg.Job.StopGrace)
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}
-	st, err := startRecord(cfg.StateDir, jobID, sched, programOf(cfg.Job), cfg.Job.StopGrace)
-	if err != nil {
-		return 0, fmt.Errorf("launch: %w", err)
-	}
-	fail := func() { endRecord(st, StateFailed, 1) }
+	fail := func(err error) { endRecord(st, StateFailed, 1, "failed: "+err.Error(), nil) }
 	progressTo := cfg.Progress
 	if len(p.hosts) == 0 {
 		progressTo = io.Discard // a program on this machine, no hosts to report
 	}
-	prog := newProgress(progressTo, jobID, sched, len(p.hosts))
+	prog := newProgress(progressTo, jobID, batchText(st), k.name, len(p.hosts))
 	watch, err := watchJob(jb.srv, jobID, prog, st)
 	if err != nil {
-		fail()
+		fail(err)
 		return 0, err
 	}
 	defer watch.close()
@@ -155,8 +185,9 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 		spec := &agentSpec{args: agentArgs(jobID, cfg.Job), monarch: cfg.Monarch, stderr: cfg.Stderr, awaitAgents: watch.awaitHosts,
 			env: jobenv.Env{Bus: jb.dial(jb.advURL, jb.leafAdv), FileLog: env.FileLog, StderrLog: env.StderrLog}}
 		if ag, err = s.start(ctx, p, spec); err != nil {
-			fail()
-			return 0, fmt.Errorf("launch: %w", err)
+			err = fmt.Errorf("launch: %w", err)
+			fail(err)
+			return 0, err
 		}
 		env.HostAgents = len(p.hosts)
 	}
@@ -165,15 +196,16 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 	client, err := startClient(cfg, env)
 	if err != nil {
 		ag.stop(cfg.Grace)
-		fail()
+		fail(err)
 		return 0, err
 	}
 	st.Update(func(r *JobState) { r.State = StateRunning })
 
 	// An agent's process that ends before every agent has reported is the
 	// launcher's failure to report, in the scheduler's own words; after,
-	// the client is told (see jobWatch.agentGone).
-	failed := false
+	// the client is told (see jobWatch.agentGone), unless the scheduler
+	// is ending the job (scancel, a time limit): then that is the news.
+	failed, ending := false, ""
 	times := stopTimes{grace: cfg.Grace, stop: cfg.Job.StopGrace}
 	if at := warnAt(p, cfg.Hosts); !at.IsZero() {
 		timer := time.NewTimer(time.Until(at))
@@ -181,6 +213,16 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 		times.warn = timer.C
 	}
 	code, stopped, err := superviseClient(ctx, client, times, ag.endings(), func(e agentEnd) error {
+		if ending == "" {
+			ending = schedulerEnding(ctx, p)
+		}
+		if ending != "" {
+			if !failed {
+				fmt.Fprintf(cfg.Progress, "monarch: %s: the scheduler is ending the job\n", ending)
+			}
+			failed = true
+			return nil
+		}
 		if !failed && watch.hostsUp() < len(p.hosts) {
 			failed = true
 			return fmt.Errorf("launch: host agents could not start: %s", e)
@@ -188,34 +230,18 @@ func runJob(ctx context.Context, cfg *RunConfig, sched string, s scheduler, p *p
 		watch.agentGone(cfg.Progress, e)
 		return nil
 	})
-	prog.done()
 	ag.stop(cfg.Grace)
+	end := endOf(ctx, cfg.StateDir, jobID, p, ending, code, stopped, err, watch.failure())
 	state := StateDone
 	switch {
-	case stopped && err == nil:
-		state = StateStopped // asked to (monarch stop, Ctrl-C, scancel): not a failure
+	case end.stopped:
+		state = StateStopped // asked to (monarch stop, Ctrl-C, scancel, a time limit): not a failure
 	case code != 0 || err != nil:
 		state = StateFailed
 	}
-	endRecord(st, state, code)
+	endRecord(st, state, code, end.text, watch.failure())
+	prog.done(end.text)
 	return code, err
-}
-
-// submit queues the job with k's queue, records it as submitted and
-// prints the batch job's id on cfg.Stdout: the batch job's own monarch
-// run records the job again once it runs.
-func submit(ctx context.Context, cfg *RunConfig, k kind) error {
-	id, err := k.queue.submit(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	st := &JobState{Job: k.name + "-" + id, Batch: k.name, BatchID: id, Scheduler: k.name, Program: programOf(cfg.Job),
-		State: StateSubmitted, Started: time.Now(), Host: hostname()}
-	if err := jobstate.Save(cfg.StateDir, st); err != nil {
-		return err
-	}
-	fmt.Fprintf(cfg.Stdout, "%s\n", id)
-	return nil
 }
 
 // agentArgs is the agent command line of a job, but for the index and

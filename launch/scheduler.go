@@ -34,17 +34,38 @@ type queue interface {
 	// current is the id of the queue's batch job this process runs in,
 	// "" outside one.
 	current() string
-	// submit queues `monarch run` of the job file (cfg.Monarch,
-	// cfg.JobPath) and returns the batch job's id.
-	submit(ctx context.Context, cfg *RunConfig) (string, error)
-	// state is what the queue says of batch job id, in lower case
-	// ("pending", "running"); "finished" once it has left the queue; ""
-	// when the queue cannot say.
-	state(ctx context.Context, id string) string
+	// submit queues `monarch <b.rerun>` (cfg.Self) and returns the batch
+	// job's id.
+	submit(ctx context.Context, cfg *RunConfig, b batchJob) (string, error)
+	// state is what the queue says of batch job id.
+	state(ctx context.Context, id string) batchState
 	// cancel ends batch job id, queued or running; graceful: by asking
 	// the job's own monarch run to stop (SIGTERM), so that its program
 	// gets its stop grace.
 	cancel(ctx context.Context, id string, graceful bool) error
+}
+
+// batchJob is what a queue is given to run: the job's monarch command
+// line, its name in the queue, where its output goes.
+type batchJob struct {
+	rerun  []string
+	name   string
+	output string
+}
+
+// batchState is what a queue says of a batch job.
+type batchState struct {
+	// State in lower case ("pending", "running", "completing");
+	// "finished" once it has ended or left the queue; "" when the queue
+	// cannot say.
+	State string
+	// Reason is the queue's word on why it waits or ended
+	// ("Resources", "TimeLimit"); "" for none.
+	Reason string
+	// Cause names how it ends or ended, as a user says it ("cancelled by
+	// scancel", "time limit", "preempted"); "" when the queue cannot say
+	// or it ended by itself.
+	Cause string
 }
 
 // placement is where a job runs, as its scheduler prepared it.
@@ -142,13 +163,4 @@ func enclosingBatch() (sched, id string) {
 		}
 	}
 	return "", ""
-}
-
-// errNoDetach says that k cannot queue a job and return.
-func errNoDetach(k kind) error {
-	var titles []string
-	for _, q := range queueKinds() {
-		titles = append(titles, q.title)
-	}
-	return fmt.Errorf("launch: --detach needs a %s hosts file (scheduler is %q)", strings.Join(titles, " or "), k.name)
 }

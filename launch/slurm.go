@@ -100,7 +100,11 @@ func (s slurmScheduler) allocate(ctx context.Context, cfg *RunConfig) (int, erro
 	if err != nil {
 		return 0, err
 	}
-	args = append(args, immediate(s.cfg), "--job-name=monarch", cfg.Monarch, "run", cfg.JobPath)
+	rerun := cfg.Rerun
+	if len(rerun) == 0 {
+		rerun = []string{"run", cfg.JobPath}
+	}
+	args = append(append(args, immediate(s.cfg), "--job-name="+cfg.jobName(), cfg.Monarch), rerun...)
 	cmd := exec.Command("salloc", args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
 	p, err := child.Start(cmd)

@@ -15,14 +15,13 @@ type slurmQueue struct{}
 
 func (slurmQueue) current() string { return os.Getenv("SLURM_JOB_ID") }
 
-// submit runs `sbatch <resources> --wrap "monarch run JOB"`; the batch
-// job's output goes to the state directory.
-func (slurmQueue) submit(ctx context.Context, cfg *RunConfig) (string, error) {
+// submit runs `sbatch <resources> --wrap "monarch <b.rerun>"`, named
+// b.name, its output to b.output.
+func (slurmQueue) submit(ctx context.Context, cfg *RunConfig, b batchJob) (string, error) {
 	args, err := allocArgs(cfg.Hosts.Slurm)
 	if err != nil {
 		return "", err
 	}
-	out := cfg.StateDir + "/slurm-%j.out"
 	s := cfg.Hosts.Slurm
 	if s.SignalBefore > 0 {
 		// To monarch run alone (B:), which warns its program; the
@@ -34,37 +33,89 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig) (string, error) {
 		args = append(args, "--requeue", "--open-mode=append")
 	}
 	// exec: monarch run is the batch shell, which Slurm signals.
-	args = append(args, "--parsable", "--job-name=monarch", "--output="+out,
-		"--wrap=exec "+shellQuote(cfg.Monarch)+" run "+shellQuote(cfg.JobPath))
+	args = append(args, "--parsable", "--job-name="+b.name, "--output="+b.output,
+		"--wrap=exec "+shellQuote(cfg.Monarch)+" "+shellJoin(b.rerun))
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sbatch", args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	b, err := cmd.Output()
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("slurm: sbatch: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	id, _, _ := strings.Cut(strings.TrimSpace(string(b)), ";")
+	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
 	if id == "" {
 		return "", fmt.Errorf("slurm: sbatch printed no job id")
 	}
 	return id, nil
 }
 
-// state asks squeue.
-func (slurmQueue) state(ctx context.Context, id string) string {
+// state asks scontrol, which knows a job for MinJobAge after it ends
+// (squeue forgets it sooner and says less).
+func (slurmQueue) state(ctx context.Context, id string) batchState {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "squeue", "-h", "-j", id, "-o", "%T").Output()
+	out, err := exec.CommandContext(ctx, "scontrol", "-o", "show", "job", id).Output()
 	var ee *exec.ExitError
 	switch {
-	case err == nil && strings.TrimSpace(string(out)) == "":
-		return "finished"
-	case err == nil:
-		return strings.ToLower(strings.TrimSpace(string(out)))
 	case errors.As(err, &ee) && strings.Contains(string(ee.Stderr), "Invalid job id"):
-		return "finished" // too old for squeue to know
+		return batchState{State: "finished"} // too old for Slurm to know
+	case err != nil:
+		return batchState{}
+	}
+	return parseSlurmJob(string(out))
+}
+
+// parseSlurmJob reads the JobState and Reason of `scontrol -o show job`.
+func parseSlurmJob(line string) batchState {
+	var st, reason string
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "JobState="); ok {
+			st = v
+		} else if v, ok := strings.CutPrefix(f, "Reason="); ok {
+			reason = v
+		}
+	}
+	b := batchState{State: strings.ToLower(st)}
+	if reason != "None" {
+		b.Reason = reason
+	}
+	switch st {
+	case "":
+		return batchState{}
+	case "PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING":
+	case "COMPLETING", "STOPPED", "SIGNALING":
+		b.Cause = slurmCause("CANCELLED", reason) // ending: why, if Slurm says
+		if b.Cause == "cancelled by scancel" && reason != "" && reason != "None" {
+			b.Cause = "" // ending for a reason we cannot name
+		}
+	default:
+		b.State, b.Cause = "finished", slurmCause(st, reason)
+	}
+	return b
+}
+
+// slurmCause names the end of a job in Slurm's state st (for reason), as
+// a user would say it; "" for an end that is no cause of ours (COMPLETED).
+func slurmCause(st, reason string) string {
+	switch {
+	case st == "TIMEOUT" || reason == "TimeLimit":
+		return "time limit"
+	case st == "PREEMPTED" || strings.HasPrefix(reason, "Preempt"):
+		return "preempted"
+	case st == "NODE_FAIL" || reason == "NodeDown":
+		return "a node failed (Slurm: NODE_FAIL)"
+	case st == "DEADLINE":
+		return "deadline"
+	case st == "OUT_OF_MEMORY":
+		return "out of memory (Slurm: OUT_OF_MEMORY)"
+	case st == "BOOT_FAIL":
+		return "a node failed to boot (Slurm: BOOT_FAIL)"
+	case st == "CANCELLED":
+		return "cancelled by scancel"
+	case st == "FAILED":
+		return "failed (Slurm: FAILED)"
 	}
 	return ""
 }

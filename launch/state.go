@@ -50,30 +50,72 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 }
 
 // startRecord records a job this launcher starts to run, in the batch job
-// it runs in, if any, and keeps the record as the job runs.
+// it runs in, if any, and keeps the record as the job runs. A job
+// submitted detached has its record already, under the same id: the run
+// takes it over (a requeued batch job's run too, counting the restart).
 func startRecord(dir, jobID, sched, program string, stopGrace time.Duration) (*jobstate.Writer, error) {
 	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now(), StopGrace: stopGrace}
+	if old, err := jobstate.Load(dir, jobID); err == nil {
+		rec.Started, rec.Output = old.Started, old.Output
+		rec.MaxHosts, rec.MaxProcs = old.MaxHosts, old.MaxProcs
+	}
 	rec.Batch, rec.BatchID = enclosingBatch()
+	rec.Restarts = restarts()
 	rec.Self()
 	return jobstate.NewWriter(dir, rec)
 }
 
 // endRecord records how the job ended, with nothing of it up any more.
-func endRecord(st *jobstate.Writer, state string, exit int) {
-	st.Finish(func(r *JobState) { r.State, r.Exit, r.Hosts, r.Procs = state, exit, 0, 0 })
+func endRecord(st *jobstate.Writer, state string, exit int, end string, f *jobstate.Failure) {
+	st.Finish(func(r *JobState) {
+		r.State, r.Exit, r.Hosts, r.Procs, r.End, r.Failure = state, exit, 0, 0, end, f
+	})
+}
+
+// batchText names the batch job a record's job runs in ("Slurm job 8"),
+// "" for none.
+func batchText(st *jobstate.Writer) string {
+	var text string
+	st.Update(func(r *JobState) {
+		if r.BatchID != "" {
+			text = fmt.Sprintf("%s job %s", kinds[r.Batch].title, r.BatchID)
+		}
+	})
+	return text
 }
 
 // Status lists the jobs in dir, newest first. Jobs whose process is gone
-// show as lost (see jobstate.List); submitted batch jobs carry what their
-// scheduler's queue says of them in BatchState.
+// show as lost (see jobstate.List). A job in a scheduler's queue carries
+// what the queue says of it in BatchState while it waits there, or when
+// its launcher runs on another host (it may have gone without recording
+// its end: the queue then says how it ended).
 func Status(ctx context.Context, dir string) ([]*JobState, error) {
 	jobs, err := jobstate.List(dir)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range jobs {
-		if q := batchQueue(s); q != nil && s.State == StateSubmitted {
-			s.BatchState = q.state(ctx, s.BatchID)
+		q := batchQueue(s)
+		if q == nil || !(s.State == StateSubmitted || s.Active() && s.Host != hostname()) {
+			continue
+		}
+		b := q.state(ctx, s.BatchID)
+		s.BatchState = b.State
+		switch {
+		case b.State == "pending" && b.Reason != "":
+			s.BatchState += " (" + b.Reason + ")"
+		case b.State == "finished" && s.State == StateSubmitted:
+			// Ended in the queue before its launcher ran.
+			s.State, s.End = StateStopped, b.Cause
+			if s.End == "" {
+				s.End = "ended before it ran"
+			}
+		case b.State == "finished":
+			// Its launcher ran elsewhere and never recorded its end.
+			s.State = StateLost
+			if b.Cause != "" {
+				s.End = "lost: " + b.Cause
+			}
 		}
 	}
 	return jobs, nil
@@ -88,53 +130,108 @@ func batchQueue(r *JobState) queue {
 	return kinds[r.Batch].queue
 }
 
-// Stop stops a job (named by its id, or its batch job's): a submitted one,
-// or one of another host that runs in a batch job, by cancelling the
-// batch job; a running launcher (or directly run program) of this host
-// with SIGTERM (it then tears its job down), waiting up to grace+5s for it
-// to go.
-func Stop(ctx context.Context, dir, job string, grace time.Duration) error {
+// Find returns the job that ref names in jobs: its id, its batch job's id
+// (Slurm's job id), or the batch job's id as earlier versions named
+// submitted jobs (slurm-8). A ref that names no job is an error that
+// lists the jobs there are.
+func Find(jobs []*JobState, dir, ref string) (*JobState, error) {
+	for _, j := range jobs {
+		if j.Job == ref {
+			return j, nil
+		}
+	}
+	for _, j := range jobs {
+		if j.BatchID != "" && (j.BatchID == ref || j.Batch+"-"+j.BatchID == ref) {
+			return j, nil
+		}
+	}
+	return nil, NoJobError{Ref: ref, Dir: dir, Jobs: jobs}
+}
+
+// NoJobError is a reference to a job that is not in the job store.
+type NoJobError struct {
+	Ref, Dir string
+	Jobs     []*JobState
+}
+
+func (e NoJobError) Error() string {
+	if len(e.Jobs) == 0 {
+		return fmt.Sprintf("no job %q: there are no jobs in %s", e.Ref, e.Dir)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "no job %q in %s; known jobs:", e.Ref, e.Dir)
+	for i, j := range e.Jobs {
+		if i == 10 {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Jobs)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n  %s", j.Job)
+		if j.BatchID != "" {
+			fmt.Fprintf(&b, " (%s job %s)", kinds[j.Batch].title, j.BatchID)
+		}
+		fmt.Fprintf(&b, "  %s  %s", j.State, j.Program)
+	}
+	return b.String()
+}
+
+// Stop stops a job (named as Find takes it): a submitted one, or one of
+// another host that runs in a batch job, by cancelling the batch job; a
+// running launcher (or directly run program) of this host with SIGTERM
+// (it then tears its job down), waiting up to grace+5s for it to go.
+// Either way it first leaves a stop request, so that the job says it was
+// stopped by monarch stop.
+func Stop(ctx context.Context, dir, ref string, grace time.Duration) error {
 	jobs, err := Status(ctx, dir)
 	if err != nil {
 		return err
 	}
-	var known []string
-	for _, s := range jobs {
-		known = append(known, s.Job)
-		if s.Job != job && s.BatchID != job {
-			continue
+	s, err := Find(jobs, dir, ref)
+	if err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	if !s.Active() {
+		return fmt.Errorf("stop %s: the job is not running (%s)", ref, s.State)
+	}
+	if q := batchQueue(s); q != nil && (s.State == StateSubmitted || s.Host != hostname()) {
+		// A running batch job's monarch run is asked to stop, as
+		// SIGTERM here would: its program gets its stop grace.
+		requestStop(dir, s.Job)
+		if err := q.cancel(ctx, s.BatchID, s.State != StateSubmitted || strings.HasPrefix(s.BatchState, "running")); err != nil {
+			return fmt.Errorf("stop %s: %w", ref, err)
 		}
-		if q := batchQueue(s); q != nil && (s.State == StateSubmitted || s.Host != hostname()) {
-			// A running batch job's monarch run is asked to stop, as
-			// SIGTERM here would: its program gets its stop grace.
-			if err := q.cancel(ctx, s.BatchID, s.State != StateSubmitted || s.BatchState == "running"); err != nil {
-				return fmt.Errorf("stop %s: %w", job, err)
-			}
+		if s.State == StateSubmitted {
+			// No launcher runs yet to record it.
+			jobstate.Amend(dir, s.Job, func(r *JobState) bool {
+				if r.State != StateSubmitted {
+					return false
+				}
+				r.State, r.End, r.Ended = StateStopped, "stopped by monarch stop before it ran", time.Now()
+				return true
+			})
+			os.Remove(stopRequestPath(dir, s.Job))
+		}
+		return nil
+	}
+	if s.Host != hostname() {
+		return fmt.Errorf("stop %s: it runs on %s; run monarch stop there", ref, s.Host)
+	}
+	if s.PID <= 0 {
+		return fmt.Errorf("stop %s: its record names no process", ref)
+	}
+	requestStop(dir, s.Job)
+	// Checked just now by Status: the pid is still the job's process,
+	// not a later one that got the same pid.
+	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
+		os.Remove(stopRequestPath(dir, s.Job))
+		return fmt.Errorf("stop %s: signal process %d: %w", ref, s.PID, err)
+	}
+	wait := s.StopGrace + grace + 5*time.Second
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !s.Alive() {
 			return nil
 		}
-		if !s.Active() {
-			return fmt.Errorf("stop %s: the job is not running (%s)", job, s.State)
-		}
-		if s.Host != hostname() {
-			return fmt.Errorf("stop %s: it runs on %s; run monarch stop there", job, s.Host)
-		}
-		// Checked just now by Status: the pid is still the job's process,
-		// not a later one that got the same pid.
-		if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
-			return fmt.Errorf("stop %s: signal process %d: %w", job, s.PID, err)
-		}
-		wait := s.StopGrace + grace + 5*time.Second
-		for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if !s.Alive() {
-				return nil
-			}
-		}
-		return fmt.Errorf("stop %s: process %d still running %v after SIGTERM", job, s.PID, wait)
 	}
-	if len(known) == 0 {
-		return fmt.Errorf("stop %s: no such job (no jobs in %s)", job, dir)
-	}
-	return fmt.Errorf("stop %s: no such job; known jobs: %s", job, strings.Join(known, ", "))
+	return fmt.Errorf("stop %s: process %d still running %v after SIGTERM", ref, s.PID, wait)
 }
 
 func hostname() string {

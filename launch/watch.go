@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -26,6 +27,8 @@ type jobWatch struct {
 	hosts map[string]bool
 	procs int
 	more  chan struct{} // closed, and replaced, when another host reports
+	// failed is what the client reported failed, if it did.
+	failed *jobstate.Failure
 }
 
 func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer) (*jobWatch, error) {
@@ -34,7 +37,7 @@ func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer
 		return nil, err
 	}
 	subj := jobenv.SubjectsOf(jobID)
-	for _, s := range []string{subj.HeartbeatPrefix() + "*", subj.Up(), subj.Counts()} {
+	for _, s := range []string{subj.HeartbeatPrefix() + "*", subj.Up(), subj.Counts(), subj.Failure()} {
 		if _, err := conn.Subscribe(s); err != nil {
 			conn.Close()
 			return nil, err
@@ -44,12 +47,19 @@ func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer
 	w := newJobWatch(subj)
 	w.conn, w.stop = conn, cancel
 	go conn.Run(ctx, func(m bus.Message) {
-		if m.Subject == subj.Counts() {
+		switch m.Subject {
+		case subj.Counts():
 			recordCounts(st, m.Data)
+			return
+		case subj.Failure():
+			w.takeFailure(m.Data)
 			return
 		}
 		if hosts, procs, changed := w.saw(m.Subject); changed {
 			prog.update(hosts, procs)
+			// What came up, however briefly: the client's counts of
+			// what is up now may never have shown it all.
+			st.Update(func(r *jobstate.Record) { r.MaxHosts, r.MaxProcs = max(r.MaxHosts, hosts), max(r.MaxProcs, procs) })
 		}
 	})
 	return w, nil
@@ -77,6 +87,42 @@ func (w *jobWatch) saw(subject string) (hosts, procs int, changed bool) {
 		w.procs++
 	}
 	return len(w.hosts), w.procs, true
+}
+
+// takeFailure keeps the client's report of what failed; one that does
+// not decode, or says nothing, is dropped.
+func (w *jobWatch) takeFailure(data []byte) {
+	var f jobstate.Failure
+	if len(data) > maxFailure || json.Unmarshal(data, &f) != nil || f.Summary == "" {
+		return
+	}
+	f.Summary = clip(f.Summary, 1024)
+	if len(f.Tail) > jobstate.MaxTail {
+		f.Tail = f.Tail[len(f.Tail)-jobstate.MaxTail:]
+	}
+	for i := range f.Tail {
+		f.Tail[i] = clip(f.Tail[i], 4096)
+	}
+	w.mu.Lock()
+	w.failed = &f
+	w.mu.Unlock()
+}
+
+// maxFailure bounds a failure report: a summary and MaxTail lines.
+const maxFailure = 128 << 10
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// failure is what the client reported failed; nil if nothing.
+func (w *jobWatch) failure() *jobstate.Failure {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
 }
 
 func (w *jobWatch) hostsUp() int {

@@ -292,9 +292,29 @@ func hostname() string {
 
 // Self fills in the process fields for the calling process: its pid, the
 // pid's start time, this host.
-func (r *Record) Self() {
-	r.PID = os.Getpid()
-	r.PIDStart = procid.Start(r.PID)
+func (r *Record) Self() { r.Of(os.Getpid()) }
+
+// Amend applies fn to job's record in dir and saves it when fn says to:
+// for a process that is not the job's writer (the submitter of a detached
+// job, which names the batch job it got, or the process it started). fn
+// sees the record as it is now, so it can leave alone one the job's own
+// launcher has taken over; the window between the read and the write is
+// a file rename, far shorter than a launcher's start.
+func Amend(dir, job string, fn func(*Record) bool) error {
+	r, err := Load(dir, job)
+	if err != nil {
+		return err
+	}
+	if !fn(r) {
+		return nil
+	}
+	return Save(dir, r)
+}
+
+// Of fills in the process fields for process pid of this host.
+func (r *Record) Of(pid int) {
+	r.PID = pid
+	r.PIDStart = procid.Start(pid)
 	r.Host = hostname()
 }
 
