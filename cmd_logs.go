@@ -21,13 +21,15 @@ func logsCommand() *cli.Command {
 		Usage:     "print a job's output (the newest job's without JOB), or follow it while it runs",
 		ArgsUsage: "[JOB]",
 		Description: "Replays the log the client keeps of every line the job's procs wrote, as [rank] text\n" +
-			"(stderr lines on stderr). With --follow it then waits for new lines until the job ends.\n" +
+			"([mesh rank] text when procs of several meshes wrote; [client] text for the job's client\n" +
+			"program), stderr lines on stderr. With --follow it then waits for new lines until the job ends.\n" +
 			"With --aggregate, similar lines are printed once per window with their count. Flags may\n" +
 			"come before or after JOB.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "wait for new lines until the job ends"},
 			&cli.StringFlag{Name: "since", Usage: "only lines since `WHEN`: this long ago (10m) or an RFC3339 time"},
 			&cli.StringSliceFlag{Name: "host", Usage: "only lines of this `HOST` (repeat for more)"},
+			&cli.StringSliceFlag{Name: "mesh", Usage: "only lines of the procs of this `MESH` (repeat for more)"},
 			&cli.IntSliceFlag{Name: "rank", Usage: "only lines of this `RANK` (repeat for more)"},
 			&cli.StringFlag{Name: "stream", Usage: "only lines of this `STREAM`: stdout or stderr"},
 			&cli.StringFlag{Name: "grep", Usage: "only lines matching this `REGEXP` (Go syntax)"},
@@ -87,6 +89,7 @@ func logsOptionsFrom(c *cli.Context, now time.Time) (logsOptions, error) {
 		o.filter.Since = t
 	}
 	o.filter.Hosts = c.StringSlice("host")
+	o.filter.Meshes = c.StringSlice("mesh")
 	o.filter.Ranks = c.IntSlice("rank")
 	switch s := c.String("stream"); s {
 	case "":

@@ -10,9 +10,10 @@ import (
 	"github.com/monarch-go/monarch/logagg"
 )
 
-// logsSelection checks the --host, --rank and --stream filters against
-// what the job's log holds: a selection that matches no line is an error
-// that says which hosts and ranks the job has, not an empty output that
+// logsSelection checks the --host, --mesh, --rank and --stream filters
+// against what the job's log holds: a selection that matches no line is an
+// error that says which hosts and ranks (and, for --mesh, meshes) the job
+// has, not an empty output that
 // looks like success. (--since and --grep finding nothing is an answer,
 // not a mistake.) In follow mode the check is made when the job has
 // ended: hosts and ranks may come while it runs; interrupting a follow
@@ -23,6 +24,7 @@ type logsSelection struct {
 	ranks   map[string]map[int]bool // host -> its ranks, as seen
 	streams map[logagg.Stream]bool
 	order   []string // the hosts seen
+	meshes  []string // the meshes seen, in order
 }
 
 func newLogsSelection(f logagg.Filter) *logsSelection {
@@ -31,7 +33,7 @@ func newLogsSelection(f logagg.Filter) *logsSelection {
 
 // active reports whether there is anything to check.
 func (s *logsSelection) active() bool {
-	return len(s.filter.Hosts) > 0 || len(s.filter.Ranks) > 0 || s.filter.Stream != 0
+	return len(s.filter.Hosts) > 0 || len(s.filter.Meshes) > 0 || len(s.filter.Ranks) > 0 || s.filter.Stream != 0
 }
 
 // take notes l and reports whether it passes the whole filter.
@@ -45,7 +47,10 @@ func (s *logsSelection) take(l logagg.Line) bool {
 		}
 		rs[l.Rank] = true
 		s.streams[l.Stream] = true
-		only := logagg.Filter{Hosts: s.filter.Hosts, Ranks: s.filter.Ranks, Stream: s.filter.Stream}
+		if l.Mesh != "" && !slices.Contains(s.meshes, l.Mesh) && len(s.meshes) < maxMeshes {
+			s.meshes = append(s.meshes, l.Mesh)
+		}
+		only := logagg.Filter{Hosts: s.filter.Hosts, Meshes: s.filter.Meshes, Ranks: s.filter.Ranks, Stream: s.filter.Stream}
 		s.matched = only.Match(l)
 	}
 	return s.filter.Match(l)
@@ -60,6 +65,9 @@ func (s *logsSelection) err(job string, running bool) error {
 	what := "no lines"
 	if s.filter.Stream != 0 {
 		what = "no " + s.filter.Stream.String() + " lines"
+	}
+	if len(s.filter.Meshes) > 0 {
+		what += " of " + plural("mesh", len(s.filter.Meshes)) + " " + strings.Join(s.filter.Meshes, ", ")
 	}
 	if len(s.filter.Hosts) > 0 {
 		what += " from " + plural("host", len(s.filter.Hosts)) + " " + strings.Join(s.filter.Hosts, ", ")
@@ -85,6 +93,9 @@ func (s *logsSelection) err(job string, running bool) error {
 	if len(s.order) > most {
 		has += fmt.Sprintf(" and %d more", len(s.order)-most)
 	}
+	if len(s.filter.Meshes) > 0 {
+		has += ", " + s.meshList()
+	}
 	if s.filter.Stream != 0 {
 		var streams []string
 		for _, st := range []logagg.Stream{logagg.Stdout, logagg.Stderr} {
@@ -97,9 +108,27 @@ func (s *logsSelection) err(job string, running bool) error {
 	return fmt.Errorf("logs: %s; %s%s", what, has, more)
 }
 
+// maxMeshes bounds the meshes a selection lists.
+const maxMeshes = 100
+
+// meshList says which meshes the job's lines came from.
+func (s *logsSelection) meshList() string {
+	if len(s.meshes) == 0 {
+		return "no lines of a named mesh (a log of an older monarch)"
+	}
+	more := ""
+	if len(s.meshes) == maxMeshes {
+		more = " and maybe more"
+	}
+	return plural("mesh", len(s.meshes)) + " " + strings.Join(s.meshes, ", ") + more
+}
+
 func plural(word string, n int) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return word
+	case strings.HasSuffix(word, "sh"):
+		return word + "es"
 	}
 	return word + "s"
 }

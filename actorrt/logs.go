@@ -3,7 +3,6 @@ package actorrt
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,7 +77,7 @@ type clientLogs struct {
 func newClientLogs(c *client, env jobenv.Env) *clientLogs {
 	l := &clientLogs{
 		def:     LogOptions{StreamToClient: true},
-		out:     logagg.NewPrinter(os.Stdout, os.Stderr),
+		out:     logagg.NewPrinter(jobenv.ClientOutput()),
 		flushes: make(chan flushReq),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),

@@ -20,7 +20,10 @@ import (
 // environment and then env, the job contract. An SPMD job's client is
 // this monarch binary's `monarch spmd`, which runs the command on every
 // proc.
-func startClient(cfg *RunConfig, env jobenv.Env) (*child.Process, error) {
+//
+// The client's own stdout and stderr pass through the launcher, which
+// publishes their lines on bus for the job's log (see clientoutput.go).
+func startClient(cfg *RunConfig, env jobenv.Env, bus publisher) (*child.Process, error) {
 	job := cfg.Job
 	program, args := job.Program, job.Args
 	if job.SPMD != nil {
@@ -31,6 +34,7 @@ func startClient(cfg *RunConfig, env jobenv.Env) (*child.Process, error) {
 	cmd.Dir = job.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
 	cmd.Env = childEnv(env, append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))...)
+	captureClientOutput(cmd, cfg.Stdout, cfg.Stderr, bus, env.Job)
 	p, err := child.Start(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("launch: start %s: %w", program, err)

@@ -193,7 +193,7 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 	}
 	env.Job, env.Bus, env.HostsFile = jobID, jb.dial(jb.localURL, jb.leafLocal), cfg.HostsPath
 	env.StopGrace, env.JobEnd = cfg.Job.StopGrace, p.jobEnd
-	client, err := startClient(cfg, env)
+	client, err := startClient(cfg, env, watch.conn)
 	if err != nil {
 		ag.stop(cfg.Grace)
 		fail(err)

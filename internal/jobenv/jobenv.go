@@ -330,7 +330,7 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent:
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar:
 		return true
 	}
 	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)
