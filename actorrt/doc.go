@@ -114,7 +114,11 @@
 // Broadcast, a proc that ends, a host agent that falls silent) reaches the
 // owner as a *MeshFailure: an owner actor's Supervise method handles it or
 // passes it up by failing too, and at the client the fault hook decides
-// (WithFaultHook; by default: print it and exit 1). Calls waiting on a proc that ended
+// (WithFaultHook; by default: print it and exit 1). A client that exits
+// with a failure (an unhandled MeshFailure, an error its function
+// returned, an ExitError with a Failure, as spmd's) first reports what
+// failed (Failure) to its launcher, on the job's failure subject, or, run
+// without one, in the job's record. Calls waiting on a proc that ended
 // fail with ErrProcFailed as soon as its host agent sees the exit. Supervise
 // runs in the owner's mailbox like any message: it may call other actors
 // and wait for them, but not itself.
@@ -133,9 +137,12 @@
 // process, so they die with their parent, and they exit when their bus
 // connection is gone. A proc gets MONARCH_RANK_<DIM> and MONARCH_SIZE_<DIM>
 // for each dimension of its mesh, and the torchrun variables. SpawnProcs'
-// options shape each proc (WithProcEnv, WithWrapper, WithProcBind), or run
-// a command on each instead of this program (WithCommand: an SPMD job's
-// procs, whose ends ProcMesh.Ends tells).
+// options shape each proc (WithProcEnv, WithWrapper, WithProcBind), name
+// the mesh (WithName: its procs' lines carry the name, `[trainer 0]`), or
+// run a command on each instead of this program (WithCommand: an SPMD
+// job's procs, whose ends ProcMesh.Ends tells, which ProcMesh.Notify
+// signals when the job is about to end, and whose last stderr lines
+// ProcMesh.StderrTail gives).
 //
 // # The end of a job
 //

@@ -16,10 +16,16 @@ import (
 // Logs. Every proc's stdout and stderr are read by its host agent, cut in
 // lines and sent on the job's log subject (see host.go). The client
 // receives them all: it records them in the job's log (for `monarch logs`)
-// and prints them, raw with a [rank] prefix or, for procs given an
-// aggregation window, grouped: "[37 similar log lines] [3] step 100 ...".
-// Printing happens off the dispatcher, so a slow terminal never holds up
-// messages to actors.
+// and prints them, raw with a [rank] prefix ([mesh rank] once procs of
+// two meshes run) or, for procs given an aggregation window, grouped:
+// "[37 similar log lines] [3] step 100 ...". Printing happens off the
+// dispatcher, so a slow terminal never holds up messages to actors.
+// Under a launcher that captures the client program's own output
+// (jobenv.OutputVar), the procs' lines are printed to the launcher's
+// stdout and stderr, and the program's lines, which the launcher sends
+// on the log subject as the client's, are recorded, not printed again.
+// The client keeps the last stderr lines of each proc (a small ring:
+// MaxTail lines of at most 256 bytes) for the failure a rank's end makes.
 
 // LogOptions says how the client shows the output of a mesh's procs.
 type LogOptions struct {
@@ -136,6 +142,12 @@ func (l *clientLogs) setOptions(procs []string, o LogOptions) {
 		}
 		l.mu.Unlock()
 	})
+}
+
+// meshStarted tells the printer of a new proc mesh (see
+// logagg.Printer.NoteMesh), on the printer goroutine.
+func (l *clientLogs) meshStarted(name string) {
+	l.request(func() { l.out.NoteMesh(name) })
 }
 
 // flush prints (and records) every line received so far, including

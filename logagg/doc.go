@@ -9,12 +9,16 @@
 // A proc's host agent reads its stdout and stderr and splits them into
 // [Line]s: one per line of output, without the newline, cut at [MaxLine]
 // bytes so that one runaway line cannot hold up the rest, tagged with
-// host, proc, rank, stream and time. Lines travel to the client on the
-// bus in order per proc and stream.
+// host, proc, the name of the proc's mesh, rank, stream and time. Lines
+// travel to the client on the bus in order per proc and stream. The job's
+// client program's own stdout and stderr are captured the same way by its
+// launcher, as lines of the proc "client" ([ClientProc]).
 //
 // # Aggregation
 //
-// The client prints lines as they come (`[3] step 100 loss=0.42`) or, with
+// The client prints lines as they come (`[3] step 100 loss=0.42`; once
+// procs of a second mesh have printed, `[trainer 3] step 100`, and the
+// client program's own `[client] text`) or, with
 // an aggregation window, prints each group of similar lines once per
 // window:
 //
@@ -45,7 +49,8 @@
 // private to the user (0600 in a 0700 dir). [Read] replays a job's log
 // through a [Filter] and can follow it while the job runs, until the
 // writer closes it or its process is gone ([Follow] also says when it
-// has caught up); [Jobs] lists the jobs with a log, newest first.
+// has caught up); [Jobs] lists the jobs with a log, newest first. A
+// [Filter] selects by time, host, mesh, rank, stream and text.
 //
 // # Concurrency
 //

@@ -73,7 +73,7 @@ func readAll(t *testing.T, dir, job string, f logagg.Filter) []logagg.Line {
 }
 
 func sameLine(a, b logagg.Line) bool {
-	return a.Time.Equal(b.Time) && a.Host == b.Host && a.Proc == b.Proc && a.Rank == b.Rank && a.Stream == b.Stream && a.Text == b.Text
+	return a.Time.Equal(b.Time) && a.Host == b.Host && a.Proc == b.Proc && a.Mesh == b.Mesh && a.Rank == b.Rank && a.Stream == b.Stream && a.Text == b.Text
 }
 
 func sameLines(a, b []logagg.Line) bool {

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The notice an SPMD job's ranks get when the job is about to end: a
+// real PyTorch loop (testdata/torch/checkpoint.py) that checkpoints on
+// SIGUSR1 and on SIGTERM.
+
+// startMonarch starts monarch with args in the test's state dir; it is
+// killed at the end of the test if still running.
+func startMonarch(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuilder, *syncBuilder) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), args...)
+	cmd.Env = append(append(os.Environ(), "MONARCH_STATE_DIR="+stateDir(t)), env...)
+	var stdout, stderr syncBuilder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, &stdout, &stderr
+}
+
+// waitExit waits (at most d) for cmd and returns its exit status.
+func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration, stderr *syncBuilder) int {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("still running %v after the signal; stderr:\n%s", d, stderr.load())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// TestSPMDNoticeTorch: SIGUSR1 to monarch run (the time-limit warning)
+// reaches every rank as SIGUSR1, and each writes its checkpoint while the
+// job runs on; SIGTERM (a stop) then gives each rank SIGUSR1 again, and,
+// half the stop grace later, SIGTERM: each checkpoints and exits.
+func TestSPMDNoticeTorch(t *testing.T) {
+	python, _ := requireTorch(t)
+	script, err := filepath.Abs("testdata/torch/checkpoint.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt := t.TempDir()
+	job := writeFile(t, t.TempDir(), "job.toml", fmt.Sprintf("stop_grace = \"10s\"\n\n[spmd]\ncommand = [%q, %q]\n\n[procs]\ngpus = 2\n\n[env]\nCKPT_DIR = %q\n",
+		python, script, ckpt))
+	cmd, stdout, stderr := startMonarch(t, nil, "run", job)
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+
+	cmd.Process.Signal(syscall.SIGUSR1)
+	waitUntil(t, 30*time.Second, "both ranks checkpointed on SIGUSR1", func() bool {
+		return strings.Count(stdout.load(), "(SIGUSR1)") == 2
+	})
+	for r := range 2 {
+		if _, err := os.Stat(filepath.Join(ckpt, fmt.Sprintf("rank%d.pt", r))); err != nil {
+			t.Errorf("rank %d's checkpoint: %v", r, err)
+		}
+	}
+	if !strings.Contains(stderr.load(), "monarch: job ending (time limit): user defined signal 1 sent to 2 of 2 ranks") {
+		t.Errorf("the client does not say it passed the warning on:\n%s", stderr.load())
+	}
+	time.Sleep(500 * time.Millisecond)
+	if cmd.ProcessState != nil || strings.Contains(stdout.load(), "stopping") {
+		t.Fatalf("the warning stopped the job:\n%s\n%s", stdout.load(), stderr.load())
+	}
+
+	t0 := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	code := waitExit(t, cmd, time.Minute, stderr)
+	out := stdout.load()
+	t.Logf("SIGTERM to exit, notice first, SIGTERM half the 10s grace later: %v", time.Since(t0).Round(time.Millisecond))
+	if code != 143 {
+		t.Errorf("exit %d, want 143\n%s\n%s", code, out, stderr.load())
+	}
+	for r := range 2 {
+		if got, want := rankEvents(out, r), "SIGUSR1 SIGUSR1 SIGTERM stopping"; got != want {
+			t.Errorf("rank %d: %q, want %q (the warning's notice, the stop's, then SIGTERM):\n%s", r, got, want, out)
+		}
+	}
+	if since := time.Since(t0); since < 4*time.Second {
+		t.Errorf("SIGTERM came %v after the stop's notice, want half the 10s stop grace", since)
+	}
+}
+
+// TestSPMDNoticeNotCaught: a rank that does not catch the notice signal
+// is not sent it (its default action would end it): a warning leaves it
+// running.
+func TestSPMDNoticeNotCaught(t *testing.T) {
+	cmd, stdout, stderr := startMonarch(t, nil, "local", "--procs", "gpus=2", "--", "sh", "-c", `echo "rank $RANK ready"; while :; do sleep 0.1; done`)
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	cmd.Process.Signal(syscall.SIGUSR1)
+	waitUntil(t, 30*time.Second, "the client passing the warning on", func() bool {
+		return strings.Contains(stderr.load(), "sent to 0 of 2 ranks")
+	})
+	time.Sleep(500 * time.Millisecond)
+	if strings.Contains(stderr.load(), "failed") {
+		t.Fatalf("a rank ended on the warning:\n%s", stderr.load())
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd, 30*time.Second, stderr); code != 130 {
+		t.Errorf("exit %d, want 130 after Ctrl-C\n%s", code, stderr.load())
+	}
+}
+
+// rankEvents lists what rank r of checkpoint.py said, in order: why it
+// checkpointed each time, and "stopping".
+func rankEvents(out string, r int) string {
+	var events []string
+	prefix := fmt.Sprintf("rank %d ", r)
+	for _, line := range strings.Split(out, "\n") {
+		_, text, _ := strings.Cut(line, "] ")
+		rest, ok := strings.CutPrefix(text, prefix)
+		switch {
+		case !ok:
+		case rest == "stopping":
+			events = append(events, rest)
+		case strings.HasPrefix(rest, "checkpointed"):
+			_, why, _ := strings.Cut(rest, "(")
+			events = append(events, strings.TrimSuffix(why, ")"))
+		}
+	}
+	return strings.Join(events, " ")
+}
