@@ -1,6 +1,8 @@
 package hostagent
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -37,7 +39,8 @@ func TestCatches(t *testing.T) {
 				t.Fatal("the shell did not start")
 			}
 			if got := catches(cmd.Process.Pid, syscall.SIGUSR1); got != tt.want {
-				t.Errorf("catches SIGUSR1: %v, want %v", got, tt.want)
+				status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+				t.Errorf("catches SIGUSR1: %v, want %v; status (%v):\n%s", got, tt.want, err, status)
 			}
 		})
 	}

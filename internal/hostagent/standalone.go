@@ -145,8 +145,13 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 
 	term := make(chan os.Signal, 1)
 	// Slurm's time-limit signal to a step (salloc --signal) is the
-	// client's business, not a reason to end.
-	signal.Ignore(syscall.SIGUSR1)
+	// client's business, not a reason to end. It is caught and dropped,
+	// not ignored: an ignored signal stays ignored in the procs the agent
+	// starts, where a shell could then not trap it (an SPMD job's notice,
+	// see SignalProcs); a caught one is reset to its default there.
+	usr1 := make(chan os.Signal, 1) // full, further ones are dropped
+	signal.Notify(usr1, syscall.SIGUSR1)
+	defer signal.Stop(usr1)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(term)
 	eof := make(chan struct{})
