@@ -68,7 +68,7 @@ func TestSPMDNoticeTorch(t *testing.T) {
 			t.Errorf("rank %d's checkpoint: %v", r, err)
 		}
 	}
-	if !strings.Contains(stderr.load(), "monarch: job ending (time limit): user defined signal 1 sent to 2 of 2 ranks") {
+	if !strings.Contains(stderr.load(), "monarch: job ending, time limit: SIGUSR1 sent to 2 of 2 ranks") {
 		t.Errorf("the client does not say it passed the warning on:\n%s", stderr.load())
 	}
 	time.Sleep(500 * time.Millisecond)

@@ -38,3 +38,13 @@ func ParseSignal(name string) (syscall.Signal, error) {
 	}
 	return sig, nil
 }
+
+// signalName is sig as a user reads it: SIGUSR1.
+func signalName(sig syscall.Signal) string {
+	for name, s := range signals {
+		if s == sig && s != 0 {
+			return "SIG" + name
+		}
+	}
+	return sig.String()
+}

@@ -101,10 +101,10 @@ func (r *run) notify(ctx context.Context, n actorrt.PreemptNotice) int {
 	}
 	sent, err := r.procs.Notify(context.WithoutCancel(ctx), r.job.NoticeSignal)
 	if err != nil {
-		fmt.Fprintf(r.job.Stderr, "monarch: cannot tell the ranks that the job is ending (%s): %v\n", n.Reason, err)
+		fmt.Fprintf(r.job.Stderr, "monarch: job ending, %s: cannot send %s to the ranks: %v\n", n.Reason, signalName(r.job.NoticeSignal), err)
 		return sent
 	}
-	fmt.Fprintf(r.job.Stderr, "monarch: job ending (%s): %v sent to %d of %d ranks (those that catch it)\n", n.Reason, r.job.NoticeSignal, sent, r.procs.Extent().NumRanks())
+	fmt.Fprintf(r.job.Stderr, "monarch: job ending, %s: %s sent to %d of %d ranks (those that catch it)\n", n.Reason, signalName(r.job.NoticeSignal), sent, r.procs.Extent().NumRanks())
 	return sent
 }
 

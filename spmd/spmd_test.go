@@ -22,6 +22,12 @@ func TestParseSignal(t *testing.T) {
 	}
 }
 
+func TestSignalName(t *testing.T) {
+	if got := signalName(syscall.SIGUSR2); got != "SIGUSR2" {
+		t.Errorf("signalName(SIGUSR2) = %q", got)
+	}
+}
+
 // TestFailureOf: the report names the host once, and a signal by name.
 func TestFailureOf(t *testing.T) {
 	f, how := failureOf(actorrt.ProcEnd{Host: "h2", Status: 137, Reason: "killed by SIGKILL (host h2)"}, []string{"oom"})
