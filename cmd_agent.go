@@ -67,12 +67,26 @@ func agentCommand(a *app) *cli.Command {
 			jobenv.UnsetSecret()
 		}
 		if err := hostagent.Run(c.Context, args, env, stdin); err != nil {
-			fmt.Fprintf(c.App.ErrWriter, "monarch agent %s: %v\n", jobenv.AgentID(args.Index), err)
+			// Named by its host, as users know it: the launcher reads the
+			// host from this line for the message that reports the end.
+			fmt.Fprintf(c.App.ErrWriter, "monarch agent on %s: %v\n", agentHost(env), err)
 			a.code = 1
 		}
 		return nil
 	}
 	return cmd
+}
+
+// agentHost is the host an agent runs on: a simulated host's name, else
+// this machine's.
+func agentHost(env jobenv.Env) string {
+	if env.HostName != "" {
+		return env.HostName
+	}
+	if h, err := os.Hostname(); err == nil {
+		return h
+	}
+	return "this host"
 }
 
 // agentHelpTemplate heads the agent's help as urfave/cli heads the other

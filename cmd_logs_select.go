@@ -39,13 +39,15 @@ func (s *logsSelection) active() bool {
 // take notes l and reports whether it passes the whole filter.
 func (s *logsSelection) take(l logagg.Line) bool {
 	if !s.matched {
-		rs := s.ranks[l.Host]
-		if rs == nil {
-			rs = map[int]bool{}
-			s.ranks[l.Host] = rs
-			s.order = append(s.order, l.Host)
+		if l.Proc != logagg.ClientProc { // the client program is no host's rank
+			rs := s.ranks[l.Host]
+			if rs == nil {
+				rs = map[int]bool{}
+				s.ranks[l.Host] = rs
+				s.order = append(s.order, l.Host)
+			}
+			rs[l.Rank] = true
 		}
-		rs[l.Rank] = true
 		s.streams[l.Stream] = true
 		if l.Mesh != "" && !slices.Contains(s.meshes, l.Mesh) && len(s.meshes) < maxMeshes {
 			s.meshes = append(s.meshes, l.Mesh)

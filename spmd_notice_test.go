@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/testcluster"
 )
 
 // The notice an SPMD job's ranks get when the job is about to end: a
@@ -132,4 +134,25 @@ func rankEvents(out string, r int) string {
 		}
 	}
 	return strings.Join(events, " ")
+}
+
+// TestSPMDNoticeSSH: on hosts of the test cluster (ssh), ranks run by
+// the standalone host agents get the notice too, even a shell's trap
+// (the agent must not leave SIGUSR1 ignored in what it starts).
+func TestSPMDNoticeSSH(t *testing.T) {
+	c := testcluster.Get(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig))
+	job := writeFile(t, dir, "job.toml", `hosts = "hosts.toml"
+[spmd]
+command = ["sh", "-c", "trap 'echo rank $RANK noticed' USR1; echo rank $RANK ready; while :; do sleep 0.1; done"]
+`)
+	cmd, stdout, stderr := startMonarch(t, c.Env, "run", job)
+	waitUntil(t, 2*time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	cmd.Process.Signal(syscall.SIGUSR1)
+	waitUntil(t, 30*time.Second, "both ranks noticed", func() bool { return strings.Count(stdout.load(), " noticed") == 2 })
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd, time.Minute, stderr); code != 130 {
+		t.Errorf("exit %d, want 130 after Ctrl-C\n%s", code, stderr.load())
+	}
 }

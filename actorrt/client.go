@@ -237,6 +237,14 @@ func (c *client) start(env jobenv.Env, l link) error {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}
 	}
+	// The bus has the subscriptions before the program runs: the lines
+	// it writes first, which its launcher publishes as the client's, are
+	// not published to nobody.
+	ctx, cancel := context.WithTimeout(context.Background(), busConnectFor)
+	defer cancel()
+	if err := l.Flush(ctx); err != nil {
+		return fmt.Errorf("actorrt: client: %w", err)
+	}
 	if c.launched != nil {
 		return c.launched.ask() // after the inbox SUB: the answers can come
 	}

@@ -24,11 +24,26 @@ type healthTable struct {
 	gone      map[string]wire.GoneNotice
 	agentOf   map[string]string    // proc -> the agent that started it
 	lastHeard map[string]time.Time // watched agents -> when last heard from
+	// hostOf names each agent's host, for messages: users know hosts by
+	// name, and an agent's id (h0, h1...) is an index that reads like
+	// one. It comes with the procs (evStarted): a proc runs on the host
+	// of the agent that started it, and the launcher's agents reported
+	// their own hosts when they said hello (launchedAgents.hosts).
+	hostOf map[string]string
 }
 
 func newHealthTable(self string, timeout time.Duration) *healthTable {
 	return &healthTable{self: self, timeout: timeout, gone: map[string]wire.GoneNotice{},
-		agentOf: map[string]string{}, lastHeard: map[string]time.Time{}}
+		agentOf: map[string]string{}, lastHeard: map[string]time.Time{}, hostOf: map[string]string{}}
+}
+
+// agentOn names agent for a message: by its host ("host agent on h2")
+// when known, else by its id.
+func (t *healthTable) agentOn(agent string) string {
+	if h := t.hostOf[agent]; h != "" {
+		return "host agent on " + h
+	}
+	return "host agent " + agent
 }
 
 // The events a healthTable takes.
@@ -94,6 +109,9 @@ func (t *healthTable) step(ev any) []any {
 		var ask map[string][]string // agent -> procs it started, new to this table
 		var agents []string
 		for _, p := range ev.procs {
+			if p.Agent != "" && p.Host != "" && t.hostOf[p.Agent] == "" {
+				t.hostOf[p.Agent] = p.Host
+			}
 			if p.Agent == "" || p.Agent == t.self {
 				continue // this process's own agent tells it directly
 			}
@@ -102,7 +120,7 @@ func (t *healthTable) step(ev any) []any {
 			}
 			t.agentOf[p.ID] = p.Agent
 			if _, gone := t.gone[p.Agent]; gone {
-				out = t.goneWithAgents(out, wire.GoneNotice{Proc: p.ID, Reason: "its host agent " + p.Agent + " is gone", Status: -1}, false)
+				out = t.goneWithAgents(out, wire.GoneNotice{Proc: p.ID, Reason: "its " + t.agentOn(p.Agent) + " is gone", Status: -1}, false)
 				continue
 			}
 			if _, watched := t.lastHeard[p.Agent]; !watched {
@@ -141,7 +159,7 @@ func (t *healthTable) step(ev any) []any {
 		}
 		slices.Sort(silent) // effects in a stable order
 		for _, a := range silent {
-			n := wire.GoneNotice{Proc: a, Reason: fmt.Sprintf("host agent %s silent for %v (host lost?)", a, t.timeout), Status: -1}
+			n := wire.GoneNotice{Proc: a, Reason: fmt.Sprintf("%s silent for %v (host lost?)", t.agentOn(a), t.timeout), Status: -1}
 			out = t.goneWithAgents(out, n, true)
 		}
 	default:
@@ -172,7 +190,7 @@ func (t *healthTable) goneWithAgents(out []any, n wire.GoneNotice, announce bool
 	}
 	slices.Sort(started)
 	for _, p := range started {
-		out = t.goneWithAgents(out, wire.GoneNotice{Proc: p, Reason: "its host agent " + n.Proc + " is gone: " + n.Reason, Status: -1}, false)
+		out = t.goneWithAgents(out, wire.GoneNotice{Proc: p, Reason: "its " + t.agentOn(n.Proc) + " is gone: " + n.Reason, Status: -1}, false)
 	}
 	return out
 }

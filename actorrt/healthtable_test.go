@@ -16,7 +16,7 @@ import (
 // from the start of the script. Commands:
 //
 //	table self=c timeout=5s          a new table (every script starts with one)
-//	started at=1s [fresh]            procs started, one per input line: "<proc> <agent>";
+//	started at=1s [fresh]            procs started, one per input line: "<proc> <agent> [host]";
 //	                                 fresh: being spawned here now (none can have ended)
 //	c-1 h0
 //	gone proc=c-1 reason=crashed [stopped] [announce]
@@ -59,10 +59,14 @@ func TestHealthTable(t *testing.T) {
 				var procs []procInfo
 				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 					f := strings.Fields(line)
-					if len(f) != 2 {
-						d.Fatalf(t, "want <proc> <agent>: %q", line)
+					if len(f) != 2 && len(f) != 3 {
+						d.Fatalf(t, "want <proc> <agent> [host]: %q", line)
 					}
-					procs = append(procs, procInfo{ID: f[0], Agent: f[1]})
+					p := procInfo{ID: f[0], Agent: f[1]}
+					if len(f) == 3 {
+						p.Host = f[2]
+					}
+					procs = append(procs, p)
 				}
 				effects = ht.step(evStarted{procs: procs, fresh: d.HasArg("fresh"), at: at(d)})
 			case "gone":

@@ -5,11 +5,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/monarch-go/monarch/internal/child"
 	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/rs/zerolog"
 )
 
 // agents is the set of host agents a launcher started: local processes,
@@ -21,26 +23,66 @@ type agents struct {
 	mu     sync.Mutex
 	procs  []*child.Process
 	stdins []io.WriteCloser // ssh: closing one ends that agent
+	// The launcher's system log, where srun's and ssh's own lines go
+	// (see stepLog): opened at the first stepLog, if it can be.
+	sysTried bool
+	sys      *zerolog.Logger
+	sysPath  string
+	closer   io.Closer
 }
 
 // newAgents returns an empty set for n processes.
 func newAgents(n int) *agents { return &agents{ended: make(chan agentEnd, n)} }
 
-// agentEnd reports a launcher process that ended: which host (or "srun"),
-// how, and the last lines it wrote to stderr.
+// agentEnd reports a launcher process that ended: which (a local host's
+// agent, "ssh HOST", "srun step"), how, and why in its own words. For an
+// srun step or an ssh session that is the first failing host and its
+// error (stepCause), with the lines it was read from (said); for a local
+// agent, the last lines it wrote to stderr.
 type agentEnd struct {
 	what   string
 	agents []string // the agents this process held: one, or a whole srun step
 	err    error
-	tail   string
+	tail   string   // a local agent's last lines, joined
+	cause  string   // an srun step's or ssh session's cause (stepCause.String)
+	lines  []string // what srun or ssh said, the failing host's lines first, bounded
+	more   int      // lines said but not in lines
+	log    string   // the system log that has all of srun's or ssh's lines
 }
 
+// String is the end in one line: what ended, how, and why.
 func (e agentEnd) String() string {
 	status := child.Describe(e.err)
-	if e.tail != "" {
+	switch {
+	case e.cause != "":
+		return fmt.Sprintf("%s %s; %s", e.what, status, e.cause)
+	case e.tail != "":
 		return fmt.Sprintf("%s %s: %s", e.what, status, e.tail)
 	}
 	return e.what + " " + status
+}
+
+// said is what srun or ssh said before the end, to print below String:
+// "" when nothing, else a newline and indented lines.
+func (e agentEnd) said() string {
+	if len(e.lines) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	tool, _, _ := strings.Cut(e.what, " ")
+	fmt.Fprintf(&b, "\n  %s said:", tool)
+	for _, l := range e.lines {
+		b.WriteString("\n    " + l)
+	}
+	switch {
+	case e.more > 0 && e.log != "":
+		fmt.Fprintf(&b, "\n    (%d more lines: all are in %s)", e.more, e.log)
+	case e.more > 0:
+		fmt.Fprintf(&b, "\n    (%d more lines)", e.more)
+	case e.log != "":
+		fmt.Fprintf(&b, "\n    (also in %s)", e.log)
+	}
+	return b.String()
 }
 
 // start starts cmd, the process holding the agents ids, and reports its
@@ -48,6 +90,43 @@ func (e agentEnd) String() string {
 func (a *agents) start(what string, ids []string, cmd *exec.Cmd, w io.Writer) error {
 	tail := &tailWriter{max: 4}
 	cmd.Stderr = io.MultiWriter(w, tail)
+	return a.run(what, ids, cmd, func(e *agentEnd) { e.tail = tail.String() })
+}
+
+// startStep starts cmd, an srun step or an ssh session holding the agents
+// ids, its stderr taken by log, and reports its end on a.ended with the
+// cause read (by read: readSrun, readSSH) from what it said.
+func (a *agents) startStep(what string, ids []string, cmd *exec.Cmd, log *stepLog, read func(string) (stepCause, bool)) error {
+	cmd.Stderr = log
+	return a.run(what, ids, cmd, func(e *agentEnd) {
+		log.flush()
+		kept, dropped := log.said()
+		lines := make([]string, len(kept))
+		for i, l := range kept {
+			lines[i] = l.text
+		}
+		c, ok := firstCause(lines, read)
+		switch {
+		case ok && strings.HasSuffix(what, " "+c.host):
+			e.cause = c.msg // "ssh h2" names the host already
+		case ok:
+			e.cause = c.String()
+		}
+		lines = hostFirst(lines, c.host)
+		if len(lines) > maxShownLines {
+			dropped += len(lines) - maxShownLines
+			lines = lines[:maxShownLines]
+		}
+		e.lines, e.more, e.log = lines, dropped, log.path
+	})
+}
+
+// maxShownLines bounds what an end's message shows of what srun or ssh
+// said; the system log has it all.
+const maxShownLines = 12
+
+// run starts cmd and reports its end on a.ended, as done completes it.
+func (a *agents) run(what string, ids []string, cmd *exec.Cmd, done func(*agentEnd)) error {
 	p, err := child.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -57,7 +136,9 @@ func (a *agents) start(what string, ids []string, cmd *exec.Cmd, w io.Writer) er
 	a.mu.Unlock()
 	go func() {
 		<-p.Done()
-		a.ended <- agentEnd{what: what, agents: ids, err: p.Err(), tail: tail.String()}
+		e := agentEnd{what: what, agents: ids, err: p.Err()}
+		done(&e)
+		a.ended <- e
 	}()
 	return nil
 }
@@ -72,7 +153,7 @@ func (a *agents) endings() <-chan agentEnd {
 
 // stop ends every agent: stdin closed (ssh), SIGTERM, then SIGKILL after
 // grace (see child.StopAll); it returns when all are reaped, or
-// child.KillWait after the SIGKILL.
+// child.KillWait after the SIGKILL. Then it closes the system log.
 func (a *agents) stop(grace time.Duration) {
 	if a == nil {
 		return
@@ -84,6 +165,12 @@ func (a *agents) stop(grace time.Duration) {
 		w.Close()
 	}
 	child.StopAll(procs, grace)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closer != nil {
+		a.closer.Close()
+		a.closer = nil
+	}
 }
 
 // agentIDs are the ids of the agents of n hosts.

@@ -225,6 +225,9 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		}
 		if !failed && watch.hostsUp() < len(p.hosts) {
 			failed = true
+			if said := e.said(); said != "" { // what srun or ssh said, below the cause
+				fmt.Fprintf(cfg.Progress, "monarch: %s%s\n", e, said)
+			}
 			return fmt.Errorf("launch: host agents could not start: %s", e)
 		}
 		watch.agentGone(cfg.Progress, e)

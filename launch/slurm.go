@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
-	"github.com/monarch-go/monarch/internal/child"
-	"github.com/monarch-go/monarch/internal/procstat"
 )
 
 // The Slurm scheduler. Inside an allocation (SLURM_JOB_ID set) the agents
@@ -25,23 +23,37 @@ import (
 
 func init() {
 	register(kind{name: hostsconfig.SchedulerSlurm, title: "Slurm", queue: slurmQueue{},
-		open: func(h *hostsconfig.Hosts) scheduler { return slurmScheduler{h.Slurm} }})
+		open: func(h *hostsconfig.Hosts) scheduler { return slurmHosts{slurmScheduler{h.Slurm}, h.Path} }})
 }
 
+// slurmScheduler is the [slurm] table's settings.
 type slurmScheduler struct{ cfg *hostsconfig.Slurm }
 
-// prepare: inside an allocation, its nodes; outside one, the job runs
-// under salloc (elsewhere).
-func (s slurmScheduler) prepare(ctx context.Context) (*placement, error) {
+// slurmHosts is the Slurm scheduler of a hosts file: its settings, and
+// the file, for messages that name its keys.
+type slurmHosts struct {
+	slurmScheduler
+	file string
+}
+
+// prepare: inside an allocation, its nodes (the first [slurm] nodes of
+// them, when it gives fewer); outside one, the job runs under salloc
+// (elsewhere), unless sinfo says the partition can never give what the
+// hosts file asks.
+func (s slurmHosts) prepare(ctx context.Context) (*placement, error) {
 	p := &placement{remote: true}
 	if s.cfg != nil {
 		p.monarch = s.cfg.Monarch
 	}
 	if (slurmQueue{}).current() == "" {
-		p.elsewhere = s.allocate
+		parts, _ := sinfoPartitions(ctx) // none: Slurm will say, and allocFailed asks again
+		if err := s.fits(parts); err != nil {
+			return nil, err
+		}
+		p.elsewhere = func(ctx context.Context, cfg *RunConfig) (int, error) { return s.allocate(ctx, cfg, parts) }
 		return p, nil
 	}
-	nodes, err := allocationNodes()
+	nodes, err := s.allocationHosts()
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
@@ -67,14 +79,66 @@ func jobEnd(ctx context.Context, id string) time.Time {
 	return end
 }
 
-// start starts the agents as one srun step over every node of the
-// allocation, the secret in the step's environment, never in argv.
-func (s slurmScheduler) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
+// allocationHosts are the nodes of the allocation this process runs in
+// that the job uses: all of them, or the first [slurm] nodes. A hosts
+// file that asks for more than the allocation has is an error: the job
+// would run on fewer hosts than it was written for.
+func (s slurmHosts) allocationHosts() ([]string, error) {
+	nodes, err := allocationNodes()
+	if err != nil || s.nodes() == 0 || s.nodes() == len(nodes) {
+		return nodes, err
+	}
+	if s.nodes() > len(nodes) {
+		return nil, fmt.Errorf("slurm: %s, but this allocation (Slurm job %s) has %d node%s: %s",
+			s.keyIs("nodes", s.nodes()), (slurmQueue{}).current(), len(nodes), plural(len(nodes)), allocationList())
+	}
+	return nodes[:s.nodes()], nil
+}
+
+// allocationList is the allocation's node list as Slurm gives it.
+func allocationList() string {
+	if l := os.Getenv("SLURM_JOB_NODELIST"); l != "" {
+		return l
+	}
+	return os.Getenv("SLURM_NODELIST")
+}
+
+// start starts the agents as one srun step over the job's nodes of the
+// allocation, the secret in the step's environment, never in argv. What
+// srun and slurmstepd say goes to the job's system log (see stepLog),
+// and into the message if the step fails.
+func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
+	all, _ := allocationNodes()
+	subset := len(all) > len(p.hosts)
+	if subset {
+		fmt.Fprintf(spec.stderr, "monarch: %s: the job runs on %s, the first %d of the %d nodes of this allocation (Slurm job %s: %s)\n",
+			s.keyIs("nodes", s.nodes()), strings.Join(p.hosts, ","), len(p.hosts), len(all), (slurmQueue{}).current(), allocationList())
+	}
 	a := newAgents(1)
-	if err := a.start("srun step", agentIDs(len(p.hosts)), s.step(spec, len(p.hosts)), spec.stderr); err != nil {
+	log := a.stepLog(spec.args.Job, "srun", srunOwn, spec.stderr)
+	why := causeContext{hosts: p.hosts, monarch: spec.monarch, key: "[slurm] monarch", keySet: s.cfg != nil && s.cfg.Monarch != ""}
+	step := s.step(spec, len(p.hosts))
+	if subset {
+		step.Args = slices.Insert(step.Args, 1, "--nodelist="+strings.Join(p.hosts, ","))
+	}
+	if err := a.startStep("srun step", agentIDs(len(p.hosts)), step, log, why.readSrun); err != nil {
+		a.stop(0)
 		return nil, fmt.Errorf("slurm: %w", err)
 	}
 	return a, nil
+}
+
+// srunOwn tells srun's and slurmstepd's own lines from the agents'.
+func srunOwn(line string) bool {
+	if strings.HasPrefix(line, "srun: ") || strings.HasPrefix(line, "slurmstepd: ") {
+		return true
+	}
+	node, ok := strings.CutPrefix(line, "slurmstepd-")
+	if !ok {
+		return false
+	}
+	i := strings.Index(node, ": ")
+	return i > 0 && !strings.ContainsAny(node[:i], " \t")
 }
 
 // step is the srun command of the agents of n nodes: each finds its
@@ -94,36 +158,24 @@ func (s slurmScheduler) step(spec *agentSpec, n int) *exec.Cmd {
 }
 
 // allocate runs `salloc <resources> monarch run JOB` and returns its status:
-// the inner monarch run does the work inside the allocation.
-func (s slurmScheduler) allocate(ctx context.Context, cfg *RunConfig) (int, error) {
+// the inner monarch run does the work inside the allocation. parts is
+// what sinfo said of the partitions (nil: it could not say).
+func (s slurmHosts) allocate(ctx context.Context, cfg *RunConfig, parts []partition) (int, error) {
 	args, err := allocArgs(s.cfg)
 	if err != nil {
 		return 0, err
 	}
+	if part, ok := findPartition(parts, s.partition()); ok && part.usable() < s.nodes() {
+		fmt.Fprintf(cfg.Progress, "monarch: %s: %d of them can run jobs now; salloc waits for the others at most %s\n",
+			part, part.usable(), s.immediateIs())
+	}
+	cmdAt := len(args) + 2 // after --immediate and --job-name
 	rerun := cfg.Rerun
 	if len(rerun) == 0 {
 		rerun = []string{"run", cfg.JobPath}
 	}
 	args = append(append(args, immediate(s.cfg), "--job-name="+cfg.jobName(), cfg.Monarch), rerun...)
-	cmd := exec.Command("salloc", args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
-	p, err := child.Start(cmd)
-	if err != nil {
-		return 0, fmt.Errorf("slurm: salloc: %w", err)
-	}
-	// salloc ends the allocation on SIGTERM and passes nothing on: the
-	// signals go to the monarch run it runs.
-	relay := func(sig os.Signal) {
-		kids := procstat.Children(p.Pid())
-		if len(kids) == 0 {
-			p.Signal(sig)
-		}
-		for _, k := range kids {
-			syscall.Kill(k, sig.(syscall.Signal))
-		}
-	}
-	code, _, _ := superviseClient(ctx, p, stopTimes{grace: cfg.Grace + 5*time.Second, stop: cfg.Job.StopGrace, relay: relay}, nil, nil)
-	return code, nil
+	return s.salloc(ctx, cfg, args, cmdAt)
 }
 
 // allocationNodes lists the nodes of the current allocation.

@@ -63,7 +63,9 @@ func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) 
 			a.stop(time.Second)
 			return nil, err
 		}
-		if err := a.start("ssh "+host, []string{jobenv.AgentID(i)}, cmd, spec.stderr); err != nil {
+		log := a.stepLog(spec.args.Job, "ssh "+host, sshOwn, spec.stderr)
+		why := causeContext{hosts: p.hosts, monarch: spec.monarch, key: "[ssh] monarch", keySet: s.cfg.Monarch != "", session: host}
+		if err := a.startStep("ssh "+host, []string{jobenv.AgentID(i)}, cmd, log, why.readSSH); err != nil {
 			a.stop(time.Second)
 			return nil, err
 		}
@@ -76,6 +78,25 @@ func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) 
 		}
 	}
 	return a, nil
+}
+
+// sshOwnPrefixes start the lines of ssh itself, and of the remote shell
+// and env that run the agent (a missing binary), as opposed to the
+// agent's own: those go to the system log, not the terminal (see
+// stepLog), and into the message if the session fails.
+var sshOwnPrefixes = []string{"ssh: ", "Warning: Permanently added", "Connection to ", "Connection closed by ",
+	"Connection reset by ", "kex_exchange_identification: ", "Permission denied", "Host key verification failed",
+	"Load key ", "client_loop: ", "Timeout, server ", "packet_write_wait: ", "Bad owner or permissions",
+	"Received disconnect from ", "Disconnected from ", "Killed by signal ", "env: ", "sh: ", "bash: ", "dash: ", "zsh: "}
+
+// sshOwn tells ssh's own lines (sshOwnPrefixes) from the agent's.
+func sshOwn(line string) bool {
+	for _, p := range sshOwnPrefixes {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // session is the ssh command that runs host i's agent on host. Its remote

@@ -155,7 +155,7 @@ func (w *jobWatch) awaitHosts(ctx context.Context, n int, limit <-chan time.Time
 // ended while the job ran: the client hears it now rather than after the
 // heartbeat timeout, and its supervision takes it from there.
 func (w *jobWatch) agentGone(progress io.Writer, e agentEnd) {
-	fmt.Fprintf(progress, "monarch: %s\n", e)
+	fmt.Fprintf(progress, "monarch: %s%s\n", e, e.said()) // what srun or ssh said below it
 	for _, id := range e.agents {
 		w.conn.Publish(w.subjects.AgentGone(id), []byte(e.String()))
 	}
