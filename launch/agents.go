@@ -182,6 +182,16 @@ func agentIDs(n int) []string {
 	return ids
 }
 
+// hubHosts names the hosts whose agents run the hub's other servers
+// (the first hubs-1 of hosts), for the agents' messages
+// (jobenv.Bus.HubHosts); nil for a hub of one server.
+func hubHosts(hosts []string, hubs int) []string {
+	if hubs < 2 {
+		return nil
+	}
+	return hosts[:min(hubs-1, len(hosts))]
+}
+
 // childEnv is the environment of a launcher's child: this process's,
 // without the variables of the job contract (those of a job this launcher
 // may itself run in), then own (the job file's env), then env's.

@@ -114,6 +114,7 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 		fmt.Fprintf(spec.stderr, "monarch: %s: the job runs on %s, the first %d of the %d nodes of this allocation (Slurm job %s: %s)\n",
 			s.keyIs("nodes", s.nodes()), strings.Join(p.hosts, ","), len(p.hosts), len(all), (slurmQueue{}).current(), allocationList())
 	}
+	spec.env.Bus.HubHosts = hubHosts(p.hosts, spec.env.Bus.Hubs)
 	a := newAgents(1)
 	log := a.stepLog(spec.args.Job, "srun", srunOwn, spec.stderr)
 	why := causeContext{hosts: p.hosts, monarch: spec.monarch, key: "[slurm] monarch", keySet: s.cfg != nil && s.cfg.Monarch != ""}

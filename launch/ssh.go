@@ -46,6 +46,7 @@ func (s sshScheduler) prepare(ctx context.Context) (*placement, error) {
 // set up at a time: while that many started agents have not reported, it
 // waits (at most sshSetupWait) for one to.
 func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
+	spec.env.Bus.HubHosts = hubHosts(p.hosts, spec.env.Bus.Hubs)
 	a := newAgents(len(p.hosts))
 	parallel := s.cfg.Parallel
 	if parallel < 1 {

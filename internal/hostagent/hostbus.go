@@ -243,15 +243,25 @@ func hubServers(ctx context.Context, cfg HostBusConfig) ([]string, error) {
 			mu.Lock()
 			for i, u := range urls {
 				if u == "" {
-					missing = append(missing, jobenv.AgentID(i-1))
+					missing = append(missing, hubHost(b, i-1))
 				}
 			}
 			mu.Unlock()
-			return nil, fmt.Errorf("host bus: %d of %d hub servers known after %v: none heard from the hosts %s", n, b.Hubs, HubsWait, strings.Join(missing, ", "))
+			return nil, fmt.Errorf("host bus: %d of %d hub servers known after %v: none heard from the servers on %s", n, b.Hubs, HubsWait, strings.Join(missing, ", "))
 		}
 	}
 	first := cfg.Index % b.Hubs
 	return append(append([]string(nil), urls[first:]...), urls[:first]...), nil
+}
+
+// hubHost names the host of the agent that runs the hub's server i+1
+// (host i): by its name when the launcher gave the names, else as host
+// i's agent.
+func hubHost(b jobenv.Bus, i int) string {
+	if i >= 0 && i < len(b.HubHosts) {
+		return b.HubHosts[i]
+	}
+	return "the host of agent " + jobenv.AgentID(i)
 }
 
 // link hears of the leaf's link to the hub going down or up: down for

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ const (
 	varBusLeaf    = "MONARCH_BUS_LEAF"
 	varBusHubs    = "MONARCH_BUS_HUBS"
 	varBusRoute   = "MONARCH_BUS_ROUTE"
+	varHubHosts   = "MONARCH_BUS_HUB_HOSTS"
 	varHostBus    = "MONARCH_HOST_BUS"
 	varHostAgents = "MONARCH_HOST_AGENTS"
 	varProcs      = "MONARCH_PROCS"
@@ -68,6 +70,10 @@ type Bus struct {
 	// the hub's other servers join.
 	Hubs  int
 	Route string
+	// HubHosts names the hosts whose agents run the hub's other servers
+	// (hosts 0..Hubs-2), for messages: the launcher knows the hosts'
+	// names, an agent only its own.
+	HubHosts []string
 }
 
 // Env is everything a process of a job learns from its environment. A
@@ -149,6 +155,7 @@ func (e Env) Environ() []string {
 		add(varBusHubs, strconv.Itoa(e.Bus.Hubs))
 	}
 	add(varBusRoute, e.Bus.Route)
+	add(varHubHosts, strings.Join(e.Bus.HubHosts, ","))
 	if e.HostBus {
 		add(varHostBus, "1")
 	}
@@ -217,6 +224,13 @@ func FromEnviron() (Env, error) {
 			bad(varBusHubs, v, "a number of hub servers, 2 or more")
 		}
 		e.Bus.Hubs = n
+	}
+	if v := os.Getenv(varHubHosts); v != "" {
+		e.Bus.HubHosts = strings.Split(v, ",")
+		if len(v) > 64<<10 || slices.Contains(e.Bus.HubHosts, "") || strings.ContainsAny(v, " \t\r\n") {
+			bad(varHubHosts, v, "host names, comma-separated")
+			e.Bus.HubHosts = nil
+		}
 	}
 	e.HostBus = os.Getenv(varHostBus) == "1"
 	if e.HostBus && e.Bus.Leaf == "" {

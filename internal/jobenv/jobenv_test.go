@@ -30,7 +30,7 @@ func TestRoundTrip(t *testing.T) {
 	stream := false
 	in := Env{
 		Job: "j1", Bus: Bus{URL: "nats://127.0.0.1:4222", Token: "s3cret", TLSCA: "/ca.pem", TLSName: "h",
-			Leaf: "nats-leaf://127.0.0.1:7422", Hubs: 3, Route: "nats-route://127.0.0.1:6222"},
+			Leaf: "nats-leaf://127.0.0.1:7422", Hubs: 3, Route: "nats-route://127.0.0.1:6222", HubHosts: []string{"node1", "node2"}},
 		HostBus:    true,
 		HostAgents: 3, Procs: []hostsconfig.Dim{{Name: "gpus", Size: 4}, {Name: "x", Size: 2}},
 		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml",
@@ -66,6 +66,7 @@ func TestFromEnvironErrors(t *testing.T) {
 		{[]string{"MONARCH_LOG_STREAM=maybe"}, `$MONARCH_LOG_STREAM="maybe": want true or false`},
 		{[]string{"MONARCH_LOG_WINDOW=soon"}, `$MONARCH_LOG_WINDOW="soon": want a duration`},
 		{[]string{"MONARCH_HOST_NAME=a b"}, `$MONARCH_HOST_NAME="a b": want a host name`},
+		{[]string{"MONARCH_BUS_HUB_HOSTS=a,,b"}, `$MONARCH_BUS_HUB_HOSTS="a,,b": want host names`},
 		{[]string{"MONARCH_PROC=p", "MONARCH_JOB=j", "MONARCH_BUS_URL=u", "MONARCH_PARENT=c", "MONARCH_READY_RANK=0"}, `$MONARCH_READY_PORT="": want a port number`},
 		{[]string{"MONARCH_PROC=p", "MONARCH_READY_PORT=1", "MONARCH_READY_RANK=0", "MONARCH_PARENT=c"}, "a proc needs $MONARCH_JOB and $MONARCH_BUS_URL"},
 		{[]string{"MONARCH_BUS_HUBS=1"}, `$MONARCH_BUS_HUBS="1": want a number of hub servers, 2 or more`},
