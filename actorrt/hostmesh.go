@@ -179,7 +179,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	if err := rt.health.anyGone([]string{procs[0].Agent}); err != nil {
 		return fail(err)
 	}
-	master, err := rt.freePort(ctx, procs[0].Agent)
+	master, err := rt.freePort(ctx, procs[0].Agent, procs[0].Host)
 	if err != nil {
 		return fail(err)
 	}

@@ -181,9 +181,11 @@ func (rt *core) endOf(n wire.GoneNotice) {
 	}
 }
 
-// freePort asks agent for a port free on its host and the host's address:
-// the MASTER_ADDR and MASTER_PORT of a new mesh whose rank 0 is there.
-func (rt *core) freePort(ctx context.Context, agent string) (wire.FreePort, error) {
+// freePort asks agent, on host, for a port free on its host and the
+// host's address: the MASTER_ADDR and MASTER_PORT of a new mesh whose
+// rank 0 is there. (host names it in the error: users know hosts by
+// name, not by their agents' ids.)
+func (rt *core) freePort(ctx context.Context, agent, host string) (wire.FreePort, error) {
 	ext, _ := NewExtent(Dims{{"agents", 1}})
 	fut := newFuture[ValueMesh[wire.FreePort]](label{mesh: "free port on " + agent})
 	port, err := rt.ports.open(newCallPort[wire.FreePort](fut, ext), []string{agent})
@@ -198,7 +200,7 @@ func (rt *core) freePort(ctx context.Context, agent string) (wire.FreePort, erro
 	defer cancel()
 	v, err := fut.Get(ctx)
 	if err != nil {
-		return wire.FreePort{}, fmt.Errorf("ask host agent %s for a free port: %w", agent, err)
+		return wire.FreePort{}, fmt.Errorf("ask the host agent on %s for a free port: %w", host, err)
 	}
 	return v.Values()[0], nil
 }
