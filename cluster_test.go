@@ -165,7 +165,7 @@ func TestSlurmRefuses(t *testing.T) {
 	program := filepath.Join(build(t), "multihost")
 	for _, tt := range []struct{ name, slurm, want string }{
 		{"bad partition", "nodes = 2\npartition = \"nosuch\"", "invalid partition"},
-		{"impossible request", "nodes = 3", "[slurm] nodes = 3 in hosts.toml:3: partition debug has 2 nodes"},
+		{"impossible request", "nodes = 3", "hosts.toml:3: partition debug has 2 nodes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			job := clusterJob(t, program, "scheduler = \"slurm\"\n[slurm]\n"+tt.slurm+"\n", "gpus = 1")

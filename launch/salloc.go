@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,13 +112,15 @@ func keyLine(path, table, key string) int {
 	return 0
 }
 
-// salloc runs salloc with args, whose command (monarch, then the job's
-// run command line) starts at args[cmdAt], and returns the command's exit status. The
-// command writes to the launcher's stderr, passed to it as fd 3: salloc's
-// own stderr comes here, for its errors. Its lines pass on but for its
-// errors and its goodbyes ("Relinquishing job allocation"), which are
-// said, translated, only when the allocation fails.
-func (s slurmHosts) salloc(ctx context.Context, cfg *RunConfig, args []string, cmdAt int) (int, error) {
+// salloc runs salloc with its options opts and the command `monarch
+// rerun...` (this monarch: salloc runs it on this machine, where [slurm]
+// monarch, the path on the nodes, may not be), and returns the command's
+// exit status. The command writes to the launcher's stderr, passed to it
+// as fd 3: salloc's own stderr comes here, for its errors. Its lines
+// pass on but for its errors and its goodbyes ("Relinquishing job
+// allocation"), which are said, translated, only when the allocation
+// fails.
+func (s slurmHosts) salloc(ctx context.Context, cfg *RunConfig, opts, rerun []string) (int, error) {
 	errFile, done, err := fileOf(cfg.Stderr)
 	if err != nil {
 		return 0, fmt.Errorf("slurm: salloc: %w", err)
@@ -125,10 +128,8 @@ func (s slurmHosts) salloc(ctx context.Context, cfg *RunConfig, args []string, c
 	defer done()
 	// sh runs the command with fd 3 as its stderr; exec keeps it salloc's
 	// child, to which the signals are relayed.
-	// salloc runs the command on this machine: this monarch ([slurm]
-	// monarch is where it is on the nodes, which may not be here).
-	wrapped := append(append(args[:cmdAt:cmdAt], "/bin/sh", "-c", `exec "$@" 2>&3 3>&-`, "sh", cfg.Self), args[cmdAt+1:]...)
-	cmd := exec.Command("salloc", wrapped...)
+	args := append(append(slices.Clip(opts), "/bin/sh", "-c", `exec "$@" 2>&3 3>&-`, "sh", cfg.Self), rerun...)
+	cmd := exec.Command("salloc", args...)
 	said := &stepLog{from: "salloc", own: sallocHeld, pass: cfg.Stderr}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, said
 	cmd.ExtraFiles = []*os.File{errFile}

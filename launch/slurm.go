@@ -158,7 +158,7 @@ func (s slurmScheduler) step(spec *agentSpec, n int) *exec.Cmd {
 	return cmd
 }
 
-// allocate runs `salloc <resources> monarch run JOB` and returns its status:
+// allocate runs `salloc <resources> monarch <rerun>` and returns its status:
 // the inner monarch run does the work inside the allocation. parts is
 // what sinfo said of the partitions (nil: it could not say).
 func (s slurmHosts) allocate(ctx context.Context, cfg *RunConfig, parts []partition) (int, error) {
@@ -170,13 +170,11 @@ func (s slurmHosts) allocate(ctx context.Context, cfg *RunConfig, parts []partit
 		fmt.Fprintf(cfg.Progress, "monarch: %s: %d of them can run jobs now; salloc waits for the others at most %s\n",
 			part, part.usable(), s.immediateIs())
 	}
-	cmdAt := len(args) + 2 // after --immediate and --job-name
 	rerun := cfg.Rerun
 	if len(rerun) == 0 {
 		rerun = []string{"run", cfg.JobPath}
 	}
-	args = append(append(args, immediate(s.cfg), "--job-name="+cfg.jobName(), cfg.Monarch), rerun...)
-	return s.salloc(ctx, cfg, args, cmdAt)
+	return s.salloc(ctx, cfg, append(args, immediate(s.cfg), "--job-name="+cfg.jobName()), rerun)
 }
 
 // allocationNodes lists the nodes of the current allocation.
