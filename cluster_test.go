@@ -284,39 +284,58 @@ func TestDetachStatusStop(t *testing.T) {
 	c := testcluster.Get(t)
 	program := filepath.Join(build(t), "hold")
 	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\n", c.Partition), "gpus = 1")
-	out, stderr, code := runMonarch(t, c, time.Minute, nil, "run", "--detach", job)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	id, sid := detachSlurm(t, c, job)
+	// The batch job's monarch run takes over the record; one row.
+	status := waitSlurmStatus(t, c, id, "running")
+	if strings.Count(status, "\n") != 3 || !strings.Contains(status, "slurm "+sid) {
+		t.Errorf("status has more rows than the job, or not its Slurm job id %s:\n%s", sid, status)
 	}
-	id := strings.TrimSpace(out)
-	if !regexp.MustCompile(`^\d+$`).MatchString(id) {
-		t.Fatalf("--detach printed %q, want a Slurm job id", out)
-	}
-	// The batch job's monarch run records its own state; wait for it.
-	var status string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		status, _, _ = runMonarch(t, c, 30*time.Second, nil, "status")
-		if strings.Contains(status, "running") && strings.Count(status, "\n") >= 3 {
-			break
+	// Slurm's id works too.
+	for _, args := range [][]string{{"status", sid}, {"logs", sid}} {
+		if out, stderr, code := runMonarch(t, c, 30*time.Second, nil, args...); code != 0 || !strings.Contains(out, id) && args[0] == "status" {
+			t.Errorf("monarch %v: exit %d\n%s%s", args, code, out, stderr)
 		}
 	}
-	if !strings.Contains(status, "running") {
-		t.Fatalf("status never showed the job running:\n%s", status)
-	}
-	_, stderr, code = runMonarch(t, c, time.Minute, nil, "stop", id)
+	_, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id)
 	if code != 0 {
 		t.Fatalf("stop: exit %d: %s", code, stderr)
 	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+	waitSlurmStatus(t, c, id, "stopped by monarch stop")
+	checkNothingLeft(t, program)
+}
+
+// detachSlurm submits job with monarch run --detach and returns the id it
+// printed and the Slurm job's (from monarch status ID).
+func detachSlurm(t *testing.T, c *testcluster.Cluster, job string, args ...string) (id, slurmID string) {
+	t.Helper()
+	out, stderr, code := runMonarch(t, c, time.Minute, nil, append([]string{"run", "--detach", job}, args...)...)
+	id = strings.TrimSpace(out)
+	if code != 0 || !regexp.MustCompile(`^[A-Za-z0-9_-]+$`).MatchString(id) {
+		t.Fatalf("--detach: exit %d, stdout %q (want the job's id alone)\n%s", code, out, stderr)
+	}
+	m := regexp.MustCompile(`submitted \(Slurm job (\d+)\)`).FindStringSubmatch(stderr)
+	if m == nil || !strings.Contains(stderr, "monarch logs -f "+id) {
+		t.Fatalf("--detach does not say the Slurm job id and what to do next:\n%s", stderr)
+	}
+	t.Cleanup(func() { c.Command(context.Background(), "scancel", m[1]).Run() })
+	return id, m[1]
+}
+
+// waitSlurmStatus polls monarch status (bounded: other tests' jobs may
+// hold the nodes a while) until job's row says state; it returns the
+// listing.
+func waitSlurmStatus(t *testing.T, c *testcluster.Cluster, job, state string) string {
+	t.Helper()
+	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(job) + `\s+` + regexp.QuoteMeta(state) + `\s\s`)
+	var status string
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		status, _, _ = runMonarch(t, c, 30*time.Second, nil, "status")
-		if !strings.Contains(status, " running ") {
-			break
+		if row.MatchString(status) {
+			return status
 		}
 	}
-	if strings.Contains(status, " running ") {
-		t.Fatalf("job still running after stop:\n%s", status)
-	}
-	checkNothingLeft(t, program)
+	t.Fatalf("status never showed %s %q:\n%s", job, state, status)
+	return ""
 }
 
 // TestCtrlCRun: SIGINT to monarch run tears the whole job down (client,

@@ -240,12 +240,7 @@ func TestSlurmTimeLimitWarning(t *testing.T) {
 func TestSlurmRequeue(t *testing.T) {
 	c := testcluster.Get(t)
 	job, ckpt := slurmJob(t, c, "time = \"00:10:00\"\nrequeue = true", "-steps", "1000000", "-work", "20ms")
-	out, stderr, code := runMonarch(t, c, time.Minute, nil, "run", job, "--detach")
-	id := strings.TrimSpace(out)
-	if code != 0 || id == "" {
-		t.Fatalf("monarch run --detach: exit %d\n%s%s", code, out, stderr)
-	}
-	defer c.Command(t.Context(), "scancel", id).Run()
+	jobID, id := detachSlurm(t, c, job)
 	starts := func() string { b, _ := os.ReadFile(ckpt + ".starts"); return string(b) }
 	waitUntil(t, 5*time.Minute, "the batch job starts", func() bool { return starts() == "start 0\n" })
 	time.Sleep(2 * time.Second) // some steps
@@ -264,8 +259,13 @@ func TestSlurmRequeue(t *testing.T) {
 	// Other test binaries may hold the cluster's two nodes for a while.
 	if !waitFor(5*time.Minute, func() bool { return starts() == "start 0\nstart 1\n" }) {
 		state, _ := c.Command(t.Context(), "scontrol", "show", "job", id).CombinedOutput()
-		out, _ := os.ReadFile(filepath.Join(stateDir(t), "slurm-"+id+".out"))
+		out, _ := os.ReadFile(filepath.Join(stateDir(t), jobID+".out"))
 		t.Fatalf("no second start within 5m; starts %q\n%s\nthe batch job's output:\n%s", starts(), state, out)
+	}
+	// One job, one row: its second run.
+	status := waitSlurmStatus(t, c, jobID, "running (run 2)")
+	if strings.Count(status, "\n") != 3 {
+		t.Errorf("status lists more than the job:\n%s", status)
 	}
 	if b, err := c.Command(t.Context(), "scancel", id).CombinedOutput(); err != nil {
 		t.Fatalf("scancel %s: %v: %s", id, err, b)
@@ -274,7 +274,7 @@ func TestSlurmRequeue(t *testing.T) {
 		b, err := c.Command(t.Context(), "squeue", "-h", "-j", id).Output()
 		return err != nil || strings.TrimSpace(string(b)) == ""
 	})
-	if slurmOut, err := os.ReadFile(filepath.Join(stateDir(t), "slurm-"+id+".out")); err == nil {
+	if slurmOut, err := os.ReadFile(filepath.Join(stateDir(t), jobID+".out")); err == nil {
 		t.Logf("the batch job's output:\n%s", slurmOut)
 	}
 	checkNothingLeft(t, filepath.Join(build(t), "checkpoint"))

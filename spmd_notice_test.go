@@ -156,3 +156,33 @@ command = ["sh", "-c", "trap 'echo rank $RANK noticed' USR1; echo rank $RANK rea
 		t.Errorf("exit %d, want 130 after Ctrl-C\n%s", code, stderr.load())
 	}
 }
+
+// TestSPMDSlurmTimeLimitTorch: under salloc with a 1-minute limit and
+// signal_before = 50s, every rank of a PyTorch job on 2 Slurm nodes gets
+// SIGUSR1 about 10 s in, checkpoints and leaves.
+func TestSPMDSlurmTimeLimitTorch(t *testing.T) {
+	c := testcluster.Get(t)
+	python, _ := requireTorch(t)
+	script, err := filepath.Abs("testdata/torch/checkpoint.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, ckpt := t.TempDir(), t.TempDir()
+	writeFile(t, dir, "hosts.toml", fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\ntime = \"1\"\nsignal_before = \"50s\"\n", c.Partition))
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("hosts = \"hosts.toml\"\n[spmd]\ncommand = [%q, %q]\n[env]\nCKPT_DIR = %q\nEXIT_ON_NOTICE = \"1\"\n",
+		python, script, ckpt))
+	t0 := time.Now()
+	out, stderr, code := runMonarch(t, c, 2*time.Minute, nil, "run", job)
+	t.Logf("SPMD job under salloc --time=1, warned 50s ahead: ended after %v", time.Since(t0).Round(time.Millisecond))
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	for r := range 2 {
+		if got := rankEvents(out, r); got != "SIGUSR1" {
+			t.Errorf("rank %d: %q, want one checkpoint on SIGUSR1:\n%s", r, got, out)
+		}
+		if _, err := os.Stat(filepath.Join(ckpt, fmt.Sprintf("rank%d.pt", r))); err != nil {
+			t.Errorf("rank %d's checkpoint: %v", r, err)
+		}
+	}
+}

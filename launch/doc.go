@@ -23,10 +23,14 @@
 //     (jobenv.AgentArgs) and environment (jobenv.Env): never the secret in
 //     argv.
 //
-// A scheduler with a queue of batch jobs of its own (queue) can also take
-// a job and return (--detach); the job store asks it what became of such
-// jobs (status) and cancels them (stop). A new scheduler is one file here
-// and its table in hostsconfig.
+// A scheduler with a queue of batch jobs of its own (queue) takes a
+// detached job (--detach) into it; the job store asks it what became of
+// such jobs (status) and cancels them (stop). Without a queue, a detached
+// job's launcher runs here in the background (detach.go). Either way the
+// job has one id from the start: the record is written at submit, and the
+// launcher that runs the job later takes it over (RunConfig.JobID), a
+// requeued run too. A new scheduler is one file here and its table in
+// hostsconfig.
 //
 //   - slurm: inside an allocation, one srun step with one agent per node
 //     (the secret in the step's environment); outside one, Run re-runs
@@ -65,5 +69,10 @@
 // # State
 //
 // Each run records its job in the state directory (DefaultStateDir), which
-// Status lists and Stop acts on.
+// Status lists, Find resolves (the job's id, or its batch job's) and Stop
+// acts on. The record says how the job ended, as a user says it (end.go):
+// monarch stop leaves a request beside the record before it signals, the
+// scheduler's queue says when it is ending the job (scancel, a time limit,
+// a preemption), the client reports what failed on the job's failure
+// subject, and a signal of the launcher's own is named.
 package launch

@@ -200,6 +200,21 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		return 0, err
 	}
 	st.Update(func(r *JobState) { r.State = StateRunning })
+	// A scheduler that ends the job gives the launcher little time
+	// (Slurm: KillWait, 30 s by default) before it kills it: the record
+	// says why at once, in case the launcher cannot record its end.
+	stopping := make(chan struct{})
+	defer close(stopping)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopping:
+			return
+		}
+		if c := schedulerEnding(context.WithoutCancel(ctx), p); c != "" {
+			st.Update(func(r *JobState) { r.End = c })
+		}
+	}()
 
 	// An agent's process that ends before every agent has reported is the
 	// launcher's failure to report, in the scheduler's own words; after,
@@ -217,6 +232,7 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 			ending = schedulerEnding(ctx, p)
 		}
 		if ending != "" {
+			st.Update(func(r *JobState) { r.End = ending })
 			if !failed {
 				fmt.Fprintf(cfg.Progress, "monarch: %s: the scheduler is ending the job\n", ending)
 			}

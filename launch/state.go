@@ -111,11 +111,33 @@ func Status(ctx context.Context, dir string) ([]*JobState, error) {
 				s.End = "ended before it ran"
 			}
 		case b.State == "finished":
-			// Its launcher ran elsewhere and never recorded its end.
-			s.State = StateLost
-			if b.Cause != "" {
-				s.End = "lost: " + b.Cause
+			// Its launcher ran elsewhere and never recorded its end
+			// (killed by the scheduler, most likely), though it may
+			// have said why it was ending.
+			switch {
+			case s.End != "":
+				s.State = StateStopped
+			case b.Cause != "":
+				s.State, s.End = StateStopped, b.Cause
+			default:
+				s.State = StateLost
 			}
+		default:
+			continue
+		}
+		// Kept: the queue forgets ended jobs.
+		if !s.Active() {
+			state, end := s.State, s.End
+			jobstate.Amend(dir, s.Job, func(r *JobState) bool {
+				if !r.Active() && r.State != StateSubmitted {
+					return false // its launcher recorded the end meanwhile
+				}
+				r.State, r.End, r.Hosts, r.Procs = state, end, 0, 0
+				if r.Ended.IsZero() {
+					r.Ended = time.Now()
+				}
+				return true
+			})
 		}
 	}
 	return jobs, nil
