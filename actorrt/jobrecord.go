@@ -31,12 +31,17 @@ type jobCounts struct {
 	// proc's end.
 	ended      map[string]string
 	endedOrder []string
+	// cameUp counts the procs that came up, and hostsSeen their hosts,
+	// however briefly: what the record shows once the job has ended.
+	cameUp    int
+	hostsSeen map[string]bool
 	// changed is called, under mu, after each change: it must not block.
 	changed func(hosts, procs int)
 }
 
 func newJobCounts(changed func(hosts, procs int)) *jobCounts {
-	return &jobCounts{procs: map[string]string{}, hosts: map[string]int{}, notProc: map[string]bool{}, ended: map[string]string{}, changed: changed}
+	return &jobCounts{procs: map[string]string{}, hosts: map[string]int{}, notProc: map[string]bool{}, ended: map[string]string{},
+		hostsSeen: map[string]bool{}, changed: changed}
 }
 
 // maxEndedHosts bounds what jobCounts remembers of procs that ended.
@@ -76,6 +81,8 @@ func (c *jobCounts) up(data []byte) {
 	}
 	c.procs[proc] = host
 	c.hosts[host]++
+	c.cameUp++
+	c.hostsSeen[host] = true
 	c.changed(len(c.hosts), len(c.procs))
 }
 
@@ -118,9 +125,15 @@ func (c *client) openJobRecord() {
 // subscribes to the up subject.
 func (c *client) startCounting() {
 	if c.record != nil {
-		c.counts = newJobCounts(func(hosts, procs int) {
-			c.record.Update(func(r *jobstate.Record) { r.Hosts, r.Procs = hosts, procs })
+		var counts *jobCounts
+		counts = newJobCounts(func(hosts, procs int) {
+			everHosts, everProcs := len(counts.hostsSeen), counts.cameUp // under counts.mu
+			c.record.Update(func(r *jobstate.Record) {
+				r.Hosts, r.Procs = hosts, procs
+				r.MaxHosts, r.MaxProcs = max(r.MaxHosts, everHosts), max(r.MaxProcs, everProcs)
+			})
 		})
+		c.counts = counts
 	} else {
 		subject := c.subjects.Counts()
 		var mu sync.Mutex
