@@ -115,3 +115,21 @@ func TestRunOverridesRefused(t *testing.T) {
 		t.Error("x.out was created")
 	}
 }
+
+// TestDetachLocalProgram: monarch local --detach runs a program in the
+// background as monarch local would, and its end is recorded.
+func TestDetachLocalProgram(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	out, stderr, code := monarch(t, "local", "--detach", "--", "/bin/sh", "-c", "echo detached; exit 3")
+	id := strings.TrimSpace(out)
+	if code != 0 || !strings.Contains(stderr, "monarch status "+id) {
+		t.Fatalf("local --detach: exit %d, stdout %q\n%s", code, out, stderr)
+	}
+	waitStatus(t, id, map[string]string{"STATE": "failed (exit 3)"})
+	// A program that is no monarch client keeps no log: what it wrote is
+	// in the launcher's output.
+	if b, _ := os.ReadFile(filepath.Join(state, id+".out")); !bytes.Contains(b, []byte("detached\n")) {
+		t.Errorf("%s.out: %q", id, b)
+	}
+}

@@ -177,11 +177,18 @@ type NoJobError struct {
 }
 
 func (e NoJobError) Error() string {
-	if len(e.Jobs) == 0 {
-		return fmt.Sprintf("no job %q: there are no jobs in %s", e.Ref, e.Dir)
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "no job %q in %s; known jobs:", e.Ref, e.Dir)
+	fmt.Fprintf(&b, "no job %q", e.Ref)
+	if strings.Trim(e.Ref, "0123456789") == "" {
+		// A batch job's id that no job of this user's store ran in:
+		// another user's, or one monarch did not submit.
+		b.WriteString(" (as a Slurm job id: not one of this user's monarch jobs)")
+	}
+	if len(e.Jobs) == 0 {
+		fmt.Fprintf(&b, ": there are no jobs in %s", e.Dir)
+		return b.String()
+	}
+	fmt.Fprintf(&b, " in %s; known jobs:", e.Dir)
 	for i, j := range e.Jobs {
 		if i == 10 {
 			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Jobs)-i)
