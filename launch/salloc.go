@@ -157,7 +157,7 @@ func (s slurmHosts) salloc(ctx context.Context, cfg *RunConfig, opts, rerun []st
 			lines = append(lines, l.text)
 		}
 	}
-	if err := s.allocFailed(ctx, lines); err != nil {
+	if err := s.allocFailed(ctx, "salloc", lines); err != nil {
 		return 1, err
 	}
 	return code, nil
@@ -197,16 +197,17 @@ func fileOf(w io.Writer) (f *os.File, done func(), err error) {
 }
 
 var (
-	reAllocRefused = regexp.MustCompile(`^salloc: error: Job submit/allocate failed: (.*)$`)
+	reAllocRefused = regexp.MustCompile(`^(?:salloc: error: Job submit/allocate|sbatch: error: Batch job submission) failed: (.*)$`)
 	reAllocGaveUp  = regexp.MustCompile(`^salloc: error: Unable to allocate resources: (.*)$`)
-	reBadPartition = regexp.MustCompile(`^salloc: error: invalid partition specified: (.*)$`)
+	reBadPartition = regexp.MustCompile(`^(?:salloc|sbatch): error: invalid partition specified: (.*)$`)
 )
 
-// allocFailed reads salloc's errors (lines) for a failed allocation and
-// says it in the hosts file's terms, with what sinfo says now of the
-// partition; nil when they tell none (the allocation was granted, or
-// salloc failed otherwise).
-func (s slurmHosts) allocFailed(ctx context.Context, lines []string) error {
+// allocFailed reads salloc's or sbatch's errors (lines) for a request
+// Slurm refused or could not meet in time and says it in the hosts
+// file's terms, with what sinfo says now of the partition; nil when they
+// tell none (the allocation was granted, or the tool failed otherwise).
+// tool names it: "salloc", "sbatch".
+func (s slurmHosts) allocFailed(ctx context.Context, tool string, lines []string) error {
 	var why, kind string
 	for _, l := range lines {
 		if m := reBadPartition.FindStringSubmatch(l); m != nil {
@@ -231,20 +232,20 @@ func (s slurmHosts) allocFailed(ctx context.Context, lines []string) error {
 		partNote = "; " + err.Error()
 	case found:
 		partNote = "; " + part.String()
-		if u := part.usable(); s.cfg != nil && u < s.cfg.Nodes {
+		if u := part.usable(); u < s.nodes() {
 			partNote += fmt.Sprintf(": %d of them can run jobs now", u)
 		}
 	}
 	var msg string
 	switch kind {
 	case "partition":
-		msg = fmt.Sprintf("%s: Slurm has no such partition (invalid partition); its partitions: %s", s.keyIs("partition", s.cfg.Partition), partitionNames(parts))
+		msg = fmt.Sprintf("%s: Slurm has no such partition (invalid partition); its partitions: %s", s.keyIs("partition", s.partition()), partitionNames(parts))
 	case "gave up":
 		msg = fmt.Sprintf("no allocation within %s for %s (%s)%s; a longer [slurm] immediate waits longer", s.immediateIs(), s.keyIs("nodes", s.nodes()), why, partNote)
 	default:
-		msg = fmt.Sprintf("Slurm refused the allocation of %s: %s%s", s.keyIs("nodes", s.nodes()), why, partNote)
+		msg = fmt.Sprintf("Slurm refused %s: %s%s", s.keyIs("nodes", s.nodes()), why, partNote)
 	}
-	return fmt.Errorf("slurm: %s\n  salloc said:\n    %s", msg, strings.Join(lines, "\n    "))
+	return fmt.Errorf("slurm: %s\n  %s said:\n    %s", msg, tool, strings.Join(lines, "\n    "))
 }
 
 // partition and nodes are the request's, "" and 0 when not given.

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -76,4 +77,32 @@ func TestSlurmFits(t *testing.T) {
 
 func cfgOf(nodes int, partition string) *hostsconfig.Slurm {
 	return &hostsconfig.Slurm{Nodes: nodes, Partition: partition}
+}
+
+// TestAllocFailed: salloc's and sbatch's errors, said in the hosts
+// file's terms (what sinfo adds depends on where the test runs).
+func TestAllocFailed(t *testing.T) {
+	s := slurmHosts{slurmScheduler: slurmScheduler{&hostsconfig.Slurm{Nodes: 3, Partition: "gpu"}}}
+	for _, tt := range []struct {
+		tool  string
+		lines []string
+		want  string
+	}{
+		{"sbatch", []string{"sbatch: error: Batch job submission failed: Node count specification invalid"},
+			"slurm: Slurm refused [slurm] nodes = 3: Node count specification invalid"},
+		{"salloc", []string{"salloc: error: Job submit/allocate failed: Requested time limit is invalid (missing or exceeds some limit)"},
+			"slurm: Slurm refused [slurm] nodes = 3: Requested time limit is invalid"},
+		{"salloc", []string{"salloc: error: invalid partition specified: gpu", "salloc: error: Job submit/allocate failed: Invalid partition name specified"},
+			`slurm: [slurm] partition = "gpu": Slurm has no such partition (invalid partition)`},
+		{"salloc", []string{"salloc: Pending job allocation 12", "salloc: error: Unable to allocate resources: Connection timed out"},
+			`slurm: no allocation within [slurm] immediate = "30s" (the default) for [slurm] nodes = 3 (Connection timed out)`},
+	} {
+		err := s.allocFailed(context.Background(), tt.tool, tt.lines)
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) || !strings.HasSuffix(err.Error(), "\n  "+tt.tool+" said:\n    "+strings.Join(tt.lines, "\n    ")) {
+			t.Errorf("%q: %v\nwant %q, then the lines", tt.lines, err, tt.want)
+		}
+	}
+	if err := s.allocFailed(context.Background(), "salloc", []string{"salloc: Granted job allocation 12"}); err != nil {
+		t.Errorf("a granted allocation: %v", err)
+	}
 }

@@ -42,6 +42,10 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig, b batchJob) (strin
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
+		said := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+		if err := (slurmHosts{slurmScheduler{cfg.Hosts.Slurm}, cfg.Hosts.Path}).allocFailed(ctx, "sbatch", said); err != nil {
+			return "", err // in the hosts file's terms
+		}
 		return "", fmt.Errorf("slurm: sbatch: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
