@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/logagg"
 	"github.com/rs/zerolog"
 )
 
@@ -15,7 +15,7 @@ import (
 // say (own: srun's and slurmstepd's lines, ssh's) is not the user's to
 // read while all goes well: tearing a step down alone makes srun print
 // half a dozen "error" and "Killed" lines. Those lines go to the job's
-// system log (jobenv.LauncherLogRole), and are kept, bounded, for the
+// system log (role launcherLogRole), and are kept, bounded, for the
 // message that reports the process's end if it fails (see stepCause).
 // Every other line is the agents' own (their warnings, their errors) and
 // goes on to pass as it comes. It is safe for concurrent use.
@@ -30,6 +30,12 @@ type stepLog struct {
 	lines boundedLines // every line, the agents' included: causes are in both
 	part  []byte
 }
+
+// launcherLogRole is the role of the launcher's own system log
+// (/tmp/$USER/monarch_<job>_launcher.log): what the processes it starts
+// to hold the host agents (srun, ssh) say of themselves goes there, not
+// to the user's terminal.
+const launcherLogRole = "launcher"
 
 // Bounds of what a stepLog keeps in memory: its first and last
 // stepLogKeep lines, each cut to maxLineLen bytes; a line not ended
@@ -146,8 +152,8 @@ func (a *agents) stepLog(job, from string, own func(string) bool, pass io.Writer
 	defer a.mu.Unlock()
 	if !a.sysTried {
 		a.sysTried = true
-		if l, c, err := jobenv.SystemLogger(job, jobenv.LauncherLogRole); err == nil {
-			a.sys, a.closer, a.sysPath = &l, c, jobenv.SystemLogPath(job, jobenv.LauncherLogRole)
+		if l, c, err := logagg.SystemLogger(job, launcherLogRole); err == nil {
+			a.sys, a.closer, a.sysPath = &l, c, logagg.SystemLogPath(logagg.SystemLogDir(), job, launcherLogRole)
 		}
 	}
 	return &stepLog{from: from, own: own, pass: pass, sys: a.sys, path: a.sysPath}
