@@ -185,7 +185,7 @@ func TestLogsMeshesAndClient(t *testing.T) {
 			t.Errorf("live output lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(stderr, "client: a line on stderr\n") || strings.Contains(out+stderr, "[client]") {
+	if !strings.Contains(stderr, "client: a line on stderr\n") || strings.Contains(out+stderr, "[client]") || strings.Contains(out+stderr, "\x00") {
 		t.Errorf("live: want the client's lines as it wrote them\nstdout:\n%s\nstderr:\n%s", out, stderr)
 	}
 	job := onlyRecord(t, stateDir(t)).Job
@@ -215,5 +215,26 @@ func TestLogsMeshesAndClient(t *testing.T) {
 	_, nerr, code := localMonarch(t, time.Minute, nil, "logs", job, "--mesh", "nope")
 	if code == 0 || !strings.Contains(nerr, "no lines of mesh nope") || !strings.Contains(nerr, "meshes trainer, gen") {
 		t.Errorf("logs --mesh nope: exit %d, want the job's meshes listed:\n%s", code, nerr)
+	}
+}
+
+// TestLogsClientQuick: a program that prints and fails at once, starting
+// nothing, has its lines in the log: the client waits for its own output
+// to come back from the launcher before it closes the log.
+func TestLogsClientQuick(t *testing.T) {
+	prog := meshesProgram(t)
+	for i := range 5 {
+		_, stderr, code := localMonarch(t, time.Minute, []string{"MESHES_QUICK=1"}, "local", "--", prog)
+		if code != 1 || strings.Contains(stderr, "\x00") {
+			t.Fatalf("exit %d, want 1\n%q", code, stderr)
+		}
+		recs, err := jobstate.List(stateDir(t))
+		if err != nil || len(recs) != i+1 {
+			t.Fatalf("records: %v, %v", recs, err)
+		}
+		logs, lerr, _ := localMonarch(t, time.Minute, nil, "logs", recs[0].Job)
+		if !strings.Contains(logs, "[client] client: quick result 42") || !strings.Contains(lerr, "[client] error: quick failure") {
+			t.Fatalf("run %d: monarch logs lacks the client's lines:\nstdout:\n%s\nstderr:\n%s", i, logs, lerr)
+		}
 	}
 }

@@ -340,6 +340,7 @@ func (c *client) shutdown() {
 	c.shutOnce.Do(func() {
 		c.closing.Store(true)
 		if c.link != nil {
+			c.logs.endOutput() // the program's last lines are in the log
 			c.stopSpawned()
 			c.logs.flush()
 			c.stopLogs()

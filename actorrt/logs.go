@@ -3,6 +3,7 @@ package actorrt
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,12 +79,20 @@ type clientLogs struct {
 
 	lines atomic.Int64 // lines received
 	bad   atomic.Int64 // messages that could not be decoded
+
+	// ends is closed once the launcher has sent the end of both the
+	// client's stdout and stderr (jobenv.OutputEnd), or at once when it
+	// does not capture them; endsSeen counts them (dispatcher only).
+	ends     chan struct{}
+	endsSeen [3]bool
 }
 
 func newClientLogs(c *client, env jobenv.Env) *clientLogs {
+	stdout, stderr, captured := jobenv.ClientOutput()
 	l := &clientLogs{
 		def:     LogOptions{StreamToClient: true},
-		out:     logagg.NewPrinter(jobenv.ClientOutput()),
+		out:     logagg.NewPrinter(stdout, stderr),
+		ends:    make(chan struct{}),
 		flushes: make(chan flushReq),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
@@ -91,6 +100,9 @@ func newClientLogs(c *client, env jobenv.Env) *clientLogs {
 		tails:   map[string]*stderrTail{},
 	}
 	// A launcher passes the job file's [log] options.
+	if !captured {
+		close(l.ends) // nobody captures this process's output: nothing to wait for
+	}
 	if env.LogStream != nil {
 		l.def.StreamToClient = *env.LogStream
 	}
@@ -109,6 +121,10 @@ func (l *clientLogs) receive(data []byte) {
 	line, err := logagg.ParseLine(data)
 	if err != nil {
 		l.bad.Add(1)
+		return
+	}
+	if line.Proc == logagg.ClientProc && line.Text == jobenv.OutputEnd {
+		l.endOf(line.Stream)
 		return
 	}
 	l.lines.Add(1)
@@ -142,6 +158,46 @@ func (l *clientLogs) setOptions(procs []string, o LogOptions) {
 		}
 		l.mu.Unlock()
 	})
+}
+
+// endOf takes the end of one of the client's own outputs, on the
+// dispatcher goroutine.
+func (l *clientLogs) endOf(s logagg.Stream) {
+	if s != logagg.Stdout && s != logagg.Stderr || l.endsSeen[s] {
+		return
+	}
+	l.endsSeen[s] = true
+	if l.endsSeen[logagg.Stdout] && l.endsSeen[logagg.Stderr] {
+		select {
+		case <-l.ends:
+		default:
+			close(l.ends)
+		}
+	}
+}
+
+// outputEndWait bounds how long a client waits for the end of its own
+// output to come back from its launcher.
+const outputEndWait = 2 * time.Second
+
+// endOutput marks the end of the client's own output, when its launcher
+// captures it, and waits (at most outputEndWait) until the launcher has
+// sent every line before it: the program's last lines are in the job's
+// log. Call it once the program has written its last line.
+func (l *clientLogs) endOutput() {
+	select {
+	case <-l.ends:
+		return // not captured
+	default:
+	}
+	os.Stdout.WriteString(jobenv.OutputEnd + "\n")
+	os.Stderr.WriteString(jobenv.OutputEnd + "\n")
+	timer := time.NewTimer(outputEndWait)
+	defer timer.Stop()
+	select {
+	case <-l.ends:
+	case <-timer.C:
+	}
 }
 
 // meshStarted tells the printer of a new proc mesh (see

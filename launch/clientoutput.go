@@ -1,8 +1,10 @@
 package launch
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 // `monarch logs` shows it as [client] text. The client prints its procs'
 // lines to the launcher's stdout and stderr directly, passed to it as
 // extra files (jobenv.OutputVar): those are not the program's, and are
-// not recorded twice.
+// not recorded twice. The client's last line on each, jobenv.OutputEnd,
+// is published but not passed on: when it comes back to the client, the
+// client knows its program's lines are all in the log.
 
 // publisher sends a message on the job's bus.
 type publisher interface {
@@ -39,6 +43,7 @@ type clientOutput struct {
 
 	mu      sync.Mutex
 	partial []byte // the start of a line not ended yet
+	holding bool   // partial is not passed on yet: it may be the end line
 	buf     []byte
 }
 
@@ -48,29 +53,54 @@ func newClientOutput(to *os.File, stream logagg.Stream, bus publisher, job strin
 }
 
 // Write passes b on, then publishes each line it ends. A line longer
-// than logagg.MaxLine is published in pieces of that size.
+// than logagg.MaxLine is published in pieces of that size. The client's
+// end line (jobenv.OutputEnd) is published but not passed on: a line
+// that begins as it does is held back until it is whole or differs.
 func (o *clientOutput) Write(b []byte) (int, error) {
 	n := len(b)
-	o.to.Write(b) // the terminal's trouble is not the client's
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for len(b) > 0 {
-		i := 0
-		for i < len(b) && b[i] != '\n' && len(o.partial)+i < logagg.MaxLine {
-			i++
+		piece := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			piece = b[:i+1]
 		}
-		o.partial = append(o.partial, b[:i]...)
-		if i == len(b) {
-			break // the line goes on in the next write
-		}
-		if b[i] == '\n' {
-			i++
-		}
-		o.publish(trimCR(o.partial))
-		o.partial = o.partial[:0]
-		b = b[i:]
+		b = b[len(piece):]
+		o.take(piece)
 	}
 	return n, nil
+}
+
+// take handles a piece of one line: all of it, or its end with the
+// newline.
+func (o *clientOutput) take(piece []byte) {
+	text, ended := bytes.CutSuffix(piece, []byte("\n"))
+	held := len(o.partial) // bytes of this line not passed on yet, if holding
+	o.partial = append(o.partial, text...)
+	if strings.HasPrefix(jobenv.OutputEnd, string(o.partial)) {
+		switch {
+		case ended && string(o.partial) == jobenv.OutputEnd:
+			o.publish(o.partial)
+			o.partial, o.holding = o.partial[:0], false
+			return
+		case !ended:
+			o.holding = true
+			return
+		}
+	}
+	if o.holding {
+		o.to.Write(o.partial[:held]) // it was not the end line after all
+		o.holding = false
+	}
+	o.to.Write(piece) // the terminal's trouble is not the client's
+	for len(o.partial) > logagg.MaxLine || !ended && len(o.partial) == logagg.MaxLine {
+		o.publish(o.partial[:logagg.MaxLine])
+		o.partial = append(o.partial[:0], o.partial[logagg.MaxLine:]...)
+	}
+	if ended {
+		o.publish(trimCR(o.partial))
+		o.partial = o.partial[:0]
+	}
 }
 
 func trimCR(b []byte) []byte {

@@ -3,11 +3,13 @@
 // "trainer" (2 procs) and "gen" (1), whose actors each print a line, and
 // returns. With MESHES_FAIL=1 the gen actor then panics after a
 // Broadcast: a failure nobody handles, which ends the client through the
-// default fault hook.
+// default fault hook. With MESHES_QUICK=1 it prints one line and returns
+// an error at once, starting nothing.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -41,6 +43,10 @@ func main() {
 }
 
 func run(ctx context.Context) error {
+	if os.Getenv("MESHES_QUICK") == "1" {
+		fmt.Println("client: quick result 42")
+		return errors.New("quick failure")
+	}
 	fmt.Println("client: starting")
 	fmt.Fprintln(os.Stderr, "client: a line on stderr")
 	trainer, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("trainer"))
