@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
@@ -232,9 +233,13 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 			ending = schedulerEnding(ctx, p)
 		}
 		if ending != "" {
-			st.Update(func(r *JobState) { r.End = ending })
 			if !failed {
-				fmt.Fprintf(cfg.Progress, "monarch: %s: the scheduler is ending the job\n", ending)
+				// The client is told to stop (its program gets a
+				// PreemptNotice) rather than find its hosts lost.
+				st.Update(func(r *JobState) { r.End = ending })
+				fmt.Fprintf(cfg.Progress, "monarch: %s: the scheduler is ending the job; stopping it\n", ending)
+				client.Signal(syscall.SIGTERM)
+				time.AfterFunc(cfg.Job.StopGrace+cfg.Grace, client.Kill)
 			}
 			failed = true
 			return nil
