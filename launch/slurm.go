@@ -112,7 +112,7 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 	subset := len(all) > len(p.hosts)
 	if subset {
 		fmt.Fprintf(spec.stderr, "monarch: %s: the job runs on %s, the first %d of the %d nodes of this allocation (Slurm job %s: %s)\n",
-			s.keyIs("nodes", s.nodes()), strings.Join(p.hosts, ","), len(p.hosts), len(all), (slurmQueue{}).current(), allocationList())
+			s.keyIs("nodes", s.nodes()), fewNames(p.hosts), len(p.hosts), len(all), (slurmQueue{}).current(), allocationList())
 	}
 	spec.env.Bus.HubHosts = hubHosts(p.hosts, spec.env.Bus.Hubs)
 	a := newAgents(1)
@@ -120,13 +120,23 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 	why := causeContext{hosts: p.hosts, monarch: spec.monarch, key: "[slurm] monarch", keySet: s.cfg != nil && s.cfg.Monarch != ""}
 	step := s.step(spec, len(p.hosts))
 	if subset {
-		step.Args = slices.Insert(step.Args, 1, "--nodelist="+strings.Join(p.hosts, ","))
+		// The step's nodes start at the allocation's first: those the
+		// agents' indexes (cmd_agent's slurmIndex) count from.
+		step.Args = slices.Insert(step.Args, 1, "--relative=0")
 	}
 	if err := a.startStep("srun step", agentIDs(len(p.hosts)), step, log, why.readSrun); err != nil {
 		a.stop(0)
 		return nil, fmt.Errorf("slurm: %w", err)
 	}
 	return a, nil
+}
+
+// fewNames lists names for a message, at most eight of them.
+func fewNames(names []string) string {
+	if len(names) <= 8 {
+		return strings.Join(names, ",")
+	}
+	return fmt.Sprintf("%s,... (%d nodes)", strings.Join(names[:8], ","), len(names))
 }
 
 // srunOwn tells srun's and slurmstepd's own lines from the agents'.
