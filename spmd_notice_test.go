@@ -186,3 +186,24 @@ func TestSPMDSlurmTimeLimitTorch(t *testing.T) {
 		}
 	}
 }
+
+// TestSPMDCtrlCNoNotice: Ctrl-C tears the job down at once: the ranks
+// get SIGTERM, not the notice first.
+func TestSPMDCtrlCNoNotice(t *testing.T) {
+	python, _ := requireTorch(t)
+	script, err := filepath.Abs("testdata/torch/checkpoint.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, stdout, stderr := startMonarch(t, []string{"CKPT_DIR=" + t.TempDir()}, "local", "--procs", "gpus=2", "--", python, script)
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := waitExit(t, cmd, 30*time.Second, stderr); code != 130 {
+		t.Errorf("exit %d, want 130\n%s", code, stderr.load())
+	}
+	for r := range 2 {
+		if got := rankEvents(stdout.load(), r); got != "SIGTERM stopping" {
+			t.Errorf("rank %d: %q, want SIGTERM alone:\n%s", r, got, stdout.load())
+		}
+	}
+}

@@ -112,22 +112,23 @@ func (r *run) notify(ctx context.Context, n actorrt.PreemptNotice) int {
 // not say (no stop grace from the job).
 const stopGrace = 5 * time.Second
 
-// stop stops the ranks on a stop of the job (SIGTERM to it: monarch stop,
-// a preemption): the notice signal first, to the ranks that catch it,
-// which then have half the stop grace to checkpoint (or end); then
-// SIGTERM and what is left of the grace, as under torchrun; then SIGKILL.
+// stop stops the ranks when ctx ends. On a stop of the job (SIGTERM to
+// it: monarch stop, a preemption; ctx's cause is the notice) the ranks
+// that catch the notice signal get it first, and have half the stop
+// grace to checkpoint (or end); then every rank gets SIGTERM and what is
+// left of the grace, as under torchrun; then SIGKILL. Otherwise (Ctrl-C)
+// SIGTERM at once.
 func (r *run) stop(ctx context.Context) error {
 	cause := context.Cause(ctx)
 	deadline := time.Now().Add(stopGrace)
-	n := &actorrt.PreemptNotice{Reason: "stop requested", Stop: true}
+	var n *actorrt.PreemptNotice
 	if errors.As(cause, &n) && !n.Deadline.IsZero() {
 		deadline = n.Deadline
 	}
-	bg := context.WithoutCancel(ctx)
-	if r.notify(ctx, *n) > 0 {
+	if n != nil && r.notify(ctx, *n) > 0 {
 		r.waitEnds(time.Now().Add(time.Until(deadline) / 2))
 	}
-	r.procs.StopWithin(bg, time.Until(deadline))
+	r.procs.StopWithin(context.WithoutCancel(ctx), time.Until(deadline))
 	return cause
 }
 
