@@ -169,8 +169,9 @@ func runBounded(cmd *exec.Cmd, d time.Duration) (string, error) {
 	return out.load(), err
 }
 
-// TestLogsMeshesAndClient: a job with two proc meshes prints their
-// lines as [trainer 0] and [gen 0]; monarch logs --mesh picks one, and a
+// TestLogsMeshesAndClient: a job with two proc meshes prints the lines of
+// the first as [0] while it is the only one that printed, then those of
+// the second as [gen 0]; monarch logs --mesh picks one, and a
 // --mesh that matches nothing lists the job's meshes; the client
 // program's own lines are in the log as [client] text, and were printed
 // live as they are.
@@ -180,7 +181,7 @@ func TestLogsMeshesAndClient(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"[trainer 0] training", "[trainer 1] training", "[gen 0] generating", "client: starting\n", "client: done\n"} {
+	for _, want := range []string{"[0] training", "[1] training", "[gen 0] generating", "client: starting\n", "client: done\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("live output lacks %q:\n%s", want, out)
 		}
@@ -193,7 +194,7 @@ func TestLogsMeshesAndClient(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("logs: exit %d: %s", code, lerr)
 	}
-	for _, want := range []string{"[client] client: starting", "[client] client: done", "[gen 0] generating"} {
+	for _, want := range []string{"[client] client: starting", "[client] client: done", "[0] training", "[gen 0] generating"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("monarch logs lacks %q:\n%s", want, logs)
 		}

@@ -321,7 +321,6 @@ func (c *client) procEnded(n wire.GoneNotice) {
 }
 
 func (c *client) procsStarted(pm *ProcMesh) {
-	c.logs.meshStarted(pm.name)
 	c.spawnedMu.Lock()
 	c.spawned = append(c.spawned, pm)
 	c.spawnedMu.Unlock()

@@ -18,7 +18,7 @@ import (
 // lines and sent on the job's log subject (see host.go). The client
 // receives them all: it records them in the job's log (for `monarch logs`)
 // and prints them, raw with a [rank] prefix ([mesh rank] once procs of
-// two meshes run) or, for procs given an aggregation window, grouped:
+// a second mesh have printed) or, for procs given an aggregation window, grouped:
 // "[37 similar log lines] [3] step 100 ...". Printing happens off the
 // dispatcher, so a slow terminal never holds up messages to actors.
 // Under a launcher that captures the client program's own output
@@ -198,12 +198,6 @@ func (l *clientLogs) endOutput() {
 	case <-l.ends:
 	case <-timer.C:
 	}
-}
-
-// meshStarted tells the printer of a new proc mesh (see
-// logagg.Printer.NoteMesh), on the printer goroutine.
-func (l *clientLogs) meshStarted(name string) {
-	l.request(func() { l.out.NoteMesh(name) })
 }
 
 // flush prints (and records) every line received so far, including

@@ -99,7 +99,7 @@ func TestStoreMesh(t *testing.T) {
 }
 
 // TestPrinterMeshPrefix: prefixes name the mesh once a second mesh has
-// printed (or was noted); the client's lines are [client].
+// printed; the client's lines are [client].
 func TestPrinterMeshPrefix(t *testing.T) {
 	p, log := newTestPrinter()
 	now := time.Now()
@@ -118,13 +118,5 @@ func TestPrinterMeshPrefix(t *testing.T) {
 	want := "[0] one mesh\n[client] mine\n[gen 0] two meshes\n[trainer 1] named\n"
 	if out.String() != want {
 		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
-	}
-	p, log = newTestPrinter()
-	p.NoteMesh("trainer")
-	p.NoteMesh("gen")
-	p.Print(line("trainer", 0, "x"), 0, now)
-	p.Flush()
-	if len(log.writes) != 1 || log.writes[0].data != "[trainer 0] x\n" {
-		t.Errorf("after NoteMesh of two: %+v", log.writes)
 	}
 }

@@ -106,12 +106,6 @@ func (p *Printer) Flush() error {
 	return cmp.Or(err, p.writeOut())
 }
 
-// NoteMesh tells p that procs of mesh run: once it knows of two meshes,
-// from this or from the lines it printed, prefixes name the mesh. The
-// client calls it as it spawns proc meshes, so that the lines of the
-// first name it as soon as there is a second.
-func (p *Printer) NoteMesh(mesh string) { p.noteMesh(mesh) }
-
 // noteMesh notes that a line of mesh came: the second mesh seen makes
 // prefixes name theirs.
 func (p *Printer) noteMesh(mesh string) {

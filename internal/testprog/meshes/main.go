@@ -68,6 +68,9 @@ func run(ctx context.Context) error {
 		if _, err := say.Call(s, m.what).Get(ctx); err != nil {
 			return err
 		}
+		if err := m.procs.FlushLogs(ctx); err != nil { // printed in this order
+			return err
+		}
 		if os.Getenv("MESHES_FAIL") == "1" && m.procs == gen {
 			fail.Broadcast(s)
 			<-ctx.Done() // the fault hook ends the client
