@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/monarch-go/monarch/launch"
 	"github.com/urfave/cli/v2"
 )
 
@@ -90,7 +91,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 		code = ec.ExitCode()
 	}
 	if err != nil {
-		fmt.Fprintln(a.cli.ErrWriter, "monarch:", err)
+		if !errors.As(err, new(launch.Reported)) { // said already, as the launcher's last line
+			fmt.Fprintln(a.cli.ErrWriter, "monarch:", err)
+		}
 		if code == 0 {
 			code = 1
 		}

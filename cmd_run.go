@@ -114,6 +114,12 @@ func applyOverrides(c *cli.Context, cfg *launch.RunConfig) error {
 		return fmt.Errorf("%s: for Slurm jobs only, and %s", set[0], where)
 	}
 	s := *h.Slurm // the file's settings stay as read
+	s.Flags = map[string]string{}
+	for _, f := range []string{"nodes", "time", "partition"} {
+		if c.IsSet(f) {
+			s.Flags[f] = "--" + f
+		}
+	}
 	if c.IsSet("nodes") {
 		s.Nodes = c.Int("nodes")
 	}

@@ -76,6 +76,10 @@ type Slurm struct {
 	// node's job comes back, its restarts counted in
 	// MONARCH_RESTART_COUNT.
 	Requeue bool
+	// Flags names the keys the command line set for one run (monarch run
+	// --nodes ...), each with its flag, so that a message about one
+	// names the flag, not the file; nil when none did.
+	Flags map[string]string
 }
 
 // DefaultSignalBefore is [slurm] signal_before's default.

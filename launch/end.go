@@ -27,6 +27,13 @@ type outcome struct {
 	stopped bool
 }
 
+// Reported is an error the launcher has said already, in full, with the
+// job's last line: whoever gets it need not print it again.
+type Reported struct{ Err error }
+
+func (r Reported) Error() string { return r.Err.Error() }
+func (r Reported) Unwrap() error { return r.Err }
+
 // StopSignal is the cause of a launcher's context when a signal ends it
 // (SIGTERM, SIGHUP): the command that runs the launcher cancels the
 // context with it.

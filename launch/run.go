@@ -246,10 +246,10 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		}
 		if !failed && watch.hostsUp() < len(p.hosts) {
 			failed = true
-			if said := e.said(); said != "" { // what srun or ssh said, below the cause
-				fmt.Fprintf(cfg.Progress, "monarch: %s%s\n", e, said)
-			}
-			return fmt.Errorf("launch: host agents could not start: %s", e)
+			// What srun or ssh said goes below the cause, here; the
+			// launcher's last line says it again, short.
+			fmt.Fprintf(cfg.Progress, "monarch: host agents could not start: %s%s\n", e, e.said())
+			return Reported{fmt.Errorf("launch: host agents could not start: %s", e)}
 		}
 		watch.agentGone(cfg.Progress, e)
 		return nil

@@ -45,6 +45,9 @@ func (s slurmHosts) fits(parts []partition) error {
 // hosts file gives it: "[slurm] nodes = 3 in hosts.toml:3".
 func (s slurmHosts) keyIs(key string, value any) string {
 	v := fmt.Sprint(value)
+	if s.cfg != nil && s.cfg.Flags[key] != "" {
+		return fmt.Sprintf("%s %s (over [slurm] %s)", s.cfg.Flags[key], v, key)
+	}
 	if str, ok := value.(string); ok {
 		v = strconv.Quote(str)
 	}
@@ -243,7 +246,7 @@ func (s slurmHosts) allocFailed(ctx context.Context, tool string, lines []string
 	case "gave up":
 		msg = fmt.Sprintf("no allocation within %s for %s (%s)%s; a longer [slurm] immediate waits longer", s.immediateIs(), s.keyIs("nodes", s.nodes()), why, partNote)
 	default:
-		msg = fmt.Sprintf("Slurm refused %s: %s%s", s.keyIs("nodes", s.nodes()), why, partNote)
+		msg = fmt.Sprintf("Slurm refused the allocation (%s): %s%s", s.keyIs("nodes", s.nodes()), why, partNote)
 	}
 	return fmt.Errorf("slurm: %s\n  %s said:\n    %s", msg, tool, strings.Join(lines, "\n    "))
 }

@@ -89,9 +89,9 @@ func TestAllocFailed(t *testing.T) {
 		want  string
 	}{
 		{"sbatch", []string{"sbatch: error: Batch job submission failed: Node count specification invalid"},
-			"slurm: Slurm refused [slurm] nodes = 3: Node count specification invalid"},
+			"slurm: Slurm refused the allocation ([slurm] nodes = 3): Node count specification invalid"},
 		{"salloc", []string{"salloc: error: Job submit/allocate failed: Requested time limit is invalid (missing or exceeds some limit)"},
-			"slurm: Slurm refused [slurm] nodes = 3: Requested time limit is invalid"},
+			"slurm: Slurm refused the allocation ([slurm] nodes = 3): Requested time limit is invalid"},
 		{"salloc", []string{"salloc: error: invalid partition specified: gpu", "salloc: error: Job submit/allocate failed: Invalid partition name specified"},
 			`slurm: [slurm] partition = "gpu": Slurm has no such partition (invalid partition)`},
 		{"salloc", []string{"salloc: Pending job allocation 12", "salloc: error: Unable to allocate resources: Connection timed out"},
