@@ -14,7 +14,16 @@ import (
 // there, and command lines of that shape. JOB.toml, HOSTS.toml and JOB
 // stand for a local job file, its hosts file and a job with a log.
 var readmeShapes = map[string][][]string{
-	"monarch run JOB.toml [--detach]": {{"run", "JOB.toml"}, {"run", "JOB.toml", "--detach"}, {"run", "--detach", "JOB.toml"}},
+	"monarch run JOB.toml [--detach] [-N N] [-t TIME] [-p PART] [-J NAME] [-o FILE]": {
+		{"run", "JOB.toml"}, {"run", "JOB.toml", "--detach"}, {"run", "--detach", "JOB.toml", "-o", "/dev/null"},
+		{"run", "JOB.toml", "-N", "2", "-t", "30", "-p", "debug", "-J", "x"}, // refused: the hosts are local
+	},
+	"monarch clean [--older-than AGE]":            {{"clean", "--older-than", "1000d"}},
+	"monarch logs -f j11e76fGPENLH":               {{"logs", "-f", "JOB"}},
+	"monarch status j11e76fGPENLH":                {{"status", "JOB"}},
+	"monarch stop j11e76fGPENLH":                  {{"stop", "JOB"}},
+	"monarch run job.toml -N 4 -t 2:00:00 -p gpu": {{"run", "JOB.toml", "-N", "4", "-t", "2:00:00", "-p", "gpu"}},
+	"monarch logs -f ID":                          {{"logs", "-f", "JOB"}},
 	"monarch local [--hosts N] (JOB.toml | [--] PROGRAM [ARGS...])": {
 		{"local", "JOB.toml"}, {"local", "--hosts", "2", "JOB.toml"}, {"local", "JOB.toml", "--hosts", "2"},
 		{"local", "--", "/bin/echo"}, {"local", "--hosts", "2", "--", "/bin/echo", "a", "--b"},

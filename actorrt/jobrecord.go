@@ -61,6 +61,11 @@ func (c *jobCounts) hostOf(proc string) string {
 // come or to come, are not counted.
 func (c *jobCounts) hostsNotProcs(ids []string) {
 	for _, id := range ids {
+		c.mu.Lock()
+		if _, counted := c.procs[id]; counted {
+			c.cameUp-- // it announced itself before it was known as a host
+		}
+		c.mu.Unlock()
 		c.gone(id)
 		c.mu.Lock()
 		c.notProc[id] = true
