@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,6 +79,8 @@ type Process struct {
 	Cmd  *exec.Cmd
 	done chan struct{}
 	err  error // Wait's result, set before done is closed
+	// terminated: StopAll sent SIGTERM already.
+	terminated atomic.Bool
 }
 
 // Start starts cmd with SIGKILL as its parent-death signal (whatever else
@@ -168,7 +171,12 @@ const KillWait = 5 * time.Second
 // most KillWait, for them to be reaped.
 func StopAll(procs []*Process, grace time.Duration) {
 	for _, p := range procs {
-		p.Signal(syscall.SIGTERM)
+		// Once: a child stopped twice (its mesh, then its agent) gets one
+		// SIGTERM, and the second stop waits and kills; a handler that
+		// checkpoints on SIGTERM does not run twice.
+		if p.terminated.CompareAndSwap(false, true) {
+			p.Signal(syscall.SIGTERM)
+		}
 	}
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
