@@ -88,7 +88,9 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	}
 	hosts := make([]hostInfo, n)
 	for i, p := range agents.procs {
-		hosts[i] = hostInfo{Agent: p.ID, Name: p.Host}
+		// Its name, as its procs' lines are tagged (p.Host is the
+		// machine it shares with the others).
+		hosts[i] = hostInfo{Agent: p.ID, Name: jobenv.AgentID(i)}
 	}
 	return &HostMesh{reg: agents.reg, hosts: hosts}, nil
 }

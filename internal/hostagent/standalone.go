@@ -88,7 +88,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	cfg.Log = log
 	jobstate.PruneSystemLogs(time.Now())
 
-	s := &standalone{index: args.Index, hostname: hostname, log: log}
+	s := &standalone{index: args.Index, log: log}
 	// The host's procs and this agent are on the host's bus, a leaf of
 	// the job's hub; without a leaf URL (an agent started by hand), on the
 	// hub itself.
@@ -182,7 +182,6 @@ type standalone struct {
 	conn     *bus.Conn
 	subjects jobenv.Subjects
 	index    int
-	hostname string
 	log      zerolog.Logger
 	drops    wire.Drops
 }
@@ -241,9 +240,11 @@ func (s *standalone) dispatch(m bus.Message) {
 }
 
 // report tells the client this agent serves: its pid and host, on the
-// client's agents port, at this host's rank.
+// client's agents port, at this host's rank. The host is the one its
+// procs' lines are tagged with: a simulated host's name (h1), not the
+// machine's it shares with the others.
 func (s *standalone) report() error {
-	ready := wire.ProcReady{PID: os.Getpid(), Host: s.hostname}
+	ready := wire.ProcReady{PID: os.Getpid(), Host: s.agent.cfg.Host}
 	h := wire.Header{Kind: wire.KindPort, Port: wire.AgentsPort, Rank: s.index, ReplyTo: s.agent.cfg.ID}
 	return s.agent.publishFrame(s.subjects.Proc(jobenv.ClientID), &h, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
 }
