@@ -108,7 +108,7 @@ func TestServerClosesIdleConns(t *testing.T) {
 	for _, withTLS := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "TLS"}[withTLS]
 		t.Run(name, func(t *testing.T) {
-			srv := startTestServer(t, serverLimits{idle: 100 * time.Millisecond, progress: time.Minute, conns: 8}, withTLS)
+			srv := startTestServer(t, serverLimits{idle: time.Second, progress: time.Minute, conns: 8}, withTLS)
 			_, h := testBuffer(t, 64, srv)
 
 			// A peer that connects and sends nothing, not even a TLS hello.
@@ -213,7 +213,7 @@ func TestClientAcrossIdleClose(t *testing.T) {
 	for _, withTLS := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "TLS"}[withTLS]
 		t.Run(name, func(t *testing.T) {
-			srv := startTestServer(t, serverLimits{idle: 100 * time.Millisecond, progress: time.Minute, conns: 64}, withTLS)
+			srv := startTestServer(t, serverLimits{idle: time.Second, progress: time.Minute, conns: 64}, withTLS)
 			b, h := testBuffer(t, size, srv)
 			be := newTCPBackend(clientIdleBound)
 			t.Cleanup(func() { be.dropIdle(connKey(h.Addr, h.TLS)) })

@@ -71,14 +71,20 @@ func (slurmQueue) state(ctx context.Context, id string) batchState {
 	return parseSlurmJob(string(out))
 }
 
-// parseSlurmJob reads the JobState and Reason of `scontrol -o show job`.
+// parseSlurmJob reads the JobState, Reason and PreemptTime of `scontrol
+// -o show job`. While Slurm ends a job it is COMPLETING, its Reason
+// TimeLimit for a time limit and None for both a scancel and a
+// preemption: PreemptTime, set only by a preemption, tells those apart.
 func parseSlurmJob(line string) batchState {
 	var st, reason string
+	preempted := false
 	for _, f := range strings.Fields(line) {
 		if v, ok := strings.CutPrefix(f, "JobState="); ok {
 			st = v
 		} else if v, ok := strings.CutPrefix(f, "Reason="); ok {
 			reason = v
+		} else if v, ok := strings.CutPrefix(f, "PreemptTime="); ok {
+			preempted = v != "None" && v != "Unknown" && v != ""
 		}
 	}
 	b := batchState{State: strings.ToLower(st)}
@@ -91,11 +97,17 @@ func parseSlurmJob(line string) batchState {
 	case "PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING":
 	case "COMPLETING", "STOPPED", "SIGNALING":
 		b.Cause = slurmCause("CANCELLED", reason) // ending: why, if Slurm says
-		if b.Cause == "cancelled by scancel" && reason != "" && reason != "None" {
+		switch {
+		case preempted:
+			b.Cause = "preempted"
+		case b.Cause == "cancelled by scancel" && reason != "" && reason != "None":
 			b.Cause = "" // ending for a reason we cannot name
 		}
 	default:
 		b.State, b.Cause = "finished", slurmCause(st, reason)
+		if preempted && st == "CANCELLED" {
+			b.Cause = "preempted"
+		}
 	}
 	return b
 }
