@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -246,39 +245,16 @@ func TestSlurmHostsBeyondAllocation(t *testing.T) {
 	c := testcluster.Get(t)
 	program := filepath.Join(build(t), "multihost")
 	monarchBin := filepath.Join(build(t), "monarch")
-	_, stderr, code := runUnder(t, c, time.Minute, []string{"salloc", "-N1", "--immediate=20"}, monarchBin, "run", clusterJob(t, program, slurmHosts(2), "gpus = 1"))
+	_, stderr, code := runOnCluster(t, c, time.Minute, nil, "salloc", "-N1", "--immediate=20", monarchBin, "run", clusterJob(t, program, slurmHosts(2), "gpus = 1"))
 	want := regexp.MustCompile(`\[slurm\] nodes = 2 in \S*hosts\.toml:3, but this allocation \(Slurm job \d+\) has 1 node: h[12]\n`)
 	if code != 1 || !want.MatchString(stderr) {
 		t.Fatalf("exit %d, want 1 and %q; stderr:\n%s", code, want, stderr)
 	}
-	out, stderr, code := runUnder(t, c, 2*time.Minute, []string{"salloc", "-N2", "--immediate=20"}, monarchBin, "run", clusterJob(t, program, slurmHosts(1), "gpus = 1"))
+	out, stderr, code := runOnCluster(t, c, 2*time.Minute, nil, "salloc", "-N2", "--immediate=20", monarchBin, "run", clusterJob(t, program, slurmHosts(1), "gpus = 1"))
 	want = regexp.MustCompile(`\[slurm\] nodes = 1 in \S*hosts\.toml:3: the job runs on (h[12]), the first 1 of the 2 nodes of this allocation \(Slurm job \d+: h\[1-2\]\)`)
 	m := want.FindStringSubmatch(stderr)
 	if code != 0 || m == nil || !strings.Contains(out, "taking a step on "+m[1]) || strings.Count(out, "taking a step on") != 1 {
 		t.Fatalf("exit %d, want 0 and %q, one proc on that host; stdout:\n%s\nstderr:\n%s", code, want, out, stderr)
 	}
 	checkNothingLeft(t, program)
-}
-
-// runUnder runs a command (wrapper, then args: salloc ... monarch run)
-// on the cluster, bounded by d; its output and exit status.
-func runUnder(t *testing.T, c *testcluster.Cluster, d time.Duration, wrapper []string, args ...string) (string, string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, wrapper[0], append(wrapper[1:], args...)...)
-	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%v did not finish within %v\nstderr:\n%s", cmd.Args, d, stderr.String())
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return stdout.String(), stderr.String(), code
 }

@@ -47,15 +47,23 @@ func clusterJob(t *testing.T, program, hosts string, procs string) string {
 // runMonarch runs monarch with a bound, in env, and returns its output.
 func runMonarch(t *testing.T, c *testcluster.Cluster, d time.Duration, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return runOnCluster(t, c, d, env, append([]string{filepath.Join(build(t), "monarch")}, args...)...)
+}
+
+// runOnCluster runs argv (monarch, or a command that runs it: salloc) with
+// a bound, in the cluster's environment and env, with the test's state
+// dir, and returns its output and exit status.
+func runOnCluster(t *testing.T, c *testcluster.Cluster, d time.Duration, env []string, argv ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(build(t), "monarch"), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t)), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("monarch %v did not finish within %v\nstdout:\n%s\nstderr:\n%s", args, d, stdout.String(), stderr.String())
+		t.Fatalf("%v did not finish within %v\nstdout:\n%s\nstderr:\n%s", argv, d, stdout.String(), stderr.String())
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

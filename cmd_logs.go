@@ -62,6 +62,8 @@ func logsCommand() *cli.Command {
 				}
 				return err
 			}
+		} else if rec != nil && !hasLog(dir, job) {
+			return noLogYet(rec, c.App.ErrWriter)
 		}
 		err = runLogs(ctx, dir, job, opts, c.App.Writer, c.App.ErrWriter)
 		if opts.follow && err == nil && ctx.Err() == nil {

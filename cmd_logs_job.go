@@ -67,10 +67,9 @@ func logsJob(ctx context.Context, dir, ref string, follow bool) (string, *launch
 // waits for on w, once, and gives up when the job ends without one (or
 // ctx ends: Ctrl-C).
 func awaitLog(ctx context.Context, dir string, rec *launch.JobState, w io.Writer) error {
-	path := logagg.LogFiles(dir, rec.Job)[0]
 	said := false
 	for {
-		if _, err := os.Stat(path); err == nil {
+		if hasLog(dir, rec.Job) {
 			return nil
 		}
 		jobs, err := launch.Status(ctx, dir)
@@ -82,10 +81,10 @@ func awaitLog(ctx context.Context, dir string, rec *launch.JobState, w io.Writer
 			return fmt.Errorf("logs: %w", err)
 		}
 		if !j.Active() {
-			if _, err := os.Stat(path); err == nil {
+			if hasLog(dir, rec.Job) {
 				return nil
 			}
-			return fmt.Errorf("logs: job %s ended (%s) with no output", j.Job, stateText(j))
+			return noLogYet(j, w)
 		}
 		if !said {
 			fmt.Fprintf(w, "monarch: job %s is %s; waiting for it to start (Ctrl-C stops waiting, not the job)\n", j.Job, stateText(j))
@@ -97,6 +96,23 @@ func awaitLog(ctx context.Context, dir string, rec *launch.JobState, w io.Writer
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// hasLog reports whether job's log exists in dir.
+func hasLog(dir, job string) bool {
+	_, err := os.Stat(logagg.LogFiles(dir, job)[0])
+	return err == nil
+}
+
+// noLogYet answers a replay of a job that has written no log: one that
+// runs (or waits in its queue) has none yet, which is no error; one that
+// ended without one is.
+func noLogYet(rec *launch.JobState, w io.Writer) error {
+	if rec.Active() {
+		fmt.Fprintf(w, "monarch: job %s is %s and has no output yet (monarch logs -f %[1]s waits for it)\n", rec.Job, stateText(rec))
+		return nil
+	}
+	return fmt.Errorf("logs: job %s ended (%s) with no output", rec.Job, stateText(rec))
 }
 
 // sayEnd tells, after a follow, how job ended, as its record says; the
