@@ -26,9 +26,7 @@ func localCommand(a *app) *cli.Command {
 			"With --procs, PROGRAM is any command, run once per proc with the torchrun variables (RANK,\n" +
 			"WORLD_SIZE, MASTER_ADDR, ...): monarch local --procs gpus=4 -- python3 train.py. The first\n" +
 			"proc to exit non-zero stops the others; monarch exits with its status.",
-		Flags: append(runFlags(),
-			&cli.BoolFlag{Name: "detach", Usage: "leave the job to run in the background; print its id"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --detach, write the launcher's output to `FILE` (default: ID.out in the job store)"},
+		Flags: append(runFlags("leave the job to run in the background; print its id"),
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},
 			&cli.StringFlag{Name: "procs", Usage: "run PROGRAM on `DIMS` procs per host, such as gpus=4 or nodes=2,gpus=4 (an SPMD job)"},

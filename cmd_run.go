@@ -28,9 +28,7 @@ func runCommand(a *app) *cli.Command {
 			"other runs on here in the background. monarch logs -f ID, status ID and stop ID take the id\n" +
 			"(or Slurm's job id). --nodes, --time, --partition and --job-name override the hosts file's\n" +
 			"[slurm] keys for this run.",
-		Flags: append(runFlags(),
-			&cli.BoolFlag{Name: "detach", Usage: "leave the job to run (sbatch on Slurm, in the background here otherwise); print its id"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --detach, write the launcher's output to `FILE` (default: ID.out in the job store)"},
+		Flags: append(runFlags("leave the job to run (sbatch on Slurm, in the background here otherwise); print its id"),
 			&cli.IntFlag{Name: "nodes", Aliases: []string{"N"}, Usage: "allocate `N` nodes ([slurm] nodes)", Action: atLeast("nodes", 1, "nodes")},
 			&cli.StringFlag{Name: "time", Aliases: []string{"t"}, Usage: "time limit `TIME` in Slurm's formats: MM, HH:MM:SS, D-HH:MM ([slurm] time)"},
 			&cli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "Slurm partition `NAME` ([slurm] partition)"},
@@ -56,10 +54,16 @@ func runCommand(a *app) *cli.Command {
 	}
 }
 
-// runFlags are the flags of every command that runs a job: the id a
-// detached job's launcher takes (hidden: --detach gives it).
-func runFlags() []cli.Flag {
-	return []cli.Flag{&cli.StringFlag{Name: "job-id", Hidden: true, Usage: "run as job `ID`, submitted before"}}
+// runFlags are the flags of every command that runs a job, which
+// detachOptions reads: --detach (detach says what it does there),
+// --output, and the id a detached job's launcher takes (hidden: --detach
+// gives it).
+func runFlags(detach string) []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "detach", Usage: detach},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --detach, write the launcher's output to `FILE` (default: ID.out in the job store)"},
+		&cli.StringFlag{Name: "job-id", Hidden: true, Usage: "run as job `ID`, submitted before"},
+	}
 }
 
 // jobIDPattern is what jobstate.NewID makes.

@@ -76,11 +76,12 @@ func detach(ctx context.Context, cfg *RunConfig, k kind) error {
 	if err := jobstate.Save(cfg.StateDir, rec); err != nil {
 		return err
 	}
-	if err := startDetached(ctx, cfg, id, rerun, out); err != nil {
+	pid, err := startDetached(ctx, cfg, id, rerun, out)
+	if err != nil {
 		os.Remove(jobstate.Path(cfg.StateDir, id))
 		return err
 	}
-	printDetached(cfg, id, "running here as pid "+fmt.Sprint(pidOf(cfg.StateDir, id)), out)
+	printDetached(cfg, id, "running here as pid "+fmt.Sprint(pid), out)
 	return nil
 }
 
@@ -92,11 +93,11 @@ func withJobID(rerun []string, id string) []string {
 
 // startDetached starts `monarch <rerun>` here in a session of its own,
 // its output appended to out, and waits until it has recorded the job
-// (or ended: then its output says why).
-func startDetached(ctx context.Context, cfg *RunConfig, id string, rerun []string, out string) error {
+// (or ended: then its output says why). It returns the launcher's pid.
+func startDetached(ctx context.Context, cfg *RunConfig, id string, rerun []string, out string) (int, error) {
 	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("launch: --detach: %w", err)
+		return 0, fmt.Errorf("launch: --detach: %w", err)
 	}
 	defer f.Close()
 	cmd := exec.Command(cfg.Self, rerun...)
@@ -105,15 +106,16 @@ func startDetached(ctx context.Context, cfg *RunConfig, id string, rerun []strin
 	// Its own session: no terminal, and a Ctrl-C here is not its.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("launch: --detach: %w", err)
+		return 0, fmt.Errorf("launch: --detach: %w", err)
 	}
+	pid := cmd.Process.Pid
 	ended := make(chan error, 1)
 	go func() { ended <- cmd.Wait() }()
 	jobstate.Amend(cfg.StateDir, id, func(r *JobState) bool {
 		if r.State != StateSubmitted || r.PID != 0 {
 			return false // it recorded itself already
 		}
-		r.Of(cmd.Process.Pid)
+		r.Of(pid)
 		return true
 	})
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -123,26 +125,17 @@ func startDetached(ctx context.Context, cfg *RunConfig, id string, rerun []strin
 		select {
 		case err := <-ended:
 			tail, _ := lastLines(out, 10)
-			return fmt.Errorf("launch: the detached job %s ended at once (%v); its output, %s:\n%s", id, err, out, tail)
+			return 0, fmt.Errorf("launch: the detached job %s ended at once (%v); its output, %s:\n%s", id, err, out, tail)
 		case <-tick.C:
 			if r, err := jobstate.Load(cfg.StateDir, id); err == nil && r.State != StateSubmitted {
-				return nil
+				return pid, nil
 			}
 		case <-limit:
-			return nil // it runs, slowly: status will say
+			return pid, nil // it runs, slowly: status will say
 		case <-ctx.Done():
-			return nil // it runs on by itself
+			return pid, nil // it runs on by itself
 		}
 	}
-}
-
-// pidOf is the process a job's record names.
-func pidOf(dir, id string) int {
-	r, err := jobstate.Load(dir, id)
-	if err != nil {
-		return 0
-	}
-	return r.PID
 }
 
 // printDetached prints the job's id alone on stdout (for scripts:
