@@ -58,10 +58,12 @@ type ConnOptions struct {
 	TLSCA, TLSName string
 	// HubServers is the number of servers of the hub this connection's
 	// server belongs to, or links to as a leaf. With more than one, a
-	// Publish that follows a Subscribe first waits (at most 10s) until
-	// every one of them knows the subscription (see hubsync.go): a process
-	// told of it by this one's next message, through any server, reaches
-	// it. Default 1: through one hub that holds without waiting.
+	// Publish that follows a Subscribe (or a reconnect) first waits until
+	// every live server of the hub knows the subscriptions (see
+	// hubsync.go): a process told of one by this one's next message,
+	// through any server, reaches it. It waits at most HubSyncBound, and
+	// not for a server that died. Default 1: through one hub that holds
+	// without waiting.
 	HubServers int
 	// OnError receives asynchronous faults: ErrSlowConsumer, the cause of
 	// a lost link, and the first dropped message of each DropKind (a
@@ -70,12 +72,18 @@ type ConnOptions struct {
 	OnError func(error)
 	// ReconnectFor, when positive, lets a link that drops reconnect, for
 	// at most this long from the drop; then it is lost (ErrClosed), as a
-	// link that does not reconnect is at once. While it is down,
+	// link that does not reconnect is at once. It reconnects to the
+	// servers Connect was given, in order, starting after the one it
+	// lost, and to the other servers of the hub its server named: a Conn
+	// whose hub server died moves to a live one. While it is down,
 	// subscriptions are kept and Publish buffers up to ReconnectBuffer
-	// bytes (then fails with ErrNotSent). What the server had for this
-	// connection while it was down is lost: the caller makes up for that
-	// (actorrt resends). OnLink, if set, hears each drop (up=false, with
-	// the cause) and each reconnect (up=true).
+	// bytes (then fails with ErrNotSent). What was on the way when it
+	// dropped, and what the server had for this connection while it was
+	// down, is lost; after a move to another server, a message published
+	// before the drop may also arrive after one published since (see the
+	// package doc): the caller makes up for both (actorrt's delivery
+	// layer resends and reorders). OnLink, if set, hears each drop
+	// (up=false, with the cause) and each reconnect (up=true).
 	ReconnectFor    time.Duration
 	ReconnectBuffer int
 	OnLink          func(up bool, err error)
@@ -107,7 +115,7 @@ type Conn struct {
 	lostLink   atomic.Bool // it stayed down past ReconnectFor: reported already
 	onError    func(error)
 	maxMessage int
-	maxPayload int // the server's, read once: a Conn never reconnects
+	maxPayload int // the server's, read once: a hub's servers share it
 	chunkBase  string
 	chunkSeq   atomic.Uint64
 	drops      drops
@@ -117,7 +125,8 @@ type Conn struct {
 	held          int // bytes the partials count against maxReassembly
 	maxReassembly int
 
-	hub *hubSync // with HubServers > 1
+	hub     *hubSync      // with HubServers > 1
+	relinks atomic.Uint64 // times the link came back (reconnect.go)
 
 	pubMu   sync.Mutex // orders every NATS publish of this Conn
 	pending batch      // see batch.go
@@ -126,7 +135,8 @@ type Conn struct {
 	kick    chan struct{}
 }
 
-// Connect dials a bus server over TCP.
+// Connect dials a bus server over TCP. url may name several servers of
+// one hub, separated by commas: they are tried in order.
 func Connect(url string, o ConnOptions) (*Conn, error) {
 	if o.Token == "" {
 		return nil, fmt.Errorf("bus: connect %s: no token", url)
@@ -218,6 +228,7 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 	opts := append([]nats.Option{
 		nats.Name(o.Name),
 		nats.Timeout(connectTimeout),
+		nats.DontRandomize(), // the servers in the order given, then those the hub names
 		nats.PingInterval(o.PingInterval),
 		nats.MaxPingsOutstanding(o.MaxPingsOut),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {

@@ -29,10 +29,23 @@
 //
 // Delivery is at most once, and never silently lossy: a message that could
 // not be queued (slow consumer) or a lost link is reported to
-// ConnOptions.OnError and, for a lost link, ends Run with ErrClosed. A Conn
-// does not reconnect: a reconnect could lose messages in the gap and break
-// the order above, so a lost link is final and the caller decides what that
-// means (a worker process exits, the client fails its pending calls).
+// ConnOptions.OnError and, for a lost link, ends Run with ErrClosed. By
+// default a Conn does not reconnect: a lost link is final and the caller
+// decides what that means (a worker process exits, the client fails its
+// pending calls).
+//
+// With ConnOptions.ReconnectFor a link that drops comes back, to its
+// server or, when that one died, to another server of the hub. The order
+// above then holds within each link, not across a drop: what was on the
+// way when the link dropped, and what was sent to this Conn while it was
+// down, is lost (never reported one by one: OnLink hears of the drop);
+// and once it has moved to another server, a message it published before
+// the drop can still be on its way through the old server (one that
+// lives, a link cut between them) and arrive after messages published
+// since. Nothing arrives twice. A caller that needs every message in
+// order across a drop numbers them and asks again for what is missing:
+// the runtime's delivery layer (internal/reliable) does, holding what
+// comes early and dropping what it already has.
 //
 // # Hubs, leaves and clusters
 //
@@ -47,10 +60,11 @@
 // hub has it.
 //
 // A leaf's link is NATS's own: when it is lost the leaf dials the hub
-// again (every server of it, in the order given, and the servers it has
-// learned of since), and Hub.OnLink hears of the loss and of the return.
-// What was sent across the link while it was down is lost; unlike a
-// Conn's, the loss of a leaf's link does not end its clients' links.
+// again after 200 ms (every server of it, in the order given, starting
+// with the one after the server it lost, and the servers it has learned
+// of since), and Hub.OnLink hears of the loss and of the return. What
+// was sent across the link while it was down is lost; unlike a Conn's,
+// the loss of a leaf's link does not end its clients' links.
 //
 // Interest travels with the messages. A server handles the protocol of
 // one connection in order: a leaf handles a client's SUB before that
@@ -67,12 +81,41 @@
 // three servers lost their message without the remedy; see
 // TestInterestRaceCluster). The remedy is
 // ConnOptions.HubServers: with it a Publish that follows a Subscribe
-// waits until every server of the hub has answered a probe sent after
-// the subscription. What holds nowhere is order between a subscription
+// waits until every live server of the hub has answered a probe sent
+// after the subscription (at most HubSyncBound; see below). What holds nowhere is order between a subscription
 // and a message that do not follow each other: a process that subscribes
 // and one that publishes at the same moment, each on its own leaf, can
 // cross, and the message is then lost as a message nobody wanted; a
 // question that may cross an answer must be asked again.
+//
+// # A hub server that dies
+//
+// With a hub of several servers, one can die (its process is killed, its
+// host goes down) while the job goes on:
+//
+//   - its peers drop their routes to it at once when its process ends
+//     (the kernel resets the connections), or within RouteStale (4 s:
+//     a ping each second, three unanswered) when its host goes silent;
+//   - its leaves dial the next server of their list within about 200 ms
+//     of noticing (at once for a reset link; a silent one is noticed by
+//     pings, 10 unanswered each 2 s: see LeafMaxPingsOut), and their
+//     clients stay connected to them throughout;
+//   - a Conn connected to it (ReconnectFor set) moves to another server
+//     of the hub: one of its URLs, or one its server named;
+//   - a Publish waits for the hub's probe (HubServers > 1) only after a
+//     Subscribe or a reconnect, and then at most HubSyncBound (3 s): the
+//     probe waits for the servers the live ones name, so a dead server
+//     stops counting as soon as its routes are dropped, and one still
+//     named but silent for HubSyncBound is waited for no more (until it
+//     answers again);
+//   - what was on the way through it is lost, and what its leaves and
+//     Conns were sent while they moved: the runtime's delivery layer
+//     finds the gaps (numbers, fences, tail markers) and resends, so no
+//     actor message is lost, as for any link that drops and comes back
+//     within the host timeout.
+//
+// The processes of the dead server's own host are gone with it: that is
+// a host lost, which the job's liveness and supervision report.
 //
 // # Sizes
 //

@@ -111,6 +111,10 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 	// 20 s), and a hub that is really gone is noticed through the host
 	// timeout of the job's heartbeats first.
 	opts.PingInterval, opts.MaxPingsOut = DefaultPingInterval, LeafMaxPingsOut
+	// A lost link is dialled again after leafRelink (NATS waits 1 s),
+	// the next of the hub's servers first: a leaf whose server died moves
+	// to a live one at once.
+	opts.LeafNode.ReconnectInterval = leafRelink
 	s, err := start(opts, &o)
 	if err != nil {
 		return nil, err
@@ -123,6 +127,11 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 	go s.watchLink(hub.OnLink)
 	return s, nil
 }
+
+// leafRelink is how long a leaf waits before it dials its hub again
+// after its link was lost, and between tries (with as much again of
+// jitter after a failed one).
+const leafRelink = 200 * time.Millisecond
 
 // LeafMaxPingsOut is how many pings a leaf's link to its hub may have
 // unanswered before it is stale (each DefaultPingInterval).
@@ -165,9 +174,13 @@ func (s *Server) startProbe() error {
 	if err != nil {
 		return fmt.Errorf("bus: hub probe: %w", err)
 	}
-	// The answer names the server and echoes the probe: "<server> <probe>".
+	// The answer names the server, echoes the probe and names the
+	// servers this one holds routes to: "<server> <probe> <peer>,...".
 	id := s.ns.ID() + " "
-	if _, err := nc.Subscribe(probeSubject, func(m *nats.Msg) { m.Respond(append([]byte(id), m.Data...)) }); err != nil {
+	if _, err := nc.Subscribe(probeSubject, func(m *nats.Msg) {
+		answer := append([]byte(id), m.Data...)
+		m.Respond(s.appendPeers(answer))
+	}); err != nil {
 		nc.Close()
 		return fmt.Errorf("bus: hub probe: %w", err)
 	}
@@ -177,6 +190,29 @@ func (s *Server) startProbe() error {
 	}
 	s.probe = nc
 	return nil
+}
+
+// appendPeers appends " <id>,<id>...", the servers a hub server holds
+// routes to, if any.
+func (s *Server) appendPeers(b []byte) []byte {
+	if s.routeURL == "" {
+		return b
+	}
+	rz, err := s.ns.Routez(nil)
+	if err != nil {
+		return b
+	}
+	sep := byte(' ')
+	var seen []string
+	for _, r := range rz.Routes {
+		if r.RemoteID == "" || contains(seen, r.RemoteID) {
+			continue
+		}
+		seen = append(seen, r.RemoteID)
+		b = append(append(b, sep), r.RemoteID...)
+		sep = ','
+	}
+	return b
 }
 
 // watchLink reports each change of a leaf's link to onLink, until

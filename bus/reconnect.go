@@ -11,8 +11,12 @@ import (
 
 // Reconnecting. A Conn made with ConnOptions.ReconnectFor lets NATS
 // reconnect a link that drops (the server restarted its listener, a
-// stall cut the connection, a network blip), for at most that long; past
+// stall cut the connection, a network blip), to the same server or, when
+// that one is gone, to another of its hub, for at most that long; past
 // it the link is lost, and the Conn ends as one that never reconnects.
+// Coming back, NATS makes every subscription again before it sends what
+// was buffered; with several hub servers the next Publish waits until
+// all of them know (hubsync.go).
 
 // reconnectWait is how long between reconnect attempts (with up to as
 // much again of jitter, so that many procs do not reconnect at once).
@@ -56,6 +60,7 @@ func (c *Conn) reconnectOptions(o ConnOptions) []nats.Option {
 			link(false, err)
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) {
+			c.relinks.Add(1) // the hub's servers may not all know the subscriptions made again
 			down.mu.Lock()
 			if down.timer != nil {
 				down.timer.Stop()

@@ -196,10 +196,46 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 			return nil, err
 		}
 		opts.Cluster = server.ClusterOpts{Name: name, Host: host, Port: port, Advertise: c.Advertise,
-			Username: serverUser, Password: o.Token, TLSConfig: tlsConfig, TLSTimeout: 5, Compression: noCompression}
+			Username: serverUser, Password: o.Token, TLSConfig: tlsConfig, TLSTimeout: 5, Compression: noCompression,
+			PingInterval: routePing, MaxPingsOut: routeMaxPingsOut}
+		// The servers of a hub tell each other's clients where else to
+		// connect (a Conn that loses its server moves to another), unless
+		// this one takes clients on loopback only while its routes cross
+		// hosts: its address would name the other clients' own machine.
+		routeHost := c.Advertise
+		if routeHost == "" {
+			routeHost = host
+		}
+		if h, _, err := net.SplitHostPort(routeHost); err == nil {
+			routeHost = h
+		}
+		opts.Cluster.NoAdvertise = loopback(o.Host) && !loopback(routeHost)
 		opts.Routes = routes
 	}
 	return opts, nil
+}
+
+// Route loss. A server whose process ends resets its routes: its peers
+// drop them at once. One whose host goes silent (powered off, cut off)
+// answers no pings: its peers ping each route every routePing and drop
+// it once routeMaxPingsOut are unanswered, within RouteStale. (NATS's
+// own default, a ping each 30 s and two unanswered, takes 90 s, during
+// which the hub's probes, hubsync.go, would name a dead server.) A pong
+// waits behind what the peer sends first; between hub servers, which
+// read their routes on goroutines of their own, seconds of backlog are
+// not expected.
+const (
+	routePing        = time.Second
+	routeMaxPingsOut = 3
+	// RouteStale bounds how long a hub server keeps a route to a server
+	// that went silent.
+	RouteStale = routePing * (routeMaxPingsOut + 1)
+)
+
+// loopback: host is a loopback address (or localhost).
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // noCompression: links between servers carry messages as they are. NATS
