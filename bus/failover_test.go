@@ -134,9 +134,9 @@ func (s *seqs) last(key string) int {
 	return g[len(g)-1]
 }
 
-// TestHubServerKilled kills (SIGKILL) one of a hub's two servers, a
-// process of its own, while three connections send each other numbered
-// streams: one on a leaf linked to the doomed server (it must move to the
+// TestHubServerKilled kills (SIGKILL), or stops (SIGSTOP: silent), one
+// of a hub's two servers, a process of its own, while three connections
+// send each other numbered streams: one on a leaf linked to the doomed server (it must move to the
 // other), one on a leaf of the live server, and one connected to the
 // doomed server itself (it must move to the live one). Each connection
 // subscribes to a fresh subject every 50 messages, so its publishes probe
@@ -147,6 +147,17 @@ func (s *seqs) last(key string) int {
 // through the dead server may be lost (the reliable layer of the runtime
 // resends it); nothing may arrive twice or out of order.
 func TestHubServerKilled(t *testing.T) {
+	t.Run("killed", func(t *testing.T) { hubServerLost(t, syscall.SIGKILL) })
+	// Stopped, the server holds its connections open and answers
+	// nothing, as one on a host that hung or was cut off: its peers drop
+	// their routes to it after RouteStale, its leaf cuts its link after
+	// LeafSilence, the connection's pings go unanswered.
+	t.Run("silent", func(t *testing.T) { hubServerLost(t, syscall.SIGSTOP) })
+}
+
+// hubServerLost is TestHubServerKilled with the hub server's process
+// sent sig.
+func hubServerLost(t *testing.T, sig syscall.Signal) {
 	token := bus.NewToken()
 	s0 := startServer(t, bus.ServerOptions{Token: token, Leaves: &bus.Listen{}, Cluster: &bus.Cluster{}})
 	proc, client1, leaf1 := startHubProcess(t, s0)
@@ -253,20 +264,33 @@ func TestHubServerKilled(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	killed := time.Now()
-	if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := proc.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	var leafMoved, connMoved time.Duration
 	for !leafA.recovered() || !connC.recovered() || s0.NumLeafNodes() != 2 {
+		if leafMoved == 0 && leafA.recovered() && s0.NumLeafNodes() == 2 {
+			leafMoved = time.Since(killed)
+		}
+		if connMoved == 0 && connC.recovered() {
+			connMoved = time.Since(killed)
+		}
 		if time.Now().After(deadline) {
 			close(stop)
 			wg.Wait()
-			t.Fatalf("20s after the kill: leaf a back %v, conn c back %v (%+v), live server's leaves %d (want 2)",
+			t.Fatalf("30s after the kill: leaf a back %v, conn c back %v (%+v), live server's leaves %d (want 2)",
 				leafA.recovered(), connC.recovered(), &connC, s0.NumLeafNodes())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	moved := time.Since(killed)
+	if leafMoved == 0 {
+		leafMoved = moved
+	}
+	if connMoved == 0 {
+		connMoved = moved
+	}
 	// From here every message must come: note where each stream is,
 	// after the first probe of a subscription made now.
 	time.Sleep(200 * time.Millisecond)
@@ -330,5 +354,6 @@ func TestHubServerKilled(t *testing.T) {
 			t.Logf("%s: %d sent, %d lost across the kill", key, n, lost)
 		}
 	}
-	t.Logf("leaf and connection on the live server %v after the kill", moved.Round(time.Millisecond))
+	t.Logf("%v: leaf on the live server after %v, connection after %v, both after %v", sig, leafMoved.Round(time.Millisecond),
+		connMoved.Round(time.Millisecond), moved.Round(time.Millisecond))
 }

@@ -108,8 +108,8 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 	// flood, megabytes the leaf's starved procs read slowly. A link
 	// judged by pings alone is then stale while it carries data, is cut,
 	// and loses what was on it; so it gets LeafMaxPingsOut pings (about
-	// 20 s), and a hub that is really gone is noticed through the host
-	// timeout of the job's heartbeats first.
+	// 20 s), and a hub server that is really gone is noticed by the
+	// link's silence first (leafsilence.go).
 	opts.PingInterval, opts.MaxPingsOut = DefaultPingInterval, LeafMaxPingsOut
 	// A lost link is dialled again after leafRelink (NATS waits 1 s),
 	// the next of the hub's servers first: a leaf whose server died moves
@@ -123,8 +123,13 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("bus: leaf cannot reach its hub at %s: %w", hubAddrs(hub.URLs), err)
 	}
+	silence, err := s.startSilenceWatch()
+	if err != nil {
+		s.Shutdown()
+		return nil, fmt.Errorf("bus: leaf: %w", err)
+	}
 	s.watchEnd, s.watchDone = make(chan struct{}), make(chan struct{})
-	go s.watchLink(hub.OnLink)
+	go s.watchLink(hub.OnLink, silence)
 	return s, nil
 }
 
@@ -215,10 +220,11 @@ func (s *Server) appendPeers(b []byte) []byte {
 	return b
 }
 
-// watchLink reports each change of a leaf's link to onLink, until
-// Shutdown.
-func (s *Server) watchLink(onLink func(up bool, cause error)) {
+// watchLink reports each change of a leaf's link to onLink, and cuts a
+// silent one (leafsilence.go), until Shutdown.
+func (s *Server) watchLink(onLink func(up bool, cause error), silence *linkSilence) {
 	defer close(s.watchDone)
+	defer silence.nc.Close()
 	t := time.NewTicker(linkPoll)
 	defer t.Stop()
 	up := true
@@ -228,6 +234,7 @@ func (s *Server) watchLink(onLink func(up bool, cause error)) {
 		case <-s.watchEnd:
 			return
 		}
+		s.silenceTick(silence, time.Now())
 		now := s.ns.NumLeafNodes() > 0
 		if now == up {
 			continue

@@ -216,16 +216,18 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 }
 
 // Route loss. A server whose process ends resets its routes: its peers
-// drop them at once. One whose host goes silent (powered off, cut off)
-// answers no pings: its peers ping each route every routePing and drop
-// it once routeMaxPingsOut are unanswered, within RouteStale. (NATS's
-// own default, a ping each 30 s and two unanswered, takes 90 s, during
-// which the hub's probes, hubsync.go, would name a dead server.) A pong
-// waits behind what the peer sends first; between hub servers, which
-// read their routes on goroutines of their own, seconds of backlog are
-// not expected.
+// drop them at once. One whose host goes silent (hung, powered off, cut
+// off) answers no pings: its peers ping each route every routePing and
+// drop it once routeMaxPingsOut are unanswered, within RouteStale.
+// (NATS's own default, a ping each 30 s and two unanswered, takes 90 s,
+// during which the hub's probes, hubsync.go, would wait on a dead server
+// and its leaves could not move: see leafsilence.go.) A pong waits
+// behind what the peer sends first; between hub servers, which read
+// their routes on goroutines of their own, seconds of backlog are not
+// expected, and a route dropped under one is dialled again at once, what
+// was on it resent by the runtime's delivery layer.
 const (
-	routePing        = time.Second
+	routePing        = 500 * time.Millisecond
 	routeMaxPingsOut = 3
 	// RouteStale bounds how long a hub server keeps a route to a server
 	// that went silent.
