@@ -123,10 +123,14 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("bus: leaf cannot reach its hub at %s: %w", hubAddrs(hub.URLs), err)
 	}
-	silence, err := s.startSilenceWatch()
-	if err != nil {
-		s.Shutdown()
-		return nil, fmt.Errorf("bus: leaf: %w", err)
+	var silence *linkSilence
+	if len(hub.URLs) > 1 {
+		// With one server to dial there is nowhere to move to: a link
+		// left alone heals when the silence ends.
+		if silence, err = s.startSilenceWatch(); err != nil {
+			s.Shutdown()
+			return nil, fmt.Errorf("bus: leaf: %w", err)
+		}
 	}
 	s.watchEnd, s.watchDone = make(chan struct{}), make(chan struct{})
 	go s.watchLink(hub.OnLink, silence)
@@ -224,7 +228,9 @@ func (s *Server) appendPeers(b []byte) []byte {
 // silent one (leafsilence.go), until Shutdown.
 func (s *Server) watchLink(onLink func(up bool, cause error), silence *linkSilence) {
 	defer close(s.watchDone)
-	defer silence.nc.Close()
+	if silence != nil {
+		defer silence.nc.Close()
+	}
 	t := time.NewTicker(linkPoll)
 	defer t.Stop()
 	up := true
@@ -234,7 +240,9 @@ func (s *Server) watchLink(onLink func(up bool, cause error), silence *linkSilen
 		case <-s.watchEnd:
 			return
 		}
-		s.silenceTick(silence, time.Now())
+		if silence != nil {
+			s.silenceTick(silence, time.Now())
+		}
 		now := s.ns.NumLeafNodes() > 0
 		if now == up {
 			continue

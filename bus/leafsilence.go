@@ -25,6 +25,13 @@ import (
 // the leaf links to one of them, or that server, still hearing of the
 // leaf's interest from the silent one, takes the new link for a loop and
 // NATS then waits 30 s before it dials again.
+//
+// The watch runs on leaves given several hub servers only. It has a cost
+// there: a leaf cut off from a server that stays up (its host's network
+// down for a few seconds) also cuts its link after LeafSilence, and
+// dials the next server, which takes it for a loop for as long as the
+// first holds the stale link (NATS pings leaves every 2 minutes), where
+// the link left alone would have healed when the network came back.
 
 // LeafSilence is how long a leaf's link to its hub may carry nothing in
 // before the leaf cuts it and dials the next hub server.
