@@ -2,6 +2,8 @@ package actorrt
 
 import (
 	"fmt"
+	"unicode"
+	"unicode/utf8"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +38,8 @@ type portKey struct {
 
 const closedMax = 1 << 14
 
-func newHealth(self string, hostTimeout time.Duration, apply func([]any)) *health {
-	return &health{apply: apply, table: newHealthTable(self, hostTimeout)}
+func newHealth(self string, hostTimeout, lostAfter time.Duration, apply func([]any)) *health {
+	return &health{apply: apply, table: newHealthTable(self, hostTimeout, lostAfter)}
 }
 
 // step runs one event through the table and carries out its effects.
@@ -67,7 +69,12 @@ func (h *health) started(procs []procInfo, fresh bool) {
 // heard takes a heartbeat of agent.
 func (h *health) heard(agent string) { h.step(evHeard{agent: agent, at: time.Now()}) }
 
-// tick declares silent agents gone; starved says this process was
+// link takes the job's link watcher's word on agent's link.
+func (h *health) link(agent string, up bool, cause string) {
+	h.step(evLink{agent: agent, up: up, cause: cause, at: time.Now()})
+}
+
+// tick suspects silent agents and declares confirmed ones gone; starved says this process was
 // starved itself since the last tick.
 func (h *health) tick(now time.Time, starved bool) { h.step(evTick{at: now, starved: starved}) }
 
@@ -201,4 +208,31 @@ func (h *health) takeOwed(a *actor) []portRef {
 		}
 	}
 	return refs
+}
+
+// parseLinkEvent reads what the job's link watcher says of an agent's
+// link (jobenv.Subjects.Link): "up", or "down <cause>".
+func parseLinkEvent(b []byte) (up bool, cause string, err error) {
+	const maxCause = 512
+	s := string(b)
+	switch {
+	case s == "up":
+		return true, "", nil
+	case len(s) > 5 && len(s) <= 5+maxCause && s[:5] == "down " && printable(s[5:]):
+		return false, s[5:], nil
+	}
+	return false, "", fmt.Errorf("not a link event: %.40q", s)
+}
+
+// printable reports whether s is one line of printable UTF-8.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -10,16 +10,25 @@ import (
 
 // healthTable is what a process knows of the rest of its job's health:
 // which procs are gone, and which host agent started each proc it holds,
-// so that when an agent is gone (it ended, or fell silent) its procs are
-// gone with it. It is a plain state machine: events go in (step) and
+// so that when an agent is gone (it ended, or was lost) its procs are
+// gone with it.
+//
+// An agent's silence alone is a suspicion, not a verdict: a starved host
+// is late, not dead. A silent agent (no heartbeat for the host timeout)
+// is suspected, and lost only once a second signal confirms it: its link
+// to the job's link watcher is down (its process ended, its host or the
+// network between is gone: see internal/hostlink), or it stays silent,
+// its host still answering, for lostAfter (stopped, or wedged). A
+// heartbeat clears a suspicion. It is a plain state machine: events go in (step) and
 // effects come out, which the runtime then carries out (failing the calls
 // that wait on a gone proc, telling supervision, announcing the end to the
 // job, watching an agent's heartbeats). It does no I/O, reads no clock
 // (time comes in the events) and starts no goroutine; it is not safe for
 // concurrent use: its driver holds a lock around step (see health).
 type healthTable struct {
-	self    string        // this process's proc id: its own agent is not watched
-	timeout time.Duration // an agent silent this long is gone
+	self      string        // this process's proc id: its own agent is not watched
+	timeout   time.Duration // an agent silent this long is suspected
+	lostAfter time.Duration // a suspect silent this long is lost, link or not
 
 	gone      map[string]wire.GoneNotice
 	agentOf   map[string]string    // proc -> the agent that started it
@@ -30,11 +39,17 @@ type healthTable struct {
 	// of the agent that started it, and the launcher's agents reported
 	// their own hosts when they said hello (launchedAgents.hosts).
 	hostOf map[string]string
+	// suspect holds the watched agents silent past the timeout.
+	suspect map[string]bool
+	// linkDown holds, for each agent whose link the job's link watcher
+	// reported down (and not up since), why.
+	linkDown map[string]string
 }
 
-func newHealthTable(self string, timeout time.Duration) *healthTable {
-	return &healthTable{self: self, timeout: timeout, gone: map[string]wire.GoneNotice{},
-		agentOf: map[string]string{}, lastHeard: map[string]time.Time{}, hostOf: map[string]string{}}
+func newHealthTable(self string, timeout, lostAfter time.Duration) *healthTable {
+	return &healthTable{self: self, timeout: timeout, lostAfter: lostAfter, gone: map[string]wire.GoneNotice{},
+		agentOf: map[string]string{}, lastHeard: map[string]time.Time{}, hostOf: map[string]string{},
+		suspect: map[string]bool{}, linkDown: map[string]string{}}
 }
 
 // agentOn names agent for a message: by its host ("host agent on h2")
@@ -68,7 +83,16 @@ type (
 		agent string
 		at    time.Time
 	}
-	// evTick: time passes; silent agents are declared gone. starved says
+	// evLink: the job's link watcher says agent's link is up, or down
+	// and why.
+	evLink struct {
+		agent string
+		up    bool
+		cause string
+		at    time.Time
+	}
+	// evTick: time passes; silent agents are suspected, and suspects
+	// whose silence is confirmed are declared gone. starved says
 	// this process itself was starved since the last tick (the tick came
 	// late): its silence is not the agents', so they get a fresh start.
 	evTick struct {
@@ -96,6 +120,17 @@ type (
 	effAsk struct {
 		agent string
 		procs []string
+	}
+	// effSuspect: agent has been silent for silent, its link up (or not
+	// known): it is late, and lost if that lasts lostAfter.
+	effSuspect struct {
+		agent, who string // who: agentOn(agent)
+		silent     time.Duration
+	}
+	// effCleared: a suspect was heard again after silent.
+	effCleared struct {
+		agent, who string
+		silent     time.Duration
 	}
 )
 
@@ -141,8 +176,21 @@ func (t *healthTable) step(ev any) []any {
 			out = append(out, effAsk{a, ask[a]})
 		}
 	case evHeard:
-		if _, watched := t.lastHeard[ev.agent]; watched {
+		if last, watched := t.lastHeard[ev.agent]; watched {
 			t.lastHeard[ev.agent] = ev.at
+			if t.suspect[ev.agent] {
+				delete(t.suspect, ev.agent)
+				out = append(out, effCleared{ev.agent, t.agentOn(ev.agent), ev.at.Sub(last)})
+			}
+		}
+	case evLink:
+		if ev.up {
+			delete(t.linkDown, ev.agent)
+			break
+		}
+		t.linkDown[ev.agent] = ev.cause
+		if last, watched := t.lastHeard[ev.agent]; watched && ev.at.Sub(last) > t.timeout {
+			out = t.lost(out, ev.agent, ev.at.Sub(last))
 		}
 	case evTick:
 		if ev.starved {
@@ -159,13 +207,31 @@ func (t *healthTable) step(ev any) []any {
 		}
 		slices.Sort(silent) // effects in a stable order
 		for _, a := range silent {
-			n := wire.GoneNotice{Proc: a, Reason: fmt.Sprintf("%s silent for %v (host lost?)", t.agentOn(a), t.timeout), Status: -1}
-			out = t.goneWithAgents(out, n, true)
+			quiet := ev.at.Sub(t.lastHeard[a])
+			_, down := t.linkDown[a]
+			switch {
+			case down || quiet > t.lostAfter:
+				out = t.lost(out, a, quiet)
+			case !t.suspect[a]:
+				t.suspect[a] = true
+				out = append(out, effSuspect{a, t.agentOn(a), quiet})
+			}
 		}
 	default:
 		panic(fmt.Sprintf("actorrt: healthTable: unknown event %T", ev))
 	}
 	return out
+}
+
+// lost declares agent, silent for quiet, gone: its link is down, or it
+// has been silent past lostAfter.
+func (t *healthTable) lost(out []any, agent string, quiet time.Duration) []any {
+	delete(t.suspect, agent)
+	reason := fmt.Sprintf("%s silent for %v while its host still answers (stopped or wedged?)", t.agentOn(agent), t.lostAfter)
+	if cause, down := t.linkDown[agent]; down {
+		reason = fmt.Sprintf("%s silent for %v, its link down: %s", t.agentOn(agent), quiet.Truncate(100*time.Millisecond), cause)
+	}
+	return t.goneWithAgents(out, wire.GoneNotice{Proc: agent, Reason: reason, Status: -1}, true)
 }
 
 // goneWithAgents records n and, if n's proc is an agent, every proc it
@@ -177,6 +243,7 @@ func (t *healthTable) goneWithAgents(out []any, n wire.GoneNotice, announce bool
 	}
 	t.gone[n.Proc] = n
 	delete(t.lastHeard, n.Proc)
+	delete(t.suspect, n.Proc)
 	agent, ok := t.agentOf[n.Proc]
 	if !ok {
 		agent = t.self // an end this process's own agent saw, or an agent's

@@ -15,12 +15,13 @@ import (
 // process's healthTable and the effects each gives. Times are offsets
 // from the start of the script. Commands:
 //
-//	table self=c timeout=5s          a new table (every script starts with one)
+//	table self=c timeout=5s lost=30s a new table (every script starts with one)
 //	started at=1s [fresh]            procs started, one per input line: "<proc> <agent> [host]";
 //	                                 fresh: being spawned here now (none can have ended)
 //	c-1 h0
 //	gone proc=c-1 reason=crashed [stopped] [announce]
 //	heard agent=h0 at=2s             a heartbeat
+//	link agent=h0 up|down [cause=reset] at=3s  the job's link watcher's word on h0's link
 //	tick at=7s [starved]             time passes (starved: this process was starved since the last tick)
 //	query proc=c-1                   what the table knows of a proc
 //
@@ -46,14 +47,19 @@ func TestHealthTable(t *testing.T) {
 			var effects []any
 			switch d.Cmd {
 			case "table":
-				var self, timeout string
+				var self, timeout, lost string
 				d.ScanArgs(t, "self", &self)
 				d.ScanArgs(t, "timeout", &timeout)
+				d.ScanArgs(t, "lost", &lost)
 				to, err := time.ParseDuration(timeout)
 				if err != nil {
 					d.Fatalf(t, "timeout: %v", err)
 				}
-				ht = newHealthTable(self, to)
+				la, err := time.ParseDuration(lost)
+				if err != nil {
+					d.Fatalf(t, "lost: %v", err)
+				}
+				ht = newHealthTable(self, to, la)
 				return ""
 			case "started":
 				var procs []procInfo
@@ -79,6 +85,13 @@ func TestHealthTable(t *testing.T) {
 				var agent string
 				d.ScanArgs(t, "agent", &agent)
 				effects = ht.step(evHeard{agent: agent, at: at(d)})
+			case "link":
+				var agent, cause string
+				d.ScanArgs(t, "agent", &agent)
+				if d.HasArg("cause") {
+					d.ScanArgs(t, "cause", &cause)
+				}
+				effects = ht.step(evLink{agent: agent, up: d.HasArg("up"), cause: cause, at: at(d)})
 			case "tick":
 				effects = ht.step(evTick{at: at(d), starved: d.HasArg("starved")})
 			case "query":
@@ -103,6 +116,10 @@ func TestHealthTable(t *testing.T) {
 					b.WriteString("\n")
 				case effWatch:
 					fmt.Fprintf(&b, "watch %s\n", e.agent)
+				case effSuspect:
+					fmt.Fprintf(&b, "suspect %s: silent for %v\n", e.agent, e.silent)
+				case effCleared:
+					fmt.Fprintf(&b, "cleared %s: heard after %v\n", e.agent, e.silent)
 				case effAsk:
 					fmt.Fprintf(&b, "ask %s which ended of %s\n", e.agent, strings.Join(e.procs, ","))
 				default:

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/monarch-go/monarch/internal/hostagent"
+	"github.com/monarch-go/monarch/hostsconfig"
 )
 
 // Option configures Main.
@@ -14,6 +14,8 @@ type options struct {
 	spawnTimeout time.Duration
 	stopTimeout  time.Duration
 	hostTimeout  time.Duration
+	lostAfter    time.Duration // a silent host whose link is up is lost after this
+	heartbeat    time.Duration // how often agents and procs beat
 	maxMessage   int // 0: the bus's default
 	faultHook    func(*MeshFailure) error
 	// The bound of every actor's mailbox.
@@ -21,20 +23,30 @@ type options struct {
 	mailboxBytes    int64
 }
 
-func defaultOptions() options {
-	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, hostTimeout: 5 * time.Second,
+// defaultOptions are the options before Main's: the job's [health]
+// (h) and the defaults.
+func defaultOptions(h hostsconfig.Health) options {
+	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second,
+		hostTimeout: h.HostTimeout, lostAfter: h.LostAfter, heartbeat: h.Heartbeat,
 		faultHook: defaultFaultHook, mailboxMessages: DefaultMailboxMessages, mailboxBytes: DefaultMailboxBytes}
 }
 
 // WithHostTimeout sets how long a host agent may be silent before its
-// host is declared lost and its procs failed. Default 5s; heartbeats are
-// sent every second.
+// host is suspected; it is declared lost, and its procs failed, once its
+// link to the launcher is down too (see the hosts file's [health]).
+// Default: the hosts file's host_timeout, 5s unless set there. At least
+// twice the heartbeat (1s unless set there); a host silent this long
+// whose link stays up is lost after lost_after (30s), raised to six times
+// d if that is not longer.
 func WithHostTimeout(d time.Duration) Option {
 	return func(o *options) error {
-		if d < 2*hostagent.HeartbeatInterval {
-			return fmt.Errorf("actorrt: host timeout %v must be at least %v", d, 2*hostagent.HeartbeatInterval)
+		if d < 2*o.heartbeat {
+			return fmt.Errorf("actorrt: host timeout %v must be at least %v", d, 2*o.heartbeat)
 		}
 		o.hostTimeout = d
+		if o.lostAfter <= d {
+			o.lostAfter = 6 * d
+		}
 		return nil
 	}
 }

@@ -28,17 +28,17 @@ func Main(fn func(ctx context.Context) error, opts ...Option) {
 // TestMain, which must run its tests inside the client and exit with their
 // status: os.Exit(actorrt.Run(...)).
 func Run(fn func(ctx context.Context) error, opts ...Option) int {
-	o := defaultOptions()
+	env, err := jobenv.FromEnviron()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "actorrt:", err)
+		return 1
+	}
+	o := defaultOptions(env.HealthOrDefault())
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-	}
-	env, err := jobenv.FromEnviron()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "actorrt:", err)
-		return 1
 	}
 	if env.Proc != nil {
 		return runWorker(o, env)

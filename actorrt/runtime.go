@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,7 +106,7 @@ func newRuntime(job, procID string, env jobenv.Env, o options, logRole string) (
 		return nil, fmt.Errorf("actorrt: %w", err)
 	}
 	rt.log, rt.logFile = l, closer
-	rt.health = newHealth(procID, o.hostTimeout, rt.applyHealth)
+	rt.health = newHealth(procID, o.hostTimeout, o.lostAfter, rt.applyHealth)
 	return rt, nil
 }
 
@@ -118,14 +119,16 @@ func (rt *core) start(l link, r role, client bool) error {
 	rt.sup = newSupervision(rt, client)
 	rt.actors = newLocalActors(rt)
 	in := inbound{rt}
-	rt.delivery = delivery.New(delivery.Config{Self: rt.procID, Subjects: rt.subjects, Retain: 2 * rt.opts.hostTimeout,
+	// What was sent is kept as long as a receiver may be late without
+	// being lost: a suspected host is lost after lostAfter at most.
+	rt.delivery = delivery.New(delivery.Config{Self: rt.procID, Subjects: rt.subjects, Retain: rt.opts.lostAfter + rt.opts.hostTimeout,
 		Route: in.route, Flush: rt.actors.flush, Lost: in.lost, Drop: rt.drop, Failed: in.failed, MaxPayload: l.MaxMessage()}, l)
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
 	}
 	rt.agent = hostagent.New(hostagent.Config{
 		ID: rt.procID, Job: rt.job, Bus: rt.bus, Host: rt.hostLabel,
-		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded,
+		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded, Heartbeat: rt.opts.heartbeat,
 	}, l)
 	subjects := []string{rt.subjects.Proc(rt.procID)}
 	if !client {
@@ -219,6 +222,17 @@ func (rt *core) childEnded(n wire.GoneNotice) {
 
 // applyHealth carries out what the health table asks for.
 func (rt *core) applyHealth(effects []any) {
+	var late, back []string // said in one line each: at spawn many agents may be late at once
+	var silent time.Duration
+	defer func() {
+		if len(late) > 0 {
+			rt.log.Warn().Msgf("%s late: silent for %v or more, link up: suspected, lost if silent for %v",
+				someOf(late), silent.Round(100*time.Millisecond), rt.opts.lostAfter)
+		}
+		if len(back) > 0 {
+			rt.log.Info().Msgf("%s heard again: no longer suspected", someOf(back))
+		}
+	}()
 	for _, e := range effects {
 		switch e := e.(type) {
 		case effGone:
@@ -245,8 +259,25 @@ func (rt *core) applyHealth(effects []any) {
 			rt.watchAgent(e.agent)
 		case effAsk:
 			rt.askEnded(e.agent, e.procs)
+		case effSuspect:
+			late = append(late, e.who)
+			silent = min(silent, e.silent)
+			if len(late) == 1 {
+				silent = e.silent
+			}
+		case effCleared:
+			back = append(back, e.who)
 		}
 	}
+}
+
+// someOf names the first few of many, and how many more.
+func someOf(names []string) string {
+	const most = 6
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 // watchAgent subscribes to what tells that agent and its procs live and
@@ -267,6 +298,18 @@ func (rt *core) watchAgent(agent string) {
 	})
 	if err != nil {
 		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")
+	}
+	// The launcher's word on its link: what confirms a silence.
+	_, err = rt.link.Watch(rt.subjects.Link(agent), func(m bus.Message) {
+		up, cause, err := parseLinkEvent(m.Data)
+		if err != nil {
+			rt.drop(wire.DropFrame, m.Subject, err)
+			return
+		}
+		rt.health.link(agent, up, cause)
+	})
+	if err != nil {
+		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent's link")
 	}
 	for _, subj := range rt.role.watchSubjects(agent) {
 		if _, err := rt.link.Subscribe(subj); err != nil {
@@ -324,7 +367,7 @@ func (p *endedPort) fail(error) {}
 // was starved of CPU: the agents' silence may be its own, so they get a
 // fresh start rather than a verdict.
 func (rt *core) watchHosts() {
-	interval := hostagent.HeartbeatInterval / 4
+	interval := rt.opts.heartbeat / 4
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	last := time.Now()

@@ -146,7 +146,7 @@ func (w *worker) watchHostBus() {
 // that it is alive; from a goroutine of its own, so that a busy
 // dispatcher does not make it look dead (see hostagent.WatchLiveness).
 func (w *worker) beat() {
-	t := time.NewTicker(hostagent.HeartbeatInterval)
+	t := time.NewTicker(w.opts.heartbeat)
 	defer t.Stop()
 	for {
 		w.sendControl(w.startedBy, wire.OpAlive, 0, nil)

@@ -47,6 +47,8 @@ type Hosts struct {
 	Local *Local
 	// Bus is where the job's bus listens and what workers dial.
 	Bus Bus
+	// Health is how hosts are watched: heartbeats and timeouts.
+	Health Health
 }
 
 // Slurm is the [slurm] table.
@@ -201,6 +203,10 @@ func readHosts(t *table) *Hosts {
 	}
 	if sub := t.sub("bus"); sub != nil {
 		h.Bus = readBus(sub, h.Scheduler, h.numHosts())
+	}
+	h.Health = DefaultHealth()
+	if sub := t.sub("health"); sub != nil && sub.m != nil {
+		h.Health = readHealth(sub)
 	}
 	return h
 }

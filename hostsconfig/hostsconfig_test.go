@@ -120,41 +120,44 @@ func TestGoodFiles(t *testing.T) {
 	remoteBus := Bus{Listen: "0.0.0.0:0", Hubs: 1}
 	localBus := Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}
 	jobLog := Log{StreamToClient: true, FileLevel: "INFO", StderrLevel: "WARN"}
+	dh := DefaultHealth()
 	tests := []struct {
 		file string
 		want any
 	}{
-		{"slurm-defaults.toml", &Hosts{Path: abs("slurm-defaults.toml"), Scheduler: SchedulerSlurm,
+		{"slurm-defaults.toml", &Hosts{Health: dh, Path: abs("slurm-defaults.toml"), Scheduler: SchedulerSlurm,
 			Slurm: &Slurm{Immediate: 30 * time.Second, SignalBefore: 2 * time.Minute}, Bus: remoteBus}},
-		{"slurm-full.toml", &Hosts{Path: abs("slurm-full.toml"), Scheduler: SchedulerSlurm,
+		{"slurm-full.toml", &Hosts{Health: dh, Path: abs("slurm-full.toml"), Scheduler: SchedulerSlurm,
 			Slurm: &Slurm{Nodes: 2, GPUsPerNode: 4, Partition: "debug", Time: "1-12:30", Account: "proj",
 				SbatchArgs: []string{"--qos=high", "--exclusive"}, SrunArgs: []string{"--mpi=none"},
 				Immediate: time.Minute, Monarch: "/opt/monarch/bin/monarch", SignalBefore: 10 * time.Minute, Requeue: true},
 			Bus: Bus{Listen: "10.0.0.5:4222", Advertise: "head.cluster:4222", Hubs: 2}}},
-		{"ssh.toml", &Hosts{Path: abs("ssh.toml"), Scheduler: SchedulerSSH,
+		{"ssh.toml", &Hosts{Health: dh, Path: abs("ssh.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1", "h2"}, User: "root", Port: 22, Options: []string{"StrictHostKeyChecking=no"},
 				ConnectTimeout: 5 * time.Second, Parallel: 16},
 			Bus: Bus{Listen: "0.0.0.0:0", Advertise: "10.213.7.1", Hubs: 1}}},
-		{"ssh-dotted.toml", &Hosts{Path: abs("ssh-dotted.toml"), Scheduler: SchedulerSSH,
+		{"ssh-dotted.toml", &Hosts{Health: dh, Path: abs("ssh-dotted.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1", "h2"}, Port: 2222, ConnectTimeout: 10 * time.Second, Parallel: 32},
 			Bus: Bus{Listen: "0.0.0.0:4222", Advertise: "10.0.0.1", Hubs: 1}}},
-		{"ssh-files.toml", &Hosts{Path: abs("ssh-files.toml"), Scheduler: SchedulerSSH,
+		{"ssh-files.toml", &Hosts{Health: dh, Path: abs("ssh-files.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1"}, IdentityFile: key, ConfigFile: abs("ssh.toml"),
 				ConnectTimeout: 10 * time.Second, Parallel: 32},
 			Bus: Bus{Listen: "0.0.0.0:0", TLSCert: abs("local.toml"), TLSKey: abs("local-defaults.toml"), TLSCA: key, Hubs: 1}}},
-		{"local.toml", &Hosts{Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus}},
-		{"local-defaults.toml", &Hosts{Path: abs("local-defaults.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 1}, Bus: localBus}},
-		{"local-direct.toml", &Hosts{Path: abs("local-direct.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},
+		{"local.toml", &Hosts{Health: dh, Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus}},
+		{"local-defaults.toml", &Hosts{Health: dh, Path: abs("local-defaults.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 1}, Bus: localBus}},
+		{"local-direct.toml", &Hosts{Health: dh, Path: abs("local-direct.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},
 			Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1, Direct: true}}},
+		{"local-health.toml", &Hosts{Path: abs("local-health.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 1}, Bus: localBus,
+			Health: Health{Heartbeat: 500 * time.Millisecond, HostTimeout: 10 * time.Second, LinkTimeout: 4 * time.Second, LostAfter: 2 * time.Minute}}},
 		{"job-minimal.toml", &Job{Path: abs("job-minimal.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog, StopGrace: time.Minute}},
 		{"job-full.toml", &Job{Path: abs("job-full.toml"), Program: "/bin/sh", Args: []string{"-c", "echo hello"}, Dir: dir,
 			Env:   []string{"OMP_NUM_THREADS=1", "B_FIRST=x", "A_SECOND=y=z"},
-			Hosts: &Hosts{Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus},
+			Hosts: &Hosts{Health: dh, Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus},
 			Procs: []Dim{{"b", 2}, {"a", 3}},
 			Log:   Log{AggregateWindow: 3 * time.Second, FileLevel: "DEBUG", StderrLevel: "ERROR"}, StopGrace: 5 * time.Second}},
 		{"job-inline-hosts.toml", &Job{Path: abs("job-inline-hosts.toml"), Program: "/bin/sh", Dir: dir,
 			Env:   []string{"Z=last letter, first key", "A=first letter, second key"},
-			Hosts: &Hosts{Scheduler: SchedulerSlurm, Slurm: &Slurm{Nodes: 4, Partition: "gpu", Immediate: 30 * time.Second, SignalBefore: 2 * time.Minute}, Bus: remoteBus},
+			Hosts: &Hosts{Health: dh, Scheduler: SchedulerSlurm, Slurm: &Slurm{Nodes: 4, Partition: "gpu", Immediate: 30 * time.Second, SignalBefore: 2 * time.Minute}, Bus: remoteBus},
 			Procs: []Dim{{"gpus", 8}},
 			Log:   Log{StreamToClient: true, FileLevel: "TRACE", StderrLevel: "WARN"}, StopGrace: time.Minute}},
 	}
@@ -232,7 +235,7 @@ func TestRepoExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &Hosts{Path: filepath.Join(repo, "hosts-slurm.toml"), Scheduler: SchedulerSlurm,
+		want := &Hosts{Health: DefaultHealth(), Path: filepath.Join(repo, "hosts-slurm.toml"), Scheduler: SchedulerSlurm,
 			Slurm: &Slurm{Nodes: 2, GPUsPerNode: 4, Partition: "debug", Time: "01:00:00", Account: "proj",
 				SbatchArgs: []string{"--qos=high"}, SrunArgs: []string{"--mpi=none"}, Immediate: 30 * time.Second,
 				Monarch: "/opt/monarch/bin/monarch", SignalBefore: 5 * time.Minute, Requeue: true},
@@ -246,7 +249,7 @@ func TestRepoExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &Hosts{Path: filepath.Join(repo, "hosts-ssh.toml"), Scheduler: SchedulerSSH,
+		want := &Hosts{Health: DefaultHealth(), Path: filepath.Join(repo, "hosts-ssh.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1", "h2"}, User: "root", Port: 22,
 				Options: []string{"StrictHostKeyChecking=accept-new"}, ConnectTimeout: 5 * time.Second, Parallel: 16,
 				Monarch: "/opt/monarch/bin/monarch"},
@@ -260,7 +263,7 @@ func TestRepoExamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &Hosts{Path: filepath.Join(repo, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},
+		want := &Hosts{Health: DefaultHealth(), Path: filepath.Join(repo, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},
 			Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}}
 		if !reflect.DeepEqual(h, want) {
 			t.Errorf("got\n%s\nwant\n%s", asJSON(h), asJSON(want))
@@ -285,7 +288,7 @@ func TestRepoExamples(t *testing.T) {
 		dir := filepath.Join(root, "testdata")
 		want := &Job{Path: filepath.Join(dir, "job.toml"), Program: prog, Args: []string{}, Dir: dir,
 			Env:       []string{"OMP_NUM_THREADS=1", "NCCL_DEBUG=WARN"},
-			Hosts:     &Hosts{Path: filepath.Join(dir, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2}, Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}},
+			Hosts:     &Hosts{Health: DefaultHealth(), Path: filepath.Join(dir, "hosts-local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2}, Bus: Bus{Listen: "127.0.0.1:0", Advertise: "127.0.0.1", Hubs: 1}},
 			Procs:     []Dim{{"gpus", 4}},
 			Log:       Log{StreamToClient: true, AggregateWindow: 3 * time.Second, FileLevel: "INFO", StderrLevel: "WARN"},
 			StopGrace: 90 * time.Second}

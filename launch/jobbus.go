@@ -28,6 +28,9 @@ type jobBus struct {
 	// With TLS: the CA file and the name the bus's certificate is
 	// checked against (the advertised address).
 	tlsCA, tlsName string
+	// listenHost is the address it listens on, advHost the one hosts
+	// dial: where the job's other listeners go too.
+	listenHost, advHost string
 }
 
 // startJobBus starts the bus where the hosts of p can reach it (see
@@ -55,7 +58,11 @@ func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus,
 	if err != nil {
 		return nil, err
 	}
-	jb := &jobBus{srv: srv, advURL: "nats://" + net.JoinHostPort(adv, strconv.Itoa(srv.Port())), leafAdv: srv.LeafURL()}
+	advHost := adv
+	if h, _, err := net.SplitHostPort(adv); err == nil {
+		advHost = h
+	}
+	jb := &jobBus{listenHost: listenHost, advHost: advHost, srv: srv, advURL: "nats://" + net.JoinHostPort(adv, strconv.Itoa(srv.Port())), leafAdv: srv.LeafURL()}
 	jb.localURL = "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Port()))
 	if u, err := url.Parse(jb.leafAdv); err == nil {
 		jb.leafLocal = "nats-leaf://" + net.JoinHostPort("127.0.0.1", u.Port())

@@ -181,10 +181,22 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 	defer watch.close()
 
 	env := jobEnv(cfg.Job)
+	health := hostsconfig.DefaultHealth()
+	if cfg.Hosts != nil && cfg.Hosts.Health != (hostsconfig.Health{}) {
+		health = cfg.Hosts.Health
+	}
+	env.Health = &health
 	var ag *agents
 	if len(p.hosts) > 0 {
+		links, err := startLinkWatch(jb, health, watch.conn, jobID)
+		if err != nil {
+			fail(err)
+			return 0, fmt.Errorf("launch: %w", err)
+		}
+		defer links.close()
 		spec := &agentSpec{args: agentArgs(jobID, cfg.Job), monarch: cfg.Monarch, stderr: cfg.Stderr, awaitAgents: watch.awaitHosts,
-			env: jobenv.Env{Bus: jb.dial(jb.advURL, jb.leafAdv), FileLog: env.FileLog, StderrLog: env.StderrLog}}
+			env: jobenv.Env{Bus: jb.dial(jb.advURL, jb.leafAdv), FileLog: env.FileLog, StderrLog: env.StderrLog,
+				Health: &health, LinkWatcher: links.addr}}
 		if ag, err = s.start(ctx, p, spec); err != nil {
 			err = fmt.Errorf("launch: %w", err)
 			fail(err)

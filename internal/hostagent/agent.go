@@ -54,6 +54,9 @@ type Config struct {
 	// OnEnd, if set, hears of every proc of this agent that ends, once its
 	// output has been sent; not once Close has begun.
 	OnEnd func(wire.GoneNotice)
+	// Heartbeat is how often the agent heartbeats (HeartbeatInterval
+	// when zero).
+	Heartbeat time.Duration
 }
 
 // OutputGrace bounds how long an ended proc's output pipes may stay open

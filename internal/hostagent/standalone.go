@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/hostlink"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -21,7 +22,8 @@ import (
 )
 
 // HeartbeatInterval is how often an agent that has procs to answer for
-// heartbeats (a standalone agent, from the start).
+// heartbeats (a standalone agent, from the start), unless its
+// Config.Heartbeat says otherwise.
 const HeartbeatInterval = time.Second
 
 // DefaultStopTimeout is how long a standalone agent's procs have to stop
@@ -35,14 +37,10 @@ var AnnounceAgain = [...]time.Duration{time.Second, 4 * time.Second}
 // (bus.ConnOptions.ConnectFor).
 const ConnectFor = 30 * time.Second
 
-// DefaultHostTimeout is how long a standalone agent's procs may show no
-// life before they are killed as unresponsive (see WatchLiveness).
-const DefaultHostTimeout = 5 * time.Second
-
-// Heartbeats publishes the agent's heartbeat every HeartbeatInterval, once
+// Heartbeats publishes the agent's heartbeat every Config.Heartbeat, once
 // it has started a proc (always, if always is set), until ctx ends.
 func (a *Agent) Heartbeats(ctx context.Context, always bool) {
-	t := time.NewTicker(HeartbeatInterval)
+	t := time.NewTicker(a.heartbeat())
 	defer t.Stop()
 	h := wire.Header{Kind: wire.KindControl, Method: wire.OpHeartbeat, ReplyTo: a.cfg.ID, Rank: -1}
 	subject := a.subjects.Heartbeat(a.cfg.ID)
@@ -56,6 +54,13 @@ func (a *Agent) Heartbeats(ctx context.Context, always bool) {
 			return
 		}
 	}
+}
+
+func (a *Agent) heartbeat() time.Duration {
+	if a.cfg.Heartbeat > 0 {
+		return a.cfg.Heartbeat
+	}
+	return HeartbeatInterval
 }
 
 // Run serves as the standalone host agent of a job (`monarch agent`)
@@ -76,9 +81,11 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	if env.HostName != "" {
 		host = env.HostName
 	}
+	health := env.HealthOrDefault()
 	cfg := Config{
 		ID: jobenv.AgentID(args.Index), Job: args.Job, Bus: env.Bus, Host: host, Addr: routeAddr(env.Bus.URL),
 		Program: args.Program, Args: args.Args, Dir: args.Dir, Env: args.Env, StopTimeout: DefaultStopTimeout,
+		Heartbeat: health.Heartbeat,
 	}
 	log, logFile, err := logagg.SystemLogger(cfg.Job, "agent-"+cfg.ID)
 	if err != nil {
@@ -89,6 +96,15 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	jobstate.PruneSystemLogs(time.Now())
 
 	s := &standalone{index: args.Index, log: log}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	// The link that tells the job this agent's process lives and its host
+	// answers, whatever its load (see internal/hostlink).
+	if env.LinkWatcher != "" {
+		if err := hostlink.Dial(runCtx, env.LinkWatcher, env.Bus.Token, cfg.ID, health.LinkTimeout); err != nil {
+			return err
+		}
+	}
 	// The host's procs and this agent are on the host's bus, a leaf of
 	// the job's hub; without a leaf URL (an agent started by hand), on the
 	// hub itself.
@@ -101,7 +117,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 		}
 		defer hb.Close()
 		cfg.Bus, hubLost = hb.Procs(), hb.Lost()
-		conn, err = bus.ConnectInProcess(hb.Server(), bus.ConnOptions{Name: "agent " + cfg.ID, HubServers: env.Bus.Hubs, OnError: s.busFault, ReconnectFor: DefaultHostTimeout})
+		conn, err = bus.ConnectInProcess(hb.Server(), bus.ConnOptions{Name: "agent " + cfg.ID, HubServers: env.Bus.Hubs, OnError: s.busFault, ReconnectFor: health.HostTimeout})
 		if err != nil {
 			return err
 		}
@@ -131,12 +147,10 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 			return err
 		}
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	lost := make(chan error, 1)
 	go func() { lost <- conn.Run(runCtx, s.dispatch) }()
 	go s.agent.Heartbeats(runCtx, true)
-	go s.agent.WatchLiveness(runCtx, DefaultHostTimeout)
+	go s.agent.WatchLiveness(runCtx, health.HostTimeout)
 	// Report now, and again whenever the client asks: an agent may start
 	// before the client listens, or after it asked.
 	if err := s.report(); err != nil {

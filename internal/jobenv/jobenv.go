@@ -38,6 +38,8 @@ const (
 	varAgent      = "MONARCH_AGENT"
 	varStopGrace  = "MONARCH_STOP_GRACE"
 	varJobEnd     = "MONARCH_JOB_END"
+	varHealth     = "MONARCH_HEALTH"
+	varLinks      = "MONARCH_LINK_WATCHER"
 	// RestartVar counts the job's restarts: its batch job's requeues
 	// (SLURM_RESTART_COUNT), 0 the first time. The launcher sets it for
 	// the client and every proc, SPMD commands included.
@@ -109,8 +111,23 @@ type Env struct {
 	// does. Its own children do not inherit it.
 	HostBus bool
 
+	// Health is the hosts file's [health], for every process of the job
+	// (children inherit it); nil: the defaults.
+	Health *hostsconfig.Health
+	// LinkWatcher is where a host agent holds its link to the job's
+	// link watcher (host:port, see internal/hostlink).
+	LinkWatcher string
+
 	// Proc is set for a proc by the host agent that starts it.
 	Proc *Proc
+}
+
+// HealthOrDefault is e.Health, or the defaults when not set.
+func (e Env) HealthOrDefault() hostsconfig.Health {
+	if e.Health != nil {
+		return *e.Health
+	}
+	return hostsconfig.DefaultHealth()
 }
 
 // Proc is a proc's bootstrap: who it is and where to say it is ready.
@@ -182,6 +199,10 @@ func (e Env) Environ() []string {
 		}
 	}
 	add(varHostName, e.HostName)
+	if h := e.Health; h != nil {
+		add(varHealth, fmt.Sprintf("heartbeat=%v,host_timeout=%v,link_timeout=%v,lost_after=%v", h.Heartbeat, h.HostTimeout, h.LinkTimeout, h.LostAfter))
+	}
+	add(varLinks, e.LinkWatcher)
 	if p := e.Proc; p != nil {
 		add(varProc, p.ID)
 		add(varParent, p.Parent)
@@ -287,6 +308,15 @@ func FromEnviron() (Env, error) {
 			e.HostName = v
 		}
 	}
+	if v := os.Getenv(varHealth); v != "" {
+		h, err := parseHealth(v)
+		if err != nil {
+			bad(varHealth, v, "heartbeat=D,host_timeout=D,link_timeout=D,lost_after=D ("+err.Error()+")")
+		} else {
+			e.Health = &h
+		}
+	}
+	e.LinkWatcher = os.Getenv(varLinks)
 	if id := os.Getenv(varProc); id != "" {
 		p := &Proc{ID: id, Parent: os.Getenv(varParent), Agent: os.Getenv(varAgent)}
 		port, err := strconv.ParseUint(os.Getenv(varReadyPort), 10, 64)
@@ -344,10 +374,32 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar:
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, varLinks:
 		return true
 	}
 	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)
+}
+
+// parseHealth reads MONARCH_HEALTH: every key once, in any order.
+func parseHealth(v string) (hostsconfig.Health, error) {
+	var h hostsconfig.Health
+	fields := map[string]*time.Duration{"heartbeat": &h.Heartbeat, "host_timeout": &h.HostTimeout, "link_timeout": &h.LinkTimeout, "lost_after": &h.LostAfter}
+	parts := strings.Split(v, ",")
+	if len(parts) != len(fields) {
+		return h, fmt.Errorf("%d keys, want %d", len(parts), len(fields))
+	}
+	for _, kv := range parts {
+		k, d, _ := strings.Cut(kv, "=")
+		dst := fields[k]
+		if dst == nil || *dst != 0 {
+			return h, fmt.Errorf("key %q unknown or given twice", k)
+		}
+		var err error
+		if *dst, err = time.ParseDuration(d); err != nil || *dst <= 0 {
+			return h, fmt.Errorf("%s: not a positive duration", k)
+		}
+	}
+	return h, h.Check()
 }
 
 // FormatDims writes dims as the job file's [procs] travel: "gpus=4,x=2".

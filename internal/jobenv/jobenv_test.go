@@ -35,6 +35,8 @@ func TestRoundTrip(t *testing.T) {
 		HostAgents: 3, Procs: []hostsconfig.Dim{{Name: "gpus", Size: 4}, {Name: "x", Size: 2}},
 		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml",
 		FileLog: "debug", StderrLog: "warn", HostName: "h2",
+		Health:      &hostsconfig.Health{Heartbeat: 500 * time.Millisecond, HostTimeout: 7 * time.Second, LinkTimeout: 3 * time.Second, LostAfter: time.Minute},
+		LinkWatcher: "10.0.0.1:4000",
 		Proc: &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3, Agent: "h0"},
 	}
 	env := in.Environ()
@@ -71,6 +73,10 @@ func TestFromEnvironErrors(t *testing.T) {
 		{[]string{"MONARCH_PROC=p", "MONARCH_READY_PORT=1", "MONARCH_READY_RANK=0", "MONARCH_PARENT=c"}, "a proc needs $MONARCH_JOB and $MONARCH_BUS_URL"},
 		{[]string{"MONARCH_BUS_HUBS=1"}, `$MONARCH_BUS_HUBS="1": want a number of hub servers, 2 or more`},
 		{[]string{"MONARCH_HOST_BUS=1"}, "$MONARCH_HOST_BUS needs $MONARCH_BUS_LEAF"},
+		{[]string{"MONARCH_HEALTH=heartbeat=1s"}, "1 keys, want 4"},
+		{[]string{"MONARCH_HEALTH=heartbeat=1s,heartbeat=1s,link_timeout=3s,lost_after=30s"}, `key "heartbeat" unknown or given twice`},
+		{[]string{"MONARCH_HEALTH=heartbeat=1s,host_timeout=5s,link_timeout=3s,lost_after=2s"}, "lost_after: want more than host_timeout"},
+		{[]string{"MONARCH_HEALTH=heartbeat=x,host_timeout=5s,link_timeout=3s,lost_after=30s"}, "heartbeat: not a positive duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

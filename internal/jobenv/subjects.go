@@ -85,6 +85,10 @@ func (s Subjects) AgentGone(agent string) string { return s.AgentGonePrefix() + 
 // AgentGonePrefix is the common prefix of the AgentGone subjects.
 func (s Subjects) AgentGonePrefix() string { return s.prefix + "agentgone." }
 
+// Link is where the job's link watcher says host agent agent's link went
+// up ("up") or down ("down <cause>"); see internal/hostlink.
+func (s Subjects) Link(agent string) string { return s.prefix + "link." + agent }
+
 // Hubs: a host that runs one of the hub's servers announces there the
 // URL the leaves dial ("<index> <url>"), once it is joined to the hub, and
 // again whenever asked on HubsAsk.
