@@ -22,9 +22,9 @@ func (h *Hosts) Describe() string {
 	var lines []string
 	switch h.Scheduler {
 	case SchedulerSlurm:
-		lines = describeSlurm(h.Slurm)
+		lines = append(describeSlurm(h.Slurm), describeShip(h.Ship, "nodes", "sbcast"))
 	case SchedulerSSH:
-		lines = describeSSH(h.SSH)
+		lines = append(describeSSH(h.SSH), describeShip(h.Ship, "hosts", "the ssh session"))
 	case SchedulerLocal:
 		n := 1
 		if h.Local != nil {
@@ -104,6 +104,22 @@ func describeMonarch(path, where string) string {
 		return "  monarch binary on the " + where + ": the launcher's own path"
 	}
 	return "  monarch binary on the " + where + ": " + path
+}
+
+// describeShip says when the program and monarch are sent to the hosts
+// (where), by what (how).
+func describeShip(s Ship, where, how string) string {
+	cache := s.Cache
+	if cache == "" {
+		cache = DefaultShipCache + " ($XDG_CACHE_HOME/monarch/bin if set)"
+	}
+	switch s.Send {
+	case SendNever:
+		return "  program and monarch: run from their paths on the " + where + ", never sent"
+	case SendAlways:
+		return fmt.Sprintf("  program and monarch: sent by %s to the %s unless cached there (by sha256), run from the cache %s", how, where, cache)
+	}
+	return fmt.Sprintf("  program and monarch: sent by %s to the %s that lack them (not at their paths, not cached), into the cache %s", how, where, cache)
 }
 
 func describeBus(b Bus) string {

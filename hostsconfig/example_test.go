@@ -17,6 +17,7 @@ func ExampleLoadHosts() {
 	// scheduler ssh: 2 hosts (h1, h2) as root, port 22, up to 16 sessions at once; a monarch agent per host over ssh
 	//   each connection attempt bounded to 5s, options StrictHostKeyChecking=no
 	//   monarch binary on the hosts: the launcher's own path
+	//   program and monarch: sent by the ssh session to the hosts that lack them (not at their paths, not cached), into the cache ~/.cache/monarch/bin ($XDG_CACHE_HOME/monarch/bin if set)
 	// bus: listens on 0.0.0.0:0 (any free port), workers dial 10.213.7.1, no TLS
 }
 
@@ -39,5 +40,6 @@ func ExampleHosts_Describe() {
 	//   inside an allocation: one srun step over all of its nodes
 	//   srun and salloc wait at most 30s for resources (--immediate)
 	//   monarch binary on the nodes: the launcher's own path
+	//   program and monarch: sent by sbcast to the nodes that lack them (not at their paths, not cached), into the cache ~/.cache/monarch/bin ($XDG_CACHE_HOME/monarch/bin if set)
 	// bus: listens on 0.0.0.0:0 (any free port), workers dial an address of this host chosen at launch, no TLS
 }

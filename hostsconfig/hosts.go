@@ -47,6 +47,8 @@ type Hosts struct {
 	Local *Local
 	// Bus is where the job's bus listens and what workers dial.
 	Bus Bus
+	// Ship says whether the program and monarch are sent to the hosts.
+	Ship Ship
 	// Health is how hosts are watched: heartbeats and timeouts.
 	Health Health
 }
@@ -203,6 +205,9 @@ func readHosts(t *table) *Hosts {
 	}
 	if sub := t.sub("bus"); sub != nil {
 		h.Bus = readBus(sub, h.Scheduler, h.numHosts())
+	}
+	if sub := t.sub("ship"); sub != nil && h.Scheduler != "" {
+		h.Ship = readShip(sub, h.Scheduler)
 	}
 	h.Health = DefaultHealth()
 	if sub := t.sub("health"); sub != nil && sub.m != nil {

@@ -150,7 +150,7 @@ func jobKeys() []string {
 }
 
 func hostsKeys() []string {
-	return []string{"scheduler", SchedulerSlurm, SchedulerSSH, SchedulerLocal, "bus", "health"}
+	return []string{"scheduler", SchedulerSlurm, SchedulerSSH, SchedulerLocal, "bus", "health", "ship"}
 }
 
 // fileKind returns "job", "hosts" or "" for a file that gives no clue.

@@ -197,6 +197,11 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		spec := &agentSpec{args: agentArgs(jobID, cfg.Job), monarch: cfg.Monarch, stderr: cfg.Stderr, awaitAgents: watch.awaitHosts,
 			env: jobenv.Env{Bus: jb.dial(jb.advURL, jb.leafAdv), FileLog: env.FileLog, StderrLog: env.StderrLog,
 				Health: &health, LinkWatcher: links.addr}}
+		if spec.ship, err = newShipment(cfg, cfg.Progress); err != nil {
+			err = fmt.Errorf("launch: %w", err)
+			fail(err)
+			return 0, err
+		}
 		if ag, err = s.start(ctx, p, spec); err != nil {
 			err = fmt.Errorf("launch: %w", err)
 			fail(err)

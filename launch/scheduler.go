@@ -111,6 +111,9 @@ type agentSpec struct {
 	// ctx ends or limit fires (jobWatch.awaitHosts): a scheduler paces
 	// its starts on it.
 	awaitAgents func(ctx context.Context, n int, limit <-chan time.Time)
+	// ship is what the scheduler sends to the hosts before it starts the
+	// agents (ship.go); nil: nothing.
+	ship *shipment
 }
 
 // kind is a scheduler as its file registers it.

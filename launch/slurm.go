@@ -115,6 +115,10 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 			s.keyIs("nodes", s.nodes()), fewNames(p.hosts), len(p.hosts), len(all), (slurmQueue{}).current(), allocationList())
 	}
 	spec.env.Bus.HubHosts = hubHosts(p.hosts, spec.env.Bus.Hubs)
+	if err := s.ship(ctx, spec.ship); err != nil {
+		return nil, err
+	}
+	spec.ship.use(0, &spec.monarch, &spec.args.Program) // the copies sent, if any
 	a := newAgents(1)
 	log := a.stepLog(spec.args.Job, "srun", srunOwn, spec.stderr)
 	why := causeContext{hosts: p.hosts, monarch: spec.monarch, key: "[slurm] monarch", keySet: s.cfg != nil && s.cfg.Monarch != ""}

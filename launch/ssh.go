@@ -47,6 +47,9 @@ func (s sshScheduler) prepare(ctx context.Context) (*placement, error) {
 // waits (at most sshSetupWait) for one to.
 func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
 	spec.env.Bus.HubHosts = hubHosts(p.hosts, spec.env.Bus.Hubs)
+	if err := s.ship(ctx, p.hosts, spec.ship); err != nil {
+		return nil, err
+	}
 	a := newAgents(len(p.hosts))
 	parallel := s.cfg.Parallel
 	if parallel < 1 {
@@ -65,7 +68,9 @@ func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) 
 			return nil, err
 		}
 		log := a.stepLog(spec.args.Job, "ssh "+host, sshOwn, spec.stderr)
-		why := causeContext{hosts: p.hosts, monarch: spec.monarch, key: "[ssh] monarch", keySet: s.cfg.Monarch != "", session: host}
+		monarch, program := spec.monarch, spec.args.Program
+		spec.ship.use(i, &monarch, &program)
+		why := causeContext{hosts: p.hosts, monarch: monarch, key: "[ssh] monarch", keySet: s.cfg.Monarch != "", session: host}
 		if err := a.startStep("ssh "+host, []string{jobenv.AgentID(i)}, cmd, log, why.readSSH); err != nil {
 			a.stop(time.Second)
 			return nil, err
@@ -106,9 +111,10 @@ func sshOwn(line string) bool {
 func (s sshScheduler) session(spec *agentSpec, host string, i int) *exec.Cmd {
 	env := spec.env
 	env.Bus.Token = ""
-	args := spec.args
+	args, monarch := spec.args, spec.monarch
 	args.Index, args.TokenStdin = i, true
-	remote := append(append([]string{"env"}, env.Environ()...), args.Argv(spec.monarch)...)
+	spec.ship.use(i, &monarch, &args.Program) // the copies sent, if any
+	remote := append(append([]string{"env"}, env.Environ()...), args.Argv(monarch)...)
 	quoted := make([]string, len(remote))
 	for j, w := range remote {
 		quoted[j] = shellQuote(w)

@@ -1,0 +1,206 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/bincache"
+	"github.com/monarch-go/monarch/internal/jobenv"
+)
+
+// Shipping on Slurm, inside the allocation, before the agents' step: an
+// srun step runs bincache's check on every node of the allocation (sbcast
+// sends to all of them); what some node lacks is sent to all by sbcast,
+// into the part bincache names in the cache, and a second step settles
+// it there (checks it and renames it into place). The agents' step is
+// one command line for all nodes, so every node runs a binary from the
+// same path: the cached copy once any node lacked it.
+//
+// Without sbcast in PATH, or when sbcast fails, the binaries run from
+// their paths, as the nodes see them (a shared filesystem), with one
+// warning; if the nodes do not have them there, the agents' step says so.
+
+// ship makes the nodes of this allocation have s.bins, and records in
+// s.at (one row: all nodes alike) the path each runs from.
+func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
+	if s == nil {
+		return nil
+	}
+	nodes, err := allocationNodes()
+	if err != nil {
+		return fmt.Errorf("slurm: %w", err)
+	}
+	start := time.Now()
+	rs, err := sh.shipStep(ctx, len(nodes), bincache.CheckArgv(s.cache, s.mode(), s.bins, s.paths))
+	if err != nil {
+		s.say("could not check the binary cache of the nodes (%v): %s", err, s.fallback(nil))
+		return nil
+	}
+	// What every node has of each binary.
+	dirs := map[string]bool{}
+	have := make([]map[string]string, len(s.bins)) // node: entry
+	inplace := make([]int, len(s.bins))
+	for i := range have {
+		have[i] = map[string]string{}
+	}
+	for _, r := range rs {
+		switch {
+		case r.Word == "nosum":
+			return fmt.Errorf("slurm: %s: cannot check the binaries sent to it: %s", r.Host, r.Rest)
+		case r.Word == "dir":
+			dirs[r.Rest] = true
+		case r.Index < 0 || r.Index >= len(s.bins):
+		case r.Word == "have":
+			have[r.Index][r.Host] = r.Rest
+		case r.Word == "inplace":
+			inplace[r.Index]++
+		case r.Word == "bad":
+			s.refused(r.Host, r.Index, r, true)
+		case r.Word == "fail":
+			return fmt.Errorf("slurm: %s: %s", r.Host, s.why(r.Index, r))
+		}
+	}
+	at := slices.Clone(s.paths)
+	var send []int
+	for i := range s.bins {
+		switch {
+		case len(have[i]) == len(nodes):
+			for _, e := range have[i] {
+				at[i] = e // the same on every node: one dir
+			}
+		case inplace[i] == len(nodes):
+		default:
+			send = append(send, i)
+		}
+	}
+	s.at = [][]string{at}
+	if len(send) == 0 {
+		return nil
+	}
+	if len(dirs) != 1 {
+		s.say("the nodes' binary caches are not at one path (%s): %s", strings.Join(keys(dirs), ", "), s.fallback(send))
+		return nil
+	}
+	dir := keys(dirs)[0]
+	if _, err := exec.LookPath("sbcast"); err != nil {
+		s.say("sbcast is not in PATH: %s", s.fallback(send))
+		return nil
+	}
+	tag := os.Getenv("SLURM_JOB_ID") + "-" + strconv.Itoa(os.Getpid())
+	for attempt := 1; len(send) > 0; attempt++ {
+		for _, i := range send {
+			if err := sbcast(ctx, s.bins[i], bincache.Part(dir, s.bins[i], tag)); err != nil {
+				s.say("%v: %s", err, s.fallback(send))
+				return nil
+			}
+		}
+		sent := make([]bincache.Binary, len(send))
+		for j, i := range send {
+			sent[j] = s.bins[i]
+		}
+		rs, err := sh.shipStep(ctx, len(nodes), bincache.SettleArgv(dir, tag, sent))
+		if err != nil {
+			return fmt.Errorf("slurm: settle the binaries sent by sbcast: %w", err)
+		}
+		ok := make([]map[string]bool, len(send))
+		for j := range ok {
+			ok[j] = map[string]bool{}
+		}
+		var refused []string
+		again := map[int]bool{}
+		for _, r := range rs {
+			if r.Index < 0 || r.Index >= len(send) {
+				continue
+			}
+			i := send[r.Index]
+			if r.Word == "ok" {
+				ok[r.Index][r.Host] = true
+				at[i] = r.Rest
+				continue
+			}
+			refused = append(refused, r.Host+": "+s.refused(r.Host, i, r, attempt == 1))
+			again[i] = true
+		}
+		for j, i := range send {
+			if len(ok[j]) < len(nodes) && !again[i] {
+				refused = append(refused, fmt.Sprintf("%d of %d nodes answered for %s", len(ok[j]), len(nodes), s.named(i)))
+				again[i] = true
+			}
+			for _, n := range nodes {
+				if !again[i] {
+					s.sent(i, n)
+				}
+			}
+		}
+		if len(refused) > 0 && attempt == 2 {
+			return fmt.Errorf("slurm: sent twice by sbcast, refused twice: %s", strings.Join(refused, "; "))
+		}
+		send = slices.DeleteFunc(send, func(i int) bool { return !again[i] })
+	}
+	s.at = [][]string{at}
+	s.report("sbcast", time.Since(start))
+	return nil
+}
+
+// fallback says that the binaries send (nil: all) run from their paths,
+// and resets them to run so.
+func (s *shipment) fallback(send []int) string {
+	if send == nil {
+		for i := range s.bins {
+			send = append(send, i)
+		}
+	}
+	var names []string
+	for _, i := range send {
+		names = append(names, s.paths[i])
+		if len(s.at) > 0 {
+			s.at[0][i] = s.paths[i]
+		}
+	}
+	return "running " + strings.Join(names, ", ") + " from the path the nodes see (not sent)"
+}
+
+// sbcast sends b to every node of the allocation as dest.
+func sbcast(ctx context.Context, b bincache.Binary, dest string) error {
+	cmd := exec.Command("sbcast", "--force", b.Path, dest)
+	cmd.Env = jobenv.Clean(os.Environ())
+	_, errOut, err := runTool(ctx, cmd, shipTimeout)
+	if err != nil {
+		return fmt.Errorf("sbcast %s failed (%s: %s)", b.Name, describeErr(err), tailOf(errOut, 3))
+	}
+	return nil
+}
+
+// shipStep runs a bincache script on the first n nodes of the
+// allocation, one task each, and returns their answers.
+func (sh slurmHosts) shipStep(ctx context.Context, n int, argv []string) ([]bincache.Reply, error) {
+	args := []string{"--overlap", "--nodes=" + strconv.Itoa(n), "--ntasks=" + strconv.Itoa(n), "--ntasks-per-node=1",
+		immediate(sh.cfg), "--export=ALL"}
+	limit := shipCheckTimeout
+	if sh.cfg != nil {
+		args = append(args, sh.cfg.SrunArgs...)
+		limit += sh.cfg.Immediate
+	}
+	cmd := exec.Command("srun", append(args, argv...)...)
+	cmd.Env = jobenv.Clean(os.Environ())
+	out, errOut, err := runTool(ctx, cmd, limit)
+	if err != nil {
+		return nil, fmt.Errorf("srun %s: %s", describeErr(err), tailOf(errOut, 3))
+	}
+	return replies(out), nil
+}
+
+func keys(m map[string]bool) []string {
+	k := make([]string, 0, len(m))
+	for s := range m {
+		k = append(k, s)
+	}
+	slices.Sort(k)
+	return k
+}

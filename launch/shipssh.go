@@ -1,0 +1,147 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+	"github.com/monarch-go/monarch/internal/bincache"
+)
+
+// Shipping over ssh: per host, one session runs bincache's check (what
+// the host has), then one session per binary it lacks runs bincache's
+// receive with the binary on stdin. Only sh, cat, sha256sum, mkdir, mv
+// and chmod run on the host: the monarch binary may be among those sent.
+// Hosts are shipped to in parallel, at most [ssh] parallel at once.
+
+// ship sends s.bins to the hosts that lack them, and records in s.at what
+// each host runs. A host that ssh cannot reach is left to the agent's
+// session to report. The error names every host that failed.
+func (ss sshScheduler) ship(ctx context.Context, hosts []string, s *shipment) error {
+	if s == nil {
+		return nil
+	}
+	start := time.Now()
+	s.at = make([][]string, len(hosts))
+	errs := make([]error, len(hosts))
+	parallel := max(ss.cfg.Parallel, 1)
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for h, host := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s.at[h], errs[h] = ss.shipTo(ctx, host, s)
+		}()
+	}
+	wg.Wait() // each session is bounded (runTool)
+	s.report("ssh", time.Since(start))
+	return errors.Join(errs...)
+}
+
+// shipTo makes host have s.bins and returns the path of each there.
+func (ss sshScheduler) shipTo(ctx context.Context, host string, s *shipment) ([]string, error) {
+	at := append([]string(nil), s.paths...)
+	out, errOut, err := ss.remote(ctx, host, bincache.CheckArgv(s.cache, s.mode(), s.bins, s.paths), nil, shipCheckTimeout)
+	if sshFailed(err) {
+		return at, nil // unreachable: the agent's session says so, in ssh's words
+	}
+	rs := replies(out)
+	if err != nil || len(rs) == 0 {
+		return nil, fmt.Errorf("ssh %s: check its binary cache: %v: %s", host, err, tailOf(errOut, 3))
+	}
+	dir := ""
+	var need []int
+	for _, r := range rs {
+		switch {
+		case r.Word == "nosum":
+			return nil, fmt.Errorf("ssh %s: cannot check the binaries sent to it: %s", host, r.Rest)
+		case r.Word == "dir":
+			dir = r.Rest
+		case r.Index >= len(s.bins) || r.Index < 0:
+		case r.Word == "have":
+			at[r.Index] = r.Rest
+		case r.Word == "inplace":
+		case r.Word == "bad":
+			s.refused(host, r.Index, r, true)
+		case r.Word == "need":
+			need = append(need, r.Index)
+		case r.Word == "fail":
+			return nil, fmt.Errorf("ssh %s: %s", host, s.why(r.Index, r))
+		}
+	}
+	for _, i := range need {
+		entry, err := ss.send(ctx, host, s, i)
+		if err != nil {
+			return nil, err
+		}
+		at[i] = entry
+		s.sent(i, host)
+	}
+	if dir == "" && len(need) > 0 {
+		return nil, fmt.Errorf("ssh %s: its binary cache did not say where it is", host)
+	}
+	return at, nil
+}
+
+// send sends bins[i] to host, and again once if the host refuses it;
+// it returns where the host keeps it.
+func (ss sshScheduler) send(ctx context.Context, host string, s *shipment, i int) (string, error) {
+	for attempt := 1; ; attempt++ {
+		f, err := os.Open(s.bins[i].Path)
+		if err != nil {
+			return "", fmt.Errorf("ship %s: %w", s.named(i), err)
+		}
+		out, errOut, err := ss.remote(ctx, host, bincache.ReceiveArgv(s.cache, i, s.bins[i]), f, shipTimeout)
+		f.Close()
+		rs := replies(out)
+		var r bincache.Reply
+		if len(rs) == 1 {
+			r = rs[0]
+		}
+		switch {
+		case r.Word == "ok":
+			return r.Rest, nil
+		case r.Word == "":
+			r = bincache.Reply{Word: "fail", Index: i, Rest: fmt.Sprintf("%s: %s", describeErr(err), tailOf(errOut, 3))}
+		}
+		why := s.refused(host, i, r, attempt == 1)
+		if attempt == 2 {
+			return "", fmt.Errorf("ssh %s: %s (sent twice)", host, why)
+		}
+	}
+}
+
+// describeErr is a tool's end in a few words.
+func describeErr(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "no answer"
+	case errors.As(err, &ee):
+		return fmt.Sprintf("exit status %d", ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// remote runs argv on host over ssh, with stdin (nil: none), bounded by
+// limit.
+func (ss sshScheduler) remote(ctx context.Context, host string, argv []string, stdin *os.File, limit time.Duration) ([]byte, []byte, error) {
+	cmd := exec.Command("ssh", append(sshArgs(ss.cfg, host), shellJoin(argv))...)
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	return runTool(ctx, cmd, limit)
+}
+
+// sshFailed tells ssh's own failure (status 255: no connection, no
+// login) from the remote command's.
+func sshFailed(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 255
+}
