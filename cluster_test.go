@@ -478,7 +478,9 @@ func longestCall(out []string) int {
 }
 
 // TestLinkLostPastHostTimeout cuts h2's link for longer than the host
-// timeout: h2's procs are reported failed to their owner, h1's counted
+// timeout: h2's procs are reported failed to their owner (its silence
+// confirmed by its link to the launcher, which the kernel drops after
+// link_timeout without an answer), h1's counted
 // every broadcast sent and still answer, nothing hangs, and nothing of
 // the job is left running on either host.
 func TestLinkLostPastHostTimeout(t *testing.T) {
@@ -491,6 +493,11 @@ func TestLinkLostPastHostTimeout(t *testing.T) {
 	joined := strings.Join(out, "\n")
 	if !strings.Contains(joined, "SURVIVED ") || !strings.Contains(joined, "failed: {hosts: 1") {
 		t.Fatalf("exit %d; stdout:\n%s\nstderr:\n%s", code, joined, stderr.String())
+	}
+	// Confirmed by its link, not by a long silence: within the host
+	// timeout.
+	if !strings.Contains(joined, "its link down: no answer from the agent's host") {
+		t.Errorf("h2's loss was not confirmed by its link:\n%s", joined)
 	}
 	t.Logf("h2 cut for 12s: exit %d %v after the cut; %s", code, time.Since(start).Round(time.Millisecond), strings.Join(out, "; "))
 	checkNothingLeft(t, filepath.Join(build(t), "cut"))
