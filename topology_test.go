@@ -141,6 +141,9 @@ func heldTopology(t *testing.T, hubs int) {
 		t.Fatalf("agents running: %v", agents)
 	}
 	clientPort := portOf(t, environ(t, agents[0], "MONARCH_BUS_URL"))
+	// Each agent holds a link of its own to the launcher's link watcher
+	// (internal/hostlink), which carries no messages: counted apart.
+	watcherPort := portOf(t, "tcp://"+environ(t, agents[0], "MONARCH_LINK_WATCHER"))
 	leafPort := portOf(t, environ(t, agents[0], "MONARCH_BUS_LEAF"))
 	launcher := sockets(t, cmd.Process.Pid)
 	if !listensOn(launcher, clientPort) || !listensOn(launcher, leafPort) {
@@ -164,11 +167,22 @@ func heldTopology(t *testing.T, hubs int) {
 	agentSocks := [][]tcpSock{sockets(t, agents[0]), sockets(t, agents[1])}
 	links := func(i int) (out []string) {
 		for _, s := range agentSocks[i] {
-			if !s.listen && !s.remote.Addr().IsLoopback() {
+			if !s.listen && !s.remote.Addr().IsLoopback() && s.remote.Port() != watcherPort {
 				out = append(out, s.remote.String())
 			}
 		}
 		return out
+	}
+	for i := range agents {
+		n := 0
+		for _, s := range agentSocks[i] {
+			if !s.listen && s.remote.Port() == watcherPort {
+				n++
+			}
+		}
+		if n != 1 || !listensOn(launcher, watcherPort) {
+			t.Errorf("agent %d holds %d links to the launcher's link watcher (port %d), want 1", i, n, watcherPort)
+		}
 	}
 	h1, h2 := c.Hosts[0], c.Hosts[1]
 	switch hubs {
@@ -188,7 +202,7 @@ func heldTopology(t *testing.T, hubs int) {
 		toLauncher, fromH2, other := 0, 0, 0
 		for _, s := range agentSocks[0] {
 			switch {
-			case s.listen || s.remote.Addr().IsLoopback():
+			case s.listen || s.remote.Addr().IsLoopback() || s.remote.Port() == watcherPort:
 			case s.remote.Addr().String() == launcherAddr:
 				toLauncher++
 			case s.remote.Addr().String() == h2Addr:

@@ -98,13 +98,6 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	s := &standalone{index: args.Index, log: log}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	// The link that tells the job this agent's process lives and its host
-	// answers, whatever its load (see internal/hostlink).
-	if env.LinkWatcher != "" {
-		if err := hostlink.Dial(runCtx, env.LinkWatcher, env.Bus.Token, cfg.ID, health.LinkTimeout); err != nil {
-			return err
-		}
-	}
 	// The host's procs and this agent are on the host's bus, a leaf of
 	// the job's hub; without a leaf URL (an agent started by hand), on the
 	// hub itself.
@@ -130,6 +123,14 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	}
 	defer conn.Close()
 	s.conn = conn
+	// The link that tells the job this agent's process lives and its host
+	// answers, whatever its load (see internal/hostlink); after the bus,
+	// whose failure to reach the hub says more.
+	if env.LinkWatcher != "" {
+		if err := hostlink.Dial(runCtx, env.LinkWatcher, env.Bus.Token, cfg.ID, health.LinkTimeout); err != nil {
+			return err
+		}
+	}
 	s.subjects = jobenv.SubjectsOf(cfg.Job)
 	// The job hears of every proc of this host that ends: again after a
 	// while too, since a notice lost to a link that was down is not sent
