@@ -149,9 +149,10 @@ func (s *seqs) last(key string) int {
 func TestHubServerKilled(t *testing.T) {
 	t.Run("killed", func(t *testing.T) { hubServerLost(t, syscall.SIGKILL) })
 	// Stopped, the server holds its connections open and answers
-	// nothing, as one on a host that hung or was cut off: its peers drop
-	// their routes to it after RouteStale, its leaf cuts its link after
-	// LeafSilence, the connection's pings go unanswered.
+	// nothing: its peers drop their routes to it after RouteStale, the
+	// connection's pings go unanswered; its leaf, whose silence its
+	// kernel refutes (it still takes connections: late, not lost), moves
+	// when its pings go unanswered (LeafMaxPingsOut).
 	t.Run("silent", func(t *testing.T) { hubServerLost(t, syscall.SIGSTOP) })
 }
 

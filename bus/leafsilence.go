@@ -1,7 +1,8 @@
 package bus
 
 import (
-	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +20,18 @@ import (
 // dials the next server: a live server that is merely far behind is
 // still sending. A leaf whose own clock ran late (its process starved or
 // stopped) judges nothing for that time: the silence was its own.
+//
+// Silence alone is a suspicion: a hub server whose process is starved of
+// CPU (its host busy, a long pause) sends nothing for a while too, and
+// cutting its links then would move every leaf at once for nothing. So
+// the silence is confirmed first by a signal the server's load cannot
+// fake: a TCP connection to the port the link came in on, made by the
+// server's kernel whether or not its process runs (within
+// silenceConfirm). It is made only if the process lives (it holds the
+// listening socket) and its host answers: then the server is late, and
+// the link stays (NATS's pings remain the bound for a server that is
+// stopped). Refused (the process is gone) or unanswered (its host or the
+// network between is down): the link is cut.
 //
 // LeafSilence is longer than RouteStale, with a second to spare: the
 // live servers must have dropped their routes to the silent one before
@@ -42,6 +55,9 @@ const LeafSilence = 3 * time.Second
 const (
 	silenceProbe = 500 * time.Millisecond
 	starvedGap   = time.Second
+	// silenceConfirm bounds the connection that tells a late server
+	// from a lost one.
+	silenceConfirm = time.Second
 )
 
 // linkSilence is a leaf's watch on its link's silence, driven by
@@ -54,6 +70,10 @@ type linkSilence struct {
 	heard     time.Time
 	lastTick  time.Time
 	lastProbe time.Time
+	// confirming is set while a connection checks a silence; its answer
+	// comes on verdict: true, the server's kernel answered.
+	confirming bool
+	verdict    chan bool
 }
 
 // startSilenceWatch opens the in-process connection that probes the hub.
@@ -62,7 +82,7 @@ func (s *Server) startSilenceWatch() (*linkSilence, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &linkSilence{nc: nc, inbox: nc.NewRespInbox()}
+	l := &linkSilence{nc: nc, inbox: nc.NewRespInbox(), verdict: make(chan bool, 1)}
 	// The answers are wanted (else the hub would not send them), and
 	// dropped: their arrival on the link is what counts.
 	if _, err := nc.Subscribe(l.inbox, func(*nats.Msg) {}); err != nil {
@@ -90,9 +110,31 @@ func (s *Server) silenceTick(l *linkSilence, now time.Time) {
 		l.lastProbe = now
 		l.nc.PublishRequest(probeSubject, l.inbox, nil)
 	}
+	addr := net.JoinHostPort(lf.IP, strconv.Itoa(lf.Port))
+	if l.confirming {
+		select {
+		case alive := <-l.verdict:
+			l.confirming = false
+			if alive {
+				// Late, not lost: judged again after another silence.
+				l.heard = now
+				return
+			}
+			s.log.keep(false, "nothing came from the hub server at %s for %v, and its host does not take connections", []any{addr, LeafSilence})
+			s.ns.DisconnectClientByID(lf.ID)
+			l.link = 0
+		default:
+		}
+		return
+	}
 	if now.Sub(l.heard) >= LeafSilence {
-		s.log.keep(false, "nothing came from the hub server at %s for %v", []any{fmt.Sprintf("%s:%d", lf.IP, lf.Port), LeafSilence})
-		s.ns.DisconnectClientByID(lf.ID)
-		l.link = 0
+		l.confirming = true
+		go func() {
+			c, err := net.DialTimeout("tcp", addr, silenceConfirm)
+			if err == nil {
+				c.Close()
+			}
+			l.verdict <- err == nil
+		}()
 	}
 }
