@@ -78,7 +78,9 @@ const (
 //   - say WORD INDEX REST...: one answer line
 //   - sum FILE: sets $got to FILE's sha256 ("" when it cannot be read)
 //   - settle INDEX PART SUM ENTRY: checks PART against SUM and moves it
-//     into place as ENTRY, or removes it; answers ok, bad or fail.
+//     into place as ENTRY, or removes it; answers ok when ENTRY then
+//     holds SUM (whoever put it there: hosts may share a cache), else bad
+//     (PART was not SUM) or fail (it could not be moved).
 const prelude = `set -u
 umask 077
 host=${SLURMD_NODENAME:-$(hostname)}
@@ -92,14 +94,19 @@ command -v sha256sum >/dev/null 2>&1 || { say nosum - "no sha256sum in PATH ($PA
 sum() { got=$(sha256sum <"$1" 2>/dev/null) || got=; got=${got%% *}; }
 settle() {
 	sum "$2"
-	if [ "$got" != "$3" ]; then
+	pg=$got err= n=
+	if [ "$pg" = "$3" ]; then
+		err=$(chmod 500 "$2" 2>&1 && mv -f "$2" "$4" 2>&1) || rm -f "$2"
+	else
 		n=$(wc -c <"$2" 2>/dev/null) || n=0
 		rm -f "$2"
-		say bad "$1" "$got" $n
-	elif err=$(chmod 500 "$2" 2>&1 && mv -f "$2" "$4" 2>&1); then
+	fi
+	sum "$4"
+	if [ "$got" = "$3" ]; then
 		say ok "$1" "$4"
+	elif [ "$pg" != "$3" ]; then
+		say bad "$1" "$pg" $n
 	else
-		rm -f "$2"
 		say fail "$1" "$err"
 	fi
 }
@@ -159,7 +166,7 @@ e=$d/$4
 t=$d/.$4.$$.part
 if ! err=$(mkdir -p "$d" 2>&1 && chmod 700 "$cache" "$d" 2>&1); then
 	say fail "$2" "$err"
-elif ! err=$(cat >"$t" 2>&1); then
+elif ! err=$(cat 2>&1 >"$t"); then
 	rm -f "$t"
 	say fail "$2" "$err"
 else
