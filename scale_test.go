@@ -141,53 +141,71 @@ func processesUnder(dir string) []string {
 	}
 }
 
-// BenchmarkScale runs the scale program at 1, 4, 16, 32 and 64 simulated
-// hosts (MONARCH_SCALE_SIZES overrides: "1,4") x 4 procs x 4 actors and
-// prints a line of figures per size: spawn time, whole-mesh call p50/p99,
-// a one-member slice's CallOne p50 beside a one-actor mesh's, broadcast
-// deliveries per second, the exit time after the program returns, and the
-// CPU share of the monarch process (which runs the hub; the leaves run in
-// the host agents). At the largest size it runs again with no leaf nodes
-// (direct: every proc dials the hub), for the BENCH line of the flood's
-// time direct against with leaves. make bench-scale runs it.
+// BenchmarkScale runs the scale program on simulated hosts x procs x 4
+// actors: 1x4, 4x4, 16x4, 32x4, 64x4 and 128x2 (MONARCH_SCALE_SIZES
+// overrides: "4,64" for 4x4 and 64x4, "128x2") and prints a line of
+// figures per shape: spawn time and the machine's CPU seconds spent
+// starting the procs, whole-mesh call p50/p99, a one-member slice's
+// CallOne p50 beside a one-actor mesh's, broadcast deliveries per second,
+// the exit time after the program returns, and the CPU share of the
+// monarch process (which runs the hub; the leaves run in the host
+// agents). Then the BENCH lines: spawn time per proc at the largest shape
+// of 4 procs a host against 4x4; at that shape a slice against a
+// one-actor mesh, and the flood's time with no leaf nodes (direct: every
+// proc dials the hub) against with leaves. make bench-scale runs it.
 func BenchmarkScale(b *testing.B) {
-	sizes := []int{1, 4, 16, 32, 64}
+	type shape struct{ hosts, procs int }
+	shapes := []shape{{1, 4}, {4, 4}, {16, 4}, {32, 4}, {64, 4}, {128, 2}}
 	if s := os.Getenv("MONARCH_SCALE_SIZES"); s != "" {
-		sizes = sizes[:0]
+		shapes = shapes[:0]
 		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n < 1 {
-				b.Fatalf("MONARCH_SCALE_SIZES=%q", s)
+			h, p, ok := strings.Cut(strings.TrimSpace(f), "x")
+			if !ok {
+				p = "4"
 			}
-			sizes = append(sizes, n)
+			hosts, err1 := strconv.Atoi(h)
+			procs, err2 := strconv.Atoi(p)
+			if err1 != nil || err2 != nil || hosts < 1 || procs < 1 {
+				b.Fatalf("MONARCH_SCALE_SIZES=%q: want HOSTS or HOSTSxPROCS, comma-separated", s)
+			}
+			shapes = append(shapes, shape{hosts, procs})
 		}
 	}
 	bin := build(b)
-	fmt.Printf("%-6s %-6s %-8s %-8s %-10s %-10s %-10s %-10s %-14s %-8s %-8s\n",
-		"hosts", "procs", "bus", "spawn-s", "call-p50", "call-p99", "slice-p50", "single-p50", "bcast/s", "exit-s", "hub-cpu")
-	run := func(n int, direct bool) map[string]string {
-		r := scaleRun(b, bin, n, direct, "-procs", "4", "-actors", "4", "-calls", "100", "-flood", "20000", "-kill=false")
+	fmt.Printf("%-6s %-6s %-8s %-8s %-9s %-10s %-10s %-10s %-10s %-14s %-8s %-8s\n",
+		"hosts", "procs", "bus", "spawn-s", "spawn-cpu", "call-p50", "call-p99", "slice-p50", "single-p50", "bcast/s", "exit-s", "hub-cpu")
+	run := func(sh shape, direct bool) map[string]string {
+		r := scaleRun(b, bin, sh.hosts, direct, "-procs", strconv.Itoa(sh.procs), "-actors", "4", "-calls", "100", "-flood", "20000", "-kill=false")
 		m, topo := r.metrics, "leaves"
 		if direct {
 			topo = "direct"
 		}
-		fmt.Printf("%-6d %-6s %-8s %-8.2f %-10s %-10s %-10s %-10s %-14s %-8.2f %-8.2f\n", n, m["procs"], topo, atof(m["spawn-s"]),
-			m["call-p50-us"]+"us", m["call-p99-us"]+"us", m["slice-p50-us"]+"us", m["single-p50-us"]+"us",
+		fmt.Printf("%-6d %-6s %-8s %-8.2f %-9.2f %-10s %-10s %-10s %-10s %-14s %-8.2f %-8.2f\n", sh.hosts, m["procs"], topo, atof(m["spawn-s"]),
+			atof(m["spawn-procs-cpu-s"]), m["call-p50-us"]+"us", m["call-p99-us"]+"us", m["slice-p50-us"]+"us", m["single-p50-us"]+"us",
 			m["flood-deliveries-per-s"], r.exit.Seconds(), r.hubCPU)
 		return m
 	}
-	var last map[string]string
-	for _, n := range sizes {
-		last = run(n, false)
+	results := map[shape]map[string]string{}
+	var largest shape // the most hosts with 4 procs each
+	for _, sh := range shapes {
+		results[sh] = run(sh, false)
+		if sh.procs == 4 && sh.hosts > largest.hosts {
+			largest = sh
+		}
 	}
-	if last == nil {
+	big := results[largest]
+	if big == nil {
 		return
 	}
-	n := sizes[len(sizes)-1]
-	slice, single := atof(last["slice-p50-us"]), atof(last["single-p50-us"])
+	n := largest.hosts
+	perProc := func(m map[string]string) float64 { return atof(m["spawn-procs-s"]) / atof(m["procs"]) * 1000 }
+	if small := results[shape{4, 4}]; small != nil && n > 4 {
+		fmt.Printf("BENCH scale-spawn-ms-per-proc-%dx4-vs-4x4 ours=%.2f floor=%.2f ratio=%.3f target<=1.5\n", n, perProc(big), perProc(small), perProc(big)/perProc(small))
+	}
+	slice, single := atof(big["slice-p50-us"]), atof(big["single-p50-us"])
 	fmt.Printf("BENCH scale-slice-vs-single-p50-%dhosts ours=%.0f floor=%.0f ratio=%.3f target<=1.5\n", n, slice, single, slice/single)
-	direct := run(n, true)
-	leaf, dir := atof(last["flood-s"]), atof(direct["flood-s"])
+	direct := run(largest, true)
+	leaf, dir := atof(big["flood-s"]), atof(direct["flood-s"])
 	fmt.Printf("BENCH scale-flood-s-direct-vs-leaves-%dhosts ours=%.2f floor=%.2f ratio=%.3f (direct/leaves; >1: the leaves are faster)\n", n, dir, leaf, dir/leaf)
 }
 

@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -73,6 +75,26 @@ type opts struct {
 
 func metric(name string, v any) { fmt.Printf("METRIC %s %v\n", name, v) }
 
+// machineCPU is the CPU time this machine has spent busy, all cores, in
+// seconds (/proc/stat; 0 where it cannot be read): simulated hosts share
+// it, so a difference is what a step cost them all.
+func machineCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	var busy float64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseFloat(v, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy / 100 // USER_HZ
+}
+
 func run(ctx context.Context, o opts) error {
 	start := time.Now()
 	hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
@@ -82,11 +104,13 @@ func run(ctx context.Context, o opts) error {
 	nhosts := hosts.Extent().NumRanks()
 	metric("hosts-up-s", time.Since(start).Seconds())
 
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), machineCPU()
 	procs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"procs", o.procs}})
 	if err != nil {
 		return err
 	}
+	metric("spawn-procs-s", time.Since(t0).Seconds())
+	metric("spawn-procs-cpu-s", machineCPU()-cpu0)
 	workers, err := actorrt.SpawnPerProc[Worker](ctx, procs, "workers", actorrt.Dims{{"actors", o.actors}})
 	if err != nil {
 		return err
