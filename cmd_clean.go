@@ -23,13 +23,15 @@ import (
 // its system logs on this host.
 // Jobs that may still run are never touched. Without --older-than every
 // ended job goes; logs without a record (left by older versions) go when
-// they are complete or their writer is gone.
+// they are complete or their writer is gone. Then it prunes this host's
+// cache of binaries sent by launchers (cmd_clean_cache.go).
 func cleanCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "clean",
 		Usage: "remove the records and logs of ended jobs (all of them, or those older than --older-than)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "older-than", Usage: "only jobs that ended at least `AGE` ago: 7d, 12h, 30m (default: every ended job)"},
+			&cli.StringFlag{Name: "older-than", Usage: "only jobs that ended at least `AGE` ago: 7d, 12h, 30m (default: every ended job); cached binaries unused that long (default 7d)"},
+			cacheFlag,
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -39,7 +41,11 @@ func cleanCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runClean(c.Context, c.App.Writer, launch.DefaultStateDir(), logagg.SystemLogDir(), age, time.Now())
+			now := time.Now()
+			if err := runClean(c.Context, c.App.Writer, launch.DefaultStateDir(), logagg.SystemLogDir(), age, now); err != nil {
+				return err
+			}
+			return cleanCache(c.App.Writer, c.String(cacheFlag.Name), age, now)
 		},
 	}
 }

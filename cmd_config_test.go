@@ -51,6 +51,7 @@ func TestConfigCheck(t *testing.T) {
 				"  extra salloc and sbatch arguments: --qos=high\n" +
 				"  extra srun arguments: --mpi=none\n" +
 				"  monarch binary on the nodes: /opt/monarch/bin/monarch\n" +
+				"  program: sent by sbcast to the nodes that lack it (not at its path, not cached), into the cache ~/.cache/monarch/bin ($XDG_CACHE_HOME/monarch/bin if set); monarch: the one at its path there\n" +
 				"bus: listens on 0.0.0.0:0 (any free port), workers dial 10.213.7.1, no TLS\n",
 		},
 		{

@@ -22,9 +22,9 @@ func (h *Hosts) Describe() string {
 	var lines []string
 	switch h.Scheduler {
 	case SchedulerSlurm:
-		lines = append(describeSlurm(h.Slurm), describeShip(h.Ship, "nodes", "sbcast"))
+		lines = append(describeSlurm(h.Slurm), describeShip(h.Ship, h.Slurm != nil && h.Slurm.Monarch != "", "nodes", "sbcast"))
 	case SchedulerSSH:
-		lines = append(describeSSH(h.SSH), describeShip(h.Ship, "hosts", "the ssh session"))
+		lines = append(describeSSH(h.SSH), describeShip(h.Ship, h.SSH != nil && h.SSH.Monarch != "", "hosts", "the ssh session"))
 	case SchedulerLocal:
 		n := 1
 		if h.Local != nil {
@@ -107,17 +107,20 @@ func describeMonarch(path, where string) string {
 }
 
 // describeShip says when the program and monarch are sent to the hosts
-// (where), by what (how).
-func describeShip(s Ship, where, how string) string {
+// (where), by what (how); monarchSet: the file names monarch's path on
+// the hosts.
+func describeShip(s Ship, monarchSet bool, where, how string) string {
 	cache := s.Cache
 	if cache == "" {
 		cache = DefaultShipCache + " ($XDG_CACHE_HOME/monarch/bin if set)"
 	}
-	switch s.Send {
-	case SendNever:
+	switch {
+	case s.Send == SendNever:
 		return "  program and monarch: run from their paths on the " + where + ", never sent"
-	case SendAlways:
+	case s.Send == SendAlways:
 		return fmt.Sprintf("  program and monarch: sent by %s to the %s unless cached there (by sha256), run from the cache %s", how, where, cache)
+	case monarchSet:
+		return fmt.Sprintf("  program: sent by %s to the %s that lack it (not at its path, not cached), into the cache %s; monarch: the one at its path there", how, where, cache)
 	}
 	return fmt.Sprintf("  program and monarch: sent by %s to the %s that lack them (not at their paths, not cached), into the cache %s", how, where, cache)
 }

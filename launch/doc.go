@@ -21,7 +21,11 @@
 //     job itself (Slurm outside an allocation: salloc).
 //   - start starts one host agent per host, with the agent's command line
 //     (jobenv.AgentArgs) and environment (jobenv.Env): never the secret in
-//     argv.
+//     argv. First it sends the hosts the monarch binary and the program
+//     where they lack them ([ship], ship.go): over ssh (shipssh.go) or by
+//     sbcast inside the allocation (shipslurm.go), into a cache on each
+//     host keyed by sha256 (internal/bincache); the agents then run the
+//     cached copies.
 //
 // A scheduler with a queue of batch jobs of its own (queue) takes a
 // detached job (--detach) into it; the job store asks it what became of

@@ -51,11 +51,11 @@ const (
 // path each runs from on each host.
 type shipment struct {
 	send  hostsconfig.ShipSend
-	cache string             // [ship] cache; "" for the default
-	bins  []bincache.Binary  // here
-	paths []string           // bins[i]'s path on the hosts, unshipped
-	roles []string           // "monarch" or "program", for messages
-	out   io.Writer          // the launcher's progress lines
+	cache string            // [ship] cache; "" for the default
+	bins  []bincache.Binary // here
+	paths []string          // bins[i]'s path on the hosts, unshipped
+	roles []string          // "monarch" or "program", for messages
+	out   io.Writer         // the launcher's progress lines
 	// at[h][i] is bins[i]'s path on host h (one row for all hosts when
 	// they share it: Slurm); nil before shipping, or when nothing was.
 	at [][]string
@@ -161,15 +161,22 @@ func (s *shipment) report(how string, took time.Duration) {
 	}
 }
 
-// refused says that host refused bins[i] (what reply says), and whether
-// it is sent again.
-func (s *shipment) refused(host string, i int, r bincache.Reply, again bool) string {
+// refused says that host refused bins[i] (what reply r says) and then
+// does what then says ("sending it again"); "" says nothing. It returns
+// the refusal in words.
+func (s *shipment) refused(host string, i int, r bincache.Reply, then string) string {
 	why := s.why(i, r)
-	if again {
-		s.say("%s: %s: refused; sending it again", host, why)
+	if then != "" {
+		s.say("%s: %s: refused; %s", host, why, then)
 	}
 	return why
 }
+
+// Whats next after a refusal, as refused says them.
+const (
+	sendingAgain = "sending it again"
+	runningThere = "running the one at its path there"
+)
 
 // why is what a refusal means, in words.
 func (s *shipment) why(i int, r bincache.Reply) string {

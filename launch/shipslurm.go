@@ -46,6 +46,7 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 	dirs := map[string]bool{}
 	have := make([]map[string]string, len(s.bins)) // node: entry
 	inplace := make([]int, len(s.bins))
+	var bad []bincache.Reply // cached copies refused
 	for i := range have {
 		have[i] = map[string]string{}
 	}
@@ -61,7 +62,7 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 		case r.Word == "inplace":
 			inplace[r.Index]++
 		case r.Word == "bad":
-			s.refused(r.Host, r.Index, r, true)
+			bad = append(bad, r)
 		case r.Word == "fail":
 			return fmt.Errorf("slurm: %s: %s", r.Host, s.why(r.Index, r))
 		}
@@ -79,6 +80,13 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 			send = append(send, i)
 		}
 	}
+	for _, r := range bad {
+		then := runningThere
+		if slices.Contains(send, r.Index) {
+			then = sendingAgain
+		}
+		s.refused(r.Host, r.Index, r, then)
+	}
 	s.at = [][]string{at}
 	if len(send) == 0 {
 		return nil
@@ -91,6 +99,9 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 	if _, err := exec.LookPath("sbcast"); err != nil {
 		s.say("sbcast is not in PATH: %s", s.fallback(send))
 		return nil
+	}
+	if err := sh.makeEntries(ctx, s, send, inplace, len(nodes)); err != nil {
+		return err
 	}
 	tag := os.Getenv("SLURM_JOB_ID") + "-" + strconv.Itoa(os.Getpid())
 	for attempt := 1; len(send) > 0; attempt++ {
@@ -124,7 +135,11 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 				at[i] = r.Rest
 				continue
 			}
-			refused = append(refused, r.Host+": "+s.refused(r.Host, i, r, attempt == 1))
+			then := sendingAgain
+			if attempt == 2 {
+				then = ""
+			}
+			refused = append(refused, r.Host+": "+s.refused(r.Host, i, r, then))
 			again[i] = true
 		}
 		for j, i := range send {
@@ -145,6 +160,32 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 	}
 	s.at = [][]string{at}
 	s.report("sbcast", time.Since(start))
+	return nil
+}
+
+// makeEntries makes the entry directories sbcast writes into on the nodes
+// that did not need one: those that run a binary from its path, while
+// others lack it (the check makes them only where a binary is needed).
+func (sh slurmHosts) makeEntries(ctx context.Context, s *shipment, send, inplace []int, nodes int) error {
+	var bins []bincache.Binary
+	var paths []string
+	for _, i := range send {
+		if inplace[i] > 0 {
+			bins, paths = append(bins, s.bins[i]), append(paths, s.paths[i])
+		}
+	}
+	if len(bins) == 0 {
+		return nil
+	}
+	rs, err := sh.shipStep(ctx, nodes, bincache.CheckArgv(s.cache, bincache.ModeAlways, bins, paths))
+	if err != nil {
+		return fmt.Errorf("slurm: make the binary cache of the nodes: %w", err)
+	}
+	for _, r := range rs {
+		if r.Word == "fail" && r.Index >= 0 && r.Index < len(bins) {
+			return fmt.Errorf("slurm: %s: could not make the cache entry of %s: %s", r.Host, bins[r.Index].Name, r.Rest)
+		}
+	}
 	return nil
 }
 

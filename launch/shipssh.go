@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
 	"github.com/monarch-go/monarch/internal/bincache"
 )
 
@@ -57,6 +58,7 @@ func (ss sshScheduler) shipTo(ctx context.Context, host string, s *shipment) ([]
 	}
 	dir := ""
 	var need []int
+	bad := map[int]bincache.Reply{}
 	for _, r := range rs {
 		switch {
 		case r.Word == "nosum":
@@ -66,10 +68,16 @@ func (ss sshScheduler) shipTo(ctx context.Context, host string, s *shipment) ([]
 		case r.Index >= len(s.bins) || r.Index < 0:
 		case r.Word == "have":
 			at[r.Index] = r.Rest
+		case r.Word == "bad": // then inplace or need
+			bad[r.Index] = r
 		case r.Word == "inplace":
-		case r.Word == "bad":
-			s.refused(host, r.Index, r, true)
+			if b, ok := bad[r.Index]; ok {
+				s.refused(host, r.Index, b, runningThere)
+			}
 		case r.Word == "need":
+			if b, ok := bad[r.Index]; ok {
+				s.refused(host, r.Index, b, sendingAgain)
+			}
 			need = append(need, r.Index)
 		case r.Word == "fail":
 			return nil, fmt.Errorf("ssh %s: %s", host, s.why(r.Index, r))
@@ -110,7 +118,11 @@ func (ss sshScheduler) send(ctx context.Context, host string, s *shipment, i int
 		case r.Word == "":
 			r = bincache.Reply{Word: "fail", Index: i, Rest: fmt.Sprintf("%s: %s", describeErr(err), tailOf(errOut, 3))}
 		}
-		why := s.refused(host, i, r, attempt == 1)
+		then := sendingAgain
+		if attempt == 2 {
+			then = ""
+		}
+		why := s.refused(host, i, r, then)
 		if attempt == 2 {
 			return "", fmt.Errorf("ssh %s: %s (sent twice)", host, why)
 		}

@@ -27,7 +27,7 @@ func (c *Cluster) HostTmpfs(t testing.TB, host, dir, size string) {
 		// (slurmd, a broadcast cut short): wait for it, then detach the
 		// mount anyway; it goes once the file is closed.
 		var err error
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 			if err = c.inHost(host, "umount", dir); err == nil {
 				return
 			}
