@@ -182,15 +182,26 @@ func (w *Watcher) handshake(c net.Conn) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	agent, mac, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-	if !ok || !w.validID(agent) {
-		return "", errors.New("hostlink: malformed hello")
+	agent, mac, err := parseHello(line, w.validID)
+	if err != nil {
+		return "", err
 	}
-	got, err := hex.DecodeString(mac)
-	if err != nil || !hmac.Equal(got, sum(w.token, challenge, agent)) {
+	if !hmac.Equal(mac, sum(w.token, challenge, agent)) {
 		return "", errors.New("hostlink: wrong proof")
 	}
 	return agent, nil
+}
+
+// parseHello reads an agent's hello: "<id> <hex HMAC>\n".
+func parseHello(line string, validID func(string) bool) (agent string, mac []byte, err error) {
+	agent, text, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	if !ok || !validID(agent) {
+		return "", nil, errors.New("hostlink: malformed hello")
+	}
+	if mac, err = hex.DecodeString(text); err != nil || len(mac) != sha256.Size {
+		return "", nil, errors.New("hostlink: malformed proof")
+	}
+	return agent, mac, nil
 }
 
 // sum is the proof of agent for challenge under token.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -143,4 +144,19 @@ func TestLinkRedialSupersedes(t *testing.T) {
 	if e := next(t, events, 5*time.Second); e.Up || e.Agent != "h3" {
 		t.Fatalf("%+v", e)
 	}
+}
+
+// FuzzParseHello: whatever a peer sends as its hello is refused or read
+// as an id and a proof of the right size, never a panic.
+func FuzzParseHello(f *testing.F) {
+	f.Add("h1 " + strings.Repeat("ab", 32) + "\n")
+	f.Add("h1 zz\n")
+	f.Add(" \n")
+	f.Add("h1\n")
+	f.Fuzz(func(t *testing.T, line string) {
+		agent, mac, err := parseHello(line, validID)
+		if err == nil && (!validID(agent) || len(mac) != 32) {
+			t.Fatalf("accepted %q: %q %x", line, agent, mac)
+		}
+	})
 }
