@@ -69,6 +69,27 @@ func TestScripts(t *testing.T) {
 	if rs[0].Rest != cache {
 		t.Errorf("dir %q, want %q", rs[0].Rest, cache)
 	}
+	if rs[1].Rest != "size and time" {
+		t.Errorf("monarch taken by %q, want its size and time", rs[1].Rest)
+	}
+	// Touched: the same content is found by its sha256; changed (same
+	// size), it differs.
+	other := filepath.Join(src, "monarch-elsewhere")
+	if err := os.WriteFile(other, []byte("monarch v1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(other, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
+	rs = run(t, CheckArgv(cache, ModeAuto, []Binary{mon}, []string{other}), "")
+	if words(rs) != "dir inplace" || rs[1].Rest != "sha256" {
+		t.Fatalf("touched: %+v", rs)
+	}
+	os.WriteFile(other, []byte("monarch v2"), 0o755)
+	os.Chtimes(other, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
+	rs = run(t, CheckArgv(cache, ModeAuto, []Binary{mon}, []string{other}), "")
+	if words(rs) != "dir differs need" || !strings.HasPrefix(rs[1].Rest, "sha256 ") {
+		t.Fatalf("changed: %+v", rs)
+	}
+	os.RemoveAll(cache)
 	// always: both sent.
 	if got := words(run(t, CheckArgv(cache, ModeAlways, bins, paths), "")); got != "dir need need" {
 		t.Fatalf("check always: %s", got)

@@ -17,6 +17,10 @@ type Binary struct {
 	Name string // its name in the cache: Path's base name
 	Sum  string // sha256, hex
 	Size int64
+	// Mtime is its modification time (Unix seconds) when it was read:
+	// a file of the same size and time at its path on a host is taken
+	// for it unread, as rsync's quick check does (see CheckArgv).
+	Mtime int64
 }
 
 // Open reads the file at path and returns it as a Binary: its sha256 and
@@ -39,7 +43,7 @@ func Open(path string) (Binary, error) {
 	if err != nil {
 		return Binary{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	return Binary{Path: path, Name: filepath.Base(path), Sum: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+	return Binary{Path: path, Name: filepath.Base(path), Sum: hex.EncodeToString(h.Sum(nil)), Size: n, Mtime: fi.ModTime().Unix()}, nil
 }
 
 // Short is the sum as messages show it: its first 12 digits.
@@ -112,12 +116,14 @@ settle() {
 }
 `
 
-// checkScript: $1 cache, $2 mode, then per binary SUM SIZE NAME PATH. For
-// each (INDEX counts from 0) it answers:
+// checkScript: $1 cache, $2 mode, then per binary SUM SIZE MTIME NAME
+// PATH. For each (INDEX counts from 0) it answers:
 //   - have I ENTRY: cached, checksum good (its directory is touched: a use)
 //   - bad I GOT: cached but failing its checksum: removed
-//   - inplace I: ModeAuto, and PATH holds the same content
-//   - differs I GOT: ModeAuto, and PATH holds something else
+//   - inplace I HOW: ModeAuto, and PATH holds the same content: HOW is
+//     "sha256" (read and hashed) or "size and time" (the same size and
+//     modification time: not read)
+//   - differs I WHAT: ModeAuto, and PATH holds something else
 //   - need I: to be sent (its entry's directory is made, for sbcast)
 //
 // and first "dir - CACHE", the cache dir resolved. It creates nothing
@@ -126,9 +132,9 @@ const checkScript = prelude + `mode=$2
 shift 2
 say dir - "$cache"
 i=0
-while [ $# -ge 4 ]; do
-	s=$1 size=$2 name=$3 path=$4
-	shift 4
+while [ $# -ge 5 ]; do
+	s=$1 size=$2 mtime=$3 name=$4 path=$5
+	shift 5
 	d=$cache/$s e=$cache/$s/$name
 	if [ -f "$e" ]; then
 		sum "$e"
@@ -141,14 +147,24 @@ while [ $# -ge 4 ]; do
 		rm -f "$e"
 		say bad $i "$got"
 	fi
-	if [ "$mode" = auto ] && [ -f "$path" ] && [ -x "$path" ] && [ "$(wc -c <"$path")" -eq "$size" ] 2>/dev/null; then
-		sum "$path"
-		if [ "$got" = "$s" ]; then
-			say inplace $i
+	if [ "$mode" = auto ] && [ -f "$path" ] && [ -x "$path" ]; then
+		st=$(stat -L -c '%s %Y' "$path" 2>/dev/null) || st=
+		if [ "$st" = "$size $mtime" ]; then
+			say inplace $i size and time
 			i=$((i+1))
 			continue
 		fi
-		say differs $i "$got"
+		if [ -n "$st" ] && [ "${st%% *}" != "$size" ]; then
+			say differs $i "size ${st%% *}"
+		else
+			sum "$path"
+			if [ "$got" = "$s" ]; then
+				say inplace $i sha256
+				i=$((i+1))
+				continue
+			fi
+			say differs $i "sha256 $got"
+		fi
 	fi
 	if err=$(mkdir -p "$d" 2>&1 && chmod 700 "$cache" "$d" 2>&1); then
 		say need $i
@@ -200,11 +216,15 @@ const Prefix = "monarch-ship"
 
 // CheckArgv is the command that checks, on a host, which of bins its
 // cache (dir: "" for the default) has, and in mode ModeAuto which its
-// paths hold (paths[i]: bins[i]'s path there), as sh's argv.
+// paths hold (paths[i]: bins[i]'s path there), as sh's argv. A file at
+// its path of the same size and modification time as bins[i] is taken
+// for it without being read (a shared filesystem's own file; rsync's
+// quick check); one of another size is not it; else its sha256 decides.
+// A cached copy is always read and hashed.
 func CheckArgv(dir, mode string, bins []Binary, paths []string) []string {
 	argv := []string{"sh", "-c", checkScript, Prefix, dir, mode}
 	for i, b := range bins {
-		argv = append(argv, b.Sum, strconv.FormatInt(b.Size, 10), b.Name, paths[i])
+		argv = append(argv, b.Sum, strconv.FormatInt(b.Size, 10), strconv.FormatInt(b.Mtime, 10), b.Name, paths[i])
 	}
 	return argv
 }
