@@ -21,11 +21,14 @@
 //
 //	monarch-ship HOST WORD INDEX [REST]
 //
-// Every binary is checked by its sha256 where it is used: a cached copy
-// is read and hashed before it is trusted (one that fails is refused and
-// removed), and one that arrives is hashed before it is renamed into
-// place (atomically, in its own directory); one that fails is removed and
-// never run.
+// Every cached binary is checked by its sha256 where it is used: a
+// cached copy is read and hashed before it is trusted (one that fails is
+// refused and removed), and one that arrives is hashed before it is
+// renamed into place (atomically, in its own directory); one that fails
+// is removed and never run. A file at the binary's own path on a host
+// (ModeAuto: run from there, nothing sent) is taken for it when it has
+// the same size and modification time, as rsync's quick check does, else
+// when its sha256 is the same.
 //
 // # On this machine
 //

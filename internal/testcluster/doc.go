@@ -24,6 +24,8 @@
 // -F c.SSHConfig. Workers on h1/h2 reach this machine at c.Advertise (the
 // machine's short hostname and "vm" resolve to it inside the hosts), never
 // at 127.0.0.1. The ssh host "lo" is an sshd on 127.0.0.1 of this machine.
+// The hosts see this machine's filesystem but for their own mounts:
+// c.HostTmpfs(t, "h2", dir, "1m") gives h2 a disk of its own at dir.
 //
 // # Where it runs
 //
