@@ -58,6 +58,33 @@ func TestScaleDirect(t *testing.T) {
 	}
 }
 
+// TestScaleInterestGrowsWithHosts: the subscriptions to proc subjects
+// that the hub holds grow with the hosts, not with their procs: 4 hosts
+// x 1 proc and 4 hosts x 8 procs leave 9 at the hub: each agent's, each
+// leaf's prefix and the client's (the leaf delivers its procs' subjects itself).
+func TestScaleInterestGrowsWithHosts(t *testing.T) {
+	bin := build(t)
+	t.Setenv("MONARCH_METRICS", "1")
+	counts := map[int]map[string]string{}
+	for _, procs := range []int{1, 8} {
+		out, code, d := runScale(t, bin, scaleArgv(t, bin, 4, false, "-procs", strconv.Itoa(procs), "-actors", "1", "-calls", "5", "-flood", "100", "-kill=false"))
+		if code != 0 || !strings.Contains(out, "\nOK\n") {
+			t.Fatalf("4 x %d: exit %d after %v:\n%s", procs, code, d, out)
+		}
+		m := metrics(out)
+		if m["procs"] != strconv.Itoa(4*procs) || m["hub-subs"] == "" {
+			t.Fatalf("4 x %d: procs %q, hub-subs %q:\n%s", procs, m["procs"], m["hub-subs"], out)
+		}
+		counts[procs] = m
+	}
+	// Each host's agent subject and its procs' prefix, and the client's.
+	if counts[1]["hub-proc-subs"] != "9" || counts[8]["hub-proc-subs"] != "9" {
+		t.Errorf("proc subjects at the hub: %s at 4 x 1, %s at 4 x 8: want 9 (2 a host, the client's)", counts[1]["hub-proc-subs"], counts[8]["hub-proc-subs"])
+	}
+	t.Logf("hub subscriptions 4x1 %s, 4x8 %s (to proc subjects %s, %s); from the leaves %s, %s; told to the leaves %s, %s", counts[1]["hub-subs"], counts[8]["hub-subs"],
+		counts[1]["hub-proc-subs"], counts[8]["hub-proc-subs"], counts[1]["hub-leaf-subs"], counts[8]["hub-leaf-subs"], counts[1]["leaves-learned"], counts[8]["leaves-learned"])
+}
+
 // scaleArgv is monarch's command line that runs the scale program with
 // args on hosts simulated hosts: monarch local, or, direct, monarch run of
 // a job whose hosts file says leaf_nodes = false.
@@ -149,7 +176,7 @@ func processesUnder(dir string) []string {
 // CallOne p50 beside a one-actor mesh's, broadcast deliveries per second,
 // the exit time after the program returns, and the CPU share of the
 // monarch process (which runs the hub; the leaves run in the host
-// agents). Then the BENCH lines: spawn time per proc at the largest shape
+// agents) and the subscriptions its hub server held at the peak. Then the BENCH lines: spawn time per proc at the largest shape
 // of 4 procs a host against 4x4; at that shape a slice against a
 // one-actor mesh, and the flood's time with no leaf nodes (direct: every
 // proc dials the hub) against with leaves. make bench-scale runs it.
@@ -172,17 +199,17 @@ func BenchmarkScale(b *testing.B) {
 		}
 	}
 	bin := build(b)
-	fmt.Printf("%-6s %-6s %-8s %-8s %-9s %-10s %-10s %-10s %-10s %-14s %-8s %-8s\n",
-		"hosts", "procs", "bus", "spawn-s", "spawn-cpu", "call-p50", "call-p99", "slice-p50", "single-p50", "bcast/s", "exit-s", "hub-cpu")
+	fmt.Printf("%-6s %-6s %-8s %-8s %-9s %-10s %-10s %-10s %-10s %-14s %-8s %-8s %-8s\n",
+		"hosts", "procs", "bus", "spawn-s", "spawn-cpu", "call-p50", "call-p99", "slice-p50", "single-p50", "bcast/s", "exit-s", "hub-cpu", "hub-subs")
 	run := func(sh shape, direct bool) map[string]string {
 		r := scaleRun(b, bin, sh.hosts, direct, "-procs", strconv.Itoa(sh.procs), "-actors", "4", "-calls", "100", "-flood", "20000", "-kill=false")
 		m, topo := r.metrics, "leaves"
 		if direct {
 			topo = "direct"
 		}
-		fmt.Printf("%-6d %-6s %-8s %-8.2f %-9.2f %-10s %-10s %-10s %-10s %-14s %-8.2f %-8.2f\n", sh.hosts, m["procs"], topo, atof(m["spawn-s"]),
+		fmt.Printf("%-6d %-6s %-8s %-8.2f %-9.2f %-10s %-10s %-10s %-10s %-14s %-8.2f %-8.2f %-8s\n", sh.hosts, m["procs"], topo, atof(m["spawn-s"]),
 			atof(m["spawn-procs-cpu-s"]), m["call-p50-us"]+"us", m["call-p99-us"]+"us", m["slice-p50-us"]+"us", m["single-p50-us"]+"us",
-			m["flood-deliveries-per-s"], r.exit.Seconds(), r.hubCPU)
+			m["flood-deliveries-per-s"], r.exit.Seconds(), r.hubCPU, m["hub-subs"])
 		return m
 	}
 	results := map[shape]map[string]string{}
@@ -221,6 +248,7 @@ func scaleRun(b *testing.B, bin string, hosts int, direct bool, args ...string) 
 	defer cancel()
 	argv := scaleArgv(b, bin, hosts, direct, args...)
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "monarch"), argv...)
+	cmd.Env = append(os.Environ(), "MONARCH_METRICS=1") // the hub's subscriptions
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()

@@ -170,7 +170,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	waits := make([]string, 0, n+len(h.hosts))
 	for r := range procs {
 		hi := h.hosts[h.reg.baseRank(r/perN)]
-		procs[r] = procInfo{ID: rt.newProcID(), Host: hi.Name, Agent: hi.Agent}
+		procs[r] = procInfo{ID: rt.newProcID(hi.Agent), Host: hi.Name, Agent: hi.Agent}
 		if o.command == nil {
 			// An SDK proc reports ready itself: its end first fails the
 			// spawn. A command's agent reports it, before its end, which

@@ -130,7 +130,10 @@ func (rt *core) start(l link, r role, client bool) error {
 		ID: rt.procID, Job: rt.job, Bus: rt.bus, Host: rt.hostLabel,
 		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded, Heartbeat: rt.opts.heartbeat,
 	}, l)
-	subjects := []string{rt.subjects.Proc(rt.procID)}
+	// On a host whose bus delivers its procs' subjects (jobenv.Bus.Local),
+	// this proc's arrives under the host's local prefix: dispatch maps it
+	// back.
+	subjects := []string{rt.subjects.Inbox(rt.procID, rt.bus.Local)}
 	if !client {
 		subjects = append(subjects, rt.subjects.Notice()) // the client sends them
 	}
@@ -195,12 +198,23 @@ func (rt *core) newMeshName() string {
 	return name
 }
 
-func (rt *core) newProcID() string {
-	return rt.procID + "-" + strconv.FormatUint(rt.procSeq.Add(1), 10)
+// newProcID names a proc that host agent agent starts. Its id carries
+// the key of that agent's host (jobenv.HostKey): one started by this
+// proc's own agent (ThisHost) inherits this proc's, and one another
+// agent starts gets that agent's id, before this proc's id without its
+// key and a number. The part after the key is unique in the job: the
+// client's procs are c-1, c-2, ..., theirs c-1-1, ...
+func (rt *core) newProcID(agent string) string {
+	n := "-" + strconv.FormatUint(rt.procSeq.Add(1), 10)
+	if agent == rt.procID || !jobenv.ValidHostKey(agent) {
+		return rt.procID + n
+	}
+	return agent + "." + jobenv.LocalPart(rt.procID) + n
 }
 
 // dispatch routes one message, on the dispatcher goroutine, in wire order.
 func (rt *core) dispatch(m bus.Message) {
+	m.Subject = rt.subjects.Public(m.Subject)
 	if rt.role.take(m) {
 		return
 	}

@@ -118,7 +118,7 @@ func (w *worker) connect(env jobenv.Env, o options) (*bus.Conn, error) {
 	if !env.HostBus {
 		return bus.Connect(env.Bus.URL, opts)
 	}
-	hb, err := hostagent.StartHostBus(context.Background(), hostagent.HostBusConfig{Job: w.job, Bus: env.Bus, Log: w.log})
+	hb, err := hostagent.StartHostBus(context.Background(), hostagent.HostBusConfig{Job: w.job, Bus: env.Bus, Log: w.log, Key: w.procID})
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,12 @@
 // and serves its own clients, on loopback, one host's processes say.
 // The leaf tells the hub of every subject its clients subscribe to, and
 // the hub sends it, once, each message any of them wants: N subscribers
-// on one leaf cost the hub one copy. A hub can itself be several servers
+// on one leaf cost the hub one copy. A leaf can take a whole subtree of
+// subjects for its own (Hub.Local, a Funnel): it tells the hub of the
+// subtree once, when its link comes up, delivers what comes under it to
+// its clients under another prefix, and never tells the hub of them, so
+// clients that each subscribe a subject of their own there cost the hub,
+// and every other leaf, nothing as they come and go. A hub can itself be several servers
 // joined by routes (Cluster), each taking leaves; together they act as
 // one. Leaves and routes present the hub's token, and use TLS when the
 // hub has it.

@@ -41,7 +41,28 @@ type Hub struct {
 	// (up true, cause nil). It is called from one goroutine, in order, and
 	// must not block.
 	OnLink func(up bool, cause error)
+	// Local names subjects that the leaf delivers to its own clients
+	// without telling the hub of each subscriber: see Funnel.
+	Local []Funnel
 }
+
+// Funnel routes a whole subtree of subjects to one leaf. A message on
+// Public+".anything" (from the leaf's clients, or from the rest of the
+// bus) is delivered on the leaf as Local+".anything", to its clients
+// that subscribed there. The leaf tells the hub once, when its link comes
+// up, that it wants Public+".>"; a subscription under Local+"." is never
+// announced. So N subscribers that each want their own subject under
+// Public cost the hub, and every other leaf, one subscription, however
+// many come and go; a message to a subject under Public crosses the link
+// to this leaf whether or not anyone there wants it.
+//
+// A subscriber under Local sees the message's subject as delivered
+// (Local+".anything"): the caller maps it back. Order is NATS's as
+// ever, and the hub knows of the subtree before StartLeaf returns: a
+// subscriber that subscribes and then tells another so is reached by
+// that other process through the hub (see "Interest travels with the
+// messages" in the package doc) with no wait at all.
+type Funnel struct{ Public, Local string }
 
 // probeSubject is answered by every hub server (every server started
 // with Leaves or Cluster): a leaf knows its link carries messages both
@@ -103,6 +124,9 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 		}
 		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, cfg, 5
 	}
+	if err := funnel(opts, remote, hub.Local); err != nil {
+		return nil, err
+	}
 	opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
 	// A pong from the hub waits behind what the hub sends first: under a
 	// flood, megabytes the leaf's starved procs read slowly. A link
@@ -135,6 +159,44 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 	s.watchEnd, s.watchDone = make(chan struct{}), make(chan struct{})
 	go s.watchLink(hub.OnLink, silence)
 	return s, nil
+}
+
+// funnel sets a leaf's account mappings (Public.> to Local.>: NATS maps
+// what its clients publish and what comes over its link, and announces a
+// mapping's source to the hub when the link comes up) and keeps the
+// subscriptions under Local from the hub (a denied import is never sent
+// over the link as interest), and the messages too (a denied export: what
+// is delivered under Local stays on the leaf).
+func funnel(opts *server.Options, remote *server.RemoteLeafOpts, fs []Funnel) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	acc := server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT)
+	for _, f := range fs {
+		if !validPrefix(f.Public) || !validPrefix(f.Local) || f.Public == f.Local {
+			return fmt.Errorf("bus: leaf: funnel %q to %q: want two distinct subjects without wildcards", f.Public, f.Local)
+		}
+		if err := acc.AddMapping(f.Public+".>", f.Local+".>"); err != nil {
+			return fmt.Errorf("bus: leaf: funnel %q to %q: %w", f.Public, f.Local, err)
+		}
+		remote.DenyImports = append(remote.DenyImports, f.Local+".>")
+		remote.DenyExports = append(remote.DenyExports, f.Local+".>")
+	}
+	opts.Accounts = append(opts.Accounts, acc)
+	return nil
+}
+
+// validPrefix: a subject of non-empty tokens, no wildcards.
+func validPrefix(s string) bool {
+	if s == "" || strings.ContainsAny(s, "*> \t\r\n") {
+		return false
+	}
+	for _, t := range strings.Split(s, ".") {
+		if t == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // leafRelink is how long a leaf waits before it dials its hub again

@@ -356,6 +356,63 @@ func (s *Server) LeafURL() string { return s.leafURL }
 // with Cluster; else "".
 func (s *Server) RouteURL() string { return s.routeURL }
 
+// Interest is what a server knows of the bus's subscriptions.
+type Interest struct {
+	// Subs is every subscription the server holds: its clients', and
+	// those its leaves and routes announced to it.
+	Subs int
+	// OverLeaves is those announced to it over leaf links: on a hub, its
+	// leaves' interest; on a leaf, the rest of the bus's, as the hub told
+	// it.
+	OverLeaves int
+	// Told is, on a hub, how many subscriptions it has told its leaves
+	// of, in all: each leaf learns of every subject a client or another
+	// leaf subscribes to, once a subject. What the leaves hold of the
+	// rest of the bus, and what they took one update each to learn.
+	Told int
+	// Under is how many of its connections' subscriptions are to
+	// subjects that start with the prefix asked for.
+	Under int
+}
+
+// Interest counts the subscriptions the server knows of (see Interest),
+// those to subjects under prefix among them. It walks every connection's
+// subscriptions: a measure, not for a hot path.
+func (s *Server) Interest(prefix string) Interest {
+	in := Interest{Subs: int(s.ns.NumSubscriptions())}
+	if lz, err := s.ns.Leafz(nil); err == nil {
+		for _, l := range lz.Leafs {
+			in.OverLeaves += int(l.NumSubs)
+		}
+	}
+	cz, err := s.ns.Connz(&server.ConnzOptions{Subscriptions: true, Limit: 1 << 30})
+	if err != nil {
+		return in
+	}
+	holders := map[string]int{}
+	for _, c := range cz.Conns {
+		for _, sub := range c.Subs {
+			holders[sub]++
+			if prefix != "" && strings.HasPrefix(sub, prefix) {
+				in.Under++
+			}
+		}
+	}
+	for _, c := range cz.Conns {
+		if c.Kind != "Leafnode" {
+			continue
+		}
+		own := 0
+		for _, sub := range c.Subs {
+			if holders[sub] == 1 {
+				own++
+			}
+		}
+		in.Told += len(holders) - own
+	}
+	return in
+}
+
 // NumLeafNodes is the number of leaf node connections the server holds:
 // at a hub, the leaves attached to it; at a leaf, 1 while it is linked to
 // its hub.

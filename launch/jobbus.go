@@ -3,9 +3,11 @@ package launch
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
@@ -89,4 +91,46 @@ func (jb *jobBus) dial(url, leaf string) jobenv.Bus {
 	}
 	return jobenv.Bus{URL: url, Token: jb.srv.Token(), TLSCA: jb.tlsCA, TLSName: jb.tlsName,
 		Leaf: leaf, Hubs: jb.hubs, Route: jb.route}
+}
+
+// MetricsVar, set in the launcher's environment, makes it print, as the
+// job ends, what its hub server held at its peak, as the scale benchmark
+// reads them: "METRIC hub-subs N" (every subscription it held, its
+// leaves' included), "METRIC hub-leaf-subs N" (those its leaves
+// announced) and "METRIC leaves-learned N" (the subscriptions it told
+// its leaves of, in all: bus.Interest.Told), and, at their own peak,
+// "METRIC hub-proc-subs N" (those to the job's proc subjects).
+const MetricsVar = "MONARCH_METRICS"
+
+// watchInterest samples the hub server's subscriptions every 50 ms until
+// the returned function is called, which prints the peak to w.
+func (jb *jobBus) watchInterest(w io.Writer, job string) (stop func()) {
+	done, end := make(chan struct{}), make(chan struct{})
+	var peak, leafSubs, learned, procs int
+	procPrefix := jobenv.SubjectsOf(job).Proc("")
+	sample := func() {
+		in := jb.srv.Interest(procPrefix)
+		if in.Subs > peak {
+			peak, leafSubs, learned = in.Subs, in.OverLeaves, in.Told
+		}
+		procs = max(procs, in.Under)
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-t.C:
+			case <-end:
+				return
+			}
+		}
+	}()
+	return func() {
+		close(end)
+		<-done
+		fmt.Fprintf(w, "METRIC hub-subs %d\nMETRIC hub-leaf-subs %d\nMETRIC leaves-learned %d\nMETRIC hub-proc-subs %d\n", peak, leafSubs, learned, procs)
+	}
 }

@@ -163,6 +163,9 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 			return 0, fmt.Errorf("launch: %w", err)
 		}
 	}
+	if os.Getenv(MetricsVar) != "" {
+		defer jb.watchInterest(cfg.Progress, jobID)()
+	}
 	st, err := startRecord(cfg.StateDir, jobID, k.name, programOf(cfg.Job), cfg.Job.StopGrace)
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)

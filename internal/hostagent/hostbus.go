@@ -29,6 +29,15 @@ import (
 // their servers on the job's bus (jobenv.Subjects.Hubs); every other host
 // asks for them before it starts its leaf and links to server (index mod
 // K) first, so the leaves spread evenly over the hub's servers.
+//
+// A leaf delivers its own procs' subjects itself: a proc of the host has
+// an id under the host's key (h3.c-5, see jobenv.HostKey), its subject
+// is under the host's prefix (mon.<job>.proc.h3.>), and the leaf
+// subscribes that prefix at the hub once, when its link comes up, and
+// delivers what comes under it to its procs, which subscribe under
+// mon.<job>.local.h3 (jobenv.Subjects.Inbox), never announced to the hub
+// (bus.Funnel). So the interest that crosses the hub at spawn grows with
+// the hosts, not with their procs.
 
 const (
 	// HubWait bounds how long a host's bus waits for its link to the hub
@@ -55,6 +64,10 @@ type HostBusConfig struct {
 	// LinkGrace is how long a leaf may be cut off from the hub before
 	// Lost fires. Default LinkGrace.
 	LinkGrace time.Duration
+	// Key is the host's key, its agent's id: a leaf delivers the
+	// subjects of the procs under it on the host (Procs().Local). Empty,
+	// or not a key (jobenv.ValidHostKey): none.
+	Key string
 }
 
 // HostBus is a host's server. Its methods are safe for concurrent use.
@@ -62,6 +75,7 @@ type HostBus struct {
 	srv   *bus.Server
 	token string
 	nhubs int    // the hub's servers
+	key   string // the host's key, if its leaf delivers its procs' subjects
 	hubs  string // the hub's first address, for messages
 
 	announcer *bus.Conn // a hub host's: announces its server
@@ -108,14 +122,22 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 			return nil, err
 		}
 	}
+	hub := bus.Hub{URLs: urls, Token: b.Token, TLSCA: b.TLSCA, TLSName: b.TLSName,
+		OnLink: func(up bool, cause error) { h.link(cfg.Log, up, cause) }}
+	if jobenv.ValidHostKey(cfg.Key) {
+		subj := jobenv.SubjectsOf(cfg.Job)
+		hub.Local = []bus.Funnel{{Public: subj.ProcsOf(cfg.Key), Local: subj.LocalOf(cfg.Key)}}
+	}
 	linkCtx, cancel := context.WithTimeout(ctx, HubWait)
 	defer cancel()
-	srv, err := bus.StartLeaf(linkCtx, bus.Hub{URLs: urls, Token: b.Token, TLSCA: b.TLSCA, TLSName: b.TLSName,
-		OnLink: func(up bool, cause error) { h.link(cfg.Log, up, cause) }}, bus.ServerOptions{Token: b.Token})
+	srv, err := bus.StartLeaf(linkCtx, hub, bus.ServerOptions{Token: b.Token})
 	if err != nil {
 		return nil, err
 	}
 	h.srv = srv
+	if hub.Local != nil {
+		h.key = cfg.Key
+	}
 	return h, nil
 }
 
@@ -311,9 +333,10 @@ const linkWarn = time.Second
 func (h *HostBus) Server() *bus.Server { return h.srv }
 
 // Procs is how the host's procs dial its server: over loopback, without
-// TLS, with the job's token (and the number of the hub's servers).
+// TLS, with the job's token (and the number of the hub's servers, and
+// the host's key when the leaf delivers its procs' subjects).
 func (h *HostBus) Procs() jobenv.Bus {
-	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs}
+	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs, Local: h.key}
 }
 
 // Lost gets an error once the host's link to the hub has been down for

@@ -104,7 +104,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	var conn *bus.Conn
 	var hubLost <-chan error
 	if env.Bus.Leaf != "" {
-		hb, err := StartHostBus(ctx, HostBusConfig{Job: cfg.Job, Index: args.Index, Bus: env.Bus, Log: log})
+		hb, err := StartHostBus(ctx, HostBusConfig{Job: cfg.Job, Index: args.Index, Bus: env.Bus, Log: log, Key: cfg.ID})
 		if err != nil {
 			return err
 		}

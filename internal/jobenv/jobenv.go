@@ -25,6 +25,7 @@ const (
 	varBusHubs    = "MONARCH_BUS_HUBS"
 	varBusRoute   = "MONARCH_BUS_ROUTE"
 	varHubHosts   = "MONARCH_BUS_HUB_HOSTS"
+	varBusLocal   = "MONARCH_BUS_LOCAL"
 	varHostBus    = "MONARCH_HOST_BUS"
 	varHostAgents = "MONARCH_HOST_AGENTS"
 	varProcs      = "MONARCH_PROCS"
@@ -76,6 +77,11 @@ type Bus struct {
 	// (hosts 0..Hubs-2), for messages: the launcher knows the hosts'
 	// names, an agent only its own.
 	HubHosts []string
+	// Local is, for a proc of a host whose bus is a leaf of the hub, the
+	// key of that host (its agent's id): the bus delivers the subjects of
+	// the procs whose ids start with Local+"." on the host (see
+	// Subjects.Inbox). Empty: every proc subscribes its public subject.
+	Local string
 }
 
 // Env is everything a process of a job learns from its environment. A
@@ -173,6 +179,7 @@ func (e Env) Environ() []string {
 	}
 	add(varBusRoute, e.Bus.Route)
 	add(varHubHosts, strings.Join(e.Bus.HubHosts, ","))
+	add(varBusLocal, e.Bus.Local)
 	if e.HostBus {
 		add(varHostBus, "1")
 	}
@@ -238,7 +245,11 @@ func FromEnviron() (Env, error) {
 	bad := func(k, v, want string) { errs = append(errs, fmt.Errorf("$%s=%q: want %s", k, v, want)) }
 	e.Job = os.Getenv(varJob)
 	e.Bus = Bus{URL: os.Getenv(varBusURL), Token: os.Getenv(varBusToken), TLSCA: os.Getenv(varTLSCA), TLSName: os.Getenv(varTLSName),
-		Leaf: os.Getenv(varBusLeaf), Route: os.Getenv(varBusRoute)}
+		Leaf: os.Getenv(varBusLeaf), Route: os.Getenv(varBusRoute), Local: os.Getenv(varBusLocal)}
+	if v := e.Bus.Local; v != "" && !ValidHostKey(v) {
+		bad(varBusLocal, v, "a host's key (letters, digits, '-' and '_')")
+		e.Bus.Local = ""
+	}
 	if v := os.Getenv(varBusHubs); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 2 {

@@ -168,3 +168,43 @@ func TestSubjects(t *testing.T) {
 		}
 	}
 }
+
+// TestInbox: a proc under the key of the host whose bus delivers its
+// procs subscribes under the host's local prefix; a message there is
+// named by the subject it was sent to.
+func TestInbox(t *testing.T) {
+	s := SubjectsOf("j")
+	for _, c := range []struct{ id, local, inbox string }{
+		{"h3.c-5", "h3", "mon.j.local.h3.c-5"},
+		{"h3.c-5-1", "h3", "mon.j.local.h3.c-5-1"},
+		{"h3.c-5", "", "mon.j.proc.h3.c-5"},
+		{"h3.c-5", "h4", "mon.j.proc.h3.c-5"},
+		{"c-5", "h3", "mon.j.proc.c-5"},
+		{"h3", "h3", "mon.j.proc.h3"},
+	} {
+		in := s.Inbox(c.id, c.local)
+		if in != c.inbox {
+			t.Errorf("Inbox(%q, %q) = %q, want %q", c.id, c.local, in, c.inbox)
+		}
+		if p := s.Public(in); p != s.Proc(c.id) {
+			t.Errorf("Public(%q) = %q, want %q", in, p, s.Proc(c.id))
+		}
+		if k := s.Key(in); k != ProcKey(c.id) {
+			t.Errorf("Key(%q) = %q, want %q", in, k, ProcKey(c.id))
+		}
+	}
+	if p := s.Public("mon.k.local.h3.c-5"); p != "mon.k.local.h3.c-5" {
+		t.Errorf("another job's subject mapped: %q", p)
+	}
+	if s.ProcsOf("h3") != "mon.j.proc.h3" || s.LocalOf("h3") != "mon.j.local.h3" {
+		t.Errorf("ProcsOf, LocalOf: %q, %q", s.ProcsOf("h3"), s.LocalOf("h3"))
+	}
+	if HostKey("h3.c-5") != "h3" || HostKey("c-5") != "" || LocalPart("h3.c-5-1") != "c-5-1" || LocalPart("c-5") != "c-5" {
+		t.Error("HostKey, LocalPart")
+	}
+	for _, k := range []string{"", "h.3", "h 3", "h>", "h*"} {
+		if ValidHostKey(k) {
+			t.Errorf("ValidHostKey(%q)", k)
+		}
+	}
+}

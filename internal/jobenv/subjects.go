@@ -23,6 +23,64 @@ func (s Subjects) Mesh(id string) string { return s.prefix + MeshKey(id) }
 // subject into one, Of back).
 func ProcKey(id string) string { return "proc." + id }
 
+// A proc's id may start with the key of the host whose bus it dials
+// (h3.c-5: see HostKey). Such a host's bus, a leaf of the hub, delivers
+// every proc subject under its key (proc.h3.>) on the host, to the
+// subjects under local.h3 that its procs subscribe (Inbox): the hub and
+// the other hosts learn of the host's procs once, whatever their number,
+// and never of one proc that comes or goes. A message for such a proc is
+// still sent to Proc(id); it arrives on Inbox(id), and Public gives back
+// the subject it was sent to.
+
+// HostKey is the key of the host whose bus proc id's subject is
+// delivered by, or "" for an id without one.
+func HostKey(id string) string {
+	k, _, ok := strings.Cut(id, ".")
+	if !ok {
+		return ""
+	}
+	return k
+}
+
+// LocalPart is a proc id without its host key.
+func LocalPart(id string) string {
+	_, local, ok := strings.Cut(id, ".")
+	if !ok {
+		return id
+	}
+	return local
+}
+
+// ProcsOf is the prefix of the proc subjects under host key: what the
+// host's bus delivers locally.
+func (s Subjects) ProcsOf(key string) string { return s.prefix + "proc." + key }
+
+// LocalOf is the prefix under which host key's bus delivers them.
+func (s Subjects) LocalOf(key string) string { return s.prefix + localKey + key }
+
+// Inbox is the subject proc id subscribes to on a bus that delivers the
+// procs of host local locally (jobenv.Bus.Local): under local.<key> for
+// a proc of that host, else its public subject, Proc(id).
+func (s Subjects) Inbox(id, local string) string {
+	if local != "" && HostKey(id) == local {
+		return s.prefix + localKey + id
+	}
+	return s.Proc(id)
+}
+
+// Public is the subject a message that arrived on subject was sent to:
+// Proc(id) for Inbox(id), else subject itself.
+func (s Subjects) Public(subject string) string {
+	if len(subject) > len(s.prefix)+len(localKey) && subject[:len(s.prefix)] == s.prefix && subject[len(s.prefix):len(s.prefix)+len(localKey)] == localKey {
+		return s.prefix + "proc." + subject[len(s.prefix)+len(localKey):]
+	}
+	return subject
+}
+
+// localKey starts the keys of the subjects a host's bus delivers its
+// procs' messages on.
+const localKey = "local."
+
 // MeshKey: see ProcKey.
 func MeshKey(id string) string { return "mesh." + id }
 
@@ -30,12 +88,13 @@ func MeshKey(id string) string { return "mesh." + id }
 func MeshOfKey(key string) (id string, ok bool) { return strings.CutPrefix(key, MeshKey("")) }
 
 // Key is the short name of one of the job's subjects, or "" for a
-// subject of another job.
+// subject of another job. A proc's subject is named as sent: the key of
+// Inbox(id) is ProcKey(id).
 func (s Subjects) Key(subject string) string {
 	if len(subject) <= len(s.prefix) || subject[:len(s.prefix)] != s.prefix {
 		return ""
 	}
-	return subject[len(s.prefix):]
+	return s.Public(subject)[len(s.prefix):]
 }
 
 // Of is the subject a short name stands for.
@@ -97,3 +156,18 @@ func (s Subjects) Hubs() string { return s.prefix + "hubs" }
 // HubsAsk: a host about to start its leaf asks the hub's servers to
 // announce themselves.
 func (s Subjects) HubsAsk() string { return s.prefix + "hubs.ask" }
+
+// ValidHostKey reports whether s can be a host key: one token of a
+// subject, of the characters of an id.
+func ValidHostKey(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
