@@ -124,6 +124,9 @@ func startDetached(ctx context.Context, cfg *RunConfig, id string, rerun []strin
 	for {
 		select {
 		case err := <-ended:
+			if r, lerr := jobstate.Load(cfg.StateDir, id); lerr == nil && r.State != StateSubmitted {
+				return pid, nil // it ran, and ended already: its record says how
+			}
 			tail, _ := lastLines(out, 10)
 			return 0, fmt.Errorf("launch: the detached job %s ended at once (%v); its output, %s:\n%s", id, err, out, tail)
 		case <-tick.C:
