@@ -30,7 +30,7 @@ func cleanCommand() *cli.Command {
 		Name:  "clean",
 		Usage: "remove the records and logs of ended jobs (all of them, or those older than --older-than)",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "older-than", Usage: "only jobs that ended at least `AGE` ago: 7d, 12h, 30m (default: every ended job); cached binaries unused that long (default 7d)"},
+			&cli.StringFlag{Name: "older-than", Usage: "only jobs that ended at least `AGE` ago: 7d, 12h, 30m (default: every ended job); and cached binaries unused that long, else 7d"},
 			cacheFlag,
 		},
 		Action: func(c *cli.Context) error {

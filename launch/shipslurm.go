@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,6 +40,9 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 	start := time.Now()
 	rs, err := sh.shipStep(ctx, len(nodes), bincache.CheckArgv(s.cache, s.mode(), s.bins, s.paths))
 	if err != nil {
+		if failed := launchFailed(err, nodes); failed != nil {
+			return failed // the agents' step would fail alike: say it now
+		}
 		s.say("could not check the binary cache of the nodes (%v): %s", err, s.fallback(nil))
 		return nil
 	}
@@ -207,6 +211,36 @@ func (s *shipment) fallback(send []int) string {
 	return "running " + strings.Join(names, ", ") + " from the path the nodes see (not sent)"
 }
 
+// stepFailed is an srun step of shipping that failed: how, and what srun
+// said.
+type stepFailed struct {
+	err  error
+	said []byte
+}
+
+func (e *stepFailed) Error() string {
+	return fmt.Sprintf("srun %s: %s", describeErr(e.err), tailOf(e.said, 3))
+}
+
+// launchFailed is the error of a job whose first step, shipping's check,
+// Slurm could not launch on a node (down, cut off): the message the
+// agents' step would have given, read the same way (stepCause), with
+// what srun said below, that node's lines first; nil for other failures.
+func launchFailed(err error, nodes []string) error {
+	var sf *stepFailed
+	if !errors.As(err, &sf) {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(string(sf.said)), "\n")
+	c, ok := firstCause(lines, causeContext{hosts: nodes}.readSrun)
+	if !ok || c.rank != causeLaunch || c.host == "" {
+		return nil
+	}
+	lines = hostFirst(lines, c.host)
+	e := agentEnd{what: "srun step (the check of the nodes' binaries)", err: sf.err, cause: c.String(), lines: lines[:min(len(lines), maxShownLines)]}
+	return fmt.Errorf("%s%s", e, e.said())
+}
+
 // sbcast sends b to every node of the allocation as dest.
 func sbcast(ctx context.Context, b bincache.Binary, dest string) error {
 	cmd := exec.Command("sbcast", "--force", b.Path, dest)
@@ -232,7 +266,7 @@ func (sh slurmHosts) shipStep(ctx context.Context, n int, argv []string) ([]binc
 	cmd.Env = jobenv.Clean(os.Environ())
 	out, errOut, err := runTool(ctx, cmd, limit)
 	if err != nil {
-		return nil, fmt.Errorf("srun %s: %s", describeErr(err), tailOf(errOut, 3))
+		return nil, &stepFailed{err, errOut}
 	}
 	return replies(out), nil
 }
