@@ -107,6 +107,16 @@ func (s *shipSetup) cached(t *testing.T, name string) map[string]string {
 	return ids
 }
 
+// checkGone fails if a process whose command line holds substr (the
+// test's own cache or job dir: other tests' jobs may run meanwhile) is
+// still running 10 s after the job ended.
+func checkGone(t *testing.T, substr string) {
+	t.Helper()
+	if left := testcluster.WaitNoProcs(substr, 10*time.Second); len(left) > 0 {
+		t.Errorf("still running 10s after the job ended: %v", left)
+	}
+}
+
 // sentLines are the launcher's lines saying what it sent.
 func sentLines(stderr string) []string {
 	var sent []string
@@ -214,7 +224,7 @@ func shipRuns(t *testing.T, c *testcluster.Cluster, by, hosts string) {
 	}
 	checkSent(t, stderr, want)
 	s.cached(t, "multihost")
-	checkNothingLeft(t, s.cache)
+	checkGone(t, s.cache)
 }
 
 // TestShipSSH: a program and a monarch only the launcher has run on both
@@ -253,7 +263,7 @@ func TestShipSSHDiskFull(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	t.Logf("exit %d:\n%s", code, stderr)
-	checkNothingLeft(t, s.cache)
+	checkGone(t, s.cache)
 }
 
 // TestShipSlurmFallback: without sbcast, or when sbcast fails, the
@@ -288,6 +298,7 @@ func TestShipSlurmFallback(t *testing.T) {
 		t.Fatalf("%d warnings, sent %q; stderr:\n%s", n, sentLines(stderr), stderr)
 	}
 	t.Logf("no sbcast: %s", warn.FindString(stderr))
+	checkGone(t, filepath.Dir(job))
 
 	// sbcast fails: h2's cache holds 1 MiB. The launcher's binaries are
 	// not on the nodes: the agents' step fails, naming them.
@@ -300,5 +311,5 @@ func TestShipSlurmFallback(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	t.Logf("sbcast failed: %s", failed.FindString(stderr))
-	checkNothingLeft(t, s.cache)
+	checkGone(t, s.cache)
 }
