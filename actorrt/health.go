@@ -2,11 +2,11 @@ package actorrt
 
 import (
 	"fmt"
-	"unicode"
-	"unicode/utf8"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/monarch-go/monarch/internal/wire"
 )

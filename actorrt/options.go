@@ -16,7 +16,7 @@ type options struct {
 	hostTimeout  time.Duration
 	lostAfter    time.Duration // a silent host whose link is up is lost after this
 	heartbeat    time.Duration // how often agents and procs beat
-	maxMessage   int // 0: the bus's default
+	maxMessage   int           // 0: the bus's default
 	faultHook    func(*MeshFailure) error
 	// The bound of every actor's mailbox.
 	mailboxMessages int

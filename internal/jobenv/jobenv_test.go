@@ -37,7 +37,7 @@ func TestRoundTrip(t *testing.T) {
 		FileLog: "debug", StderrLog: "warn", HostName: "h2",
 		Health:      &hostsconfig.Health{Heartbeat: 500 * time.Millisecond, HostTimeout: 7 * time.Second, LinkTimeout: 3 * time.Second, LostAfter: time.Minute},
 		LinkWatcher: "10.0.0.1:4000",
-		Proc: &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3, Agent: "h0"},
+		Proc:        &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3, Agent: "h0"},
 	}
 	env := in.Environ()
 	setEnv(t, env)
