@@ -54,8 +54,9 @@ func startLose(t *testing.T, health string) (*exec.Cmd, *strings.Builder, <-chan
 }
 
 // failedLine waits for the cut program's "failed:" line and the end of
-// the job, and returns that line and when it came.
-func failedLine(t *testing.T, cmd *exec.Cmd, stderr fmt.Stringer, lines <-chan string) (string, time.Time) {
+// the job, and returns that line and when it came; onFailed, if set, is
+// called when it comes.
+func failedLine(t *testing.T, cmd *exec.Cmd, stderr fmt.Stringer, lines <-chan string, onFailed func()) (string, time.Time) {
 	t.Helper()
 	var failed string
 	var at time.Time
@@ -64,6 +65,9 @@ func failedLine(t *testing.T, cmd *exec.Cmd, stderr fmt.Stringer, lines <-chan s
 		all = append(all, l)
 		if strings.HasPrefix(l, "failed: ") {
 			failed, at = l, time.Now()
+			if onFailed != nil {
+				onFailed()
+			}
 		}
 	}
 	if err := cmd.Wait(); err != nil || failed == "" || !strings.Contains(strings.Join(all, "\n"), "SURVIVED ") {
@@ -81,7 +85,9 @@ func TestStoppedAgentLost(t *testing.T) {
 	stopped := time.Now()
 	syscall.Kill(agent, syscall.SIGSTOP)
 	defer syscall.Kill(agent, syscall.SIGCONT)
-	failed, at := failedLine(t, cmd, stderr, lines)
+	// Once lost, it may go on: the job's teardown then need not wait
+	// out the grace a stopped agent takes to kill.
+	failed, at := failedLine(t, cmd, stderr, lines, func() { syscall.Kill(agent, syscall.SIGCONT) })
 	took := at.Sub(stopped)
 	if !strings.Contains(failed, "{hosts: 1") || !strings.Contains(failed, "silent for 6s while its host still answers") {
 		t.Fatalf("want host 1's members lost after lost_after, its host answering; got %q\nstderr:\n%s", failed, stderr)
@@ -100,7 +106,7 @@ func TestKilledAgentLost(t *testing.T) {
 	agent := localAgent(t, cmd.Process.Pid, 1)
 	killed := time.Now()
 	syscall.Kill(agent, syscall.SIGKILL)
-	failed, at := failedLine(t, cmd, stderr, lines)
+	failed, at := failedLine(t, cmd, stderr, lines, nil)
 	if !strings.Contains(failed, "{hosts: 1") || !strings.Contains(failed, "SIGKILL") {
 		t.Fatalf("want host 1's members failed, its agent killed; got %q\nstderr:\n%s", failed, stderr)
 	}
