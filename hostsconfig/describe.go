@@ -34,7 +34,16 @@ func (h *Hosts) Describe() string {
 	default:
 		lines = []string{fmt.Sprintf("scheduler %q: unknown", h.Scheduler)}
 	}
-	return strings.Join(append(lines, describeBus(h.Bus)), "\n")
+	return strings.Join(append(lines, describeBus(h.Bus), describeHealth(h.Health)), "\n")
+}
+
+// describeHealth says when a host is suspected and when lost.
+func describeHealth(h Health) string {
+	if h == (Health{}) {
+		h = DefaultHealth()
+	}
+	return fmt.Sprintf("health: a heartbeat every %v; a host silent %v is suspected, and lost once its link is down (at once if its agent ends, after %v unanswered if its host or the network is down) or after %v silent",
+		h.Heartbeat, h.HostTimeout, h.LinkTimeout, h.LostAfter)
 }
 
 func describeSlurm(s *Slurm) []string {
