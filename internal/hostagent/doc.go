@@ -18,8 +18,11 @@
 //     child that ends (Config.OnEnd).
 //   - Standalone (Run): `monarch agent`, started by a launcher on each
 //     host (an srun step, an ssh session, a local process). It runs its
-//     host's bus and connects to it, reports to the client, heartbeats,
-//     announces the ends of its procs to the job, and exits when the job
+//     host's bus and connects to it, holds its link to the launcher's
+//     link watcher (internal/hostlink: what confirms, or not, a silence
+//     of its heartbeats), reports to the client, heartbeats every
+//     [health] heartbeat, announces the ends of its procs to the job,
+//     and exits when the job
 //     is gone: its host's link to the hub down for LinkGrace, SIGTERM
 //     (srun's teardown), or EOF on its stdin (the ssh session closed),
 //     taking its procs along.
