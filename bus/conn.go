@@ -143,7 +143,7 @@ func Connect(url string, o ConnOptions) (*Conn, error) {
 	}
 	opts := []nats.Option{nats.Token(o.Token)}
 	if o.TLSCA != "" || o.TLSName != "" {
-		cfg := &tls.Config{ServerName: o.TLSName, MinVersion: tls.VersionTLS12}
+		cfg := &tls.Config{ServerName: o.TLSName, MinVersion: tls.VersionTLS13}
 		if o.TLSCA != "" {
 			pem, err := os.ReadFile(o.TLSCA)
 			if err != nil {

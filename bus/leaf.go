@@ -111,7 +111,7 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 	}
 	remote := &server.RemoteLeafOpts{URLs: urls, NoRandomize: true, Compression: noCompression}
 	if hub.TLSCA != "" || hub.TLSName != "" {
-		cfg := &tls.Config{ServerName: hub.TLSName, MinVersion: tls.VersionTLS12}
+		cfg := &tls.Config{ServerName: hub.TLSName, MinVersion: tls.VersionTLS13}
 		if hub.TLSCA != "" {
 			pem, err := os.ReadFile(hub.TLSCA)
 			if err != nil {

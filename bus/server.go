@@ -170,7 +170,7 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 		if err != nil {
 			return nil, fmt.Errorf("bus: TLS certificate %s, key %s: %w", o.TLSCert, o.TLSKey, err)
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 		opts.TLS, opts.TLSTimeout = true, 5
 		opts.TLSConfig = tlsConfig
 	}
