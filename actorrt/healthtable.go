@@ -28,7 +28,7 @@ import (
 type healthTable struct {
 	self      string        // this process's proc id: its own agent is not watched
 	timeout   time.Duration // an agent silent this long is suspected
-	lostAfter time.Duration // a suspect silent this long is lost, link or not
+	lostAfter time.Duration // a suspect silent this long is lost, link or not; <= timeout: no suspicion, as where no link watcher confirms
 
 	gone      map[string]wire.GoneNotice
 	agentOf   map[string]string    // proc -> the agent that started it
@@ -228,6 +228,10 @@ func (t *healthTable) step(ev any) []any {
 func (t *healthTable) lost(out []any, agent string, quiet time.Duration) []any {
 	delete(t.suspect, agent)
 	reason := fmt.Sprintf("%s silent for %v while its host still answers (stopped or wedged?)", t.agentOn(agent), t.lostAfter)
+	if t.lostAfter <= t.timeout {
+		// Nothing to confirm a silence with (no link watcher).
+		reason = fmt.Sprintf("%s silent for %v (host lost?)", t.agentOn(agent), t.timeout)
+	}
 	if cause, down := t.linkDown[agent]; down {
 		reason = fmt.Sprintf("%s silent for %v, its link down: %s", t.agentOn(agent), quiet.Truncate(100*time.Millisecond), cause)
 	}

@@ -43,8 +43,11 @@ func WithHostTimeout(d time.Duration) Option {
 		if d < 2*o.heartbeat {
 			return fmt.Errorf("actorrt: host timeout %v must be at least %v", d, 2*o.heartbeat)
 		}
+		unconfirmed := o.lostAfter <= o.hostTimeout // no link watcher: see Run
 		o.hostTimeout = d
-		if o.lostAfter <= d {
+		if unconfirmed {
+			o.lostAfter = d
+		} else if o.lostAfter <= d {
 			o.lostAfter = 6 * d
 		}
 		return nil

@@ -34,6 +34,12 @@ func Run(fn func(ctx context.Context) error, opts ...Option) int {
 		return 1
 	}
 	o := defaultOptions(env.HealthOrDefault())
+	if env.Health == nil {
+		// No launcher, so no link watcher to confirm a silence: the
+		// hosts are this program's own procs, whose ends it sees, and a
+		// silent one is lost at the host timeout.
+		o.lostAfter = o.hostTimeout
+	}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
