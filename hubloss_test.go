@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,8 +48,29 @@ func TestRunHubServerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
+	out, killed := killMidTraffic(t, cmd, stdout, &stderr, "h0", func() int { return localAgent(t, cmd.Process.Pid, 0) })
+	// The fault was the one meant: h1's leaf lost its hub server and
+	// linked to the other.
+	h1, _ := filepath.Glob(filepath.Join(logs, "monarch_*_agent-h1.log"))
+	var h1log []byte
+	if len(h1) == 1 {
+		h1log, _ = os.ReadFile(h1[0])
+	}
+	if !bytes.Contains(h1log, []byte("lost the link to the job's hub")) || !bytes.Contains(h1log, []byte("the link to the job's hub is back")) {
+		t.Errorf("h1's agent (%v) did not log its leaf's move to another hub server:\n%s", h1, h1log)
+	}
+	t.Logf("ended %v after the kill\n%s\n%s", time.Since(killed).Round(time.Millisecond), out, stderr.String())
+}
+
+// killMidTraffic waits (bounded) for the started job's TRAFFIC line,
+// lets the stream run a second, kills with SIGKILL the agent of host
+// (agent finds its pid), and waits (bounded) for the job to end well,
+// having printed DELIVERED. It returns the job's stdout and when the kill
+// was.
+func killMidTraffic(t *testing.T, cmd *exec.Cmd, stdout io.Reader, stderr fmt.Stringer, host string, agent func() int) (string, time.Time) {
+	t.Helper()
 	lines := make(chan string, 64)
-	var out bytes.Buffer
+	var out strings.Builder
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(stdout)
@@ -62,17 +84,16 @@ func TestRunHubServerKilled(t *testing.T) {
 		case l, ok := <-lines:
 			if !ok {
 				cmd.Wait()
-				t.Fatalf("the job ended before its traffic began\n%s\n%s", out.String(), stderr.String())
+				t.Fatalf("the job ended before its traffic began\n%s\n%s", out.String(), stderr)
 			}
 			out.WriteString(l + "\n")
 			started = l == "TRAFFIC"
 		case <-traffic:
-			t.Fatalf("no traffic within 2 minutes\n%s\n%s", out.String(), stderr.String())
+			t.Fatalf("no traffic within 2 minutes\n%s\n%s", out.String(), stderr)
 		}
 	}
 	time.Sleep(time.Second)
-	agent := localAgent(t, cmd.Process.Pid, 0)
-	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(agent(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -83,25 +104,16 @@ func TestRunHubServerKilled(t *testing.T) {
 		}
 		done <- cmd.Wait()
 	}()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("the job still ran 2 minutes after h0's agent was killed\n%s\n%s", out.String(), stderr.String())
+		t.Fatalf("the job still ran 2 minutes after %s's agent was killed\n%s\n%s", host, out.String(), stderr)
 	}
 	if err != nil || !strings.Contains(out.String(), "DELIVERED") {
-		t.Fatalf("job: %v\n%s\n%s", err, out.String(), stderr.String())
+		t.Fatalf("job: %v\n%s\n%s", err, out.String(), stderr)
 	}
-	// The fault was the one meant: h1's leaf lost its hub server and
-	// linked to the other.
-	h1, _ := filepath.Glob(filepath.Join(logs, "monarch_*_agent-h1.log"))
-	var h1log []byte
-	if len(h1) == 1 {
-		h1log, _ = os.ReadFile(h1[0])
-	}
-	if !bytes.Contains(h1log, []byte("lost the link to the job's hub")) || !bytes.Contains(h1log, []byte("the link to the job's hub is back")) {
-		t.Errorf("h1's agent (%v) did not log its leaf's move to another hub server:\n%s", h1, h1log)
-	}
-	t.Logf("ended %v after the kill\n%s\n%s", time.Since(killed).Round(time.Millisecond), out.String(), stderr.String())
+	return out.String(), killed
 }
 
 // localAgent is the pid of the agent of simulated host index that the
