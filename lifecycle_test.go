@@ -248,11 +248,20 @@ func TestSlurmRequeue(t *testing.T) {
 		t.Fatalf("scontrol requeue %s: %v: %s", id, err, b)
 	}
 	// A requeued job waits for its begin time (about two minutes here);
-	// the test moves it to now.
+	// the test moves it to now, but only once the first run is gone from
+	// both nodes and a second has passed: slurmd refuses to launch a job
+	// whose credential dates from the second its previous run was killed
+	// in ("already killed, do not launch batch job"), and Slurm then ends
+	// the job. The begin time is what normally keeps that second apart.
 	waitUntil(t, time.Minute, "the job pending again", func() bool {
 		b, _ := c.Command(t.Context(), "squeue", "-h", "-j", id, "-o", "%T").Output()
 		return strings.TrimSpace(string(b)) == "PENDING"
 	})
+	waitUntil(t, time.Minute, "both nodes idle after the first run", func() bool {
+		b, _ := c.Command(t.Context(), "sinfo", "-h", "-N", "-p", c.Partition, "-o", "%t").Output()
+		return strings.Count(string(b), "idle\n") == len(c.Hosts)
+	})
+	time.Sleep(1500 * time.Millisecond)
 	if b, err := c.Command(t.Context(), "scontrol", "update", "JobId="+id, "StartTime=now").CombinedOutput(); err != nil {
 		t.Fatalf("scontrol update JobId=%s StartTime=now: %v: %s", id, err, b)
 	}
@@ -260,7 +269,8 @@ func TestSlurmRequeue(t *testing.T) {
 	if !waitFor(5*time.Minute, func() bool { return starts() == "start 0\nstart 1\n" }) {
 		state, _ := c.Command(t.Context(), "scontrol", "show", "job", id).CombinedOutput()
 		out, _ := os.ReadFile(filepath.Join(stateDir(t), jobID+".out"))
-		t.Fatalf("no second start within 5m; starts %q\n%s\nthe batch job's output:\n%s", starts(), state, out)
+		t.Fatalf("no second start within 5m; starts %q\n%s\nthe batch job's output:\n%s\nSlurm's logs of job %s:\n%s",
+			starts(), state, out, id, slurmLogOf(c, id))
 	}
 	// One job, one row: its second run.
 	status := waitSlurmStatus(t, c, jobID, "running (run 2)")
@@ -278,6 +288,26 @@ func TestSlurmRequeue(t *testing.T) {
 		t.Logf("the batch job's output:\n%s", slurmOut)
 	}
 	checkNothingLeft(t, filepath.Join(build(t), "checkpoint"))
+}
+
+// slurmLogOf returns the lines of the cluster's slurmctld and slurmd logs
+// that name Slurm job id, for a failure message.
+func slurmLogOf(c *testcluster.Cluster, id string) string {
+	re := regexp.MustCompile(`(JobId=|[Jj]ob |StepId=)` + regexp.QuoteMeta(id) + `\b`)
+	logs, _ := filepath.Glob(filepath.Join(c.Base, "log", "slurm*.log"))
+	var b strings.Builder
+	for _, f := range logs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if re.MatchString(line) {
+				fmt.Fprintf(&b, "%s: %s\n", filepath.Base(f), line)
+			}
+		}
+	}
+	return b.String()
 }
 
 // waitUntil polls cond (bounded).
