@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,10 +23,20 @@ import (
 // own, under limits (with TLS if withTLS), until the test ends.
 func startTestServer(t *testing.T, limits serverLimits, withTLS bool) *tcpServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, _ := startTestServerOn(t, limits, withTLS)
+	return srv
+}
+
+// startTestServerOn is startTestServer, also returning the listener of
+// the server's TCP connections, under TLS if any.
+func startTestServerOn(t *testing.T, limits serverLimits, withTLS bool) (*tcpServer, *recordingListener) {
+	t.Helper()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec := &recordingListener{Listener: tcp}
+	var ln net.Listener = rec
 	var pin string
 	if withTLS {
 		cert, sum, err := selfSigned()
@@ -35,7 +46,35 @@ func startTestServer(t *testing.T, limits serverLimits, withTLS bool) *tcpServer
 		ln, pin = tls.NewListener(ln, serverTLS(cert)), sum
 	}
 	t.Cleanup(func() { ln.Close() })
-	return thisProcess().startServer(ln, pin, limits)
+	return thisProcess().startServer(ln, pin, limits), rec
+}
+
+// recordingListener keeps the connections it accepted, so that a test
+// can make their server's idle deadline pass now.
+type recordingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+// expire makes the deadline of every accepted connection pass now: to a
+// server waiting for a request on it, as its idle bound passing would.
+func (l *recordingListener) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.SetDeadline(time.Now())
+	}
 }
 
 // testBuffer is a buffer of size bytes holding pattern bytes, and its
@@ -213,7 +252,11 @@ func TestClientAcrossIdleClose(t *testing.T) {
 	for _, withTLS := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "TLS"}[withTLS]
 		t.Run(name, func(t *testing.T) {
-			srv := startTestServer(t, serverLimits{idle: time.Second, progress: time.Minute, conns: 64}, withTLS)
+			// The server's idle bound passes when the test says
+			// (expire), not with time: on a starved machine a bound short
+			// enough to wait for could also close a new connection before
+			// its first request.
+			srv, ln := startTestServerOn(t, serverLimits{idle: time.Minute, progress: time.Minute, conns: 64}, withTLS)
 			b, h := testBuffer(t, size, srv)
 			be := newTCPBackend(clientIdleBound)
 			t.Cleanup(func() { be.dropIdle(connKey(h.Addr, h.TLS)) })
@@ -267,7 +310,12 @@ func TestClientAcrossIdleClose(t *testing.T) {
 					if err := op.do(); err != nil {
 						t.Fatalf("before the close: %v", err)
 					}
-					waitFor(t, "the server to close the idle connections", func() bool { return serving(srv) == 0 })
+					// Again until all are gone: the server may not yet
+					// have set the idle deadline after its last answer.
+					waitFor(t, "the server to close the idle connections", func() bool {
+						ln.expire()
+						return serving(srv) == 0
+					})
 					if err := op.do(); err != nil {
 						t.Fatalf("after the server closed the idle connection: %v", err)
 					}
