@@ -27,6 +27,17 @@
 // The hosts see this machine's filesystem but for their own mounts:
 // c.HostTmpfs(t, "h2", dir, "1m") gives h2 a disk of its own at dir.
 //
+// # Packet capture
+//
+// c.Capture(t, "h1") records every frame on h1's link (its veth, from
+// this machine's side) until Stop, for tests that must show that a secret
+// never crosses the network in the clear: cp.Contains(secret) looks in
+// each frame and in the TCP byte streams put back together from them, so
+// a secret cut across segments is found too. Where frames were lost (the
+// 512 MiB limit, kernel drops) and the secret was not found, Contains
+// fails the test: absence cannot be shown then. cp.Frames and cp.Bytes
+// tell that the capture saw traffic at all.
+//
 // # Where it runs
 //
 // The cluster needs root (namespaces, daemons). Get skips the test when it

@@ -123,31 +123,38 @@ func (c *Cluster) CutLink(t testing.TB, host string, d time.Duration) {
 	time.Sleep(d)
 }
 
-// netns is host's network namespace, from $BASE/run/names (the hosts'
-// namespaces, in the order of Hosts).
-func (c *Cluster) netns(host string) (string, error) {
+// netns is host's network namespace.
+func (c *Cluster) netns(host string) (string, error) { return c.hostName(host, "NAMESPACES") }
+
+// veth is the name of host's veth peer on the bridge, in this machine's
+// namespace.
+func (c *Cluster) veth(host string) (string, error) { return c.hostName(host, "VETHS") }
+
+// hostName is host's entry in the list key (NAMESPACES or VETHS) of
+// $BASE/run/names, whose entries follow the order of Hosts.
+func (c *Cluster) hostName(host, key string) (string, error) {
 	path := filepath.Join(c.Base, "run", "names")
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		v, ok := strings.CutPrefix(line, "NAMESPACES=")
+		v, ok := strings.CutPrefix(line, key+"=")
 		if !ok {
 			continue
 		}
-		nss := strings.Fields(strings.Trim(v, `"`))
-		if len(nss) != len(c.Hosts) {
-			return "", fmt.Errorf("%s: %d namespaces for hosts %v", path, len(nss), c.Hosts)
+		names := strings.Fields(strings.Trim(v, `"`))
+		if len(names) != len(c.Hosts) {
+			return "", fmt.Errorf("%s: %d %s for hosts %v", path, len(names), key, c.Hosts)
 		}
 		for i, h := range c.Hosts {
 			if h == host {
-				return nss[i], nil
+				return names[i], nil
 			}
 		}
 		return "", fmt.Errorf("no host %q in %v", host, c.Hosts)
 	}
-	return "", fmt.Errorf("%s: no NAMESPACES line", path)
+	return "", fmt.Errorf("%s: no %s line", path, key)
 }
 
 // StopIfStarted runs stop.sh if Get started the cluster in this process
