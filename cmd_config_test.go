@@ -25,7 +25,8 @@ func TestConfigCheck(t *testing.T) {
 			args: []string{"testdata/hosts-local.toml"},
 			out: "testdata/hosts-local.toml: valid MONARCH_HOSTS file\n" +
 				"scheduler local: 2 simulated hosts on this machine\n" +
-				"bus: listens on 127.0.0.1:0 (any free port), workers dial 127.0.0.1, no TLS\n" +
+				"bus: listens on 127.0.0.1:0 (any free port), workers dial 127.0.0.1\n" +
+				"tls: off: every link is on this machine's loopback (tls = true turns it on)\n" +
 				"health: a heartbeat every 1s; a host silent 5s is suspected, and lost once its link is down (at once if its agent ends, after 3s unanswered if its host or the network is down) or after 30s silent\n",
 		},
 		{
@@ -40,7 +41,8 @@ func TestConfigCheck(t *testing.T) {
 				"log: procs' output not streamed to the client, similar lines aggregated over 3s, file level DEBUG, stderr level ERROR\n" +
 				"hosts: " + filepath.Join(good, "local.toml") + "\n" +
 				"  scheduler local: 3 simulated hosts on this machine\n" +
-				"  bus: listens on 127.0.0.1:0 (any free port), workers dial 127.0.0.1, no TLS\n" +
+				"  bus: listens on 127.0.0.1:0 (any free port), workers dial 127.0.0.1\n" +
+				"  tls: off: every link is on this machine's loopback (tls = true turns it on)\n" +
 				"  health: a heartbeat every 1s; a host silent 5s is suspected, and lost once its link is down (at once if its agent ends, after 3s unanswered if its host or the network is down) or after 30s silent\n",
 		},
 		{
@@ -54,7 +56,8 @@ func TestConfigCheck(t *testing.T) {
 				"  extra srun arguments: --mpi=none\n" +
 				"  monarch binary on the nodes: /opt/monarch/bin/monarch\n" +
 				"  program: sent by sbcast to the nodes that lack it (not at its path, not cached), into the cache ~/.cache/monarch/bin ($XDG_CACHE_HOME/monarch/bin if set); monarch: the one at its path there\n" +
-				"bus: listens on 0.0.0.0:0 (any free port), workers dial 10.213.7.1, no TLS\n" +
+				"bus: listens on 0.0.0.0:0 (any free port), workers dial 10.213.7.1\n" +
+				"tls: on (the hosts are not this machine), TLS 1.3 on every link to the hub with a CA made for the job; leaves and routes show its certificates\n" +
 				"health: a heartbeat every 1s; a host silent 5s is suspected, and lost once its link is down (at once if its agent ends, after 3s unanswered if its host or the network is down) or after 30s silent\n",
 		},
 		{

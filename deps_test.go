@@ -16,7 +16,7 @@ func TestLayering(t *testing.T) {
 		"hostsconfig": {},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv"},
-		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache"},
+		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca"},
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
 		"spmd":        {"actorrt"},

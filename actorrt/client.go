@@ -13,6 +13,7 @@ import (
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -184,8 +185,8 @@ func (c *client) connect(env jobenv.Env) error {
 		// Under `monarch local` or `monarch run`: the bus is theirs.
 		jobenv.UnsetSecret()
 		var err error
-		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token, TLSCA: env.Bus.TLSCA,
-			TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, MaxMessage: c.opts.maxMessage, OnError: c.busFault,
+		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token, TLS: hostagent.ClientTLS(env.Bus),
+			HubServers: env.Bus.Hubs, MaxMessage: c.opts.maxMessage, OnError: c.busFault,
 			ReconnectFor: c.opts.hostTimeout, OnLink: c.linkChanged, ConnectFor: busConnectFor})
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)

@@ -112,7 +112,7 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 // simulated host (env.HostBus), the host's own, a leaf of the job's hub
 // that it starts here and its procs dial in turn.
 func (w *worker) connect(env jobenv.Env, o options) (*bus.Conn, error) {
-	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token, TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName,
+	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token, TLS: hostagent.ClientTLS(env.Bus),
 		HubServers: env.Bus.Hubs, MaxMessage: o.maxMessage, OnError: w.busFault, ReconnectFor: o.hostTimeout, OnLink: w.linkChanged,
 		ConnectFor: busConnectFor}
 	if !env.HostBus {

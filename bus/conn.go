@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,11 +50,9 @@ type ConnOptions struct {
 	// DefaultPingInterval and DefaultMaxPingsOut.
 	PingInterval time.Duration
 	MaxPingsOut  int
-	// TLSCA is the CA (PEM file) that signed the server's TLS certificate;
-	// TLSName the name the certificate must carry (default: the URL's
-	// host). Either turns TLS on (Connect only); without TLSCA the
-	// system's roots are used.
-	TLSCA, TLSName string
+	// TLS, when on, secures the connection (Connect only): what it
+	// trusts of the server's certificate.
+	TLS ClientTLS
 	// HubServers is the number of servers of the hub this connection's
 	// server belongs to, or links to as a leaf. With more than one, a
 	// Publish that follows a Subscribe (or a reconnect) first waits until
@@ -142,17 +139,10 @@ func Connect(url string, o ConnOptions) (*Conn, error) {
 		return nil, fmt.Errorf("bus: connect %s: no token", url)
 	}
 	opts := []nats.Option{nats.Token(o.Token)}
-	if o.TLSCA != "" || o.TLSName != "" {
-		cfg := &tls.Config{ServerName: o.TLSName, MinVersion: tls.VersionTLS13}
-		if o.TLSCA != "" {
-			pem, err := os.ReadFile(o.TLSCA)
-			if err != nil {
-				return nil, fmt.Errorf("bus: connect %s: TLS CA: %w", url, err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("bus: connect %s: TLS CA %s holds no PEM certificate", url, o.TLSCA)
-			}
+	if o.TLS.On() {
+		cfg, err := o.TLS.config()
+		if err != nil {
+			return nil, fmt.Errorf("bus: connect %s: %w", url, err)
 		}
 		opts = append(opts, nats.Secure(cfg))
 	}

@@ -2,12 +2,9 @@ package bus
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -32,10 +29,9 @@ type Hub struct {
 	URLs []string
 	// Token is the hub's secret.
 	Token string
-	// TLSCA is the CA (PEM file) that signed the hub's TLS certificate;
-	// TLSName the name that certificate must carry (default: the URL's
-	// host). Either turns TLS on for the link.
-	TLSCA, TLSName string
+	// TLS, when on, secures the link: what the leaf trusts of the hub's
+	// certificate, and the certificate it shows when the hub asks.
+	TLS ClientTLS
 	// OnLink, if set, hears of every change of the leaf's link to the hub
 	// after StartLeaf returned: lost (up false, with the cause) and back
 	// (up true, cause nil). It is called from one goroutine, in order, and
@@ -110,17 +106,10 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	remote := &server.RemoteLeafOpts{URLs: urls, NoRandomize: true, Compression: noCompression}
-	if hub.TLSCA != "" || hub.TLSName != "" {
-		cfg := &tls.Config{ServerName: hub.TLSName, MinVersion: tls.VersionTLS13}
-		if hub.TLSCA != "" {
-			pem, err := os.ReadFile(hub.TLSCA)
-			if err != nil {
-				return nil, fmt.Errorf("bus: leaf: TLS CA: %w", err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("bus: leaf: TLS CA %s holds no PEM certificate", hub.TLSCA)
-			}
+	if hub.TLS.On() {
+		cfg, err := hub.TLS.config()
+		if err != nil {
+			return nil, fmt.Errorf("bus: leaf of %s: %w", hubAddrs(hub.URLs), err)
 		}
 		remote.TLS, remote.TLSConfig, remote.TLSTimeout = true, cfg, 5
 	}

@@ -48,9 +48,8 @@ type ServerOptions struct {
 	MaxPending int64
 	// NoListen starts a server that takes in-process connections only.
 	NoListen bool
-	// TLSCert and TLSKey (PEM files), when set, make every TCP connection
-	// use TLS with this certificate.
-	TLSCert, TLSKey string
+	// TLS, when set, makes every TCP connection use TLS (see ServerTLS).
+	TLS *ServerTLS
 	// Leaves, when set, makes the server a hub: it accepts leaf nodes
 	// (StartLeaf) there. A leaf presents the token, and uses TLS when the
 	// server does. See LeafURL.
@@ -164,15 +163,14 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 		// No HTTP monitor, no JetStream: a plain core-NATS bus.
 		HTTPPort: 0,
 	}
-	var tlsConfig *tls.Config
-	if o.TLSCert != "" || o.TLSKey != "" {
-		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("bus: TLS certificate %s, key %s: %w", o.TLSCert, o.TLSKey, err)
+	var clientTLS, leafTLS, routeTLS *tls.Config
+	if o.TLS != nil {
+		var err error
+		if clientTLS, leafTLS, routeTLS, err = o.TLS.configs(); err != nil {
+			return nil, fmt.Errorf("bus: %w", err)
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 		opts.TLS, opts.TLSTimeout = true, 5
-		opts.TLSConfig = tlsConfig
+		opts.TLSConfig = clientTLS
 	}
 	if l := o.Leaves; l != nil {
 		host, port, err := listenOn(l, o.Host, "leaf")
@@ -180,7 +178,7 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 			return nil, err
 		}
 		opts.LeafNode = server.LeafNodeOpts{Host: host, Port: port, Advertise: l.Advertise,
-			Username: serverUser, Password: o.Token, TLSConfig: tlsConfig, TLSTimeout: 5, Compression: noCompression}
+			Username: serverUser, Password: o.Token, TLSConfig: leafTLS, TLSTimeout: 5, Compression: noCompression}
 	}
 	if c := o.Cluster; c != nil {
 		host, port, err := listenOn(&c.Listen, o.Host, "route")
@@ -196,7 +194,7 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 			return nil, err
 		}
 		opts.Cluster = server.ClusterOpts{Name: name, Host: host, Port: port, Advertise: c.Advertise,
-			Username: serverUser, Password: o.Token, TLSConfig: tlsConfig, TLSTimeout: 5, Compression: noCompression,
+			Username: serverUser, Password: o.Token, TLSConfig: routeTLS, TLSTimeout: 5, Compression: noCompression,
 			PingInterval: routePing, MaxPingsOut: routeMaxPingsOut}
 		// The servers of a hub tell each other's clients where else to
 		// connect (a Conn that loses its server moves to another), unless

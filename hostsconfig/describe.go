@@ -34,7 +34,7 @@ func (h *Hosts) Describe() string {
 	default:
 		lines = []string{fmt.Sprintf("scheduler %q: unknown", h.Scheduler)}
 	}
-	return strings.Join(append(lines, describeBus(h.Bus), describeHealth(h.Health)), "\n")
+	return strings.Join(append(lines, describeBus(h.Bus), describeTLS(h.Bus, h.Scheduler), describeHealth(h.Health)), "\n")
 }
 
 // describeHealth says when a host is suspected and when lost.
@@ -147,14 +147,31 @@ func describeBus(b Bus) string {
 	if b.Hubs > 1 {
 		line += fmt.Sprintf(", a hub of %d servers (this host's and hosts 0..%d's)", b.Hubs, b.Hubs-2)
 	}
-	if b.TLSCert == "" {
-		return line + ", no TLS"
-	}
-	line += ", TLS with certificate " + b.TLSCert + " and key " + b.TLSKey
-	if b.TLSCA != "" {
-		line += ", CA " + b.TLSCA
-	}
 	return line
+}
+
+// describeTLS says whether the job's bus runs TLS, and why.
+func describeTLS(b Bus, sched string) string {
+	remote := sched == SchedulerSlurm || sched == SchedulerSSH
+	switch {
+	case b.TLSCert != "":
+		ca := "the system's CAs"
+		if b.TLSCA != "" {
+			ca = "CA " + b.TLSCA
+		}
+		return "tls: on, TLS 1.3 with your certificate " + b.TLSCert + " and key " + b.TLSKey + ", checked against " + ca
+	case b.TLS == TLSOff && remote:
+		return "tls: off (tls = false): the bus token and every message cross the network in the clear; unsafe off this host"
+	case b.TLS == TLSOff:
+		return "tls: off (tls = false)"
+	case b.TLS == TLSOn || remote:
+		why := "the hosts are not this machine"
+		if b.TLS == TLSOn {
+			why = "tls = true"
+		}
+		return "tls: on (" + why + "), TLS 1.3 on every link to the hub with a CA made for the job; leaves and routes show its certificates"
+	}
+	return "tls: off: every link is on this machine's loopback (tls = true turns it on)"
 }
 
 // Describe returns a few lines, without a final newline: the program and

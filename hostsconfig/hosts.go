@@ -130,13 +130,16 @@ type Bus struct {
 	// Advertise is the host, or host:port, workers dial: default
 	// "127.0.0.1" for local; otherwise empty, decided at launch.
 	Advertise string
+	// TLS is [bus] tls: auto (left out), on or off.
+	TLS TLSMode
 	// TLSCert and TLSKey (always both or neither) and TLSCA are absolute
-	// names of files that existed when the file was loaded.
+	// names of files that were read and checked when the file was
+	// loaded: the user's own certificate, in place of the job's CA.
 	TLSCert, TLSKey, TLSCA string
 	// Hubs is how many NATS servers make up the job's hub, which every
 	// host's leaf links to: 1 (the default), the launcher's; more, joined
 	// by routes, adds one on each of the hosts 0..Hubs-2. At most the
-	// number of hosts, and no TLS with more than one.
+	// number of hosts; with the user's own certificate, one.
 	Hubs int
 	// Direct (leaf_nodes = false) runs no leaf node on the hosts: every
 	// proc dials the hub. Fewer hops for a few hosts; the hub then holds
@@ -368,7 +371,7 @@ func readBus(t *table, sched string, hosts int) Bus {
 	}
 	// A scheduler error is reported already; loopback is then no issue.
 	remote := sched == SchedulerSlurm || sched == SchedulerSSH
-	t.unknown("listen", "advertise", "tls_cert", "tls_key", "tls_ca", "hubs", "leaf_nodes")
+	t.unknown("listen", "advertise", "tls", "tls_cert", "tls_key", "tls_ca", "hubs", "leaf_nodes")
 	var s string
 	if t.str("listen", &s) {
 		host, port, err := net.SplitHostPort(s)
@@ -412,6 +415,18 @@ func readBus(t *table, sched string, hosts int) Bus {
 		t.fail("tls_key", "given without %s: give both or neither", t.name("tls_cert"))
 	case t.has("tls_ca") && !t.has("tls_cert"):
 		t.fail("tls_ca", "given without %s and %s, which TLS needs", t.name("tls_cert"), t.name("tls_key"))
+	default:
+		t.checkTLSFiles(&b)
+	}
+	var on bool
+	if t.boolean("tls", &on) {
+		b.TLS = TLSOff
+		if on {
+			b.TLS = TLSOn
+		}
+		if !on && t.has("tls_cert") {
+			t.fail("tls", "false, but %s is given: leave one of them out", t.name("tls_cert"))
+		}
 	}
 	if t.integer("hubs", &b.Hubs) {
 		switch {
@@ -420,7 +435,7 @@ func readBus(t *table, sched string, hosts int) Bus {
 		case hosts > 0 && b.Hubs > hosts:
 			t.fail("hubs", "want at most the number of hosts (%d): the launcher runs one server, hosts 0..hubs-2 the others, got %d", hosts, b.Hubs)
 		case b.Hubs > 1 && t.has("tls_cert"):
-			t.fail("hubs", "a hub of %d servers does not take TLS yet: leave hubs out, or %s out", b.Hubs, t.name("tls_cert"))
+			t.fail("hubs", "a hub of %d servers takes the job's own CA, not a certificate of yours (its hosts would need your key): leave hubs out, or %s out", b.Hubs, t.name("tls_cert"))
 		}
 		if b.Hubs < 1 || b.Hubs > MaxHubs {
 			b.Hubs = 1

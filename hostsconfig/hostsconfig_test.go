@@ -108,6 +108,7 @@ func TestGoodFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	abs := func(name string) string { return filepath.Join(dir, name) }
+	tlsFile := func(name string) string { return filepath.Join(dir, "..", "bad", "tls", name) }
 	home := t.TempDir()
 	key := filepath.Join(home, ".ssh", "id_test")
 	if err := os.MkdirAll(filepath.Dir(key), 0o700); err != nil {
@@ -142,7 +143,7 @@ func TestGoodFiles(t *testing.T) {
 		{"ssh-files.toml", &Hosts{Health: dh, Path: abs("ssh-files.toml"), Scheduler: SchedulerSSH,
 			SSH: &SSH{Hosts: []string{"h1"}, IdentityFile: key, ConfigFile: abs("ssh.toml"),
 				ConnectTimeout: 10 * time.Second, Parallel: 32},
-			Bus: Bus{Listen: "0.0.0.0:0", TLSCert: abs("local.toml"), TLSKey: abs("local-defaults.toml"), TLSCA: key, Hubs: 1}}},
+			Bus: Bus{Listen: "0.0.0.0:0", TLSCert: tlsFile("cert.pem"), TLSKey: tlsFile("key.pem"), TLSCA: tlsFile("ca.pem"), Hubs: 1}}},
 		{"local.toml", &Hosts{Health: dh, Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus}},
 		{"local-defaults.toml", &Hosts{Health: dh, Path: abs("local-defaults.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 1}, Bus: localBus}},
 		{"local-direct.toml", &Hosts{Health: dh, Path: abs("local-direct.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 2},

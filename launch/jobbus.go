@@ -2,15 +2,18 @@ package launch
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobca"
 	"github.com/monarch-go/monarch/internal/jobenv"
 )
 
@@ -27,18 +30,20 @@ type jobBus struct {
 	hubs               int
 	route              string
 	direct             bool // no leaf nodes: every process dials the hub
-	// With TLS: the CA file and the name the bus's certificate is
-	// checked against (the advertised address).
+	// With TLS: the CA certificates (PEM) and the name the bus's
+	// certificate is checked against; ca is the job's own CA when the
+	// user brought no certificate, which certifies the hosts' agents.
 	tlsCA, tlsName string
+	ca             *jobca.CA
 	// listenHost is the address it listens on, advHost the one hosts
 	// dial: where the job's other listeners go too.
 	listenHost, advHost string
 }
 
-// startJobBus starts the bus where the hosts of p can reach it (see
+// startJobBus starts job's bus where the hosts of p can reach it (see
 // busAddress), advertising, unless c says what, this machine's address on
-// the route to the hosts.
-func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus, error) {
+// the route to the hosts; with TLS as c and p say (see busTLS).
+func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement, job string) (*jobBus, error) {
 	if p.remote && c.Advertise == "" && p.route != nil {
 		if a, err := bus.LocalAddrTo(p.route(ctx)); err == nil && !net.ParseIP(a).IsLoopback() {
 			c.Advertise = a
@@ -48,8 +53,11 @@ func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus,
 	if err != nil {
 		return nil, err
 	}
-	o := bus.ServerOptions{Host: listenHost, Port: port, TLSCert: c.TLSCert, TLSKey: c.TLSKey,
-		Leaves: &bus.Listen{Advertise: adv}}
+	serverTLS, clientTLS, ca, err := busTLS(c, p, job, adv)
+	if err != nil {
+		return nil, err
+	}
+	o := bus.ServerOptions{Host: listenHost, Port: port, TLS: serverTLS, Leaves: &bus.Listen{Advertise: adv}}
 	if c.Hubs > 1 {
 		if p.hosts != nil && c.Hubs > len(p.hosts) {
 			return nil, fmt.Errorf("[bus] hubs = %d, but the job has %d hosts: at most one hub server a host", c.Hubs, len(p.hosts))
@@ -76,11 +84,56 @@ func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement) (*jobBus,
 	if c.Hubs > 1 {
 		jb.hubs, jb.route = c.Hubs, srv.RouteURL()
 	}
-	if c.TLSCert != "" {
-		jb.tlsCA, jb.tlsName = c.TLSCA, adv
-	}
+	jb.tlsCA, jb.tlsName, jb.ca = string(clientTLS.CA), clientTLS.Name, ca
 	jb.direct = c.Direct
 	return jb, nil
+}
+
+// caValidity is how long a job's CA and its certificates are valid: the
+// longest a launcher may run; a requeued job's next run makes a new CA.
+const caValidity = 366 * 24 * time.Hour
+
+// busTLS is the TLS of a job's bus: the hub's, and what its processes
+// trust. With the user's certificate files, theirs; else, with TLS on
+// (tls = true, or left out for hosts not all this machine), a CA made for
+// the job, which certifies the hub as jobca.HubName and later the hosts'
+// agents; else none.
+func busTLS(c hostsconfig.Bus, p *placement, job, adv string) (*bus.ServerTLS, bus.ClientTLS, *jobca.CA, error) {
+	switch {
+	case c.TLSCert != "":
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, bus.ClientTLS{}, nil, fmt.Errorf("[bus] TLS certificate %s, key %s: %w", c.TLSCert, c.TLSKey, err)
+		}
+		name := adv
+		if h, _, err := net.SplitHostPort(adv); err == nil {
+			name = h
+		}
+		client := bus.ClientTLS{Name: name}
+		if c.TLSCA != "" {
+			if client.CA, err = os.ReadFile(c.TLSCA); err != nil {
+				return nil, bus.ClientTLS{}, nil, fmt.Errorf("[bus] TLS CA: %w", err)
+			}
+		}
+		return &bus.ServerTLS{Cert: cert}, client, nil, nil
+	case c.Hubs > 1:
+		// A hub host's server needs a certificate of the job's CA,
+		// which agents get from the link watcher, next; until then
+		// such a hub runs as before.
+	case c.TLS == hostsconfig.TLSOn || c.TLS == hostsconfig.TLSAuto && p.remote:
+		ca, err := jobca.New(job, caValidity)
+		if err != nil {
+			return nil, bus.ClientTLS{}, nil, err
+		}
+		cert, err := ca.IssueTLS("hub", []string{jobca.HubName})
+		if err != nil {
+			return nil, bus.ClientTLS{}, nil, err
+		}
+		// Leaves show no certificate yet: the agents get theirs from
+		// the link watcher, next.
+		return &bus.ServerTLS{Cert: cert}, bus.ClientTLS{CA: ca.CertPEM(), Name: jobca.HubName}, ca, nil
+	}
+	return nil, bus.ClientTLS{}, nil, nil
 }
 
 // dial is how a process dials the bus at url, secret included, and

@@ -152,17 +152,18 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 	if cfg.Hosts != nil {
 		busCfg = cfg.Hosts.Bus
 	}
-	jb, err := startJobBus(ctx, busCfg, p)
-	if err != nil {
-		return 0, fmt.Errorf("launch: %w", err)
-	}
-	defer jb.srv.Shutdown()
 	jobID := cfg.JobID
 	if jobID == "" {
+		var err error
 		if jobID, err = jobstate.NewID(); err != nil {
 			return 0, fmt.Errorf("launch: %w", err)
 		}
 	}
+	jb, err := startJobBus(ctx, busCfg, p, jobID)
+	if err != nil {
+		return 0, fmt.Errorf("launch: %w", err)
+	}
+	defer jb.srv.Shutdown()
 	if os.Getenv(MetricsVar) != "" {
 		defer jb.watchInterest(cfg.Progress, jobID)()
 	}

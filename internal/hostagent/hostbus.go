@@ -2,6 +2,7 @@ package hostagent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -68,15 +69,26 @@ type HostBusConfig struct {
 	// subjects of the procs under it on the host (Procs().Local). Empty,
 	// or not a key (jobenv.ValidHostKey): none.
 	Key string
+	// Cert is the host's certificate from the job's CA, when the bus
+	// runs TLS with one: its leaf shows it to the hub, a hub server of
+	// the host to clients, leaves and the other servers.
+	Cert *tls.Certificate
+}
+
+// ClientTLS is what a process of the job trusts of its hub's
+// certificate: b's CA and name; off when the job's bus runs no TLS.
+func ClientTLS(b jobenv.Bus) bus.ClientTLS {
+	return bus.ClientTLS{CA: []byte(b.TLSCA), Name: b.TLSName}
 }
 
 // HostBus is a host's server. Its methods are safe for concurrent use.
 type HostBus struct {
 	srv   *bus.Server
 	token string
-	nhubs int    // the hub's servers
-	key   string // the host's key, if its leaf delivers its procs' subjects
-	hubs  string // the hub's first address, for messages
+	nhubs int           // the hub's servers
+	key   string        // the host's key, if its leaf delivers its procs' subjects
+	hubs  string        // the hub's first address, for messages
+	tls   bus.ClientTLS // how procs dial the server, when a hub server's
 
 	announcer *bus.Conn // a hub host's: announces its server
 	stopRun   context.CancelFunc
@@ -102,8 +114,8 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 		h.grace = LinkGrace
 	}
 	if b.Hubs > 1 {
-		if b.TLSCA != "" || b.TLSName != "" {
-			return nil, errors.New("host bus: a hub of several servers does not take TLS")
+		if ClientTLS(b).On() && cfg.Cert == nil {
+			return nil, errors.New("host bus: a hub of several servers with TLS needs the host's certificate from the job's CA")
 		}
 		if cfg.Index < b.Hubs-1 {
 			if b.Route == "" {
@@ -122,7 +134,7 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 			return nil, err
 		}
 	}
-	hub := bus.Hub{URLs: urls, Token: b.Token, TLSCA: b.TLSCA, TLSName: b.TLSName,
+	hub := bus.Hub{URLs: urls, Token: b.Token, TLS: ClientTLS(b),
 		OnLink: func(up bool, cause error) { h.link(cfg.Log, up, cause) }}
 	if jobenv.ValidHostKey(cfg.Key) {
 		subj := jobenv.SubjectsOf(cfg.Job)
@@ -130,6 +142,7 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 	}
 	linkCtx, cancel := context.WithTimeout(ctx, HubWait)
 	defer cancel()
+	hub.TLS.Cert = cfg.Cert
 	srv, err := bus.StartLeaf(linkCtx, hub, bus.ServerOptions{Token: b.Token})
 	if err != nil {
 		return nil, err
@@ -149,8 +162,11 @@ func (h *HostBus) startHub(ctx context.Context, cfg HostBusConfig) error {
 		return err
 	}
 	l := bus.Listen{Host: host, Advertise: adv}
-	srv, err := bus.StartServer(bus.ServerOptions{Token: h.token, Leaves: &l,
-		Cluster: &bus.Cluster{Listen: l, Routes: []string{cfg.Bus.Route}}})
+	o := bus.ServerOptions{Token: h.token, Leaves: &l, Cluster: &bus.Cluster{Listen: l, Routes: []string{cfg.Bus.Route}}}
+	if h.tls = ClientTLS(cfg.Bus); h.tls.On() {
+		o.TLS = &bus.ServerTLS{Cert: *cfg.Cert, PeerCA: h.tls.CA}
+	}
+	srv, err := bus.StartServer(o)
 	if err != nil {
 		return fmt.Errorf("host bus: hub server: %w", err)
 	}
@@ -209,7 +225,7 @@ func hubServers(ctx context.Context, cfg HostBusConfig) ([]string, error) {
 	b := cfg.Bus
 	ctx, cancel := context.WithTimeout(ctx, HubsWait)
 	defer cancel()
-	conn, err := bus.Connect(b.URL, bus.ConnOptions{Name: "hub discovery " + jobenv.AgentID(cfg.Index), Token: b.Token})
+	conn, err := bus.Connect(b.URL, bus.ConnOptions{Name: "hub discovery " + jobenv.AgentID(cfg.Index), Token: b.Token, TLS: ClientTLS(b)})
 	if err != nil {
 		return nil, fmt.Errorf("host bus: ask for the hub's servers: %w", err)
 	}
@@ -332,11 +348,13 @@ const linkWarn = time.Second
 // Server is the host's server: the host's agent and procs connect to it.
 func (h *HostBus) Server() *bus.Server { return h.srv }
 
-// Procs is how the host's procs dial its server: over loopback, without
-// TLS, with the job's token (and the number of the hub's servers, and
-// the host's key when the leaf delivers its procs' subjects).
+// Procs is how the host's procs dial its server: over loopback, with
+// the job's token (and the number of the hub's servers, and the host's
+// key when the leaf delivers its procs' subjects); without TLS to a
+// leaf, which loopback keeps off the network, with it to a hub server,
+// whose one client port is TLS when its links are.
 func (h *HostBus) Procs() jobenv.Bus {
-	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs, Local: h.key}
+	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs, Local: h.key, TLSCA: string(h.tls.CA), TLSName: h.tls.Name}
 }
 
 // Lost gets an error once the host's link to the hub has been down for

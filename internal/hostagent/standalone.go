@@ -119,7 +119,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 		// dials again, for the host timeout: the job's fault machinery,
 		// not a late pong, decides whether this host is lost.
 		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "agent " + cfg.ID, Token: env.Bus.Token,
-			TLSCA: env.Bus.TLSCA, TLSName: env.Bus.TLSName, HubServers: env.Bus.Hubs, OnError: s.busFault, ConnectFor: ConnectFor,
+			TLS: ClientTLS(env.Bus), HubServers: env.Bus.Hubs, OnError: s.busFault, ConnectFor: ConnectFor,
 			ReconnectFor: health.HostTimeout})
 		if err != nil {
 			return err

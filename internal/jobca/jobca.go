@@ -1,9 +1,12 @@
 package jobca
 
 import (
+	"crypto"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -21,6 +24,12 @@ type CA struct {
 	cert *x509.Certificate
 	der  []byte
 }
+
+// HubName is the name a job's CA certifies every server of the job's hub
+// for, and the name its clients check: one name whatever address a
+// server is dialed at (an IP, a host name, loopback), under a top-level
+// domain that never resolves. Only the job's own CA vouches for it.
+const HubName = "hub.monarch.invalid"
 
 // skew is how far before now certificates start: a host whose clock is
 // a little behind the launcher's must not find them not yet valid.
@@ -78,6 +87,38 @@ func (ca *CA) Issue(name string, hosts []string) (certPEM, keyPEM []byte, err er
 	if err != nil {
 		return nil, nil, fmt.Errorf("jobca: %w", err)
 	}
+	if certPEM, err = ca.Sign(name, &key.PublicKey, hosts); err != nil {
+		return nil, nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("jobca: %w", err)
+	}
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+}
+
+// IssueTLS is Issue, as a certificate with its key for crypto/tls.
+func (ca *CA) IssueTLS(name string, hosts []string) (tls.Certificate, error) {
+	certPEM, keyPEM, err := ca.Issue(name, hosts)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// Sign certifies pub, a key made elsewhere (a host agent's), for name and
+// hosts as Issue does, and returns the certificate PEM-encoded. Only
+// ECDSA P-256 and Ed25519 keys are taken.
+func (ca *CA) Sign(name string, pub crypto.PublicKey, hosts []string) ([]byte, error) {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return nil, errors.New("jobca: an ECDSA key must be on P-256")
+		}
+	case ed25519.PublicKey:
+	default:
+		return nil, fmt.Errorf("jobca: a %T key is not taken (ECDSA P-256 or Ed25519)", pub)
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: name, OrganizationalUnit: []string{"monarch job " + ca.job}},
@@ -93,16 +134,11 @@ func (ca *CA) Issue(name string, hosts []string) (certPEM, keyPEM []byte, err er
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("jobca: %w", err)
+		return nil, fmt.Errorf("jobca: %w", err)
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("jobca: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }
 
 // serial is a random 128-bit serial number, as RFC 5280 allows.

@@ -59,7 +59,8 @@ const HostsVar = "MONARCH_HOSTS"
 type Bus struct {
 	URL   string
 	Token string // the job's secret: removed from the environment once read (see Unset)
-	// With TLS: the CA file and the server name to verify.
+	// With TLS: the CA certificates (PEM, public) the bus's certificate
+	// must chain to, empty for the system's; and the name it must carry.
 	TLSCA   string
 	TLSName string
 	// Leaf is where a host's leaf links to the job's hub (the hub's
@@ -231,7 +232,7 @@ func BusURL() string { return os.Getenv(varBusURL) }
 
 // BusTLS reports whether this process's job runs its bus with TLS: then
 // whatever else its processes serve to each other should be encrypted too.
-func BusTLS() bool { return os.Getenv(varTLSCA) != "" }
+func BusTLS() bool { return os.Getenv(varTLSCA) != "" || os.Getenv(varTLSName) != "" }
 
 // IsProc reports whether this process was started as a proc of a job.
 func IsProc() bool { return os.Getenv(varProc) != "" }
