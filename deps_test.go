@@ -34,6 +34,7 @@ func TestLayering(t *testing.T) {
 		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child", "internal/procstat", "internal/hostlink"},
 		"internal/hostlink":  {},
 		"internal/jobca":     {},
+		"internal/munge":     {},
 		"internal/bincache":  {},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()

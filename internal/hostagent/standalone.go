@@ -131,7 +131,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	// answers, whatever its load (see internal/hostlink); after the bus,
 	// whose failure to reach the hub says more.
 	if env.LinkWatcher != "" {
-		if err := hostlink.Dial(runCtx, env.LinkWatcher, env.Bus.Token, cfg.ID, health.LinkTimeout); err != nil {
+		if _, err := hostlink.Dial(runCtx, hostlink.DialOptions{Addr: env.LinkWatcher, Agent: cfg.ID, Timeout: health.LinkTimeout, Token: env.Bus.Token}); err != nil {
 			return err
 		}
 	}

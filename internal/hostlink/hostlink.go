@@ -2,15 +2,17 @@ package hostlink
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto"
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,13 +27,13 @@ const DefaultTimeout = 3 * time.Second
 // takes one idle second and two probes.
 const MinTimeout = 3 * time.Second
 
-// handshakeWait bounds each side's wait for the other's handshake.
+// handshakeWait bounds each side's wait for the other's handshake, TLS
+// and MUNGE included.
 const handshakeWait = 10 * time.Second
 
-const (
-	challengeLen = 16
-	maxHello     = 512 // an id and an HMAC, with room
-)
+// maxDecodes bounds the MUNGE credentials decoded at once (a process
+// each), whoever dials.
+const maxDecodes = 4
 
 // Event is a change of an agent's link.
 type Event struct {
@@ -47,9 +49,17 @@ type Watcher struct {
 	timeout time.Duration
 	onEvent func(Event)
 	validID func(string) bool
+	tls     *tls.Config
+	job     string
+	unmunge func(ctx context.Context, cred []byte) (uint32, []byte, error)
+	certify func(agent string, pub crypto.PublicKey, names []string) ([]byte, error)
+	uid     uint32        // the uid a MUNGE proof must be of: ours
+	decodes chan struct{} // a slot per MUNGE decode under way
+	ctx     context.Context
+	stop    context.CancelFunc
 
 	mu     sync.Mutex
-	conns  map[string]net.Conn // agent -> its current link
+	conns  map[string]net.Conn // agent -> its current link (the TCP conn)
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -58,7 +68,8 @@ type Watcher struct {
 type WatcherOptions struct {
 	// Host is the address to listen on ("" or "127.0.0.1": loopback).
 	Host string
-	// Token is the job's secret, which agents prove they hold.
+	// Token is the job's secret, which agents prove they hold or, proven
+	// by MUNGE, receive.
 	Token string
 	// Timeout bounds how long a link may go unanswered (DefaultTimeout
 	// when zero; at least MinTimeout).
@@ -68,6 +79,18 @@ type WatcherOptions struct {
 	OnEvent func(Event)
 	// ValidID tells whether an agent's id is acceptable.
 	ValidID func(string) bool
+	// TLS is the server side of every link (its certificate, the job
+	// CA's); nil: plain TCP, on which MUNGE proofs are refused.
+	TLS *tls.Config
+	// Job is the job's id, which a MUNGE proof's payload must name.
+	Job string
+	// Unmunge decodes a MUNGE credential (internal/munge's Decode) and
+	// returns its maker's uid and its payload; nil: MUNGE proofs refused.
+	Unmunge func(ctx context.Context, cred []byte) (uid uint32, payload []byte, err error)
+	// Certify certifies a proven agent's public key for names (its host
+	// names and addresses) and returns the certificate, PEM-encoded
+	// (jobca's Sign); nil: certificate requests refused.
+	Certify func(agent string, pub crypto.PublicKey, names []string) (certPEM []byte, err error)
 }
 
 // Listen starts a watcher on a random port of o.Host.
@@ -81,6 +104,12 @@ func Listen(o WatcherOptions) (*Watcher, error) {
 	if o.Timeout < MinTimeout {
 		return nil, fmt.Errorf("hostlink: timeout %v is under %v", o.Timeout, MinTimeout)
 	}
+	if o.Unmunge != nil && (o.Job == "" || strings.ContainsAny(o.Job, " \t\n")) {
+		return nil, fmt.Errorf("hostlink: MUNGE proofs need the job's id (%q)", o.Job)
+	}
+	if o.TLS != nil && len(o.TLS.Certificates) == 0 && o.TLS.GetCertificate == nil && o.TLS.GetConfigForClient == nil {
+		return nil, errors.New("hostlink: a TLS watcher needs a certificate")
+	}
 	host := o.Host
 	if host == "" {
 		host = "127.0.0.1"
@@ -89,7 +118,13 @@ func Listen(o WatcherOptions) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hostlink: listen: %w", err)
 	}
-	w := &Watcher{ln: ln, token: o.Token, timeout: o.Timeout, onEvent: o.OnEvent, validID: o.ValidID, conns: map[string]net.Conn{}}
+	w := &Watcher{ln: ln, token: o.Token, timeout: o.Timeout, onEvent: o.OnEvent, validID: o.ValidID,
+		job: o.Job, unmunge: o.Unmunge, certify: o.Certify, uid: uint32(os.Getuid()),
+		decodes: make(chan struct{}, maxDecodes), conns: map[string]net.Conn{}}
+	if o.TLS != nil {
+		w.tls = o.TLS.Clone()
+	}
+	w.ctx, w.stop = context.WithCancel(context.Background())
 	w.wg.Add(1)
 	go w.accept()
 	return w, nil
@@ -106,6 +141,7 @@ func (w *Watcher) Close() {
 		c.Close()
 	}
 	w.mu.Unlock()
+	w.stop()
 	w.ln.Close()
 	w.wg.Wait()
 }
@@ -127,89 +163,149 @@ func (w *Watcher) accept() {
 
 // serve runs one link: the handshake, then a read that returns only when
 // the link is gone.
-func (w *Watcher) serve(c net.Conn) {
-	agent, err := w.handshake(c)
+func (w *Watcher) serve(raw net.Conn) {
+	agent, err := w.admit(raw)
 	if err != nil {
-		c.Close() // an agent of another job, a port scanner: not an event
+		raw.Close() // an agent of another job, a port scanner: not an event
 		return
 	}
-	if err := keep(c, w.timeout); err != nil {
-		c.Close()
+	// Keepalive and the user timeout are the TCP conn's, under TLS too.
+	if err := keep(raw, w.timeout); err != nil {
+		raw.Close()
 		return
 	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		c.Close()
+		raw.Close()
 		return
 	}
 	if old := w.conns[agent]; old != nil {
 		old.Close() // superseded: the agent dialed again
 	}
-	w.conns[agent] = c
+	w.conns[agent] = raw
 	w.mu.Unlock()
 	w.onEvent(Event{Agent: agent, Up: true})
 
-	// Nothing is sent on a link: a read returns at its end only.
+	// Nothing is sent on a link after the handshake, TLS or not: a read
+	// of the TCP conn returns at its end only.
 	var b [64]byte
-	_, err = c.Read(b[:])
+	_, err = raw.Read(b[:])
 	for err == nil {
-		_, err = c.Read(b[:])
+		_, err = raw.Read(b[:])
 	}
 	w.mu.Lock()
-	current := w.conns[agent] == c
+	current := w.conns[agent] == raw
 	if current {
 		delete(w.conns, agent)
 	}
 	closed := w.closed
 	w.mu.Unlock()
-	c.Close()
+	raw.Close()
 	if current && !closed {
 		w.onEvent(Event{Agent: agent, Cause: cause(err)})
 	}
 }
 
-// handshake challenges c and returns the agent id it proves.
-func (w *Watcher) handshake(c net.Conn) (string, error) {
-	c.SetDeadline(time.Now().Add(handshakeWait))
-	defer c.SetDeadline(time.Time{})
+// admit runs the handshake on raw (see the package doc) and returns the
+// agent id it proves. A peer refused after its hello hears why.
+func (w *Watcher) admit(raw net.Conn) (string, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, handshakeWait)
+	defer cancel()
+	raw.SetDeadline(time.Now().Add(handshakeWait))
+	defer raw.SetDeadline(time.Time{})
+	stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) }) // Close ends it
+	defer stop()
+	c := raw
+	if w.tls != nil {
+		tc := tls.Server(raw, w.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return "", err
+		}
+		c = tc
+	}
 	challenge := make([]byte, challengeLen)
 	rand.Read(challenge)
 	if _, err := c.Write(challenge); err != nil {
 		return "", err
 	}
-	line, err := bufio.NewReaderSize(io.LimitReader(c, maxHello), maxHello).ReadString('\n')
+	refuse := func(err error) (string, error) {
+		io.WriteString(c, formatAnswer(answer{err: err.Error()}))
+		return "", err
+	}
+	r := bufio.NewReaderSize(io.LimitReader(c, maxHello+maxRequest), 1024)
+	line, err := readLine(r, maxHello)
 	if err != nil {
 		return "", err
 	}
-	agent, mac, err := parseHello(line, w.validID)
+	h, err := parseHello(line, w.validID)
 	if err != nil {
+		return refuse(err)
+	}
+	if err := w.prove(ctx, h, challenge); err != nil {
+		return refuse(err)
+	}
+	if line, err = readLine(r, maxRequest); err != nil {
 		return "", err
 	}
-	if !hmac.Equal(mac, sum(w.token, challenge, agent)) {
-		return "", errors.New("hostlink: wrong proof")
+	req, err := parseRequest(line)
+	if err != nil {
+		return refuse(err)
 	}
-	return agent, nil
+	var a answer
+	if h.cred != nil {
+		a.token = w.token // what it was admitted for
+	}
+	if req.key != nil {
+		if w.certify == nil {
+			return refuse(errors.New("certificate refused: this link watcher issues none"))
+		}
+		if a.cert, err = w.certify(h.agent, req.key, req.names); err != nil {
+			return refuse(fmt.Errorf("certificate refused: %v", err))
+		}
+	}
+	if !stop() {
+		return "", ctx.Err() // its deadline, in the past, may follow ours
+	}
+	if _, err := io.WriteString(c, formatAnswer(a)); err != nil {
+		return "", err
+	}
+	return h.agent, nil
 }
 
-// parseHello reads an agent's hello: "<id> <hex HMAC>\n".
-func parseHello(line string, validID func(string) bool) (agent string, mac []byte, err error) {
-	agent, text, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-	if !ok || !validID(agent) {
-		return "", nil, errors.New("hostlink: malformed hello")
+// prove checks h's proof for challenge: an HMAC under the job's token, or
+// (over TLS only) a MUNGE credential of our uid for this job, agent and
+// challenge.
+func (w *Watcher) prove(ctx context.Context, h hello, challenge []byte) error {
+	if h.cred == nil {
+		if !hmac.Equal(h.mac, sum(w.token, challenge, h.agent)) {
+			return errors.New("wrong proof (not this job's token)")
+		}
+		return nil
 	}
-	if mac, err = hex.DecodeString(text); err != nil || len(mac) != sha256.Size {
-		return "", nil, errors.New("hostlink: malformed proof")
+	switch {
+	case w.tls == nil:
+		return errors.New("a MUNGE proof is taken over TLS only")
+	case w.unmunge == nil:
+		return errors.New("this link watcher takes no MUNGE proof")
 	}
-	return agent, mac, nil
-}
-
-// sum is the proof of agent for challenge under token.
-func sum(token string, challenge []byte, agent string) []byte {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write(challenge)
-	m.Write([]byte(agent))
-	return m.Sum(nil)
+	select {
+	case w.decodes <- struct{}{}:
+		defer func() { <-w.decodes }()
+	case <-ctx.Done():
+		return errors.New("MUNGE credential: too many to decode")
+	}
+	uid, payload, err := w.unmunge(ctx, h.cred)
+	if err != nil {
+		return fmt.Errorf("MUNGE credential: %v", err)
+	}
+	if uid != w.uid {
+		return fmt.Errorf("a MUNGE credential of uid %d, not the job's (%d)", uid, w.uid)
+	}
+	if !bytes.Equal(payload, mungePayload(w.job, h.agent, challenge)) {
+		return errors.New("a MUNGE credential made for another job, agent or challenge")
+	}
+	return nil
 }
 
 // keep sets c's kernel to probe the peer when idle and drop c after
@@ -250,80 +346,4 @@ func cause(err error) string {
 		return "no answer from the agent's host (host down or link cut)"
 	}
 	return err.Error()
-}
-
-// Dial keeps agent's link to the watcher at addr until ctx ends: it dials,
-// and dials again (at most every second) after a loss. It returns once the
-// first link is up, or with the error of the first try; later losses are
-// the watcher's to see.
-func Dial(ctx context.Context, addr, token, agent string, timeout time.Duration) error {
-	if timeout == 0 {
-		timeout = DefaultTimeout
-	}
-	c, err := dialOnce(ctx, addr, token, agent, timeout)
-	if err != nil {
-		return err
-	}
-	go func() {
-		for {
-			held(ctx, c)
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Second):
-				}
-				if c, err = dialOnce(ctx, addr, token, agent, timeout); err == nil {
-					break
-				}
-			}
-		}
-	}()
-	return nil
-}
-
-// held waits until c is gone or ctx ends, then closes c.
-func held(ctx context.Context, c net.Conn) {
-	done := make(chan struct{})
-	go func() {
-		var b [64]byte
-		for {
-			if _, err := c.Read(b[:]); err != nil {
-				close(done)
-				return
-			}
-		}
-	}()
-	select {
-	case <-ctx.Done():
-	case <-done:
-	}
-	c.Close()
-}
-
-func dialOnce(ctx context.Context, addr, token, agent string, timeout time.Duration) (net.Conn, error) {
-	dctx, cancel := context.WithTimeout(ctx, handshakeWait)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(dctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("hostlink: dial the job's link watcher at %s: %w", addr, err)
-	}
-	fail := func(err error) (net.Conn, error) {
-		c.Close()
-		return nil, fmt.Errorf("hostlink: handshake with the job's link watcher at %s: %w", addr, err)
-	}
-	c.SetDeadline(time.Now().Add(handshakeWait))
-	challenge := make([]byte, challengeLen)
-	if _, err := io.ReadFull(c, challenge); err != nil {
-		return fail(err)
-	}
-	if _, err := fmt.Fprintf(c, "%s %s\n", agent, hex.EncodeToString(sum(token, challenge, agent))); err != nil {
-		return fail(err)
-	}
-	c.SetDeadline(time.Time{})
-	if err := keep(c, timeout); err != nil {
-		return fail(err)
-	}
-	return c, nil
 }

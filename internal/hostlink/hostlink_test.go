@@ -2,6 +2,8 @@ package hostlink
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -11,27 +13,48 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/jobca"
+	"github.com/monarch-go/monarch/internal/testcluster"
 )
 
-// A child process that holds a link: the test binary run again.
+// A child process that holds a link: the test binary run again, over TLS
+// when given the CA to trust.
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("HOSTLINK_TEST_DIAL"); addr != "" {
-		if err := Dial(context.Background(), addr, os.Getenv("HOSTLINK_TEST_TOKEN"), "h1", 0); err != nil {
+		o := DialOptions{Addr: addr, Agent: "h1", Token: os.Getenv("HOSTLINK_TEST_TOKEN")}
+		if ca := os.Getenv("HOSTLINK_TEST_CA"); ca != "" {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM([]byte(ca))
+			o.TLS = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+		}
+		if _, err := Dial(context.Background(), o); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 		fmt.Println("UP")
 		select {}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testcluster.StopIfStarted()
+	os.Exit(code)
 }
 
-func validID(s string) bool { return s != "" && len(s) < 64 }
+func validID(s string) bool { return s != "" && len(s) < 64 && !strings.ContainsAny(s, " \n") }
 
-func startWatcher(t *testing.T) (*Watcher, chan Event) {
+// startWatcher starts a watcher of o, with the token "secret", OnEvent
+// and ValidID unless o has them.
+func startWatcher(t *testing.T, o WatcherOptions) (*Watcher, chan Event) {
 	t.Helper()
 	events := make(chan Event, 16)
-	w, err := Listen(WatcherOptions{Token: "secret", OnEvent: func(e Event) { events <- e }, ValidID: validID})
+	if o.Token == "" {
+		o.Token = "secret"
+	}
+	o.OnEvent = func(e Event) { events <- e }
+	if o.ValidID == nil {
+		o.ValidID = validID
+	}
+	w, err := Listen(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,12 +62,45 @@ func startWatcher(t *testing.T) (*Watcher, chan Event) {
 	return w, events
 }
 
-// startAgent runs a child that links to w with token, and waits for it to
-// say its link is up.
-func startAgent(t *testing.T, w *Watcher, token string) *exec.Cmd {
+func addrOf(w *Watcher) string { return "127.0.0.1:" + strconv.Itoa(w.Port()) }
+
+// newCA is a job's CA; serverTLS the watcher's side of it, clientTLS an
+// agent's.
+func newCA(t *testing.T, job string) *jobca.CA {
+	t.Helper()
+	ca, err := jobca.New(job, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+func serverTLS(t *testing.T, ca *jobca.CA) *tls.Config {
+	t.Helper()
+	certPEM, keyPEM, err := ca.Issue("hub", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS13}
+}
+
+func clientTLS(ca *jobca.CA) *tls.Config {
+	return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
+}
+
+// startAgent runs a child that links to w with token (over TLS, trusting
+// ca, when ca is set), and waits for it to say its link is up.
+func startAgent(t *testing.T, w *Watcher, token string, ca *jobca.CA) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "HOSTLINK_TEST_DIAL=127.0.0.1:"+strconv.Itoa(w.Port()), "HOSTLINK_TEST_TOKEN="+token)
+	cmd.Env = append(os.Environ(), "HOSTLINK_TEST_DIAL="+addrOf(w), "HOSTLINK_TEST_TOKEN="+token)
+	if ca != nil {
+		cmd.Env = append(cmd.Env, "HOSTLINK_TEST_CA="+string(ca.CertPEM()))
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +114,7 @@ func startAgent(t *testing.T, w *Watcher, token string) *exec.Cmd {
 		cmd.Wait()
 	})
 	var b [3]byte
-	out.Read(b[:])
+	out.Read(b[:]) // "UP", or EOF when it failed; bounded by the child's handshake wait
 	return cmd
 }
 
@@ -73,36 +129,54 @@ func next(t *testing.T, events chan Event, within time.Duration) Event {
 	}
 }
 
-// An agent's link is up while it lives, stopped or not, and down at once
-// when its process is killed.
-func TestLinkFollowsTheProcess(t *testing.T) {
-	w, events := startWatcher(t)
-	cmd := startAgent(t, w, "secret")
-	if e := next(t, events, 10*time.Second); !e.Up || e.Agent != "h1" {
-		t.Fatalf("first event %+v, want h1 up", e)
-	}
-	// Stopped: its kernel still answers for it.
-	cmd.Process.Signal(syscall.SIGSTOP)
+// none checks that no event comes within d.
+func none(t *testing.T, events chan Event, d time.Duration) {
+	t.Helper()
 	select {
 	case e := <-events:
-		t.Fatalf("a stopped agent's link: %+v", e)
-	case <-time.After(2*DefaultTimeout + time.Second):
+		t.Fatalf("unexpected link event %+v", e)
+	case <-time.After(d):
 	}
-	cmd.Process.Signal(syscall.SIGCONT)
-	start := time.Now()
-	cmd.Process.Kill()
-	e := next(t, events, 10*time.Second)
-	if e.Up || e.Agent != "h1" || e.Cause == "" {
-		t.Fatalf("after kill -9: %+v, want h1 down with a cause", e)
+}
+
+// An agent's link is up while it lives, stopped or not, and down at once
+// when its process is killed: over TCP and over TLS alike, since the
+// kernels keep the TCP conn under either.
+func TestLinkFollowsTheProcess(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "tls"}[overTLS], func(t *testing.T) {
+			t.Parallel()
+			var o WatcherOptions
+			var ca *jobca.CA
+			if overTLS {
+				ca = newCA(t, "j1")
+				o.TLS = serverTLS(t, ca)
+			}
+			w, events := startWatcher(t, o)
+			cmd := startAgent(t, w, "secret", ca)
+			if e := next(t, events, 10*time.Second); !e.Up || e.Agent != "h1" {
+				t.Fatalf("first event %+v, want h1 up", e)
+			}
+			// Stopped: its kernel still answers for it.
+			cmd.Process.Signal(syscall.SIGSTOP)
+			none(t, events, 2*DefaultTimeout+time.Second)
+			cmd.Process.Signal(syscall.SIGCONT)
+			start := time.Now()
+			cmd.Process.Kill()
+			e := next(t, events, 10*time.Second)
+			if e.Up || e.Agent != "h1" || e.Cause == "" {
+				t.Fatalf("after kill -9: %+v, want h1 down with a cause", e)
+			}
+			t.Logf("down %v after kill -9: %s", time.Since(start).Round(time.Millisecond), e.Cause)
+		})
 	}
-	t.Logf("down %v after kill -9: %s", time.Since(start).Round(time.Millisecond), e.Cause)
 }
 
 // A wrong token, or bytes that are no hello, make no link.
 func TestLinkRefusesStrangers(t *testing.T) {
-	w, events := startWatcher(t)
-	startAgent(t, w, "wrong")
-	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(w.Port()))
+	w, events := startWatcher(t, WatcherOptions{})
+	startAgent(t, w, "wrong", nil)
+	c, err := net.Dial("tcp", addrOf(w))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,19 +186,15 @@ func TestLinkRefusesStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(c, "h2 %x\n", make([]byte, 300))
-	select {
-	case e := <-events:
-		t.Fatalf("a stranger made a link: %+v", e)
-	case <-time.After(2 * time.Second):
-	}
+	none(t, events, 2*time.Second)
 }
 
 // An agent that dials again (its old link lost to it only) replaces its
 // link without a down event.
 func TestLinkRedialSupersedes(t *testing.T) {
-	w, events := startWatcher(t)
-	addr := "127.0.0.1:" + strconv.Itoa(w.Port())
-	first, err := dialOnce(context.Background(), addr, "secret", "h3", DefaultTimeout)
+	w, events := startWatcher(t, WatcherOptions{})
+	o := DialOptions{Addr: addrOf(w), Agent: "h3", Token: "secret", Timeout: DefaultTimeout}
+	first, _, err := dialOnce(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +204,7 @@ func TestLinkRedialSupersedes(t *testing.T) {
 	}
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	if err := Dial(ctx2, addr, "secret", "h3", 0); err != nil {
+	if _, err := Dial(ctx2, o); err != nil {
 		t.Fatal(err)
 	}
 	if e := next(t, events, 5*time.Second); !e.Up {
@@ -147,16 +217,27 @@ func TestLinkRedialSupersedes(t *testing.T) {
 }
 
 // FuzzParseHello: whatever a peer sends as its hello is refused or read
-// as an id and a proof of the right size, never a panic.
+// as an id and one proof of the right shape, never a panic.
 func FuzzParseHello(f *testing.F) {
 	f.Add("h1 " + strings.Repeat("ab", 32) + "\n")
+	f.Add("h1 munge MUNGE:AwQFAAAo4h091XDxm13S+/=:\n")
+	f.Add("h1 munge \n")
+	f.Add("h1 munge MUNGE: x\n")
 	f.Add("h1 zz\n")
 	f.Add(" \n")
 	f.Add("h1\n")
 	f.Fuzz(func(t *testing.T, line string) {
-		agent, mac, err := parseHello(line, validID)
-		if err == nil && (!validID(agent) || len(mac) != 32) {
-			t.Fatalf("accepted %q: %q %x", line, agent, mac)
+		h, err := parseHello(line, validID)
+		if err != nil {
+			return
+		}
+		hmacProof := len(h.mac) == 32 && h.cred == nil
+		mungeProof := h.mac == nil && credential(string(h.cred))
+		if !validID(h.agent) || hmacProof == mungeProof {
+			t.Fatalf("accepted %q: %+v", line, h)
+		}
+		if again, err := parseHello(formatHello(h), validID); err != nil || again.agent != h.agent || string(again.mac) != string(h.mac) || string(again.cred) != string(h.cred) {
+			t.Fatalf("%+v does not read back: %+v, %v", h, again, err)
 		}
 	})
 }
