@@ -94,7 +94,7 @@ func checkSecrets(t *testing.T, c *testcluster.Cluster, hosts, what string) {
 	if f := on.found(); len(f) > 0 {
 		t.Errorf("%s with TLS: %s crossed the hosts' links in the clear", what, strings.Join(f, ", "))
 	}
-	off := runSecret(t, c, hosts+"[bus]\ntls = false\n")
+	off := runSecret(t, c, withTLSOff(hosts))
 	if f := off.found(); len(f) != 3 {
 		t.Errorf("%s with tls = false: only %v found in the capture: the test cannot tell", what, f)
 	}
@@ -102,8 +102,34 @@ func checkSecrets(t *testing.T, c *testcluster.Cluster, hosts, what string) {
 	t.Logf("%s: monarch run with TLS %v, without %v", what, on.took.Round(time.Millisecond), off.took.Round(time.Millisecond))
 }
 
+// withTLSOff adds tls = false to hosts' [bus] table, or adds the table.
+func withTLSOff(hosts string) string {
+	if strings.Contains(hosts, "[bus]\n") {
+		return strings.Replace(hosts, "[bus]\n", "[bus]\ntls = false\n", 1)
+	}
+	return hosts + "[bus]\ntls = false\n"
+}
+
 // TestSSHCaptureTLS: over ssh, with no TLS keys in the config.
 func TestSSHCaptureTLS(t *testing.T) {
 	c := testcluster.Get(t)
 	checkSecrets(t, c, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "ssh")
+}
+
+// TestSlurmCaptureTLS: under Slurm (salloc, one srun step), with no TLS
+// keys in the config. The capture holds srun's traffic to the hosts'
+// slurmd too: with tls = false the token is found there, in the step's
+// environment; with TLS the agents get it over their TLS link instead,
+// once MUNGE proves they run as the job's user.
+func TestSlurmCaptureTLS(t *testing.T) {
+	c := testcluster.Get(t)
+	checkSecrets(t, c, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\ntime = \"00:05:00\"\n", c.Partition), "slurm")
+}
+
+// TestHubsCaptureTLS: over ssh with [bus] hubs = 2: h1's agent runs the
+// hub's second server, h2's leaf links to one of the two, and the two
+// servers route to each other over mutual TLS.
+func TestHubsCaptureTLS(t *testing.T) {
+	c := testcluster.Get(t)
+	checkSecrets(t, c, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n[bus]\nhubs = 2\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "hubs = 2")
 }

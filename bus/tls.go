@@ -23,6 +23,9 @@ type ServerTLS struct {
 	// routes must present; routes also check each other's server
 	// certificates against it.
 	PeerCA []byte
+	// PeerName is the name the other servers' certificates must carry,
+	// whatever address a route dials; empty: that address.
+	PeerName string
 }
 
 // ClientTLS is what a client or a leaf trusts of a server's certificate,
@@ -85,5 +88,6 @@ func (s *ServerTLS) configs() (clients, leaves, routes *tls.Config, err error) {
 	leaves.ClientCAs, leaves.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	routes = leaves.Clone()
 	routes.RootCAs = pool // a route dials as well as it accepts
+	routes.ServerName = s.PeerName
 	return clients, leaves, routes, nil
 }

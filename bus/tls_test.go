@@ -116,7 +116,7 @@ func TestRoutesTLS(t *testing.T) {
 	ca, cert := testCA(t, "hub0")
 	token := bus.NewToken()
 	serve := func(cert tls.Certificate, peer []byte, routes ...string) *bus.Server {
-		return startServer(t, bus.ServerOptions{Token: token, TLS: &bus.ServerTLS{Cert: cert, PeerCA: peer},
+		return startServer(t, bus.ServerOptions{Token: token, TLS: &bus.ServerTLS{Cert: cert, PeerCA: peer, PeerName: "bus.test"},
 			Leaves: &bus.Listen{}, Cluster: &bus.Cluster{Routes: routes}})
 	}
 	first := serve(cert, ca.CertPEM())

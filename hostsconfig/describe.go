@@ -169,7 +169,14 @@ func describeTLS(b Bus, sched string) string {
 		if b.TLS == TLSOn {
 			why = "tls = true"
 		}
-		return "tls: on (" + why + "), TLS 1.3 on every link to the hub with a CA made for the job; leaves and routes show its certificates"
+		line := "tls: on (" + why + "), TLS 1.3 on every link to the hub with a CA made for the job; leaves and routes show its certificates"
+		switch sched {
+		case SchedulerSlurm:
+			line += "; the agents get the token over their TLS link once MUNGE proves they run as you, not in srun's environment"
+		case SchedulerSSH:
+			line += "; the agents get the token over ssh"
+		}
+		return line
 	}
 	return "tls: off: every link is on this machine's loopback (tls = true turns it on)"
 }

@@ -35,6 +35,7 @@ type jobBus struct {
 	// user brought no certificate, which certifies the hosts' agents.
 	tlsCA, tlsName string
 	ca             *jobca.CA
+	serverTLS      *bus.ServerTLS // the hub's: the link watcher shows its certificate too
 	// listenHost is the address it listens on, advHost the one hosts
 	// dial: where the job's other listeners go too.
 	listenHost, advHost string
@@ -84,7 +85,7 @@ func startJobBus(ctx context.Context, c hostsconfig.Bus, p *placement, job strin
 	if c.Hubs > 1 {
 		jb.hubs, jb.route = c.Hubs, srv.RouteURL()
 	}
-	jb.tlsCA, jb.tlsName, jb.ca = string(clientTLS.CA), clientTLS.Name, ca
+	jb.tlsCA, jb.tlsName, jb.ca, jb.serverTLS = string(clientTLS.CA), clientTLS.Name, ca, serverTLS
 	jb.direct = c.Direct
 	return jb, nil
 }
@@ -116,10 +117,6 @@ func busTLS(c hostsconfig.Bus, p *placement, job, adv string) (*bus.ServerTLS, b
 			}
 		}
 		return &bus.ServerTLS{Cert: cert}, client, nil, nil
-	case c.Hubs > 1:
-		// A hub host's server needs a certificate of the job's CA,
-		// which agents get from the link watcher, next; until then
-		// such a hub runs as before.
 	case c.TLS == hostsconfig.TLSOn || c.TLS == hostsconfig.TLSAuto && p.remote:
 		ca, err := jobca.New(job, caValidity)
 		if err != nil {
@@ -129,9 +126,7 @@ func busTLS(c hostsconfig.Bus, p *placement, job, adv string) (*bus.ServerTLS, b
 		if err != nil {
 			return nil, bus.ClientTLS{}, nil, err
 		}
-		// Leaves show no certificate yet: the agents get theirs from
-		// the link watcher, next.
-		return &bus.ServerTLS{Cert: cert}, bus.ClientTLS{CA: ca.CertPEM(), Name: jobca.HubName}, ca, nil
+		return &bus.ServerTLS{Cert: cert, PeerCA: ca.CertPEM(), PeerName: jobca.HubName}, bus.ClientTLS{CA: ca.CertPEM(), Name: jobca.HubName}, ca, nil
 	}
 	return nil, bus.ClientTLS{}, nil, nil
 }

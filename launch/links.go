@@ -1,6 +1,9 @@
 package launch
 
 import (
+	"context"
+	"crypto"
+	"crypto/tls"
 	"net"
 	"strconv"
 	"sync"
@@ -9,7 +12,9 @@ import (
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/hostlink"
+	"github.com/monarch-go/monarch/internal/jobca"
 	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/munge"
 )
 
 // linkWatch holds the host agents' links (internal/hostlink) and tells
@@ -33,8 +38,22 @@ type linkWatch struct {
 // at its advertised one) and publishes through conn.
 func startLinkWatch(jb *jobBus, h hostsconfig.Health, conn *bus.Conn, job string) (*linkWatch, error) {
 	lw := &linkWatch{conn: conn, subj: jobenv.SubjectsOf(job), down: map[string]string{}, stop: make(chan struct{})}
-	w, err := hostlink.Listen(hostlink.WatcherOptions{Host: jb.listenHost, Token: jb.srv.Token(), Timeout: h.LinkTimeout,
-		OnEvent: lw.event, ValidID: jobenv.IsAgentID})
+	o := hostlink.WatcherOptions{Host: jb.listenHost, Token: jb.srv.Token(), Timeout: h.LinkTimeout,
+		OnEvent: lw.event, ValidID: jobenv.IsAgentID, Job: job}
+	if jb.serverTLS != nil {
+		// The links are TLS as the bus is, with the hub's certificate:
+		// agents check it as they check the hub's.
+		o.TLS = &tls.Config{Certificates: []tls.Certificate{jb.serverTLS.Cert}, MinVersion: tls.VersionTLS13}
+		o.Unmunge = unmunge
+	}
+	if ca := jb.ca; ca != nil {
+		// Every agent's certificate names the hub: a hub host's server
+		// is one of the hub, and a leaf's name is never checked.
+		o.Certify = func(agent string, pub crypto.PublicKey, _ []string) ([]byte, error) {
+			return ca.Sign(agent, pub, []string{jobca.HubName})
+		}
+	}
+	w, err := hostlink.Listen(o)
 	if err != nil {
 		return nil, err
 	}
@@ -42,6 +61,24 @@ func startLinkWatch(jb *jobBus, h hostsconfig.Health, conn *bus.Conn, job string
 	lw.done.Add(1)
 	go lw.repeat(h.LostAfter)
 	return lw, nil
+}
+
+// unmunge decodes an agent's MUNGE credential with the munged Slurm uses
+// (agents under Slurm come without the token: see mungeToken), found
+// once.
+func unmunge(ctx context.Context, cred []byte) (uint32, []byte, error) {
+	mungeSocket.once.Do(func() { mungeSocket.path, mungeSocket.err = munge.SocketFromSlurm(ctx) })
+	if mungeSocket.err != nil {
+		return 0, nil, mungeSocket.err
+	}
+	c, err := munge.Decode(ctx, mungeSocket.path, cred)
+	return c.UID, c.Payload, err
+}
+
+var mungeSocket struct {
+	once sync.Once
+	path string
+	err  error
 }
 
 func (lw *linkWatch) event(e hostlink.Event) {

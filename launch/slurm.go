@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/munge"
 )
 
 // The Slurm scheduler. Inside an allocation (SLURM_JOB_ID set) the agents
@@ -104,7 +106,9 @@ func allocationList() string {
 }
 
 // start starts the agents as one srun step over the job's nodes of the
-// allocation, the secret in the step's environment, never in argv. What
+// allocation: with TLS, without the secret, which each agent gets over
+// its TLS link once MUNGE proves it runs as this user (mungeToken);
+// without, the secret in the step's environment, never in argv. What
 // srun and slurmstepd say goes to the job's system log (see stepLog),
 // and into the message if the step fails.
 func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*agents, error) {
@@ -115,6 +119,9 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 			s.keyIs("nodes", s.nodes()), fewNames(p.hosts), len(p.hosts), len(all), (slurmQueue{}).current(), allocationList())
 	}
 	spec.env.Bus.HubHosts = hubHosts(p.hosts, spec.env.Bus.Hubs)
+	if err := mungeToken(ctx, &spec.env); err != nil {
+		return nil, err
+	}
 	if err := s.ship(ctx, spec.ship); err != nil {
 		return nil, err
 	}
@@ -133,6 +140,25 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 		return nil, fmt.Errorf("slurm: %w", err)
 	}
 	return a, nil
+}
+
+// mungeToken takes the token out of the agents' environment when the bus
+// runs TLS, and has them prove themselves with the munged Slurm uses. A
+// step's environment rides Slurm's RPCs to the nodes, which MUNGE signs
+// but does not encrypt: the token would cross the network in the clear.
+func mungeToken(ctx context.Context, env *jobenv.Env) error {
+	if env.Bus.TLSCA == "" && env.Bus.TLSName == "" {
+		return nil // tls = false: said to be unsafe off-host
+	}
+	socket, err := munge.SocketFromSlurm(ctx)
+	if err != nil {
+		return fmt.Errorf("slurm: the agents get the bus token over TLS once MUNGE proves they run as you: %w", err)
+	}
+	if socket == "" {
+		socket = "-"
+	}
+	env.Bus.Token, env.LinkMunge = "", socket
+	return nil
 }
 
 // fewNames lists names for a message, at most eight of them.

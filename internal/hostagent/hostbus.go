@@ -164,7 +164,7 @@ func (h *HostBus) startHub(ctx context.Context, cfg HostBusConfig) error {
 	l := bus.Listen{Host: host, Advertise: adv}
 	o := bus.ServerOptions{Token: h.token, Leaves: &l, Cluster: &bus.Cluster{Listen: l, Routes: []string{cfg.Bus.Route}}}
 	if h.tls = ClientTLS(cfg.Bus); h.tls.On() {
-		o.TLS = &bus.ServerTLS{Cert: *cfg.Cert, PeerCA: h.tls.CA}
+		o.TLS = &bus.ServerTLS{Cert: *cfg.Cert, PeerCA: h.tls.CA, PeerName: h.tls.Name}
 	}
 	srv, err := bus.StartServer(o)
 	if err != nil {

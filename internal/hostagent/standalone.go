@@ -3,6 +3,7 @@ package hostagent
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
-	"github.com/monarch-go/monarch/internal/hostlink"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -73,8 +73,8 @@ func (a *Agent) heartbeat() time.Duration {
 // fails if that cannot link to the hub; its procs and itself are then on
 // it. Without, it and its procs dial the hub, env.Bus.URL.
 func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Reader) error {
-	if args.Job == "" || env.Bus.URL == "" || env.Bus.Token == "" || args.Program == "" || args.Index < 0 {
-		return errors.New("incomplete agent configuration (job, bus URL, token, program, index)")
+	if args.Job == "" || env.Bus.URL == "" || env.Bus.Token == "" && env.LinkMunge == "" || args.Program == "" || args.Index < 0 {
+		return errors.New("incomplete agent configuration (job, bus URL, token or MUNGE socket, program, index)")
 	}
 	hostname, _ := os.Hostname()
 	host := hostname
@@ -98,13 +98,25 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	s := &standalone{index: args.Index, log: log}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	// The link that tells the job this agent's process lives and its host
+	// answers, whatever its load (see internal/hostlink), is also where
+	// the agent is admitted: the token, if it came without (Slurm), and
+	// its host's certificate, which its leaf needs. So it comes first.
+	var hostCert *tls.Certificate
+	if env.LinkWatcher != "" {
+		adm, err := admit(runCtx, env, cfg.Job, cfg.ID, health.LinkTimeout)
+		if err != nil {
+			return err
+		}
+		env.Bus.Token, cfg.Bus.Token, hostCert = adm.token, adm.token, adm.cert
+	}
 	// The host's procs and this agent are on the host's bus, a leaf of
 	// the job's hub; without a leaf URL (an agent started by hand), on the
 	// hub itself.
 	var conn *bus.Conn
 	var hubLost <-chan error
 	if env.Bus.Leaf != "" {
-		hb, err := StartHostBus(ctx, HostBusConfig{Job: cfg.Job, Index: args.Index, Bus: env.Bus, Log: log, Key: cfg.ID})
+		hb, err := StartHostBus(ctx, HostBusConfig{Job: cfg.Job, Index: args.Index, Bus: env.Bus, Log: log, Key: cfg.ID, Cert: hostCert})
 		if err != nil {
 			return err
 		}
@@ -127,14 +139,6 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	}
 	defer conn.Close()
 	s.conn = conn
-	// The link that tells the job this agent's process lives and its host
-	// answers, whatever its load (see internal/hostlink); after the bus,
-	// whose failure to reach the hub says more.
-	if env.LinkWatcher != "" {
-		if _, err := hostlink.Dial(runCtx, hostlink.DialOptions{Addr: env.LinkWatcher, Agent: cfg.ID, Timeout: health.LinkTimeout, Token: env.Bus.Token}); err != nil {
-			return err
-		}
-	}
 	s.subjects = jobenv.SubjectsOf(cfg.Job)
 	// The job hears of every proc of this host that ends: again after a
 	// while too, since a notice lost to a link that was down is not sent

@@ -41,6 +41,7 @@ const (
 	varJobEnd     = "MONARCH_JOB_END"
 	varHealth     = "MONARCH_HEALTH"
 	varLinks      = "MONARCH_LINK_WATCHER"
+	varLinkMunge  = "MONARCH_LINK_MUNGE"
 	// RestartVar counts the job's restarts: its batch job's requeues
 	// (SLURM_RESTART_COUNT), 0 the first time. The launcher sets it for
 	// the client and every proc, SPMD commands included.
@@ -124,6 +125,11 @@ type Env struct {
 	// LinkWatcher is where a host agent holds its link to the job's
 	// link watcher (host:port, see internal/hostlink).
 	LinkWatcher string
+	// LinkMunge, set, says a host agent got no token: it proves to the
+	// link watcher with a MUNGE credential, made with the munged at this
+	// socket ("-": munge's default), that it runs as the job's user, and
+	// receives the token over the link (TLS).
+	LinkMunge string
 
 	// Proc is set for a proc by the host agent that starts it.
 	Proc *Proc
@@ -211,6 +217,7 @@ func (e Env) Environ() []string {
 		add(varHealth, fmt.Sprintf("heartbeat=%v,host_timeout=%v,link_timeout=%v,lost_after=%v", h.Heartbeat, h.HostTimeout, h.LinkTimeout, h.LostAfter))
 	}
 	add(varLinks, e.LinkWatcher)
+	add(varLinkMunge, e.LinkMunge)
 	if p := e.Proc; p != nil {
 		add(varProc, p.ID)
 		add(varParent, p.Parent)
@@ -329,6 +336,7 @@ func FromEnviron() (Env, error) {
 		}
 	}
 	e.LinkWatcher = os.Getenv(varLinks)
+	e.LinkMunge = os.Getenv(varLinkMunge)
 	if id := os.Getenv(varProc); id != "" {
 		p := &Proc{ID: id, Parent: os.Getenv(varParent), Agent: os.Getenv(varAgent)}
 		port, err := strconv.ParseUint(os.Getenv(varReadyPort), 10, 64)
@@ -386,7 +394,7 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, varLinks:
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, varLinks, varLinkMunge:
 		return true
 	}
 	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)

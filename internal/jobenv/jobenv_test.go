@@ -36,8 +36,8 @@ func TestRoundTrip(t *testing.T) {
 		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml",
 		FileLog: "debug", StderrLog: "warn", HostName: "h2",
 		Health:      &hostsconfig.Health{Heartbeat: 500 * time.Millisecond, HostTimeout: 7 * time.Second, LinkTimeout: 3 * time.Second, LostAfter: time.Minute},
-		LinkWatcher: "10.0.0.1:4000",
-		Proc:        &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3, Agent: "h0"},
+		LinkWatcher: "10.0.0.1:4000", LinkMunge: "/run/munge/munge.socket.2",
+		Proc: &Proc{ID: "c-1", Parent: "c", ReadyPort: 7, ReadyRank: 3, Agent: "h0"},
 	}
 	env := in.Environ()
 	setEnv(t, env)
