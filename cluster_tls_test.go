@@ -16,16 +16,18 @@ import (
 )
 
 // The capture tests run a job across the cluster's two hosts while both
-// hosts' links are recorded, and look in what crossed them for three
+// hosts' links are recorded, and look in what crossed them for four
 // secrets: the job's bus token, a string the client sends to every host
-// as an argument, and the line the hosts' procs log for it. With TLS (the
+// as an argument, the line the hosts' procs log for it, and what a proc
+// of one host reads from a one-sided buffer of the other's (by the
+// buffer's TCP path, which follows the bus). With TLS (the
 // default across hosts, no keys in the config) none may appear; the same
-// job with [bus] tls = false must show all three, or the test could not
+// job with [bus] tls = false must show all four, or the test could not
 // fail.
 
 // secretRun is what a capture run sent, and what its links carried.
 type secretRun struct {
-	token, arg, line string
+	token, arg, line, buffer string
 	caps             []*testcluster.Capture
 	took             time.Duration
 }
@@ -33,7 +35,8 @@ type secretRun struct {
 // found lists which of the run's secrets the capture holds.
 func (r *secretRun) found() []string {
 	var out []string
-	for _, s := range []struct{ name, v string }{{"the token", r.token}, {"the argument", r.arg}, {"the log line", r.line}} {
+	for _, s := range []struct{ name, v string }{{"the token", r.token}, {"the argument", r.arg}, {"the log line", r.line},
+		{"the buffer's bytes", r.buffer}} {
 		for _, cp := range r.caps {
 			if cp.Contains([]byte(s.v)) {
 				out = append(out, s.name)
@@ -57,9 +60,12 @@ func runSecret(t *testing.T, c *testcluster.Cluster, hosts string) *secretRun {
 	rand.Read(b)
 	r := &secretRun{arg: "ARG-" + hex.EncodeToString(b)}
 	r.line = fmt.Sprintf("logged %x", sha256.Sum256([]byte(r.arg)))
+	r.buffer = fmt.Sprintf("buffer %x", sha256.Sum256([]byte("buffer"+r.arg)))
 	argFile, tokenFile := writeFile(t, dir, "arg", r.arg), filepath.Join(dir, "token")
 	writeFile(t, dir, "hosts.toml", hosts)
-	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nargs = [\"-token-file\", %q, \"-arg-file\", %q]\nhosts = \"hosts.toml\"\n",
+	// The buffer's TCP path between hosts: on one machine its shared
+	// memory path would be taken.
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nargs = [\"-token-file\", %q, \"-arg-file\", %q]\nhosts = \"hosts.toml\"\nenv = { MONARCH_RDMA_BACKEND = \"tcp\" }\n",
 		prog, tokenFile, argFile))
 	for _, h := range c.Hosts {
 		r.caps = append(r.caps, c.Capture(t, h))
@@ -70,7 +76,8 @@ func runSecret(t *testing.T, c *testcluster.Cluster, hosts string) *secretRun {
 	for _, cp := range r.caps {
 		cp.Stop()
 	}
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("ECHOED %d", len(c.Hosts))) {
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("ECHOED %d", len(c.Hosts))) ||
+		!strings.Contains(out, fmt.Sprintf("READ %d tcp,tcp", len(c.Hosts))) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	token, err := os.ReadFile(tokenFile)
@@ -95,7 +102,7 @@ func checkSecrets(t *testing.T, c *testcluster.Cluster, hosts, what string) {
 		t.Errorf("%s with TLS: %s crossed the hosts' links in the clear", what, strings.Join(f, ", "))
 	}
 	off := runSecret(t, c, withTLSOff(hosts))
-	if f := off.found(); len(f) != 3 {
+	if f := off.found(); len(f) != 4 {
 		t.Errorf("%s with tls = false: only %v found in the capture: the test cannot tell", what, f)
 	}
 	// The first run of a test binary also sends monarch to the hosts.

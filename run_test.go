@@ -74,17 +74,18 @@ func TestRunLocalHubOfThree(t *testing.T) {
 	t.Logf("100 rounds on a hub of three: %v", time.Since(start).Round(time.Millisecond))
 }
 
-// TestRunLeafCannotReachHub: hosts whose leaves cannot reach the hub (a
-// wrong advertised address) fail the job at start, saying where they
-// tried and why.
-func TestRunLeafCannotReachHub(t *testing.T) {
+// TestRunAgentCannotReachLauncher: hosts that cannot reach the launcher
+// (a wrong advertised address) fail the job at start, saying where they
+// tried and why: an agent dials the launcher's link watcher first, where
+// it is admitted, before its leaf links to the hub at the same address.
+func TestRunAgentCannotReachLauncher(t *testing.T) {
 	dir := t.TempDir()
 	// The bus listens on 127.0.0.1 only: nothing answers at 127.0.0.2.
 	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 1\n[bus]\nlisten = \"127.0.0.1:0\"\nadvertise = \"127.0.0.2\"\n")
 	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n", filepath.Join(build(t), "multihost")))
 	start := time.Now()
 	_, stderr, code := monarchEnv(t, []string{"MONARCH_STATE_DIR=" + t.TempDir()}, "run", job)
-	if code != 1 || !strings.Contains(stderr, "host agents could not start") || !strings.Contains(stderr, "leaf cannot reach its hub at 127.0.0.2:") ||
+	if code != 1 || !strings.Contains(stderr, "host agents could not start") || !strings.Contains(stderr, "link watcher at 127.0.0.2:") ||
 		!strings.Contains(stderr, "connection refused") {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

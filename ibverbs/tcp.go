@@ -135,9 +135,13 @@ func (p *process) startServer(ln net.Listener, pin string, limits serverLimits) 
 	return s
 }
 
-// listenHost is this host's address on the route to the job's bus, or
-// loopback without one.
+// listenHost is this host's address on the route to the job's hub (as
+// the proc's agent found it: the proc's own bus may be its host's leaf,
+// on loopback), or on the route to its bus, or loopback without one.
 func listenHost() string {
+	if a := jobenv.HostAddr(); a != "" {
+		return a
+	}
 	u, err := url.Parse(jobenv.BusURL())
 	if err != nil || u.Hostname() == "" {
 		return "127.0.0.1"

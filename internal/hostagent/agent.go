@@ -158,7 +158,7 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 		if !command {
 			// An SDK proc dials the job's bus; a command is given no
 			// secret.
-			env = append(env, jobenv.Env{Job: a.cfg.Job, Bus: dial,
+			env = append(env, jobenv.Env{Job: a.cfg.Job, Bus: dial, HostAddr: a.cfg.Addr,
 				Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank, Agent: a.cfg.ID}}.Environ()...)
 		}
 		procEnv, err := a.gpus(req.Env[i])

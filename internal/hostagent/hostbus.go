@@ -89,6 +89,8 @@ type HostBus struct {
 	key   string        // the host's key, if its leaf delivers its procs' subjects
 	hubs  string        // the hub's first address, for messages
 	tls   bus.ClientTLS // how procs dial the server, when a hub server's
+	// secure: the host's links to the hub run TLS (Procs().Secure)
+	secure bool
 
 	announcer *bus.Conn // a hub host's: announces its server
 	stopRun   context.CancelFunc
@@ -109,7 +111,8 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 	if b.Leaf == "" || b.Token == "" {
 		return nil, errors.New("host bus: no hub to link to (leaf URL and token)")
 	}
-	h := &HostBus{token: b.Token, nhubs: b.Hubs, lost: make(chan error, 1), hubs: hostOf(b.Leaf), grace: cfg.LinkGrace}
+	h := &HostBus{token: b.Token, nhubs: b.Hubs, lost: make(chan error, 1), hubs: hostOf(b.Leaf), grace: cfg.LinkGrace,
+		secure: ClientTLS(b).On() || b.Secure}
 	if h.grace <= 0 {
 		h.grace = LinkGrace
 	}
@@ -351,10 +354,12 @@ func (h *HostBus) Server() *bus.Server { return h.srv }
 // Procs is how the host's procs dial its server: over loopback, with
 // the job's token (and the number of the hub's servers, and the host's
 // key when the leaf delivers its procs' subjects); without TLS to a
-// leaf, which loopback keeps off the network, with it to a hub server,
-// whose one client port is TLS when its links are.
+// leaf, which loopback keeps off the network (Secure then says the
+// job's links between hosts run it), with it to a hub server, whose one
+// client port is TLS when its links are.
 func (h *HostBus) Procs() jobenv.Bus {
-	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs, Local: h.key, TLSCA: string(h.tls.CA), TLSName: h.tls.Name}
+	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs, Local: h.key, TLSCA: string(h.tls.CA), TLSName: h.tls.Name,
+		Secure: h.secure}
 }
 
 // Lost gets an error once the host's link to the hub has been down for

@@ -23,6 +23,7 @@ const (
 	varTLSName    = "MONARCH_BUS_TLS_NAME"
 	varBusLeaf    = "MONARCH_BUS_LEAF"
 	varBusHubs    = "MONARCH_BUS_HUBS"
+	varBusSecure  = "MONARCH_BUS_SECURE"
 	varBusRoute   = "MONARCH_BUS_ROUTE"
 	varHubHosts   = "MONARCH_BUS_HUB_HOSTS"
 	varBusLocal   = "MONARCH_BUS_LOCAL"
@@ -32,6 +33,7 @@ const (
 	varLogStream  = "MONARCH_LOG_STREAM"
 	varLogWindow  = "MONARCH_LOG_WINDOW"
 	varHostName   = "MONARCH_HOST_NAME"
+	varHostAddr   = "MONARCH_HOST_ADDR"
 	varProc       = "MONARCH_PROC"
 	varParent     = "MONARCH_PARENT"
 	varReadyPort  = "MONARCH_READY_PORT"
@@ -64,6 +66,10 @@ type Bus struct {
 	// must chain to, empty for the system's; and the name it must carry.
 	TLSCA   string
 	TLSName string
+	// Secure says the job's links between hosts run TLS, for a process
+	// whose own link does not (a leaf's proc, on loopback): what it serves
+	// to other hosts (ibverbs' buffer server) must then be encrypted too.
+	Secure bool
 	// Leaf is where a host's leaf links to the job's hub (the hub's
 	// bus.Server.LeafURL); empty where the process is not to run a host's
 	// bus (see hostagent.StartHostBus).
@@ -113,6 +119,10 @@ type Env struct {
 	// HostName names a simulated host (h0, h1, ...): the name its agent
 	// and its procs give in log lines, instead of the machine's.
 	HostName string
+	// HostAddr is, for a proc, its host's address on the route to the
+	// job's hub: where it serves what other hosts dial (a one-sided
+	// buffer's TCP path), though its own bus link may be loopback.
+	HostAddr string
 
 	// HostBus marks a simulated host started as a proc (HostsFromConfig
 	// run without a launcher): it runs its host's bus, as a host agent
@@ -187,6 +197,9 @@ func (e Env) Environ() []string {
 	add(varBusRoute, e.Bus.Route)
 	add(varHubHosts, strings.Join(e.Bus.HubHosts, ","))
 	add(varBusLocal, e.Bus.Local)
+	if e.Bus.Secure {
+		add(varBusSecure, "1")
+	}
 	if e.HostBus {
 		add(varHostBus, "1")
 	}
@@ -213,6 +226,7 @@ func (e Env) Environ() []string {
 		}
 	}
 	add(varHostName, e.HostName)
+	add(varHostAddr, e.HostAddr)
 	if h := e.Health; h != nil {
 		add(varHealth, fmt.Sprintf("heartbeat=%v,host_timeout=%v,link_timeout=%v,lost_after=%v", h.Heartbeat, h.HostTimeout, h.LinkTimeout, h.LostAfter))
 	}
@@ -237,9 +251,19 @@ func dimVar(name string) string {
 // it has none (a client run directly, with a bus of its own).
 func BusURL() string { return os.Getenv(varBusURL) }
 
+// HostAddr is Env.HostAddr from this process's environment, or "".
+func HostAddr() string {
+	if v := os.Getenv(varHostAddr); len(v) <= 255 && !strings.ContainsAny(v, " \t\r\n/") {
+		return v
+	}
+	return ""
+}
+
 // BusTLS reports whether this process's job runs its bus with TLS: then
 // whatever else its processes serve to each other should be encrypted too.
-func BusTLS() bool { return os.Getenv(varTLSCA) != "" || os.Getenv(varTLSName) != "" }
+func BusTLS() bool {
+	return os.Getenv(varTLSCA) != "" || os.Getenv(varTLSName) != "" || os.Getenv(varBusSecure) == "1"
+}
 
 // IsProc reports whether this process was started as a proc of a job.
 func IsProc() bool { return os.Getenv(varProc) != "" }
@@ -253,7 +277,7 @@ func FromEnviron() (Env, error) {
 	bad := func(k, v, want string) { errs = append(errs, fmt.Errorf("$%s=%q: want %s", k, v, want)) }
 	e.Job = os.Getenv(varJob)
 	e.Bus = Bus{URL: os.Getenv(varBusURL), Token: os.Getenv(varBusToken), TLSCA: os.Getenv(varTLSCA), TLSName: os.Getenv(varTLSName),
-		Leaf: os.Getenv(varBusLeaf), Route: os.Getenv(varBusRoute), Local: os.Getenv(varBusLocal)}
+		Leaf: os.Getenv(varBusLeaf), Route: os.Getenv(varBusRoute), Local: os.Getenv(varBusLocal), Secure: os.Getenv(varBusSecure) == "1"}
 	if v := e.Bus.Local; v != "" && !ValidHostKey(v) {
 		bad(varBusLocal, v, "a host's key (letters, digits, '-' and '_')")
 		e.Bus.Local = ""
@@ -327,6 +351,13 @@ func FromEnviron() (Env, error) {
 			e.HostName = v
 		}
 	}
+	if v := os.Getenv(varHostAddr); v != "" {
+		if len(v) > 255 || strings.ContainsAny(v, " \t\r\n/") {
+			bad(varHostAddr, v, "an address or host name")
+		} else {
+			e.HostAddr = v
+		}
+	}
 	if v := os.Getenv(varHealth); v != "" {
 		h, err := parseHealth(v)
 		if err != nil {
@@ -393,7 +424,7 @@ func Clean(env []string) []string {
 func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
-	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
+	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusSecure, varHostAddr, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
 		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, varLinks, varLinkMunge:
 		return true
 	}

@@ -29,7 +29,7 @@ func setEnv(t *testing.T, env []string) {
 func TestRoundTrip(t *testing.T) {
 	stream := false
 	in := Env{
-		Job: "j1", Bus: Bus{URL: "nats://127.0.0.1:4222", Token: "s3cret", TLSCA: "/ca.pem", TLSName: "h",
+		Job: "j1", Bus: Bus{URL: "nats://127.0.0.1:4222", Token: "s3cret", TLSCA: "/ca.pem", TLSName: "h", Secure: true,
 			Leaf: "nats-leaf://127.0.0.1:7422", Hubs: 3, Route: "nats-route://127.0.0.1:6222", HubHosts: []string{"node1", "node2"}},
 		HostBus:    true,
 		HostAgents: 3, Procs: []hostsconfig.Dim{{Name: "gpus", Size: 4}, {Name: "x", Size: 2}},

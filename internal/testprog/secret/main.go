@@ -6,6 +6,12 @@
 // the string, which prints a line made from it ("logged <sha256 of the
 // string>", a log line that goes to the launcher by the bus) and returns
 // the string's length. It prints "ECHOED <n>" once every proc answered.
+// Then the first proc fills a one-sided buffer with "buffer <sha256 of
+// "buffer" and the string>" and every proc reads it (across hosts, by
+// the buffer's TCP path when MONARCH_RDMA_BACKEND=tcp), answering only
+// the sha256 of what it read and the backend: the buffer's bytes cross
+// between hosts by that path alone. It prints "READ <n> <backends>" once
+// every proc read the right bytes.
 package main
 
 import (
@@ -17,13 +23,36 @@ import (
 	"strings"
 
 	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/ibverbs"
 )
 
-type Echo struct{}
+type Echo struct{ buf *ibverbs.Buffer }
 
 func (e *Echo) Echo(ctx *actorrt.Context, s string) (int, error) {
 	fmt.Printf("logged %x\n", sha256.Sum256([]byte(s)))
 	return len(s), nil
+}
+
+// BufferText is what the first proc's buffer holds for s.
+func BufferText(s string) string { return fmt.Sprintf("buffer %x", sha256.Sum256([]byte("buffer"+s))) }
+
+func (e *Echo) Hold(ctx *actorrt.Context, s string) (ibverbs.Handle, error) {
+	text := BufferText(s)
+	b, err := ibverbs.NewBuffer(len(text))
+	if err != nil {
+		return ibverbs.Handle{}, err
+	}
+	copy(b.Bytes(), text)
+	e.buf = b
+	return b.Handle(), nil
+}
+
+func (e *Echo) Read(ctx *actorrt.Context, h ibverbs.Handle) (string, error) {
+	got := make([]byte, h.Size)
+	if err := h.ReadAt(ctx, got, 0); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x %s", sha256.Sum256(got), h.Backend()), nil
 }
 
 func main() {
@@ -63,6 +92,24 @@ func main() {
 			return err
 		}
 		fmt.Printf("ECHOED %d\n", got.Len())
+		first, err := actorrt.Method1((*Echo).Hold).CallOne(echo.Slice("hosts", 0, 1), strings.TrimSpace(string(arg))).Get(ctx)
+		if err != nil {
+			return err
+		}
+		read, err := actorrt.Method1((*Echo).Read).Call(echo, first).Get(ctx)
+		if err != nil {
+			return err
+		}
+		want := fmt.Sprintf("%x", sha256.Sum256([]byte(BufferText(strings.TrimSpace(string(arg))))))
+		var backends []string
+		for p, r := range read.Items() {
+			sum, backend, _ := strings.Cut(r, " ")
+			if sum != want {
+				return fmt.Errorf("proc %v read other bytes from the buffer", p)
+			}
+			backends = append(backends, backend)
+		}
+		fmt.Printf("READ %d %s\n", read.Len(), strings.Join(backends, ","))
 		return nil
 	})
 }
