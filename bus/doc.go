@@ -62,7 +62,8 @@
 // and every other leaf, nothing as they come and go. A hub can itself be several servers
 // joined by routes (Cluster), each taking leaves; together they act as
 // one. Leaves and routes present the hub's token, and use TLS when the
-// hub has it.
+// hub has it; with a peer CA (ServerTLS, tls.go), they must also show a
+// certificate it signed (mutual TLS).
 //
 // A leaf's link is NATS's own: when it is lost the leaf dials the hub
 // again after 200 ms (every server of it, in the order given, starting

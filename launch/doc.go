@@ -37,7 +37,10 @@
 // hostsconfig.
 //
 //   - slurm: inside an allocation, one srun step with one agent per node
-//     (the secret in the step's environment); outside one, Run re-runs
+//     (with TLS, without the secret, which each agent receives over its
+//     TLS link to the link watcher once a MUNGE credential proves it runs
+//     as the job's user: links.go, slurm.go's mungeToken; with tls =
+//     false, the secret in the step's environment); outside one, Run re-runs
 //     `monarch run` under salloc with the job's resources, or submits it
 //     with sbatch (Detach; with --signal=B:USR1 for the time-limit
 //     warning, --requeue when asked). Requests carry --immediate, so Slurm's own

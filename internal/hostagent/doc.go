@@ -17,10 +17,13 @@
 //     the control messages addressed to it (Handle) and hears of every
 //     child that ends (Config.OnEnd).
 //   - Standalone (Run): `monarch agent`, started by a launcher on each
-//     host (an srun step, an ssh session, a local process). It runs its
-//     host's bus and connects to it, holds its link to the launcher's
-//     link watcher (internal/hostlink: what confirms, or not, a silence
-//     of its heartbeats), reports to the client, heartbeats every
+//     host (an srun step, an ssh session, a local process). It first
+//     holds its link to the launcher's link watcher (internal/hostlink:
+//     what confirms, or not, a silence of its heartbeats), where it is
+//     admitted (admit.go: over TLS when the bus is; the token, if it
+//     came without, and its host's certificate from the job's CA), then
+//     runs its host's bus and connects to it, reports to the client,
+//     heartbeats every
 //     [health] heartbeat, announces the ends of its procs to the job,
 //     and exits when the job
 //     is gone: its host's link to the hub down for LinkGrace, SIGTERM
