@@ -88,7 +88,7 @@ type HostBus struct {
 	nhubs int           // the hub's servers
 	key   string        // the host's key, if its leaf delivers its procs' subjects
 	hubs  string        // the hub's first address, for messages
-	tls   bus.ClientTLS // how procs dial the server, when a hub server's
+	tls   bus.ClientTLS // how procs dial the server over TLS, if they do
 	// secure: the host's links to the hub run TLS (Procs().Secure)
 	secure bool
 
@@ -146,7 +146,14 @@ func StartHostBus(ctx context.Context, cfg HostBusConfig) (*HostBus, error) {
 	linkCtx, cancel := context.WithTimeout(ctx, HubWait)
 	defer cancel()
 	hub.TLS.Cert = cfg.Cert
-	srv, err := bus.StartLeaf(linkCtx, hub, bus.ServerOptions{Token: b.Token})
+	o := bus.ServerOptions{Token: b.Token}
+	if cfg.Cert != nil && hub.TLS.On() {
+		// The host's procs dial it over TLS too, though on loopback: the
+		// host's certificate names the hub, as their CA and name expect.
+		o.TLS, h.tls = &bus.ServerTLS{Cert: *cfg.Cert}, hub.TLS
+		h.tls.Cert = nil
+	}
+	srv, err := bus.StartLeaf(linkCtx, hub, o)
 	if err != nil {
 		return nil, err
 	}
@@ -353,10 +360,11 @@ func (h *HostBus) Server() *bus.Server { return h.srv }
 
 // Procs is how the host's procs dial its server: over loopback, with
 // the job's token (and the number of the hub's servers, and the host's
-// key when the leaf delivers its procs' subjects); without TLS to a
-// leaf, which loopback keeps off the network (Secure then says the
-// job's links between hosts run it), with it to a hub server, whose one
-// client port is TLS when its links are.
+// key when the leaf delivers its procs' subjects); over TLS when the
+// host has a certificate of the job's CA (a hub server's one client port
+// is TLS when its links are; a leaf's is so that every link of the job
+// is); else in the clear, which loopback keeps off the network (Secure
+// then says the job's links between hosts run TLS).
 func (h *HostBus) Procs() jobenv.Bus {
 	return jobenv.Bus{URL: h.srv.URL(), Token: h.token, Hubs: h.nhubs, Local: h.key, TLSCA: string(h.tls.CA), TLSName: h.tls.Name,
 		Secure: h.secure}
