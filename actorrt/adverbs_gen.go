@@ -2,6 +2,11 @@
 
 package actorrt
 
+import (
+	"context"
+	"reflect"
+)
+
 // Endpoint is an endpoint of actor type A taking 0 argument(s) and answering R,
 // bound once from a method expression (see Method). Its methods are the adverbs.
 // The zero Endpoint is bound to nothing: its adverbs fail.
@@ -236,4 +241,316 @@ func (e Endpoint3[A, T1, T2, T3, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint3[A, T1, T2, T3, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3) error {
 	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3})
+}
+
+// Endpoint4 is an endpoint of actor type A taking 4 argument(s) and answering R,
+// bound once from a method expression (see Method4). Its methods are the adverbs.
+// The zero Endpoint4 is bound to nothing: its adverbs fail.
+type Endpoint4[A, T1, T2, T3, T4, R any] struct{ b binding }
+
+// Method4 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 4 argument(s) returning (R, error). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func Method4[A, T1, T2, T3, T4, R any](ep func(*A, *Context, T1, T2, T3, T4) (R, error)) Endpoint4[A, T1, T2, T3, T4, R] {
+	return Endpoint4[A, T1, T2, T3, T4, R]{bind(ep)}
+}
+
+// VoidMethod4 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 4 argument(s) returning only error; its result type is Void. It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func VoidMethod4[A, T1, T2, T3, T4 any](ep func(*A, *Context, T1, T2, T3, T4) error) Endpoint4[A, T1, T2, T3, T4, Void] {
+	return Endpoint4[A, T1, T2, T3, T4, Void]{bind(ep)}
+}
+
+// PortMethod4 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 4 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func PortMethod4[A, T1, T2, T3, T4, R any](ep func(*A, *Context, Port[R], T1, T2, T3, T4) error) Endpoint4[A, T1, T2, T3, T4, R] {
+	return Endpoint4[A, T1, T2, T3, T4, R]{bind(ep)}
+}
+
+// Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+func (e Endpoint4[A, T1, T2, T3, T4, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+}
+
+// CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+func (e Endpoint4[A, T1, T2, T3, T4, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *Future[R] {
+	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+}
+
+// Broadcast sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+func (e Endpoint4[A, T1, T2, T3, T4, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) error {
+	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3, a4})
+}
+
+// Stream sends the call to every member of m and yields their results as they arrive.
+func (e Endpoint4[A, T1, T2, T3, T4, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+}
+
+// Choose calls one member of m, picked at random.
+func (e Endpoint4[A, T1, T2, T3, T4, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *Future[R] {
+	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+}
+
+// Send sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+func (e Endpoint4[A, T1, T2, T3, T4, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3, a4 T4) error {
+	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3, a4})
+}
+
+// Endpoint5 is an endpoint of actor type A taking 5 argument(s) and answering R,
+// bound once from a method expression (see Method5). Its methods are the adverbs.
+// The zero Endpoint5 is bound to nothing: its adverbs fail.
+type Endpoint5[A, T1, T2, T3, T4, T5, R any] struct{ b binding }
+
+// Method5 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 5 argument(s) returning (R, error). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func Method5[A, T1, T2, T3, T4, T5, R any](ep func(*A, *Context, T1, T2, T3, T4, T5) (R, error)) Endpoint5[A, T1, T2, T3, T4, T5, R] {
+	return Endpoint5[A, T1, T2, T3, T4, T5, R]{bind(ep)}
+}
+
+// VoidMethod5 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 5 argument(s) returning only error; its result type is Void. It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func VoidMethod5[A, T1, T2, T3, T4, T5 any](ep func(*A, *Context, T1, T2, T3, T4, T5) error) Endpoint5[A, T1, T2, T3, T4, T5, Void] {
+	return Endpoint5[A, T1, T2, T3, T4, T5, Void]{bind(ep)}
+}
+
+// PortMethod5 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 5 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func PortMethod5[A, T1, T2, T3, T4, T5, R any](ep func(*A, *Context, Port[R], T1, T2, T3, T4, T5) error) Endpoint5[A, T1, T2, T3, T4, T5, R] {
+	return Endpoint5[A, T1, T2, T3, T4, T5, R]{bind(ep)}
+}
+
+// Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+}
+
+// CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *Future[R] {
+	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+}
+
+// Broadcast sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) error {
+	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3, a4, a5})
+}
+
+// Stream sends the call to every member of m and yields their results as they arrive.
+func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+}
+
+// Choose calls one member of m, picked at random.
+func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *Future[R] {
+	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+}
+
+// Send sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) error {
+	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3, a4, a5})
+}
+
+// Endpoint6 is an endpoint of actor type A taking 6 argument(s) and answering R,
+// bound once from a method expression (see Method6). Its methods are the adverbs.
+// The zero Endpoint6 is bound to nothing: its adverbs fail.
+type Endpoint6[A, T1, T2, T3, T4, T5, T6, R any] struct{ b binding }
+
+// Method6 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 6 argument(s) returning (R, error). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func Method6[A, T1, T2, T3, T4, T5, T6, R any](ep func(*A, *Context, T1, T2, T3, T4, T5, T6) (R, error)) Endpoint6[A, T1, T2, T3, T4, T5, T6, R] {
+	return Endpoint6[A, T1, T2, T3, T4, T5, T6, R]{bind(ep)}
+}
+
+// VoidMethod6 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 6 argument(s) returning only error; its result type is Void. It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func VoidMethod6[A, T1, T2, T3, T4, T5, T6 any](ep func(*A, *Context, T1, T2, T3, T4, T5, T6) error) Endpoint6[A, T1, T2, T3, T4, T5, T6, Void] {
+	return Endpoint6[A, T1, T2, T3, T4, T5, T6, Void]{bind(ep)}
+}
+
+// PortMethod6 binds ep, a method expression such as (*Counter).Step, as an endpoint
+// of 6 argument(s) answering on a Port[R] it takes first (an explicit-response endpoint). It is cheap; bind once in a package-level var
+// or at the call. The endpoint is looked up, and checked, at its first use.
+func PortMethod6[A, T1, T2, T3, T4, T5, T6, R any](ep func(*A, *Context, Port[R], T1, T2, T3, T4, T5, T6) error) Endpoint6[A, T1, T2, T3, T4, T5, T6, R] {
+	return Endpoint6[A, T1, T2, T3, T4, T5, T6, R]{bind(ep)}
+}
+
+// Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
+// The future fails with the first member error.
+func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *Future[ValueMesh[R]] {
+	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+}
+
+// CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
+func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *Future[R] {
+	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+}
+
+// Broadcast sends the call to every member of m and does not wait for, or receive, any result.
+// The returned error is about sending only.
+func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) error {
+	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+}
+
+// Stream sends the call to every member of m and yields their results as they arrive.
+func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *ReplyStream[R] {
+	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+}
+
+// Choose calls one member of m, picked at random.
+func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *Future[R] {
+	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+}
+
+// Send sends the call to every member of m; each member's result (or error) goes to port,
+// which may belong to any proc. The other adverbs are this, with a port of their own.
+func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) error {
+	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3, a4, a5, a6})
+}
+
+// RemoteFunc is a function of 0 argument(s) registered with Remote.
+type RemoteFunc[R any] struct {
+	name string
+	err  error
+}
+
+// Remote registers fn under name, in this process and (since every process
+// of the program runs the same registration, as a package-level var) in
+// every proc. Its result type must travel intact (as Register checks an
+// endpoint's); a bad or repeated name, or a result that would not arrive
+// as sent, makes every later use fail with the reason.
+func Remote[R any](name string, fn func(ctx context.Context) (R, error)) *RemoteFunc[R] {
+	err := registerRemoteFn[R](name, func(ctx context.Context, _ []reflect.Value) (any, error) {
+		return fn(ctx)
+	})
+	return &RemoteFunc[R]{name: name, err: err}
+}
+
+// Call runs the function on every proc of procs and gathers the results, by rank.
+func (f *RemoteFunc[R]) Call(procs *ProcMesh) *Future[ValueMesh[R]] {
+	return callRemote[R](procs, f.name, f.err, nil)
+}
+
+// Send runs the function on every proc of procs; each result (or error) goes to port.
+func (f *RemoteFunc[R]) Send(procs *ProcMesh, port Port[R]) error {
+	return sendRemote(procs, f.name, f.err, port.ref, nil)
+}
+
+// Broadcast runs the function on every proc of procs and does not wait. The function must
+// not fail: an error nobody receives fails the proc's system actor (see
+// Supervision), so a function meant for Broadcast records its errors where
+// a later call can find them.
+func (f *RemoteFunc[R]) Broadcast(procs *ProcMesh) error {
+	return broadcastRemote(procs, f.name, f.err, nil)
+}
+
+// RemoteFunc1 is a function of 1 argument(s) registered with Remote1.
+type RemoteFunc1[T1, R any] struct {
+	name string
+	err  error
+}
+
+// Remote1 is Remote for a function of 1 argument(s). Each argument's type, like
+// the result's, must travel intact; one that would not makes every use fail.
+func Remote1[T1, R any](name string, fn func(ctx context.Context, a1 T1) (R, error)) *RemoteFunc1[T1, R] {
+	err := registerRemoteFn[R](name, func(ctx context.Context, a []reflect.Value) (any, error) {
+		return fn(ctx, a[0].Interface().(T1))
+	}, reflect.TypeFor[T1]())
+	return &RemoteFunc1[T1, R]{name: name, err: err}
+}
+
+// Call runs the function on every proc of procs and gathers the results, by rank.
+func (f *RemoteFunc1[T1, R]) Call(procs *ProcMesh, a1 T1) *Future[ValueMesh[R]] {
+	return callRemote[R](procs, f.name, f.err, []any{a1})
+}
+
+// Send runs the function on every proc of procs; each result (or error) goes to port.
+func (f *RemoteFunc1[T1, R]) Send(procs *ProcMesh, port Port[R], a1 T1) error {
+	return sendRemote(procs, f.name, f.err, port.ref, []any{a1})
+}
+
+// Broadcast runs the function on every proc of procs and does not wait. The function must
+// not fail: an error nobody receives fails the proc's system actor (see
+// Supervision), so a function meant for Broadcast records its errors where
+// a later call can find them.
+func (f *RemoteFunc1[T1, R]) Broadcast(procs *ProcMesh, a1 T1) error {
+	return broadcastRemote(procs, f.name, f.err, []any{a1})
+}
+
+// RemoteFunc2 is a function of 2 argument(s) registered with Remote2.
+type RemoteFunc2[T1, T2, R any] struct {
+	name string
+	err  error
+}
+
+// Remote2 is Remote for a function of 2 argument(s). Each argument's type, like
+// the result's, must travel intact; one that would not makes every use fail.
+func Remote2[T1, T2, R any](name string, fn func(ctx context.Context, a1 T1, a2 T2) (R, error)) *RemoteFunc2[T1, T2, R] {
+	err := registerRemoteFn[R](name, func(ctx context.Context, a []reflect.Value) (any, error) {
+		return fn(ctx, a[0].Interface().(T1), a[1].Interface().(T2))
+	}, reflect.TypeFor[T1](), reflect.TypeFor[T2]())
+	return &RemoteFunc2[T1, T2, R]{name: name, err: err}
+}
+
+// Call runs the function on every proc of procs and gathers the results, by rank.
+func (f *RemoteFunc2[T1, T2, R]) Call(procs *ProcMesh, a1 T1, a2 T2) *Future[ValueMesh[R]] {
+	return callRemote[R](procs, f.name, f.err, []any{a1, a2})
+}
+
+// Send runs the function on every proc of procs; each result (or error) goes to port.
+func (f *RemoteFunc2[T1, T2, R]) Send(procs *ProcMesh, port Port[R], a1 T1, a2 T2) error {
+	return sendRemote(procs, f.name, f.err, port.ref, []any{a1, a2})
+}
+
+// Broadcast runs the function on every proc of procs and does not wait. The function must
+// not fail: an error nobody receives fails the proc's system actor (see
+// Supervision), so a function meant for Broadcast records its errors where
+// a later call can find them.
+func (f *RemoteFunc2[T1, T2, R]) Broadcast(procs *ProcMesh, a1 T1, a2 T2) error {
+	return broadcastRemote(procs, f.name, f.err, []any{a1, a2})
+}
+
+// RemoteFunc3 is a function of 3 argument(s) registered with Remote3.
+type RemoteFunc3[T1, T2, T3, R any] struct {
+	name string
+	err  error
+}
+
+// Remote3 is Remote for a function of 3 argument(s). Each argument's type, like
+// the result's, must travel intact; one that would not makes every use fail.
+func Remote3[T1, T2, T3, R any](name string, fn func(ctx context.Context, a1 T1, a2 T2, a3 T3) (R, error)) *RemoteFunc3[T1, T2, T3, R] {
+	err := registerRemoteFn[R](name, func(ctx context.Context, a []reflect.Value) (any, error) {
+		return fn(ctx, a[0].Interface().(T1), a[1].Interface().(T2), a[2].Interface().(T3))
+	}, reflect.TypeFor[T1](), reflect.TypeFor[T2](), reflect.TypeFor[T3]())
+	return &RemoteFunc3[T1, T2, T3, R]{name: name, err: err}
+}
+
+// Call runs the function on every proc of procs and gathers the results, by rank.
+func (f *RemoteFunc3[T1, T2, T3, R]) Call(procs *ProcMesh, a1 T1, a2 T2, a3 T3) *Future[ValueMesh[R]] {
+	return callRemote[R](procs, f.name, f.err, []any{a1, a2, a3})
+}
+
+// Send runs the function on every proc of procs; each result (or error) goes to port.
+func (f *RemoteFunc3[T1, T2, T3, R]) Send(procs *ProcMesh, port Port[R], a1 T1, a2 T2, a3 T3) error {
+	return sendRemote(procs, f.name, f.err, port.ref, []any{a1, a2, a3})
+}
+
+// Broadcast runs the function on every proc of procs and does not wait. The function must
+// not fail: an error nobody receives fails the proc's system actor (see
+// Supervision), so a function meant for Broadcast records its errors where
+// a later call can find them.
+func (f *RemoteFunc3[T1, T2, T3, R]) Broadcast(procs *ProcMesh, a1 T1, a2 T2, a3 T3) error {
+	return broadcastRemote(procs, f.name, f.err, []any{a1, a2, a3})
 }

@@ -41,9 +41,10 @@
 // # Endpoints and adverbs
 //
 // An endpoint is bound once from its method expression, by the function
-// for its shape; the number is how many arguments follow ctx (0 to 3):
+// for its shape; the number is how many arguments follow ctx (0 to 6;
+// more travel as a struct):
 //
-//	returns (R, error)          Method, Method1, Method2, Method3
+//	returns (R, error)          Method, Method1, ... Method6
 //	returns only error          VoidMethod, VoidMethod1, ... (R is Void)
 //	takes a Port[R] first       PortMethod, PortMethod1, ... (answers on the port)
 //
@@ -57,6 +58,15 @@
 //	Stream     every member; the results as they arrive
 //	Choose     one member picked at random
 //	Send       every member; each answers on a Port the caller gives
+//
+// Accumulate folds a Stream's replies into one value as they arrive, from
+// an identity and a combine function (Monarch's Accumulator); it stops at
+// the first error, or when its ctx ends.
+//
+// Remote functions take 0 to 3 arguments (Remote, Remote1, ... Remote3)
+// and have the adverbs Call, Send and Broadcast. Every argument's and
+// result's type is checked as Register checks an endpoint's, when the
+// function is registered.
 //
 // A wrong binding does not compile: "type func(c *Counter, ctx
 // *actorrt.Context) error of (*Counter).Increment does not match inferred

@@ -45,85 +45,31 @@ func registerRemote(name string, fn *remoteFn) error {
 	return nil
 }
 
-// RemoteFunc is a function of no arguments registered with Remote.
-type RemoteFunc[R any] struct {
-	name string
-	err  error
-}
-
-// Remote registers fn under name, in this process and (since every process
-// of the program runs the same registration, as a package-level var) in
-// every proc. A bad or repeated name makes every later use fail.
-func Remote[R any](name string, fn func(ctx context.Context) (R, error)) *RemoteFunc[R] {
-	err := checkRemoteResult[R](name)
-	if err == nil {
-		err = registerRemote(name, &remoteFn{invoke: func(ctx context.Context, _ []reflect.Value) (any, error) { return fn(ctx) }})
+// registerRemoteFn registers invoke, a function of args returning R, as
+// the remote function name (Remote and its numbered forms). Every argument
+// type and the result type must travel intact, as Register requires of an
+// endpoint's: a function that could not be called as written is refused
+// here, at registration, and every later use fails with the reason.
+func registerRemoteFn[R any](name string, invoke func(ctx context.Context, args []reflect.Value) (any, error), args ...reflect.Type) error {
+	for i, t := range args {
+		if err := checkWire(t); err != nil {
+			return fmt.Errorf("%w: remote function %q: argument %d (%s): %v", ErrBadEndpoint, name, i+1, t, err)
+		}
 	}
-	return &RemoteFunc[R]{name: name, err: err}
-}
-
-// checkRemoteResult refuses a result type that would not arrive as sent.
-func checkRemoteResult[R any](name string) error {
 	r := reflect.TypeFor[R]()
 	if err := checkWire(r); err != nil {
 		return fmt.Errorf("%w: remote function %q: result %s: %v", ErrBadEndpoint, name, r, err)
 	}
-	return nil
+	return registerRemote(name, &remoteFn{args: args, invoke: invoke})
 }
 
-// Call runs the function on every proc of procs and gathers the results,
-// by rank.
-func (f *RemoteFunc[R]) Call(procs *ProcMesh) *Future[ValueMesh[R]] {
-	return callRemote[R](procs, f.name, f.err, nil)
-}
-
-// Send runs the function on every proc of procs; each result goes to port.
-func (f *RemoteFunc[R]) Send(procs *ProcMesh, port Port[R]) error {
-	return sendRemote(procs, f.name, f.err, port.ref, nil)
-}
-
-// RemoteFunc1 is a function of one argument registered with Remote1.
-type RemoteFunc1[T1, R any] struct {
-	name string
-	err  error
-}
-
-// Remote1 is Remote for a function of one argument.
-func Remote1[T1, R any](name string, fn func(ctx context.Context, a1 T1) (R, error)) *RemoteFunc1[T1, R] {
-	t1 := reflect.TypeFor[T1]()
-	err := checkWire(t1)
-	if err != nil {
-		err = fmt.Errorf("%w: remote function %q: argument %s: %v", ErrBadEndpoint, name, t1, err)
-	} else if err = checkRemoteResult[R](name); err == nil {
-		err = registerRemote(name, &remoteFn{args: []reflect.Type{t1}, invoke: func(ctx context.Context, a []reflect.Value) (any, error) {
-			return fn(ctx, a[0].Interface().(T1))
-		}})
-	}
-	return &RemoteFunc1[T1, R]{name: name, err: err}
-}
-
-// Call runs the function with a1 on every proc of procs and gathers the
-// results, by rank.
-func (f *RemoteFunc1[T1, R]) Call(procs *ProcMesh, a1 T1) *Future[ValueMesh[R]] {
-	return callRemote[R](procs, f.name, f.err, []any{a1})
-}
-
-// Send runs the function with a1 on every proc of procs; each result goes
-// to port.
-func (f *RemoteFunc1[T1, R]) Send(procs *ProcMesh, port Port[R], a1 T1) error {
-	return sendRemote(procs, f.name, f.err, port.ref, []any{a1})
-}
-
-// Broadcast runs the function with a1 on every proc of procs and does
-// not wait. The function must not fail: an error nobody receives fails
-// the proc's system actor (see Supervision), so a function meant for
-// Broadcast records its errors where a later call can find them.
-func (f *RemoteFunc1[T1, R]) Broadcast(procs *ProcMesh, a1 T1) error {
-	rt, err := remoteTarget(procs, f.name, f.err)
+// broadcastRemote runs name on every proc of procs with no reply port.
+func broadcastRemote(procs *ProcMesh, name string, regErr error, args []any) error {
+	rt, err := remoteTarget(procs, name, regErr)
 	if err != nil {
 		return err
 	}
-	return rt.runRemote(procs, f.name, []any{a1}, portRef{})
+	return rt.runRemote(procs, name, args, portRef{})
 }
 
 // remoteTarget checks a remote call: the function registered, the procs
