@@ -25,11 +25,14 @@ func localCommand(a *app) *cli.Command {
 			"\n" +
 			"With --procs, PROGRAM is any command, run once per proc with the torchrun variables (RANK,\n" +
 			"WORLD_SIZE, MASTER_ADDR, ...): monarch local --procs gpus=4 -- python3 train.py. The first\n" +
-			"proc to exit non-zero stops the others; monarch exits with its status.",
+			"proc to exit non-zero stops the others; monarch exits with its status. --max-restarts N then\n" +
+			"starts every proc again, with a new MASTER_PORT, up to N times (torchrun's --max-restarts).",
 		Flags: append(runFlags("leave the job to run in the background; print its id"),
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},
 			&cli.StringFlag{Name: "procs", Usage: "run PROGRAM on `DIMS` procs per host, such as gpus=4 or nodes=2,gpus=4 (an SPMD job)"},
+			&cli.IntFlag{Name: "max-restarts", Usage: "an SPMD job: when a rank fails, stop the others and start every rank again, at most `N` times", Action: atLeast("max-restarts", 0, ""),
+				DefaultText: "0; for a job file, its [spmd] max_restarts"},
 		),
 	}
 	a.programArgs[cmd] = func(arg string) bool { return !isJobFile(arg) }
@@ -79,6 +82,13 @@ func localCommand(a *app) *cli.Command {
 			}
 			cfg.Job = job
 			rest = append([]string{"--", job.Program}, args[1:]...)
+		}
+		if c.IsSet("max-restarts") {
+			if cfg.Job == nil || cfg.Job.SPMD == nil {
+				return usagef(c, "--max-restarts restarts the ranks of an SPMD job: give --procs, or a job file with [spmd]")
+			}
+			cfg.Job.SPMD.MaxRestarts = c.Int("max-restarts")
+			rerun = append(rerun, "--max-restarts="+strconv.Itoa(cfg.Job.SPMD.MaxRestarts))
 		}
 		if err := detachOptions(c, &cfg, rerun, rest...); err != nil {
 			return err

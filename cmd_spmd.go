@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/spmd"
 	"github.com/urfave/cli/v2"
 )
@@ -18,10 +20,11 @@ func spmdCommand(a *app) *cli.Command {
 		Name:      "spmd",
 		Hidden:    true,
 		Usage:     "run a command on every proc of the job (the client of an SPMD job)",
-		ArgsUsage: "[--gpus-dim DIM] [--notice-signal SIG] -- COMMAND [ARGS...]",
+		ArgsUsage: "[--gpus-dim DIM] [--notice-signal SIG] [--max-restarts N] -- COMMAND [ARGS...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "gpus-dim", Value: "gpus", Usage: "the dimension whose index is CUDA_VISIBLE_DEVICES"},
 			&cli.StringFlag{Name: "notice-signal", Value: "USR1", Usage: "the signal ranks that catch it get when the job is about to end: USR1, USR2, TERM, INT, HUP or none"},
+			&cli.IntFlag{Name: "max-restarts", Usage: "restart every rank, at most `N` times, when one fails", Action: atLeast("max-restarts", 0, "")},
 		},
 	}
 	a.programArgs[cmd] = func(string) bool { return true }
@@ -34,7 +37,15 @@ func spmdCommand(a *app) *cli.Command {
 		if err != nil {
 			return usagef(c, "%v", err)
 		}
-		j := spmd.Job{Command: argv, GPUsDim: c.String("gpus-dim"), NoticeSignal: sig, Stderr: c.App.ErrWriter}
+		j := spmd.Job{Command: argv, GPUsDim: c.String("gpus-dim"), NoticeSignal: sig, Stderr: c.App.ErrWriter, MaxRestarts: c.Int("max-restarts")}
+		if report := jobenv.SPMDReport(); report != nil {
+			// The launcher records each restart for monarch status.
+			defer report.Close()
+			j.OnRestart = func(r spmd.Restart) {
+				b, _ := json.Marshal(r)
+				report.Write(append(b, '\n'))
+			}
+		}
 		a.code = actorrt.Run(func(ctx context.Context) error { return spmd.Run(ctx, j) })
 		return nil
 	}

@@ -77,7 +77,24 @@ func stateText(j *launch.JobState) string {
 	if j.Restarts > 0 && j.Active() {
 		text += fmt.Sprintf(" (run %d)", j.Restarts+1)
 	}
+	if n := len(j.SPMDRestarts); n > 0 {
+		last := j.SPMDRestarts[n-1]
+		if j.Active() {
+			text += fmt.Sprintf(" (restart %d of %d)", last.Restart, last.MaxRestarts)
+		} else {
+			text += " (" + spmdRestartsText(last.Restart) + ")"
+		}
+	}
 	return text
+}
+
+// spmdRestartsText is "1 restart", "2 restarts": an SPMD job's gang
+// restarts.
+func spmdRestartsText(n int) string {
+	if n == 1 {
+		return "1 restart"
+	}
+	return fmt.Sprintf("%d restarts", n)
 }
 
 // schedulerText is the scheduler a job runs on, with its batch job's id
@@ -125,6 +142,13 @@ func printJob(w io.Writer, dir string, j *launch.JobState) {
 	}
 	if j.Restarts > 0 {
 		row("runs", "%d (the scheduler ran it again %d times)", j.Restarts+1, j.Restarts)
+	}
+	if n := len(j.SPMDRestarts); n > 0 {
+		last := j.SPMDRestarts[n-1]
+		row("restarts", "%d of at most %d (every rank started again after one failed)", last.Restart, last.MaxRestarts)
+		for _, r := range j.SPMDRestarts {
+			fmt.Fprintf(tw, "\trestart %d at %s: %s\n", r.Restart, r.Time.Format(time.TimeOnly), r.Summary)
+		}
 	}
 	row("program", "%s", j.Program)
 	if j.PID > 0 {

@@ -187,6 +187,12 @@ func (j *Job) Describe() string {
 	lines := []string{"program: " + j.Program}
 	if j.SPMD != nil {
 		lines = []string{"spmd: runs " + quoteArgs(j.SPMD.Command) + " on every proc; CUDA_VISIBLE_DEVICES from dimension " + j.SPMD.GPUsDim}
+		switch n := j.SPMD.MaxRestarts; {
+		case n == 1:
+			lines[0] += "; a rank's failure restarts every rank once (max_restarts = 1)"
+		case n > 1:
+			lines[0] += fmt.Sprintf("; a rank's failure restarts every rank, up to %d times (max_restarts = %d)", n, n)
+		}
 	}
 	switch {
 	case j.SPMD != nil:

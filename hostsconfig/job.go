@@ -63,6 +63,11 @@ type SPMD struct {
 	// before a stop's SIGTERM: "USR1" (the default), "USR2", "TERM",
 	// "INT", "HUP", or "none".
 	NoticeSignal string
+	// MaxRestarts is how many times, at most, every rank is stopped and
+	// started again (a new MASTER_PORT, TORCHELASTIC_RESTART_COUNT
+	// counting) when one fails, as torchrun's --max-restarts; >= 0,
+	// default 0: a failure ends the job.
+	MaxRestarts int
 }
 
 // NoticeSignals are the values of [spmd] notice_signal.
@@ -269,7 +274,7 @@ func readSPMD(t *table) *SPMD {
 		return nil
 	}
 	sp := &SPMD{GPUsDim: "gpus", NoticeSignal: "USR1"}
-	t.unknown("command", "gpus_dim", "notice_signal")
+	t.unknown("command", "gpus_dim", "notice_signal", "max_restarts")
 	switch {
 	case !t.has("command"):
 		t.missing("command")
@@ -281,6 +286,9 @@ func readSPMD(t *table) *SPMD {
 	}
 	if t.str("notice_signal", &sp.NoticeSignal) && !slices.Contains(NoticeSignals, sp.NoticeSignal) {
 		t.fail("notice_signal", "want one of %s", strings.Join(NoticeSignals, ", "))
+	}
+	if t.integer("max_restarts", &sp.MaxRestarts) && sp.MaxRestarts < 0 {
+		t.fail("max_restarts", "want 0 or more (how many times every rank starts again when one fails), got %d", sp.MaxRestarts)
 	}
 	return sp
 }

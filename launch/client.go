@@ -23,23 +23,38 @@ import (
 //
 // The client's own stdout and stderr pass through the launcher, which
 // publishes their lines on bus for the job's log (see clientoutput.go).
-func startClient(cfg *RunConfig, env jobenv.Env, bus publisher) (*child.Process, error) {
+//
+// An SPMD job's client reports the restarts of its ranks on a pipe of its
+// own (see spmdReports): reports is its launcher's end, nil for another
+// job.
+func startClient(cfg *RunConfig, env jobenv.Env, bus publisher) (client *child.Process, reports *spmdReports, err error) {
 	job := cfg.Job
 	program, args := job.Program, job.Args
 	if job.SPMD != nil {
 		program = cfg.Self
-		args = append([]string{"spmd", "--gpus-dim", job.SPMD.GPUsDim, "--notice-signal", cmp.Or(job.SPMD.NoticeSignal, "USR1"), "--"}, job.SPMD.Command...)
+		args = append([]string{"spmd", "--gpus-dim", job.SPMD.GPUsDim, "--notice-signal", cmp.Or(job.SPMD.NoticeSignal, "USR1"),
+			"--max-restarts", strconv.Itoa(job.SPMD.MaxRestarts), "--"}, job.SPMD.Command...)
 	}
 	cmd := exec.Command(program, args...)
 	cmd.Dir = job.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
 	cmd.Env = childEnv(env, append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))...)
 	captureClientOutput(cmd, cfg.Stdout, cfg.Stderr, bus, env.Job)
+	var w *os.File
+	if job.SPMD != nil {
+		if reports, w, err = reportPipe(cmd); err != nil {
+			return nil, nil, fmt.Errorf("launch: start %s: %w", program, err)
+		}
+		defer w.Close() // the client's now
+	}
 	p, err := child.Start(cmd)
 	if err != nil {
-		return nil, fmt.Errorf("launch: start %s: %w", program, err)
+		if reports != nil {
+			reports.r.Close()
+		}
+		return nil, nil, fmt.Errorf("launch: start %s: %w", program, err)
 	}
-	return p, nil
+	return p, reports, nil
 }
 
 // stopTimes are how long superviseClient lets the client take.

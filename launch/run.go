@@ -215,11 +215,14 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 	}
 	env.Job, env.Bus, env.HostsFile = jobID, jb.dial(jb.localURL, jb.leafLocal), cfg.HostsPath
 	env.StopGrace, env.JobEnd = cfg.Job.StopGrace, p.jobEnd
-	client, err := startClient(cfg, env, watch.conn)
+	client, reports, err := startClient(cfg, env, watch.conn)
 	if err != nil {
 		ag.stop(cfg.Grace)
 		fail(err)
 		return 0, err
+	}
+	if reports != nil {
+		reports.record(st)
 	}
 	st.Update(func(r *JobState) { r.State = StateRunning })
 	// A scheduler that ends the job gives the launcher little time
@@ -275,6 +278,7 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		watch.agentGone(cfg.Progress, e)
 		return nil
 	})
+	reports.close() // its last reports are in the record before its end
 	ag.stop(cfg.Grace)
 	end := endOf(ctx, cfg.StateDir, jobID, p, ending, code, stopped, err, watch.failure())
 	state := StateDone

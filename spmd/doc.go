@@ -27,6 +27,21 @@
 // stderr lines), which the client reports to the launcher (monarch
 // status JOB shows it). All exit 0: Run returns nil.
 //
+// # Restarts
+//
+// With Job.MaxRestarts N (a job's [spmd] max_restarts, monarch local
+// --max-restarts), a rank's failure restarts the gang, as torchrun's
+// --max-restarts does: the other ranks are stopped as above, Run says so
+//
+//	monarch: rank 1 on h0 failed: exited with status 1 ({hosts: 0, gpus: 1}); restarting all 4 ranks (restart 1 of 2)
+//
+// and every rank starts again, as a new mesh: a new MASTER_PORT (a new
+// rendezvous), TORCHELASTIC_RESTART_COUNT the restarts so far (0 on the
+// first attempt) and TORCHELASTIC_MAX_RESTARTS N. After N restarts the
+// next failure fails the job as above: the job's status is the last
+// attempt's. A stop of the job (ctx's end) is never restarted, and a
+// spawn that fails (a host lost) ends Run with its error.
+//
 // # Notices
 //
 // When the job is about to end (a time-limit warning: SIGUSR1 to the

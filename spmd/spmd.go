@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -24,6 +26,20 @@ type Job struct {
 	NoticeSignal syscall.Signal
 	// Stderr receives Run's own lines (default os.Stderr).
 	Stderr io.Writer
+	// MaxRestarts is how many times, at most, every rank is started
+	// again when one fails (torchrun's --max-restarts); 0: never.
+	MaxRestarts int
+	// OnRestart, if set, is told of each restart before the ranks start
+	// again (the job's client reports it to its launcher).
+	OnRestart func(Restart)
+}
+
+// Restart is one gang restart: the attempt that begins (1 for the first
+// restart) and the failure that ended the one before it.
+type Restart struct {
+	Restart     int    `json:"restart"`
+	MaxRestarts int    `json:"max_restarts"`
+	Summary     string `json:"summary"` // "rank 1 on h0 exited with status 1"
 }
 
 // MeshName is the name of the procs' mesh: what their failure report
@@ -38,6 +54,9 @@ var defaultProcs = actorrt.Dims{{"procs", 1}}
 func Run(ctx context.Context, j Job) error {
 	if len(j.Command) == 0 || j.Command[0] == "" {
 		return errors.New("spmd: no command")
+	}
+	if j.MaxRestarts < 0 {
+		return fmt.Errorf("spmd: max restarts %d: want 0 or more", j.MaxRestarts)
 	}
 	if j.Stderr == nil {
 		j.Stderr = os.Stderr
@@ -56,12 +75,21 @@ func Run(ctx context.Context, j Job) error {
 	if j.GPUsDim != "" {
 		opts = append(opts, actorrt.WithGPUsDim(j.GPUsDim))
 	}
-	procs, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(defaultProcs), opts...)
-	if err != nil {
-		return err
+	dims := actorrt.JobProcs(defaultProcs)
+	for attempt := 0; ; attempt++ {
+		// Each attempt is a new mesh: rank 0's agent gives it a
+		// MASTER_PORT it never handed out before, a new rendezvous.
+		env := []string{"TORCHELASTIC_RESTART_COUNT=" + strconv.Itoa(attempt), "TORCHELASTIC_MAX_RESTARTS=" + strconv.Itoa(j.MaxRestarts)}
+		procs, err := hosts.SpawnProcs(ctx, dims, append(slices.Clip(opts), actorrt.WithProcEnv(func(actorrt.Point) []string { return env }))...)
+		if err != nil {
+			return err
+		}
+		r := &run{job: j, procs: procs, ends: procs.Ends(), left: procs.Extent().NumRanks(), attempt: attempt}
+		err = r.wait(ctx, notices)
+		if !errors.Is(err, errRestart) {
+			return err
+		}
 	}
-	r := &run{job: j, procs: procs, ends: procs.Ends(), left: procs.Extent().NumRanks()}
-	return r.wait(ctx, notices)
 }
 
 // run is one Run's procs as they end.
@@ -70,7 +98,13 @@ type run struct {
 	procs *actorrt.ProcMesh
 	ends  <-chan actorrt.ProcEnd
 	left  int // ranks still running
+	// attempt counts the restarts before this run: 0 for the first.
+	attempt int
 }
+
+// errRestart is what wait returns when a rank failed and every rank is
+// to start again.
+var errRestart = errors.New("spmd: restart")
 
 // wait waits for every rank to end, passing on the warnings; the first
 // failure, or ctx's end, stops the others.
@@ -154,6 +188,16 @@ func (r *run) failed(ctx context.Context, e actorrt.ProcEnd) error {
 	others := r.left
 	r.procs.Stop(bg) // their last lines are printed before it returns
 	f, how := failureOf(e, r.procs.StderrTail(bg, e.Point))
+	if r.attempt < r.job.MaxRestarts && ctx.Err() == nil {
+		// A restart: every rank starts again, a new rendezvous.
+		n := r.procs.Extent().NumRanks()
+		fmt.Fprintf(r.job.Stderr, "monarch: rank %d on %s failed: %s (%v); restarting all %d ranks (restart %d of %d)\n",
+			f.Rank, f.Host, how, e.Point, n, r.attempt+1, r.job.MaxRestarts)
+		if r.job.OnRestart != nil {
+			r.job.OnRestart(Restart{Restart: r.attempt + 1, MaxRestarts: r.job.MaxRestarts, Summary: f.Summary})
+		}
+		return errRestart
+	}
 	stopped := ""
 	switch others {
 	case 0:
@@ -162,10 +206,21 @@ func (r *run) failed(ctx context.Context, e actorrt.ProcEnd) error {
 	default:
 		stopped = fmt.Sprintf("; the other %d ranks were stopped", others)
 	}
+	if r.attempt > 0 {
+		stopped += fmt.Sprintf(" (after %s)", restartsText(r.attempt))
+	}
 	fmt.Fprintf(r.job.Stderr, "monarch: rank %d on %s failed: %s (%v)%s\n", f.Rank, f.Host, how, e.Point, stopped)
 	code := e.Status
 	if code < 0 || code > 255 {
 		code = 1
 	}
 	return &actorrt.ExitError{Code: code, Failure: f}
+}
+
+// restartsText is "1 restart", "2 restarts".
+func restartsText(n int) string {
+	if n == 1 {
+		return "1 restart"
+	}
+	return strconv.Itoa(n) + " restarts"
 }

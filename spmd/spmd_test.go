@@ -1,6 +1,7 @@
 package spmd
 
 import (
+	"context"
 	"slices"
 	"syscall"
 	"testing"
@@ -39,5 +40,17 @@ func TestFailureOf(t *testing.T) {
 	f, how = failureOf(actorrt.ProcEnd{Host: "h1", Status: 3, Reason: "exited with status 3 (host h1)"}, nil)
 	if how != "exited with status 3" || f.Signal != "" || f.Exit != 3 || f.Summary != "rank 0 on h1 exited with status 3" {
 		t.Errorf("failureOf: %+v, %q", f, how)
+	}
+}
+
+// TestRunNegativeRestarts: max restarts below zero is refused before
+// anything starts.
+func TestRunNegativeRestarts(t *testing.T) {
+	err := Run(context.Background(), Job{Command: []string{"true"}, MaxRestarts: -1})
+	if err == nil || err.Error() != "spmd: max restarts -1: want 0 or more" {
+		t.Errorf("Run: %v", err)
+	}
+	if restartsText(1) != "1 restart" || restartsText(3) != "3 restarts" {
+		t.Errorf("restartsText: %q, %q", restartsText(1), restartsText(3))
 	}
 }

@@ -84,6 +84,10 @@ type Record struct {
 	// detached (the batch job's output).
 	Restarts int    `json:"restarts,omitempty"`
 	Output   string `json:"output,omitempty"`
+	// SPMDRestarts are the restarts of an SPMD job's ranks in this run
+	// ([spmd] max_restarts), oldest first, at most MaxTail of them (the
+	// last): each says which it was, of how many allowed, and why.
+	SPMDRestarts []SPMDRestart `json:"spmd_restarts,omitempty"`
 	// StopGrace is the job's stop_grace: how long a stop waits for its
 	// program before its procs are stopped; 0 in older records.
 	StopGrace time.Duration `json:"stop_grace,omitempty"`
@@ -112,6 +116,18 @@ type Failure struct {
 	Signal string `json:"signal,omitempty"`
 	// Tail is the last lines it wrote to stderr (at most MaxTail).
 	Tail []string `json:"tail,omitempty"`
+}
+
+// SPMDRestart is one restart of an SPMD job's ranks: every rank was
+// stopped and started again because one failed.
+type SPMDRestart struct {
+	// Restart counts it (1 for the first), of at most MaxRestarts.
+	Restart     int `json:"restart"`
+	MaxRestarts int `json:"max_restarts"`
+	// Summary is the failure that caused it: "rank 1 on h0 exited with
+	// status 1".
+	Summary string    `json:"summary"`
+	Time    time.Time `json:"time"`
 }
 
 // MaxTail bounds Failure.Tail.
