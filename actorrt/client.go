@@ -115,6 +115,10 @@ wait:
 			break wait
 		case <-c.fatalCh:
 			fmt.Fprintf(os.Stderr, "monarch: unhandled failure: %v\n", c.fatalErr)
+			var mf *MeshFailure
+			if !c.opts.hookSet && errors.As(c.fatalErr, &mf) {
+				fmt.Fprintln(os.Stderr, defaultHookAdvice)
+			}
 			cancel(c.fatalErr)
 			code, failed = 1, c.fatalErr
 			break wait

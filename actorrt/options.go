@@ -18,6 +18,7 @@ type options struct {
 	heartbeat    time.Duration // how often agents and procs beat
 	maxMessage   int           // 0: the bus's default
 	faultHook    func(*MeshFailure) error
+	hookSet      bool // WithFaultHook was given: the default's advice is not printed
 	// The bound of every actor's mailbox.
 	mailboxMessages int
 	mailboxBytes    int64

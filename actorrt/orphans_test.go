@@ -57,7 +57,7 @@ func helperTree() int {
 
 // helperFailure is a client whose actor fails with nobody to handle it:
 // the default hook prints the failure and the client exits 1.
-func helperFailure() int {
+func helperFailure(opts ...actorrt.Option) int {
 	return actorrt.Run(func(ctx context.Context) error {
 		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 		if err != nil {
@@ -75,7 +75,13 @@ func helperFailure() int {
 		case <-time.After(30 * time.Second):
 		}
 		return errors.New("the failure did not end the client")
-	})
+	}, opts...)
+}
+
+// helperFailureOwnHook is helperFailure with a fault hook of the
+// program's own, which lets the failure end the job too.
+func helperFailureOwnHook() int {
+	return helperFailure(actorrt.WithFaultHook(func(f *actorrt.MeshFailure) error { return fmt.Errorf("own hook: %w", f) }))
 }
 
 // startTree runs the tree helper and returns it with the pids it printed.
@@ -155,29 +161,41 @@ func TestCtrlC(t *testing.T) {
 }
 
 // TestDefaultFaultHook: a failure nobody handles is printed and the client
-// exits 1.
+// exits 1; under the default hook, the client also says how to take
+// failures over, and not under a hook of the program's own.
 func TestDefaultFaultHook(t *testing.T) {
-	cmd := helperCmd(t, "failure")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			t.Fatalf("client ended with %v, want exit status 1; stderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("client still running 30s after an unhandled failure")
-	}
-	want := "monarch: unhandled failure: mesh unsupervised: actor unsupervised[0] {gpus: 0}"
-	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "nobody catches this") {
-		t.Fatalf("stderr lacks %q:\n%s", want, stderr.String())
+	for _, tt := range []struct {
+		helper, want string
+		advice       bool
+	}{
+		{"failure", "monarch: unhandled failure: mesh unsupervised: actor unsupervised[0] {gpus: 0}", true},
+		{"failure-own-hook", "monarch: unhandled failure: own hook: mesh unsupervised: actor unsupervised[0] {gpus: 0}", false},
+	} {
+		t.Run(tt.helper, func(t *testing.T) {
+			cmd := helperCmd(t, tt.helper)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			done := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+					t.Fatalf("client ended with %v, want exit status 1; stderr:\n%s", err, stderr.String())
+				}
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				t.Fatal("client still running 30s after an unhandled failure")
+			}
+			out := stderr.String()
+			if !strings.Contains(out, tt.want) || !strings.Contains(out, "nobody catches this") ||
+				strings.Contains(out, "actorrt.WithFaultHook takes them over") != tt.advice {
+				t.Fatalf("stderr lacks %q (or the advice is wrongly %v):\n%s", tt.want, !tt.advice, out)
+			}
+		})
 	}
 }
 

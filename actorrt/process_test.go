@@ -52,6 +52,8 @@ func runHelper(name string) int {
 		return helperTree()
 	case "failure":
 		return helperFailure()
+	case "failure-own-hook":
+		return helperFailureOwnHook()
 	case "mailbox":
 		return helperMailbox()
 	case "toolarge":

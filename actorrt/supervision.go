@@ -58,20 +58,26 @@ func (f *MeshFailure) String() string { return f.Error() }
 // mesh the client owns, or one no owner handled. Returning nil ignores
 // the failure; returning an error means it is unhandled: the client
 // prints it to stderr, stops every proc it started and exits with status
-// 1. The default hook returns the failure; a nil hook ignores every
-// failure. The hook runs on a goroutine of its own, one failure at a
-// time.
+// 1. The default hook returns the failure, and the client then also
+// prints how to take failures over (defaultHookAdvice); a nil hook
+// ignores every failure. The hook runs on a goroutine of its own, one
+// failure at a time.
 func WithFaultHook(hook func(*MeshFailure) error) Option {
 	return func(o *options) error {
 		if hook == nil {
 			hook = func(*MeshFailure) error { return nil }
 		}
-		o.faultHook = hook
+		o.faultHook, o.hookSet = hook, true
 		return nil
 	}
 }
 
 func defaultFaultHook(f *MeshFailure) error { return f }
+
+// defaultHookAdvice follows an unhandled failure the default hook let
+// end the job.
+const defaultHookAdvice = "monarch: the default fault hook ends the job at any failure no owner handles: " +
+	"actorrt.WithFaultHook takes them over in the program, a Supervise method in an owner actor"
 
 // supervision drives this process's failureRouter: it records the meshes
 // spawned here, feeds it the failures and ends that reach this process,
