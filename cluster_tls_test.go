@@ -28,8 +28,8 @@ import (
 // secretRun is what a capture run sent, and what its links carried.
 type secretRun struct {
 	token, arg, line, buffer string
-	caps             []*testcluster.Capture
-	took             time.Duration
+	caps                     []*testcluster.Capture
+	took                     time.Duration
 }
 
 // found lists which of the run's secrets the capture holds.

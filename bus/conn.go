@@ -140,7 +140,7 @@ func Connect(url string, o ConnOptions) (*Conn, error) {
 	}
 	opts := []nats.Option{nats.Token(o.Token)}
 	if o.TLS.On() {
-		cfg, err := o.TLS.config()
+		cfg, err := o.TLS.Config()
 		if err != nil {
 			return nil, fmt.Errorf("bus: connect %s: %w", url, err)
 		}

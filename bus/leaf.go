@@ -107,7 +107,7 @@ func StartLeaf(ctx context.Context, hub Hub, o ServerOptions) (*Server, error) {
 	}
 	remote := &server.RemoteLeafOpts{URLs: urls, NoRandomize: true, Compression: noCompression}
 	if hub.TLS.On() {
-		cfg, err := hub.TLS.config()
+		cfg, err := hub.TLS.Config()
 		if err != nil {
 			return nil, fmt.Errorf("bus: leaf of %s: %w", hubAddrs(hub.URLs), err)
 		}

@@ -369,8 +369,10 @@ type Interest struct {
 	// rest of the bus, and what they took one update each to learn.
 	Told int
 	// Under is how many of its connections' subscriptions are to
-	// subjects that start with the prefix asked for.
-	Under int
+	// subjects that start with the prefix asked for; UnderSubjects those
+	// subjects.
+	Under         int
+	UnderSubjects []string
 }
 
 // Interest counts the subscriptions the server knows of (see Interest),
@@ -393,6 +395,7 @@ func (s *Server) Interest(prefix string) Interest {
 			holders[sub]++
 			if prefix != "" && strings.HasPrefix(sub, prefix) {
 				in.Under++
+				in.UnderSubjects = append(in.UnderSubjects, sub)
 			}
 		}
 	}

@@ -45,8 +45,8 @@ type ClientTLS struct {
 // On says whether TLS is wanted: a CA or a name was given.
 func (c ClientTLS) On() bool { return len(c.CA) > 0 || c.Name != "" }
 
-// config is c as a TLS client's configuration; nil when c is off.
-func (c ClientTLS) config() (*tls.Config, error) {
+// Config is c as a TLS client's configuration; nil when c is off.
+func (c ClientTLS) Config() (*tls.Config, error) {
 	if !c.On() {
 		return nil, nil
 	}
@@ -73,10 +73,16 @@ func certPool(pemData []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// serverConfigs are the TLS configurations of a server's client port,
-// leaf port and routes.
+// Config is the TLS configuration a server shows its clients: its
+// certificate, TLS 1.3.
+func (s *ServerTLS) Config() *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{s.Cert}, MinVersion: tls.VersionTLS13}
+}
+
+// configs are the TLS configurations of a server's client port, leaf
+// port and routes.
 func (s *ServerTLS) configs() (clients, leaves, routes *tls.Config, err error) {
-	clients = &tls.Config{Certificates: []tls.Certificate{s.Cert}, MinVersion: tls.VersionTLS13}
+	clients = s.Config()
 	if len(s.PeerCA) == 0 {
 		return clients, clients, clients, nil
 	}

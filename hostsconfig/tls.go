@@ -38,11 +38,12 @@ func (t *table) checkTLSFiles(b *Bus) {
 		t.fail("tls_cert", "%v", err)
 		return
 	}
-	leaf, err := firstCert(certPEM)
+	chain, err := certs(certPEM)
 	if err != nil {
 		t.fail("tls_cert", "%s: %v", b.TLSCert, err)
 		return
 	}
+	leaf := chain[0]
 	keyPEM, err := os.ReadFile(b.TLSKey)
 	if err != nil {
 		t.fail("tls_key", "%v", err)
@@ -75,7 +76,7 @@ func (t *table) checkTLSFiles(b *Bus) {
 		return
 	}
 	inter := x509.NewCertPool()
-	for _, c := range restCerts(certPEM) {
+	for _, c := range chain[1:] {
 		inter.AddCert(c)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
@@ -83,44 +84,26 @@ func (t *table) checkTLSFiles(b *Bus) {
 	}
 }
 
-// firstCert is the first certificate of pemData: the server's own.
-func firstCert(pemData []byte) (*x509.Certificate, error) {
+// certs are the certificates of pemData, in order: the server's own,
+// then the chain up to the CA if the file carries it.
+func certs(pemData []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
 	for {
 		var block *pem.Block
-		block, pemData = pem.Decode(pemData)
-		if block == nil {
-			return nil, errors.New("no PEM certificate in it")
+		if block, pemData = pem.Decode(pemData); block == nil {
+			break
 		}
 		if block.Type != "CERTIFICATE" {
 			continue
 		}
 		c, err := x509.ParseCertificate(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("its certificate does not parse: %w", err)
+			return nil, fmt.Errorf("certificate %d does not parse: %w", len(out)+1, err)
 		}
-		return c, nil
+		out = append(out, c)
 	}
-}
-
-// restCerts are the certificates of pemData after the first: the chain
-// up to the CA, if the file carries it.
-func restCerts(pemData []byte) []*x509.Certificate {
-	var out []*x509.Certificate
-	for first := true; ; {
-		var block *pem.Block
-		block, pemData = pem.Decode(pemData)
-		if block == nil {
-			return out
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		if first {
-			first = false
-			continue
-		}
-		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
-			out = append(out, c)
-		}
+	if len(out) == 0 {
+		return nil, errors.New("no PEM certificate in it")
 	}
+	return out, nil
 }

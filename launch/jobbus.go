@@ -146,22 +146,27 @@ func (jb *jobBus) dial(url, leaf string) jobenv.Bus {
 // reads them: "METRIC hub-subs N" (every subscription it held, its
 // leaves' included), "METRIC hub-leaf-subs N" (those its leaves
 // announced) and "METRIC leaves-learned N" (the subscriptions it told
-// its leaves of, in all: bus.Interest.Told), and, at their own peak,
-// "METRIC hub-proc-subs N" (those to the job's proc subjects).
+// its leaves of, in all: bus.Interest.Told), and "METRIC hub-proc-subs
+// N": the job's proc subjects it held at any sample, each counted once
+// (a peak count at one sample could miss a subject that came just after
+// another went, or the short moment all were there).
 const MetricsVar = "MONARCH_METRICS"
 
 // watchInterest samples the hub server's subscriptions every 50 ms until
 // the returned function is called, which prints the peak to w.
 func (jb *jobBus) watchInterest(w io.Writer, job string) (stop func()) {
 	done, end := make(chan struct{}), make(chan struct{})
-	var peak, leafSubs, learned, procs int
+	var peak, leafSubs, learned int
+	procs := map[string]bool{}
 	procPrefix := jobenv.SubjectsOf(job).Proc("")
 	sample := func() {
 		in := jb.srv.Interest(procPrefix)
 		if in.Subs > peak {
 			peak, leafSubs, learned = in.Subs, in.OverLeaves, in.Told
 		}
-		procs = max(procs, in.Under)
+		for _, subj := range in.UnderSubjects {
+			procs[subj] = true
+		}
 	}
 	go func() {
 		defer close(done)
@@ -179,6 +184,6 @@ func (jb *jobBus) watchInterest(w io.Writer, job string) (stop func()) {
 	return func() {
 		close(end)
 		<-done
-		fmt.Fprintf(w, "METRIC hub-subs %d\nMETRIC hub-leaf-subs %d\nMETRIC leaves-learned %d\nMETRIC hub-proc-subs %d\n", peak, leafSubs, learned, procs)
+		fmt.Fprintf(w, "METRIC hub-subs %d\nMETRIC hub-leaf-subs %d\nMETRIC leaves-learned %d\nMETRIC hub-proc-subs %d\n", peak, leafSubs, learned, len(procs))
 	}
 }

@@ -3,7 +3,6 @@ package launch
 import (
 	"context"
 	"crypto"
-	"crypto/tls"
 	"net"
 	"strconv"
 	"sync"
@@ -43,7 +42,7 @@ func startLinkWatch(jb *jobBus, h hostsconfig.Health, conn *bus.Conn, job string
 	if jb.serverTLS != nil {
 		// The links are TLS as the bus is, with the hub's certificate:
 		// agents check it as they check the hub's.
-		o.TLS = &tls.Config{Certificates: []tls.Certificate{jb.serverTLS.Cert}, MinVersion: tls.VersionTLS13}
+		o.TLS = jb.serverTLS.Config()
 		o.Unmunge = unmunge
 	}
 	if ca := jb.ca; ca != nil {
@@ -64,21 +63,36 @@ func startLinkWatch(jb *jobBus, h hostsconfig.Health, conn *bus.Conn, job string
 }
 
 // unmunge decodes an agent's MUNGE credential with the munged Slurm uses
-// (agents under Slurm come without the token: see mungeToken), found
-// once.
+// (agents under Slurm come without the token: see mungeToken).
 func unmunge(ctx context.Context, cred []byte) (uint32, []byte, error) {
-	mungeSocket.once.Do(func() { mungeSocket.path, mungeSocket.err = munge.SocketFromSlurm(ctx) })
-	if mungeSocket.err != nil {
-		return 0, nil, mungeSocket.err
+	socket, err := slurmMungeSocket(ctx)
+	if err != nil {
+		return 0, nil, err
 	}
-	c, err := munge.Decode(ctx, mungeSocket.path, cred)
+	c, err := munge.Decode(ctx, socket, cred)
 	return c.UID, c.Payload, err
 }
 
+// slurmMungeSocket is munge.SocketFromSlurm, asked once per launcher: the
+// agents' start (mungeToken) and every admission need it. A failure is
+// not kept: the next caller asks again.
+func slurmMungeSocket(ctx context.Context) (string, error) {
+	mungeSocket.mu.Lock()
+	defer mungeSocket.mu.Unlock()
+	if !mungeSocket.known {
+		path, err := munge.SocketFromSlurm(ctx)
+		if err != nil {
+			return "", err
+		}
+		mungeSocket.path, mungeSocket.known = path, true
+	}
+	return mungeSocket.path, nil
+}
+
 var mungeSocket struct {
-	once sync.Once
-	path string
-	err  error
+	mu    sync.Mutex
+	path  string
+	known bool
 }
 
 func (lw *linkWatch) event(e hostlink.Event) {

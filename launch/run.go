@@ -207,6 +207,9 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 			return 0, err
 		}
 		if ag, err = s.start(ctx, p, spec); err != nil {
+			if code, ok := stoppedWhileStarting(ctx, cfg.StateDir, jobID, p, st, prog); ok {
+				return code, nil
+			}
 			err = fmt.Errorf("launch: %w", err)
 			fail(err)
 			return 0, err
@@ -291,6 +294,27 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 	endRecord(st, state, code, end.text, watch.failure())
 	prog.done(end.text)
 	return code, err
+}
+
+// stoppedWhileStarting records the end of a job asked to stop (monarch
+// stop, a signal: ctx ended) while its agents were starting, whose start
+// then failed for that reason: stopped, as it was asked, not failed. It
+// reports false when the job was not asked to stop.
+func stoppedWhileStarting(ctx context.Context, dir, job string, p *placement, st *jobstate.Writer, prog *progress) (int, bool) {
+	if ctx.Err() == nil {
+		return 0, false
+	}
+	code := 128 + int(syscall.SIGTERM)
+	var sig StopSignal
+	if errors.As(context.Cause(ctx), &sig) {
+		if n, ok := sig.Signal.(syscall.Signal); ok {
+			code = 128 + int(n)
+		}
+	}
+	end := endOf(ctx, dir, job, p, "", code, true, nil, nil)
+	endRecord(st, StateStopped, code, end.text, nil)
+	prog.done(end.text)
+	return code, true
 }
 
 // agentArgs is the agent command line of a job, but for the index and

@@ -12,7 +12,6 @@ import (
 
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/jobenv"
-	"github.com/monarch-go/monarch/internal/munge"
 )
 
 // The Slurm scheduler. Inside an allocation (SLURM_JOB_ID set) the agents
@@ -150,7 +149,7 @@ func mungeToken(ctx context.Context, env *jobenv.Env) error {
 	if env.Bus.TLSCA == "" && env.Bus.TLSName == "" {
 		return nil // tls = false: said to be unsafe off-host
 	}
-	socket, err := munge.SocketFromSlurm(ctx)
+	socket, err := slurmMungeSocket(ctx)
 	if err != nil {
 		return fmt.Errorf("slurm: the agents get the bus token over TLS once MUNGE proves they run as you: %w", err)
 	}

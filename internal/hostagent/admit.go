@@ -37,15 +37,12 @@ type admission struct {
 // hub server of the host to the hub's other servers.
 func admit(ctx context.Context, env jobenv.Env, job, agent string, timeout time.Duration) (admission, error) {
 	o := hostlink.DialOptions{Addr: env.LinkWatcher, Agent: agent, Job: job, Timeout: timeout, Token: env.Bus.Token}
-	if t := ClientTLS(env.Bus); t.On() {
-		o.TLS = &tls.Config{ServerName: t.Name, MinVersion: tls.VersionTLS13}
-		if len(t.CA) > 0 {
-			o.TLS.RootCAs = x509.NewCertPool()
-			if !o.TLS.RootCAs.AppendCertsFromPEM(t.CA) {
-				return admission{}, errors.New("the job's TLS CA holds no PEM certificate")
-			}
-		}
+	// The link is checked as the bus is: the hub's CA and name.
+	tlsConfig, err := ClientTLS(env.Bus).Config()
+	if err != nil {
+		return admission{}, err
 	}
+	o.TLS = tlsConfig
 	if o.Token == "" {
 		socket := env.LinkMunge
 		if socket == "" {
@@ -61,7 +58,6 @@ func admit(ctx context.Context, env jobenv.Env, job, agent string, timeout time.
 	}
 	var key *ecdsa.PrivateKey
 	if env.Bus.TLSName == jobca.HubName {
-		var err error
 		if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
 			return admission{}, err
 		}

@@ -253,11 +253,14 @@ func BusURL() string { return os.Getenv(varBusURL) }
 
 // HostAddr is Env.HostAddr from this process's environment, or "".
 func HostAddr() string {
-	if v := os.Getenv(varHostAddr); len(v) <= 255 && !strings.ContainsAny(v, " \t\r\n/") {
+	if v := os.Getenv(varHostAddr); validHostAddr(v) {
 		return v
 	}
 	return ""
 }
+
+// validHostAddr: v can be a host's address or name.
+func validHostAddr(v string) bool { return len(v) <= 255 && !strings.ContainsAny(v, " \t\r\n/") }
 
 // BusTLS reports whether this process's job runs its bus with TLS: then
 // whatever else its processes serve to each other should be encrypted too.
@@ -352,7 +355,7 @@ func FromEnviron() (Env, error) {
 		}
 	}
 	if v := os.Getenv(varHostAddr); v != "" {
-		if len(v) > 255 || strings.ContainsAny(v, " \t\r\n/") {
+		if !validHostAddr(v) {
 			bad(varHostAddr, v, "an address or host name")
 		} else {
 			e.HostAddr = v
