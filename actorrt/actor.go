@@ -52,11 +52,27 @@ type actor struct {
 	// dead is set once the actor failed or stopped: the dispatcher then
 	// answers its messages with this error instead of queueing them.
 	dead atomic.Pointer[error]
+
+	// hold, for the stand-in of a failed member of a mesh with a restart
+	// policy, brings its owner's order: until it comes the stand-in keeps
+	// the messages sent to the member. released (under mesh.mu) says it
+	// was sent.
+	hold     chan restartOrder
+	released bool
+}
+
+// restartOrder is what a stand-in waits for: the Init of its restart, or
+// the failure its owner gave up on.
+type restartOrder struct {
+	init   envelope
+	giveUp error
 }
 
 // envelope is one message in a mailbox.
 type envelope struct {
-	init bool // Init, with the spawn request's arguments
+	init    bool // Init, with the spawn request's arguments
+	restart bool // the Init of a restart in place
+	manual  bool // ... by hand (ActorMesh.Restart), whose caller hears of its failure
 	// sole: payload goes to this actor alone, so a large []byte argument
 	// may share it instead of being copied.
 	sole    bool
@@ -154,6 +170,28 @@ func (a *actor) flushStaged() {
 
 func (a *actor) run() {
 	defer close(a.done)
+	if a.hold != nil {
+		select {
+		case o := <-a.hold:
+			if o.giveUp != nil {
+				a.end(o.giveUp)
+				a.refuseQueued()
+				return
+			}
+			// The Init goes first; what waited for it follows.
+			a.pending.Add(1)
+			a.mu.Lock()
+			a.queue = append([]envelope{o.init}, a.queue...)
+			a.mu.Unlock()
+			select {
+			case a.wake <- struct{}{}:
+			default:
+			}
+		case <-a.ctx.Done():
+			a.refuseQueued()
+			return
+		}
+	}
 	for {
 		select {
 		case <-a.wake:
@@ -182,13 +220,20 @@ func (a *actor) run() {
 // stop ends the actor; messages still queued are refused with ErrStopped,
 // and ports it still owes an answer get ErrStopped too.
 func (a *actor) stop() {
-	err := fmt.Errorf("%w: actor %s was stopped", ErrStopped, a.id)
+	a.end(fmt.Errorf("%w: actor %s was stopped", ErrStopped, a.id))
+}
+
+// end ends the actor with err, without a report to its owner: its later
+// messages and the ports it owes an answer get err, and the meshes it
+// owns stop. It reports whether this call ended it.
+func (a *actor) end(err error) bool {
 	if !a.dead.CompareAndSwap(nil, &err) {
-		return
+		return false
 	}
 	a.cancel()
-	a.mesh.rt.failOwed(a, fmt.Errorf("%w: actor %s stopped before it answered", ErrStopped, a.id))
+	a.mesh.rt.failOwed(a, err)
 	a.mesh.rt.sup.ownerEnded(a)
+	return true
 }
 
 // deadErr is why the actor no longer handles messages, or nil.
@@ -202,16 +247,27 @@ func (a *actor) deadErr() error {
 // fail ends the actor because of reason (cause, if an endpoint's error or
 // panic): it answers no more, the meshes it owns stop, and its owner gets
 // a MeshFailure.
+//
+// In a mesh with a restart policy, a stand-in takes its place at once and
+// keeps what is sent to the member until the owner's decision; what was
+// in its mailbox, or owed an answer, fails now, with an error that says so.
 func (a *actor) fail(reason string, cause *ActorError) {
-	err := fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, reason)
+	lm := a.mesh
+	msg := reason
+	if lm.restarts {
+		msg += " (its mesh's restart policy restarts it in place unless past its limit)"
+	}
+	err := fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, msg)
 	if !a.dead.CompareAndSwap(nil, &err) {
 		return
 	}
+	if lm.restarts {
+		lm.standIn(a)
+	}
 	a.cancel()
-	rt := a.mesh.rt
+	rt := lm.rt
 	rt.failOwed(a, err)
 	rt.sup.ownerEnded(a)
-	lm := a.mesh
 	rt.sup.memberFailed(&MeshFailure{
 		Mesh: lm.name, MeshID: lm.id, ActorID: a.id, Proc: rt.procID, Reason: reason,
 		Dims: lm.base.dims, Coords: a.rank.coords, Base: a.baseRank, Err: cause,
@@ -316,6 +372,14 @@ func (a *actor) handleInit(e *envelope) {
 		if _, aerr := a.invoke(m, ctx, e.payload, false); aerr != nil {
 			err = aerr
 		}
+	}
+	if err != nil && e.restart {
+		// Its owner hears of it in the answer, and decides again.
+		a.replyError(e, err)
+		if a.end(fmt.Errorf("%w: actor %s failed in Init on its restart: %v", ErrActorFailed, a.id, err)) && a.mesh.restarts && !e.manual {
+			a.mesh.standIn(a)
+		}
+		return
 	}
 	if err != nil {
 		a.failed = fmt.Errorf("%w: actor %s failed in Init: %v", ErrStopped, a.id, err)

@@ -37,6 +37,8 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &MeshFailure{}
 	case wire.OpMeshInfo:
 		body = &meshInfoReq{}
+	case wire.OpRestart:
+		body = &restartReq{}
 	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, wire.OpFreePort:
 	default:
 		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
@@ -61,6 +63,8 @@ func checkControl(h *wire.Header, body any) error {
 	}
 	switch b := body.(type) {
 	case *spawnReq:
+		return b.check()
+	case *restartReq:
 		return b.check()
 	case *stopReq:
 		if !wire.ValidID(b.Mesh) {

@@ -133,10 +133,38 @@
 // runs in the owner's mailbox like any message: it may call other actors
 // and wait for them, but not itself.
 //
-// Restarts are the supervisor's own code: Supervise can Stop the failed
-// mesh and Spawn a new one on the same procs (or on new procs, when the
-// proc died), keep it, and return true. Actors may spawn procs and meshes
-// from their endpoints, with the endpoint's ctx; they own what they spawn.
+// # Restarts in place
+//
+// A mesh spawned with a RestartPolicy (SpawnWith) replaces a failed
+// member in place: same mesh, name, id and rank, a new value of the type
+// whose Init runs again with the spawn arguments, so every reference to
+// the mesh keeps working. The policy gives a limit (MaxRestarts in a
+// Window, counted per mesh), a backoff (doubling from Backoff up to
+// MaxBackoff) and a scope: the member alone (RestartMember), the members
+// along some dimensions through it (RestartAlong("gpus"): the failed
+// member's row, a tensor-parallel group) or all of them (RestartMesh).
+// DefaultRestartPolicy: the member alone, 3 restarts a minute, 100ms
+// then doubling to 10s. What holds across a restart:
+//
+//   - state is lost: the new instance has only what its Init gives it
+//     (restore it there from a checkpoint, if it matters);
+//   - calls in the member's mailbox, or running, when it failed end with
+//     ErrActorFailed, saying that it restarts; messages sent after wait
+//     for the new instance and reach it in order from each sender;
+//   - members of a group restarted with a failed one end the same way
+//     (their calls fail, their state is lost), without a failure report;
+//   - the meshes a failed instance owned are stopped, as for any failure;
+//   - past the limit, or when the member's proc ended (a restart in
+//     place needs its proc), the failure goes to the owner as it would
+//     without a policy, naming why it was not restarted.
+//
+// By hand, the owner restarts failed members of a mesh it owns,
+// with or without a policy: ActorMesh.Restart, on the mesh or a slice,
+// from Supervise (return true) or the client; it refuses members that
+// have not failed (ErrNotFailed). Supervise can also Stop the failed mesh
+// and Spawn a new one (on new procs, when the proc died). Actors may
+// spawn procs and meshes from their endpoints, with the endpoint's ctx;
+// they own what they spawn.
 //
 // # Processes
 //

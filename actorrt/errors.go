@@ -55,6 +55,8 @@ var (
 	ErrMailboxFull = errors.New("actorrt: mailbox full")
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")
+	// ErrNotFailed: ActorMesh.Restart of a member that has not failed.
+	ErrNotFailed = errors.New("actorrt: not failed")
 )
 
 // Codes of ActorError.Code.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -43,6 +45,7 @@ type ownedMesh[O comparable] struct {
 	owner    O
 	reported map[int]bool // members already reported, by base rank
 	stopped  bool
+	plan     *restartPlanner // the mesh's restart policy's decisions; nil: none
 }
 
 func newFailureRouter[O comparable](self string, client bool) *failureRouter[O] {
@@ -58,6 +61,7 @@ type (
 		base     Extent
 		procs    []string
 		owner    O
+		plan     *restartPlanner
 	}
 	// evDisowned: a spawn failed; the mesh is not owned after all.
 	evDisowned struct{ id string }
@@ -67,10 +71,20 @@ type (
 	evMemberFailed struct {
 		f         *MeshFailure
 		ownerProc string
+		at        time.Time
 	}
 	// evProcEnded: a proc ended; members on it of meshes owned here
 	// failed, unless it was stopped on request.
 	evProcEnded struct{ n wire.GoneNotice }
+	// evRestartDone: the restart of ranks of mesh id ended (effRestart,
+	// or a restart by hand); failed holds the members whose new instance
+	// failed (in its Init, or its proc), which fail again.
+	evRestartDone struct {
+		id     string
+		ranks  []int
+		failed []*MeshFailure
+		at     time.Time
+	}
 	// evMeshStopped: mesh id was stopped on request.
 	evMeshStopped struct{ id string }
 	// evOwnerEnded: an owner actor failed or stopped.
@@ -97,6 +111,21 @@ type (
 		id    string
 		procs []string
 	}
+	// effRestart: restart ranks of mesh id in place, after a delay,
+	// because of f.
+	effRestart struct {
+		id    string
+		ranks []int
+		after time.Duration
+		f     *MeshFailure
+	}
+	// effGiveUp: the failed ranks of mesh id are not restarted: their
+	// stand-ins fail, for reason.
+	effGiveUp struct {
+		id     string
+		ranks  []int
+		reason string
+	}
 )
 
 // step applies one event and returns the effects, in order.
@@ -104,14 +133,28 @@ func (r *failureRouter[O]) step(ev any) []any {
 	var out []any
 	switch ev := ev.(type) {
 	case evOwned[O]:
-		r.owned[ev.id] = &ownedMesh[O]{name: ev.name, base: ev.base, procs: ev.procs, owner: ev.owner, reported: map[int]bool{}}
+		r.owned[ev.id] = &ownedMesh[O]{name: ev.name, base: ev.base, procs: ev.procs, owner: ev.owner, reported: map[int]bool{}, plan: ev.plan}
 	case evDisowned:
 		delete(r.owned, ev.id)
 	case evMemberFailed:
 		if ev.ownerProc != "" && ev.ownerProc != r.self {
 			return append(out, effForward{ev.ownerProc, ev.f})
 		}
-		out = r.route(out, ev.f)
+		out = r.route(out, ev.f, ev.at, true)
+	case evRestartDone:
+		m := r.owned[ev.id]
+		if m == nil {
+			return nil
+		}
+		if m.plan != nil {
+			m.plan.done(ev.ranks)
+		}
+		for _, b := range ev.ranks {
+			delete(m.reported, b)
+		}
+		for _, f := range ev.failed {
+			out = r.route(out, f, ev.at, true)
+		}
 	case evProcEnded:
 		if ev.n.Stopped {
 			return nil
@@ -129,7 +172,7 @@ func (r *failureRouter[O]) step(ev any) []any {
 				out = r.route(out, &MeshFailure{
 					Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(b) + "]",
 					Proc: p, Reason: "its proc ended: " + ev.n.Reason, Dims: m.base.dims, Coords: pt.coords, Base: b,
-				})
+				}, time.Time{}, false)
 			}
 		}
 	case evMeshStopped:
@@ -151,14 +194,36 @@ func (r *failureRouter[O]) step(ev any) []any {
 	return out
 }
 
-// route passes a failure of a mesh on to whoever decides about it here.
-func (r *failureRouter[O]) route(out []any, f *MeshFailure) []any {
+// route passes a failure of a mesh on to whoever decides about it here:
+// its restart policy, when it has one and the member may restart
+// (restartable: its proc lives), else its owner.
+func (r *failureRouter[O]) route(out []any, f *MeshFailure, at time.Time, restartable bool) []any {
 	var zero O
 	if m := r.owned[f.MeshID]; m != nil {
 		if m.reported[f.Base] || m.stopped {
 			return out
 		}
 		m.reported[f.Base] = true
+		if m.plan != nil {
+			if !restartable {
+				// Nothing to restart in place: the owner decides.
+				g := *f
+				g.Reason += "; not restarted: a restart in place needs its proc"
+				f = &g
+			} else {
+				d, absorbed := m.plan.failed(f.Base, at)
+				switch {
+				case absorbed:
+					return out // its group's restart, waiting or under way, restarts it
+				case d.ranks != nil:
+					return append(out, effRestart{f.MeshID, d.ranks, d.after, f})
+				}
+				out = append(out, effGiveUp{f.MeshID, []int{f.Base}, f.Reason + "; " + d.escalate})
+				g := *f
+				g.Reason += "; not restarted: " + d.escalate
+				f = &g
+			}
+		}
 		if m.owner != zero && !r.ended[m.owner] {
 			return append(out, effSupervise[O]{m.owner, f})
 		}
@@ -169,6 +234,29 @@ func (r *failureRouter[O]) route(out []any, f *MeshFailure) []any {
 		return append(out, effEscalate{f})
 	}
 	return append(out, effUnhandled{f})
+}
+
+// restartable checks a restart by hand of ranks of mesh id: each failed
+// and was reported, and is not being restarted by the policy. On
+// success, the policy (if any) starts afresh: the owner took over.
+func (r *failureRouter[O]) restartable(id string, ranks []int) error {
+	m := r.owned[id]
+	if m == nil || m.stopped {
+		return fmt.Errorf("%w: the mesh is stopped, or not owned by proc %s (only its owner restarts it)", ErrStopped, r.self)
+	}
+	var live []string
+	for _, b := range ranks {
+		if !m.reported[b] || (m.plan != nil && m.plan.busy[b]) {
+			live = append(live, m.name+"["+strconv.Itoa(b)+"]")
+		}
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("%w: %s (running, or restarting by the mesh's policy)", ErrNotFailed, strings.Join(live, ", "))
+	}
+	if m.plan != nil {
+		m.plan.manual()
+	}
+	return nil
 }
 
 // ownedIDs lists the owned meshes in a stable order, so that effects come

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
 
@@ -17,8 +18,11 @@ import (
 //
 //	router self=c client                    a new router (client: the root)
 //	owned id=c.m1 name=w dims=(gpus=2) procs=(c-1,c-2) owner=sup
+//	      [restart=(max=3,window=1m,backoff=100ms,maxbackoff=1s,scope=gpus|mesh|member)]
 //	disowned id=c.m1                        a spawn that failed
-//	failed id=c.m1 rank=0 reason=boom [owner-proc=p]  a member failed (reported here)
+//	failed id=c.m1 rank=0 reason=boom [owner-proc=p] [at=1s]  a member failed (reported here)
+//	restart-done id=c.m1 ranks=(0,1) [failed=(1)] [at=2s]  a restart ended; failed: those whose new instance failed
+//	by-hand id=c.m1 ranks=(0)               ActorMesh.Restart's check
 //	proc-ended proc=c-1 reason=crashed [stopped]
 //	stopped id=c.m1                         the mesh was stopped on request
 //	owner-ended owner=sup                   the owner actor failed or stopped
@@ -56,7 +60,13 @@ func TestFailureRouter(t *testing.T) {
 					d.Fatalf(t, "dims %v for %d procs: %v", dims, len(procs), err)
 				}
 				meshes[id] = ownedMesh[string]{name: name, base: base, procs: procs}
-				effects = r.step(evOwned[string]{id: id, name: name, base: base, procs: procs, owner: owner})
+				var plan *restartPlanner
+				if d.HasArg("restart") {
+					if plan, err = newRestartPlanner(scanPolicy(t, d), base); err != nil {
+						return err.Error() + "\n"
+					}
+				}
+				effects = r.step(evOwned[string]{id: id, name: name, base: base, procs: procs, owner: owner, plan: plan})
 			case "disowned":
 				var id string
 				d.ScanArgs(t, "id", &id)
@@ -72,10 +82,27 @@ func TestFailureRouter(t *testing.T) {
 				if !ok {
 					m = ownedMesh[string]{name: "other", base: Extent{}, procs: []string{"p?"}}
 				}
-				pt := m.base.point(rank)
-				f := &MeshFailure{Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(rank) + "]",
-					Proc: m.procs[rank], Reason: reason, Dims: m.base.dims, Coords: pt.coords, Base: rank}
-				effects = r.step(evMemberFailed{f: f, ownerProc: ownerProc})
+				effects = r.step(evMemberFailed{f: failureOf(id, m, rank, reason), ownerProc: ownerProc, at: scanAt(t, d)})
+			case "restart-done":
+				var id string
+				var ranks, failed []string
+				d.ScanArgs(t, "id", &id)
+				d.ScanArgs(t, "ranks", &ranks)
+				d.MaybeScanArgs(t, "failed", &failed)
+				ev := evRestartDone{id: id, ranks: atois(t, d, ranks), at: scanAt(t, d)}
+				for _, b := range atois(t, d, failed) {
+					ev.failed = append(ev.failed, failureOf(id, meshes[id], b, "its restart failed"))
+				}
+				effects = r.step(ev)
+			case "by-hand":
+				var id string
+				var ranks []string
+				d.ScanArgs(t, "id", &id)
+				d.ScanArgs(t, "ranks", &ranks)
+				if err := r.restartable(id, atois(t, d, ranks)); err != nil {
+					return err.Error() + "\n"
+				}
+				return "ok\n"
 			case "proc-ended":
 				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)
@@ -106,6 +133,10 @@ func TestFailureRouter(t *testing.T) {
 					fmt.Fprintf(&b, "fault hook: %s\n", e.f)
 				case effStopMesh:
 					fmt.Fprintf(&b, "stop %s on %s\n", e.id, strings.Join(e.procs, ","))
+				case effRestart:
+					fmt.Fprintf(&b, "restart %s ranks %v after %v: %s\n", e.id, e.ranks, e.after, e.f)
+				case effGiveUp:
+					fmt.Fprintf(&b, "give up on %s ranks %v: %s\n", e.id, e.ranks, e.reason)
 				default:
 					fmt.Fprintf(&b, "? %T\n", e)
 				}
@@ -113,6 +144,75 @@ func TestFailureRouter(t *testing.T) {
 			return b.String()
 		})
 	})
+}
+
+func failureOf(id string, m ownedMesh[string], rank int, reason string) *MeshFailure {
+	pt := m.base.point(rank)
+	return &MeshFailure{Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(rank) + "]",
+		Proc: m.procs[rank], Reason: reason, Dims: m.base.dims, Coords: pt.coords, Base: rank}
+}
+
+// scanAt reads at=1s, an offset from the script's epoch (0 without it).
+func scanAt(t *testing.T, d *datadriven.TestData) time.Time {
+	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var s string
+	if !d.MaybeScanArgs(t, "at", &s) {
+		return epoch
+	}
+	off, err := time.ParseDuration(s)
+	if err != nil {
+		d.Fatalf(t, "at=%s: %v", s, err)
+	}
+	return epoch.Add(off)
+}
+
+func atois(t *testing.T, d *datadriven.TestData, ss []string) []int {
+	out := make([]int, len(ss))
+	for i, s := range ss {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			d.Fatalf(t, "rank %q: %v", s, err)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// scanPolicy reads restart=(max=3,window=1m,backoff=100ms,maxbackoff=1s,scope=...):
+// scope is member, mesh, or dimension names joined by '+'.
+func scanPolicy(t *testing.T, d *datadriven.TestData) RestartPolicy {
+	var parts []string
+	d.ScanArgs(t, "restart", &parts)
+	var p RestartPolicy
+	for _, kv := range parts {
+		k, v, _ := strings.Cut(kv, "=")
+		var err error
+		switch k {
+		case "max":
+			p.MaxRestarts, err = strconv.Atoi(v)
+		case "window":
+			p.Window, err = time.ParseDuration(v)
+		case "backoff":
+			p.Backoff, err = time.ParseDuration(v)
+		case "maxbackoff":
+			p.MaxBackoff, err = time.ParseDuration(v)
+		case "scope":
+			switch v {
+			case "member":
+				p.Scope = RestartMember
+			case "mesh":
+				p.Scope = RestartMesh
+			default:
+				p.Scope = RestartAlong(strings.Split(v, "+")...)
+			}
+		default:
+			d.Fatalf(t, "restart: unknown %q", k)
+		}
+		if err != nil {
+			d.Fatalf(t, "restart: %s: %v", kv, err)
+		}
+	}
+	return p
 }
 
 // scanDims reads dims=(name=size,...).

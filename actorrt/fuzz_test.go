@@ -97,6 +97,8 @@ func seedControls() []struct {
 	}{
 		{wire.OpSpawn, &spawnReq{Mesh: "c.m1", Name: "counters", Type: "pkg.Counter", Dims: Dims{{"gpus", 2}}, Ranks: []int{1}, Args: args, Owner: "c"}},
 		{wire.OpStop, &stopReq{Mesh: "c.m1"}},
+		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{0, 3}, Cause: "c.m1[0] failed: boom"}},
+		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{1}, GiveUp: "3 restarts in 1m0s"}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "killed by SIGKILL", Stopped: false}},
 		{wire.OpPortGone, &wire.PortGone{ID: 12}},
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1", "c-2"}, Ranks: []int{0, 1}, Env: [][]string{{"A=1"}, {"A=2"}}, Proc: "c", Port: 4}},

@@ -64,6 +64,11 @@ func (in inbound) control(f *wire.Frame, subject string) {
 		}
 	case wire.OpStop:
 		in.actors.stopMesh(body.(*stopReq).Mesh)
+	case wire.OpRestart:
+		if reply.id != 0 {
+			in.health.portNamedOpen(reply.proc, reply.id)
+		}
+		in.actors.restart(body.(*restartReq), reply)
 	case wire.OpGone:
 		in.notices.Add(1)
 		in.health.gone(*body.(*wire.GoneNotice), false)

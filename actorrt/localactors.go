@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -56,10 +57,17 @@ type localMesh struct {
 	typ     *actorType
 	base    Extent
 	whole   *region
-	members []*actor
 	sub     subscription
 	owner   string // the owner's proc
 	stopped atomic.Bool
+
+	// members is the actor of each member hosted here. A restart in place
+	// replaces one: the slice is replaced whole, under mu, so that deliver
+	// reads it without a lock.
+	members  atomic.Pointer[[]*actor]
+	mu       sync.Mutex
+	args     []byte // Init's arguments, as spawned: a restart's Init gets them again
+	restarts bool   // the mesh has a restart policy: a failed member's stand-in waits for its restart
 
 	// The proc and agent of every member, by base rank: not in the spawn
 	// request (each proc gets only its own members), fetched from the
@@ -96,6 +104,10 @@ type spawnReq struct {
 	Ranks []int              `msgpack:"ranks"` // the base ranks hosted here
 	Args  msgpack.RawMessage `msgpack:"args"`  // Init's arguments, as an array
 	Owner string             `msgpack:"owner"` // the proc that owns the mesh: failures go there
+	// Restart: the mesh has a restart policy (the owner keeps it), so a
+	// member that fails waits for its restart instead of answering every
+	// later call with its failure.
+	Restart bool `msgpack:"restart,omitempty"`
 }
 
 // stopReq (wire.OpStop) stops the receiving proc's members of a mesh.
@@ -134,7 +146,8 @@ func (la *localActors) deliverOr(f wire.Frame, subject string, fail error) {
 		la.rt.health.portNamedOpen(f.ReplyTo, f.Port)
 	}
 	stopped := lm.stopped.Load()
-	for _, a := range lm.members {
+	members := lm.current()
+	for _, a := range members {
 		idx, ok := a.baseRank, true
 		if view != lm.whole {
 			idx, ok = view.messageRank(a.baseRank)
@@ -156,7 +169,7 @@ func (la *localActors) deliverOr(f wire.Frame, subject string, fail error) {
 			}
 			continue
 		}
-		e := envelope{method: f.Method, payload: f.Payload, sole: len(lm.members) == 1, view: view, msgIdx: idx}
+		e := envelope{method: f.Method, payload: f.Payload, sole: len(members) == 1, view: view, msgIdx: idx}
 		if f.Port != 0 {
 			e.reply = portRef{proc: f.ReplyTo, id: f.Port, rank: idx}
 			if f.Rank >= 0 {
@@ -194,7 +207,7 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 		return fmt.Errorf("%w: mesh id %s spawned twice on proc %s", ErrNameTaken, req.Mesh, rt.procID)
 	}
 	whole := wholeRegion(base)
-	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, owner: req.Owner}
+	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, owner: req.Owner, args: req.Args, restarts: req.Restart}
 	// Subscribe before the first Init reply goes out: the spawner sends
 	// calls only after every reply, and the server has the SUB by then.
 	rt.delivery.Subscribe(jobenv.MeshKey(req.Mesh)) // before the SUB: what comes on it counts
@@ -207,9 +220,13 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 			return fmt.Errorf("%w: rank %d of %v", ErrOutOfRange, r, base)
 		}
 	}
+	members := make([]*actor, 0, len(req.Ranks))
 	for _, r := range req.Ranks {
-		a := newActor(lm, r)
-		lm.members = append(lm.members, a)
+		members = append(members, newActor(lm, r))
+	}
+	lm.members.Store(&members)
+	for _, a := range members {
+		r := a.baseRank
 		reply.rank = r
 		a.enqueue(envelope{init: true, payload: req.Args, reply: reply, msgIdx: r})
 		go a.run()
@@ -235,7 +252,7 @@ func (la *localActors) stopMesh(id string) {
 	if lm == nil || lm.stopped.Swap(true) {
 		return
 	}
-	for _, a := range lm.members {
+	for _, a := range lm.current() {
 		a.stop()
 	}
 }
@@ -260,7 +277,7 @@ func (la *localActors) failMesh(id, reason string) {
 	if lm == nil {
 		return
 	}
-	for _, a := range lm.members {
+	for _, a := range lm.current() {
 		a.fail(reason, nil)
 	}
 }
@@ -272,10 +289,123 @@ func (la *localActors) failAll(reason string) {
 	la.mu.Lock()
 	var all []*actor
 	for _, lm := range la.meshes {
-		all = append(all, lm.members...)
+		all = append(all, lm.current()...)
 	}
 	la.mu.Unlock()
 	for _, a := range all {
 		a.fail(reason, nil)
+	}
+}
+
+// current is the actor of each member hosted here.
+func (lm *localMesh) current() []*actor {
+	if p := lm.members.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// replace puts next in old's place. Hold lm.mu.
+func (lm *localMesh) replace(old, next *actor) {
+	cur := lm.current()
+	members := make([]*actor, len(cur))
+	for i, a := range cur {
+		if a == old {
+			a = next
+		}
+		members[i] = a
+	}
+	lm.members.Store(&members)
+}
+
+// standIn puts, in the place of failed a, a new instance that holds the
+// messages sent to the member until its owner restarts it or gives up
+// on it (restart). Call it once a has failed, for a mesh with a restart
+// policy.
+func (lm *localMesh) standIn(a *actor) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.stopped.Load() || !slices.Contains(lm.current(), a) {
+		return
+	}
+	next := newActor(lm, a.baseRank)
+	next.hold = make(chan restartOrder, 1)
+	lm.replace(a, next)
+	go next.run()
+}
+
+// restart carries out a restart request of the mesh's owner for this
+// proc's members: each member's stand-in starts (or, to give up, fails),
+// a member that failed with no stand-in gets a new instance, and a live
+// one (restarted with its group) is replaced. Each new instance answers
+// on reply, with its base rank, once its Init returned.
+func (la *localActors) restart(req *restartReq, reply portRef) {
+	answer := func(b int, err error) {
+		if reply.id != 0 {
+			r := reply
+			r.rank = b
+			if err != nil {
+				la.rt.sendErrorToPort(r, err)
+			} else {
+				la.rt.sendToPort(r, 0, func(enc *msgpack.Encoder) error { return enc.EncodeNil() })
+			}
+		}
+	}
+	la.mu.Lock()
+	lm := la.meshes[req.Mesh]
+	la.mu.Unlock()
+	if lm == nil || lm.id == sysMesh {
+		for _, b := range req.Ranks {
+			answer(b, fmt.Errorf("%w: mesh %.40q has no members on proc %s", ErrStopped, req.Mesh, la.rt.procID))
+		}
+		return
+	}
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	for _, b := range req.Ranks {
+		var a *actor
+		for _, m := range lm.current() {
+			if m.baseRank == b {
+				a = m
+			}
+		}
+		switch {
+		case a == nil:
+			answer(b, fmt.Errorf("%w: %s[%d] is not on proc %s", ErrOutOfRange, lm.name, b, la.rt.procID))
+			continue
+		case lm.stopped.Load():
+			answer(b, fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name))
+			continue
+		}
+		init := envelope{init: true, restart: true, manual: req.Manual, payload: lm.args, msgIdx: b}
+		if reply.id != 0 {
+			init.reply = reply
+			init.reply.rank = b
+		}
+		held := a.hold != nil && !a.released
+		switch {
+		case req.GiveUp != "":
+			if held {
+				a.released = true
+				a.hold <- restartOrder{giveUp: fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, req.GiveUp)}
+			}
+			continue
+		case held:
+			a.released = true
+			a.hold <- restartOrder{init: init}
+			continue
+		case a.deadErr() == nil:
+			if req.Manual {
+				answer(b, fmt.Errorf("%w: actor %s is running", ErrNotFailed, a.id))
+				continue
+			}
+			// A live member of the failed one's group: it ends as a failed
+			// one does, without a report (its owner restarts it).
+			a.end(fmt.Errorf("%w: actor %s was restarted with its group: %s", ErrActorFailed, a.id, req.Cause))
+		}
+		next := newActor(lm, b)
+		lm.replace(a, next)
+		next.enqueue(init)
+		go next.run()
 	}
 }

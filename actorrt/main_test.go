@@ -69,6 +69,7 @@ func registerTestActors() {
 		actorrt.Register[Flooder](),
 		actorrt.Register[Racer](),
 		actorrt.Register[Bootstrapped](),
+		actorrt.Register[Phoenix](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

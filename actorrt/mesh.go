@@ -370,18 +370,23 @@ func Spawn[T any](ctx context.Context, procs *ProcMesh, name string, args ...any
 // is the procs' extent followed by perProc. SpawnPerProc(procs, "w",
 // Dims{{"workers", 16}}) on 4 procs gives 64 actors, 16 per proc.
 func SpawnPerProc[T any](ctx context.Context, procs *ProcMesh, name string, perProc Dims, args ...any) (*ActorMesh[T], error) {
+	return spawnTyped[T](ctx, procs, name, SpawnOptions{PerProc: perProc}, args)
+}
+
+func spawnTyped[T any](ctx context.Context, procs *ProcMesh, name string, opts SpawnOptions, args []any) (*ActorMesh[T], error) {
 	at, err := lookupType(reflect.TypeFor[T]())
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: Spawn %q: %w", name, err)
 	}
-	ref, ext, err := spawnMesh(ctx, procs, name, at, perProc, args)
+	ref, ext, err := spawnMesh(ctx, procs, name, at, opts, args)
 	if err != nil {
 		return nil, err
 	}
 	return &ActorMesh[T]{ref: ref, reg: wholeRegion(ext)}, nil
 }
 
-func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType, perProc Dims, args []any) (*meshRef, Extent, error) {
+func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType, opts SpawnOptions, args []any) (*meshRef, Extent, error) {
+	perProc := opts.PerProc
 	fail := func(err error) (*meshRef, Extent, error) {
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
 	}
@@ -418,6 +423,12 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	if err != nil {
 		return fail(err)
 	}
+	var plan *restartPlanner
+	if opts.Restart != nil {
+		if plan, err = newRestartPlanner(*opts.Restart, ext); err != nil {
+			return fail(err)
+		}
+	}
 	perN := 1
 	for _, d := range perProc {
 		perN *= d.Size
@@ -433,7 +444,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		}
 	}
 	ref.all = uniq(ref.procs)
-	rt.sup.own(ref, ext, actorOf(ctx))
+	rt.sup.own(ref, ext, actorOf(ctx), plan)
 	fail = func(err error) (*meshRef, Extent, error) {
 		rt.sup.disown(ref.id)
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
@@ -457,7 +468,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		for i := range ranks {
 			ranks[i] = v*perN + i
 		}
-		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Owner: rt.procID}
+		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Owner: rt.procID, Restart: plan != nil}
 		if err := rt.sendControl(p.ID, wire.OpSpawn, port, &req); err != nil {
 			stopOn(rt, ref.id, sentTo)
 			return fail(err)

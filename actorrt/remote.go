@@ -191,7 +191,7 @@ func (la *localActors) startSystemActor() error {
 	whole := wholeRegion(Extent{})
 	lm := &localMesh{rt: la.rt, id: sysMesh, name: "proc:" + la.rt.procID, typ: at, base: Extent{}, whole: &whole}
 	a := newActor(lm, 0)
-	lm.members = []*actor{a}
+	lm.members.Store(&[]*actor{a})
 	go a.run()
 	la.mu.Lock()
 	la.meshes[sysMesh] = lm

@@ -2,7 +2,9 @@ package actorrt
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -124,6 +126,12 @@ func (s *supervision) step(ev any) {
 			rt.role.unhandled(e.f)
 		case effStopMesh:
 			stopOn(rt, e.id, e.procs)
+		case effRestart:
+			s.restartLater(e)
+		case effGiveUp:
+			if ref := s.ref(e.id); ref != nil {
+				giveUpOn(rt, ref, e.ranks, e.reason)
+			}
 		}
 	}
 }
@@ -134,12 +142,72 @@ func (s *supervision) send(proc string, f *MeshFailure) {
 	}
 }
 
-// own records that this process (owner nil) or actor owner owns ref.
-func (s *supervision) own(ref *meshRef, base Extent, owner *actor) {
+// own records that this process (owner nil) or actor owner owns ref,
+// whose restart policy plan carries out (nil: none).
+func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restartPlanner) {
 	s.mu.Lock()
 	s.refs[ref.id] = ref
 	s.mu.Unlock()
-	s.step(evOwned[*actor]{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner})
+	s.step(evOwned[*actor]{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan})
+}
+
+func (s *supervision) ref(id string) *meshRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refs[id]
+}
+
+// restartLater carries out a restart the policy decided: after its
+// backoff, the group's procs restart it; then the router hears how it
+// went. The restart is logged, as its failure would have been.
+func (s *supervision) restartLater(e effRestart) {
+	rt := s.rt
+	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
+		Msg("restarting in place, by the mesh's restart policy")
+	time.AfterFunc(e.after, func() {
+		ref := s.ref(e.id)
+		if ref == nil || ref.stopped.Load() {
+			return
+		}
+		errs, err := restartMembers(rt.ctx, rt, ref, e.ranks, e.f.ActorID+" failed: "+e.f.Reason, false)
+		var failed []*MeshFailure
+		for _, b := range e.ranks {
+			why := errs[b]
+			if err != nil {
+				why = err
+			}
+			if why != nil {
+				g := *e.f
+				g.ActorID, g.Base, g.Coords, g.Proc = ref.name+"["+strconv.Itoa(b)+"]", b, s.coords(e.id, b), ref.procs[b]
+				g.Reason, g.Err = "its restart failed: "+why.Error(), nil
+				failed = append(failed, &g)
+			}
+		}
+		s.step(evRestartDone{id: e.id, ranks: e.ranks, failed: failed, at: time.Now()})
+	})
+}
+
+// coords are base rank b's coordinates in mesh id.
+func (s *supervision) coords(id string, b int) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.router.owned[id]; m != nil {
+		return m.base.point(b).coords
+	}
+	return nil
+}
+
+// restartByHand checks that ranks of mesh id may be restarted by hand.
+func (s *supervision) restartByHand(id string, ranks []int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.router.restartable(id, ranks)
+}
+
+// restartDone tells the router a restart by hand of ranks of mesh id
+// ended: their later failures are reported again.
+func (s *supervision) restartDone(id string, ranks []int, failed []*MeshFailure) {
+	s.step(evRestartDone{id: id, ranks: ranks, failed: failed, at: time.Now()})
 }
 
 // meshInfo is where the members of mesh id, owned here, are.
@@ -164,7 +232,7 @@ func (s *supervision) disown(id string) {
 // memberFailed routes a failure: of a member here (its mesh owned on
 // ownerProc), or a report that reached this process ("" for ownerProc).
 func (s *supervision) memberFailed(f *MeshFailure, ownerProc string) {
-	s.step(evMemberFailed{f: f, ownerProc: ownerProc})
+	s.step(evMemberFailed{f: f, ownerProc: ownerProc, at: time.Now()})
 }
 
 // procEnded fails the members of meshes owned here that lived on a proc

@@ -62,6 +62,10 @@ const (
 	// how many it sent it to (an int): a notice to an SPMD job's ranks,
 	// which the signal's default action would end.
 	OpSignalProcs = "signalprocs"
+	// OpRestart (the SDK's restart request): restart members of a mesh
+	// in place on the receiving proc, answering for each on the port, if
+	// any; or give up on them.
+	OpRestart = "restart"
 )
 
 // FreePort is a host agent's answer to OpFreePort.

@@ -1,0 +1,232 @@
+package actorrt_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+)
+
+// Phoenix is restarted in place. Its Init takes a directory: each
+// instance is told apart by a nonce, and its Init fails while the file
+// fail-init is there.
+type Phoenix struct {
+	dir   string
+	nonce int64
+	items []int
+}
+
+func (p *Phoenix) Init(ctx *actorrt.Context, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "fail-init")); err == nil {
+		return errors.New("told to fail in Init")
+	}
+	p.dir, p.nonce = dir, rand.Int64()
+	return nil
+}
+
+func (p *Phoenix) Nonce(ctx *actorrt.Context) (int64, error) { return p.nonce, nil }
+func (p *Phoenix) Dir(ctx *actorrt.Context) (string, error)  { return p.dir, nil }
+func (p *Phoenix) Append(ctx *actorrt.Context, v int) error  { p.items = append(p.items, v); return nil }
+func (p *Phoenix) Items(ctx *actorrt.Context) ([]int, error) { return p.items, nil }
+func (p *Phoenix) Panic(ctx *actorrt.Context) error          { panic("phoenix down") }
+
+// PanicWhen panics once the file name exists in the actor's directory
+// (waiting at most 30s): what the test sends behind it is in its mailbox
+// when it fails.
+func (p *Phoenix) PanicWhen(ctx *actorrt.Context, name string) error {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(p.dir, name)); err == nil {
+			panic("phoenix down at " + name)
+		}
+	}
+	return errors.New("no " + name + " within 30s")
+}
+
+var (
+	phoenixNonce = actorrt.Method((*Phoenix).Nonce)
+	phoenixItems = actorrt.Method((*Phoenix).Items)
+)
+
+func nonces(t *testing.T, m *actorrt.ActorMesh[Phoenix]) []int64 {
+	t.Helper()
+	v, err := phoenixNonce.Call(m).Get(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Values()
+}
+
+// TestRestartInPlace: a member that panics with nobody to receive it is
+// replaced by a new instance, at the same rank of the same mesh, with
+// Init run again with the spawn arguments; the reference the client holds
+// keeps working. What was in its mailbox fails with an error that names
+// the restart; what is sent after reaches the new instance, in order.
+// The owner hears nothing: the policy handled it.
+func TestRestartInPlace(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	policy := actorrt.DefaultRestartPolicy()
+	policy.Backoff = 0
+	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix", actorrt.SpawnOptions{Restart: &policy}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := nonces(t, m)
+
+	one := m.At("gpus", 1)
+	if err := actorrt.VoidMethod1((*Phoenix).PanicWhen).Broadcast(one, "go"); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := phoenixNonce.CallOne(one) // queued behind PanicWhen
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = inFlight.Get(ctx)
+	if !errors.Is(err, actorrt.ErrActorFailed) || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("a call in the failed member's mailbox: %v, want ErrActorFailed naming the restart", err)
+	}
+	// Sent after the failure: held for the new instance, then delivered
+	// in order.
+	for i := range 20 {
+		if err := actorrt.VoidMethod1((*Phoenix).Append).Broadcast(one, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items, err := phoenixItems.CallOne(one).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}; !slices.Equal(items, want) {
+		t.Fatalf("the new instance got %v, want %v", items, want)
+	}
+	after := nonces(t, m)
+	if after[0] != before[0] || after[1] == before[1] {
+		t.Fatalf("nonces %v then %v: want member 0 the same instance, member 1 a new one", before, after)
+	}
+	if d, err := actorrt.Method((*Phoenix).Dir).CallOne(one).Get(ctx); err != nil || d != dir {
+		t.Fatalf("the new instance's Init argument: %q, %v", d, err)
+	}
+	assertNoFailure(t, "phoenix")
+}
+
+// TestRestartAlong: a scope along gpus restarts the failed member's row
+// (the members that share its hosts coordinate), not the other row.
+func TestRestartAlong(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 2, Window: time.Minute, Scope: actorrt.RestartAlong("gpus")}
+	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-row", actorrt.SpawnOptions{Restart: &policy}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := nonces(t, m)
+	if err := actorrt.VoidMethod((*Phoenix).Panic).Broadcast(m.At("hosts", 1).At("gpus", 0)); err != nil {
+		t.Fatal(err)
+	}
+	after := waitNonces(t, m, func(n []int64) bool { return n[2] != before[2] && n[3] != before[3] })
+	if after[0] != before[0] || after[1] != before[1] {
+		t.Fatalf("nonces %v then %v: want the hosts=0 row untouched", before, after)
+	}
+	assertNoFailure(t, "phoenix-row")
+}
+
+// TestRestartLimit: a member whose every restart fails (its Init) is
+// restarted MaxRestarts times, then its failure reaches the owner (here
+// the client's fault hook), naming the limit; the owner can then restart
+// it by hand once the cause is gone.
+func TestRestartLimit(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 2, Window: time.Minute, Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-limit", actorrt.SpawnOptions{Restart: &policy}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := nonces(t, m)
+	one := m.At("gpus", 0)
+	if err := m.Restart(ctx); !errors.Is(err, actorrt.ErrNotFailed) {
+		t.Fatalf("restart of running members: %v, want ErrNotFailed", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fail-init"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := actorrt.VoidMethod((*Phoenix).Panic).Broadcast(one); err != nil {
+		t.Fatal(err)
+	}
+	f := waitFailure(t, "phoenix-limit")
+	if f.Base != 0 || !strings.Contains(f.Reason, "2 restarts in 1m0s, the limit") || !strings.Contains(f.Reason, "told to fail in Init") {
+		t.Fatalf("escalated failure: %+v", f)
+	}
+	if _, err := phoenixNonce.CallOne(one).Get(ctx); !errors.Is(err, actorrt.ErrActorFailed) {
+		t.Fatalf("a call to the member given up on: %v, want ErrActorFailed", err)
+	}
+	// By hand: refused while Init still fails, then it comes back.
+	if err := one.Restart(ctx); err == nil || !strings.Contains(err.Error(), "told to fail in Init") {
+		t.Fatalf("restart by hand while Init fails: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "fail-init")); err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := nonces(t, m)
+	if after[0] == before[0] || after[1] != before[1] {
+		t.Fatalf("nonces %v then %v: want a new member 0, the same member 1", before, after)
+	}
+}
+
+// TestRestartBadPolicy: a policy with zero or negative limits, or a scope
+// along a dimension the mesh lacks, is refused at spawn.
+func TestRestartBadPolicy(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
+	for _, p := range []actorrt.RestartPolicy{
+		{MaxRestarts: 0, Window: time.Minute},
+		{MaxRestarts: 1, Window: -time.Second},
+		{MaxRestarts: 1, Window: time.Minute, Backoff: -1},
+		{MaxRestarts: 1, Window: time.Minute, Scope: actorrt.RestartAlong("hosts")},
+	} {
+		_, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-bad", actorrt.SpawnOptions{Restart: &p}, t.TempDir())
+		if !errors.Is(err, actorrt.ErrBadArgs) || !strings.Contains(err.Error(), "restart policy") {
+			t.Errorf("policy %+v: %v, want ErrBadArgs naming the restart policy", p, err)
+		}
+	}
+}
+
+// waitNonces calls Nonce until ok holds (members restarting hold the call
+// for their new instance), at most 30s.
+func waitNonces(t *testing.T, m *actorrt.ActorMesh[Phoenix], ok func([]int64) bool) []int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := phoenixNonce.Call(m).Get(testCtx(t))
+		if err == nil && ok(v.Values()) {
+			return v.Values()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members not restarted within 30s: %v, %v", v, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// assertNoFailure fails if a failure of mesh reached the client.
+func assertNoFailure(t *testing.T, mesh string) {
+	t.Helper()
+	failures.mu.Lock()
+	defer failures.mu.Unlock()
+	for _, f := range failures.all {
+		if f.Mesh == mesh {
+			t.Fatalf("the client heard of a failure the policy handled: %v", f)
+		}
+	}
+}
