@@ -79,7 +79,8 @@ func defaultFaultHook(f *MeshFailure) error { return f }
 // defaultHookAdvice follows an unhandled failure the default hook let
 // end the job.
 const defaultHookAdvice = "monarch: the default fault hook ends the job at any failure no owner handles: " +
-	"actorrt.WithFaultHook takes them over in the program, a Supervise method in an owner actor"
+	"actorrt.WithFaultHook takes them over in the program, a Supervise method in an owner actor, " +
+	"a RestartPolicy (actorrt.SpawnWith) restarts failed members in place"
 
 // supervision drives this process's failureRouter: it records the meshes
 // spawned here, feeds it the failures and ends that reach this process,
