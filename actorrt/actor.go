@@ -52,6 +52,7 @@ type actor struct {
 	// dead is set once the actor failed or stopped: the dispatcher then
 	// answers its messages with this error instead of queueing them.
 	dead atomic.Pointer[error]
+	end  ending // its Cleanup and Context.Stop (cleanup.go)
 }
 
 // envelope is one message in a mailbox.
@@ -79,6 +80,7 @@ func newActor(lm *localMesh, baseRank int) *actor {
 		ptr:      val.Interface(),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		end:      ending{over: make(chan struct{})},
 	}
 	// The actor travels in its context: what it spawns with it (or with a
 	// context derived from it) it owns.
@@ -154,9 +156,11 @@ func (a *actor) flushStaged() {
 
 func (a *actor) run() {
 	defer close(a.done)
+	defer a.runCleanup() // after the last message
 	for {
 		select {
 		case <-a.wake:
+			a.stopIfAsked() // Context.Stop from outside a message
 		case <-a.ctx.Done():
 			a.refuseQueued()
 			return
@@ -171,6 +175,7 @@ func (a *actor) run() {
 				return
 			}
 			a.handle(&batch[i])
+			a.stopIfAsked()
 			a.pending.Add(-1)
 			a.pendingBytes.Add(-int64(len(batch[i].payload)))
 			batch[i] = envelope{}
@@ -180,12 +185,21 @@ func (a *actor) run() {
 }
 
 // stop ends the actor; messages still queued are refused with ErrStopped,
-// and ports it still owes an answer get ErrStopped too.
-func (a *actor) stop() {
-	err := fmt.Errorf("%w: actor %s was stopped", ErrStopped, a.id)
+// and ports it still owes an answer get ErrStopped too. cause is why, as
+// its Cleanup gets it; nil: the actor's mesh was stopped.
+func (a *actor) stop(cause error) {
+	a.stopAs(fmt.Errorf("%w: actor %s was stopped", ErrStopped, a.id), cause)
+}
+
+// stopAs is stop, with err the error later calls get.
+func (a *actor) stopAs(err, cause error) {
 	if !a.dead.CompareAndSwap(nil, &err) {
 		return
 	}
+	if cause == nil {
+		cause = err
+	}
+	a.end.cause.Store(&cause) // before cancel: the actor's goroutine reads it then
 	a.cancel()
 	a.mesh.rt.failOwed(a, fmt.Errorf("%w: actor %s stopped before it answered", ErrStopped, a.id))
 	a.mesh.rt.sup.ownerEnded(a)
@@ -207,15 +221,19 @@ func (a *actor) fail(reason string, cause *ActorError) {
 	if !a.dead.CompareAndSwap(nil, &err) {
 		return
 	}
-	a.cancel()
-	rt := a.mesh.rt
-	rt.failOwed(a, err)
-	rt.sup.ownerEnded(a)
-	lm := a.mesh
-	rt.sup.memberFailed(&MeshFailure{
+	rt, lm := a.mesh.rt, a.mesh
+	mf := &MeshFailure{
 		Mesh: lm.name, MeshID: lm.id, ActorID: a.id, Proc: rt.procID, Reason: reason,
 		Dims: lm.base.dims, Coords: a.rank.coords, Base: a.baseRank, Err: cause,
-	}, lm.owner)
+	}
+	// Cleanup's cause, with a copy of mf, which supervision has.
+	own := *mf
+	why := fmt.Errorf("%w: %w", ErrActorFailed, &own)
+	a.end.cause.Store(&why)
+	a.cancel()
+	rt.failOwed(a, err)
+	rt.sup.ownerEnded(a)
+	rt.sup.memberFailed(mf, lm.owner)
 }
 
 func (a *actor) refuseQueued() {
@@ -322,6 +340,7 @@ func (a *actor) handleInit(e *envelope) {
 		a.replyError(e, err)
 		return
 	}
+	a.end.ready = true // Cleanup runs for an actor whose Init succeeded
 	a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error { return enc.EncodeNil() })
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -221,11 +222,15 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 }
 
 // stopMesh stops this proc's members of a mesh; their queued calls fail
-// with ErrStopped.
+// with ErrStopped. Their cleanups run after, without holding up the caller.
 //
 // The mesh stays subscribed as a tombstone: a later call to it, from any
 // holder of a reference, is answered with ErrStopped instead of vanishing.
-func (la *localActors) stopMesh(id string) {
+func (la *localActors) stopMesh(id string) { la.stopMeshFor(id, nil) }
+
+// stopMeshFor is stopMesh, with cause what the members' Cleanup gets (nil:
+// the mesh was stopped).
+func (la *localActors) stopMeshFor(id string, cause error) {
 	la.mu.Lock()
 	lm := la.meshes[id]
 	if lm != nil && la.names[lm.name] == lm {
@@ -235,20 +240,34 @@ func (la *localActors) stopMesh(id string) {
 	if lm == nil || lm.stopped.Swap(true) {
 		return
 	}
+	if cause == nil {
+		cause = fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name)
+	}
 	for _, a := range lm.members {
-		a.stop()
+		a.stop(cause)
 	}
 }
 
-func (la *localActors) stopAll() {
+// stopAll stops every actor hosted here, the process ending (cause is
+// why), and returns once their cleanups are over: they run at once, all
+// within one cleanup timeout.
+func (la *localActors) stopAll(cause error) {
 	la.mu.Lock()
 	ids := make([]string, 0, len(la.meshes))
-	for id := range la.meshes {
+	var all []*actor
+	for id, lm := range la.meshes {
 		ids = append(ids, id)
+		all = append(all, lm.members...)
 	}
 	la.mu.Unlock()
 	for _, id := range ids {
-		la.stopMesh(id)
+		la.stopMeshFor(id, cause)
+	}
+	expired := make(chan struct{})
+	t := time.AfterFunc(la.rt.opts.cleanupTimeout, func() { close(expired) })
+	defer t.Stop()
+	for _, a := range all {
+		a.awaitCleanup(expired)
 	}
 }
 
