@@ -3,11 +3,14 @@ package actorrt_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +42,23 @@ func (j *Journal) Write(ctx *actorrt.Context, line string) error {
 }
 
 func (j *Journal) Fail(ctx *actorrt.Context, msg string) error { return errors.New(msg) }
+
+// AwaitStopNotice returns once this proc has heard that the job is
+// stopping (bounded).
+func (j *Journal) AwaitStopNotice(ctx *actorrt.Context) (string, error) {
+	timeout := time.After(20 * time.Second)
+	notices := actorrt.Preempted(ctx)
+	for {
+		select {
+		case n := <-notices:
+			if n.Stop {
+				return n.Reason, nil
+			}
+		case <-timeout:
+			return "", errors.New("no stop notice within 20s")
+		}
+	}
+}
 
 // Quit stops this member after the message.
 func (j *Journal) Quit(ctx *actorrt.Context) error {
@@ -298,6 +318,64 @@ func TestCleanupBounded(t *testing.T) {
 			t.Errorf("%s: %d cleanup lines, want 1", id, n)
 		}
 	}
+}
+
+// TestCleanupAtJobStop: SIGTERM to the client (monarch stop, a
+// preemption) stops the job after its grace; the procs' cleanups run
+// with the job's stop notice as cause.
+func TestCleanupAtJobStop(t *testing.T) {
+	dir := t.TempDir()
+	cmd := helperCmd(t, "cleanup-sigterm")
+	cmd.Env = append(cmd.Env, "MONARCH_TEST_JOURNAL_DIR="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	kill := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	defer kill.Stop()
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "READY" {
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() {
+	}
+	err = cmd.Wait()
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Fatalf("the client ended with %v, want exit status 143", err)
+	}
+	checkJournal(t, "journal-term[0]", readJournal(t, dir, "journal-term[0]"), "stopped=false", "job ending: stop requested (SIGTERM)")
+}
+
+// helperCleanupSigterm writes a journal on a proc, says READY, and waits
+// for SIGTERM; it returns once the proc has the stop notice.
+func helperCleanupSigterm() int {
+	return actorrt.Run(func(ctx context.Context) error {
+		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+		if err != nil {
+			return err
+		}
+		j, err := actorrt.Spawn[Journal](ctx, procs, "journal-term", os.Getenv("MONARCH_TEST_JOURNAL_DIR"), "")
+		if err != nil {
+			return err
+		}
+		for _, line := range []string{"first", "second", "third"} {
+			if _, err := journalWrite.Call(j, line).Get(ctx); err != nil {
+				return err
+			}
+		}
+		fmt.Println("READY")
+		<-ctx.Done()
+		wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = actorrt.Method((*Journal).AwaitStopNotice).CallOne(j).Get(wait)
+		return err
+	})
 }
 
 // waitLogged waits (bounded) until the file has want.

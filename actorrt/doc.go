@@ -138,6 +138,38 @@
 // proc died), keep it, and return true. Actors may spawn procs and meshes
 // from their endpoints, with the endpoint's ctx; they own what they spawn.
 //
+// # The end of an actor
+//
+// An actor may have a Cleanup method; Register finds it as it finds Init
+// and Supervise, checks its signature, and does not make it an endpoint:
+//
+//	func (w *Writer) Cleanup(ctx *actorrt.Context, cause error) error { return w.buf.Flush() }
+//
+// Cleanup runs once, whatever ends the actor, and cause says what did:
+// its mesh's Stop (cause wraps ErrStopped); a failure, an endpoint error
+// or panic nobody received (cause wraps ErrActorFailed and the
+// *MeshFailure its owner got); Context.Stop; the end of its proc, asked
+// by ProcMesh.Stop or the end of the job (ErrStopped), after a SIGTERM to
+// the client (the job's *PreemptNotice), or with its bus gone (ErrBus).
+// It runs after the actor's last message, never beside one, on a
+// goroutine of its own, and only for an actor whose Init succeeded. Its
+// ctx is done at the cleanup timeout (WithCleanupTimeout, default 3s): a
+// Cleanup that has not returned by then is abandoned (its goroutine is
+// left to finish, or to end with its process) and a line of the system
+// log, on stderr too, names the actor and the bound. An error it returns
+// and a panic are logged as well. A mesh's Stop does not wait for its
+// members' cleanups. A proc that ends runs the cleanups of all its actors
+// at once, while its bus is still up, and waits for them at most one
+// cleanup timeout, before its own stop timeout would kill it; at that
+// point every actor of the proc is ending, so a Cleanup should call only
+// actors elsewhere.
+//
+// An endpoint stops its own actor with ctx.Stop(): that member, not the
+// rest of its mesh, once the current message returns. The messages queued
+// behind it, and later calls, get ErrStopped naming the actor; then its
+// Cleanup runs. It is a clean stop: the owner hears of no failure. The
+// meshes the actor owns stop with it, as with any stop.
+//
 // # Processes
 //
 // Every process of a job that hosts actors (the client, and each proc) has
