@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
@@ -52,6 +53,7 @@ type actor struct {
 	// dead is set once the actor failed or stopped: the dispatcher then
 	// answers its messages with this error instead of queueing them.
 	dead atomic.Pointer[error]
+	end  ending // its Cleanup and Context.Stop (cleanup.go)
 
 	// hold, for the stand-in of a failed member of a mesh with a restart
 	// policy, brings its owner's order: until it comes the stand-in keeps
@@ -59,6 +61,10 @@ type actor struct {
 	// was sent.
 	hold     chan restartOrder
 	released bool
+	// prev is the failed instance a stand-in replaces, next the stand-in
+	// that replaces a failed one: the one-way messages left in prev's
+	// mailbox go to next, and next's Init waits for prev's end.
+	prev, next *actor
 }
 
 // restartOrder is what a stand-in waits for: the Init of its restart, or
@@ -95,6 +101,7 @@ func newActor(lm *localMesh, baseRank int) *actor {
 		ptr:      val.Interface(),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+		end:      ending{over: make(chan struct{})},
 	}
 	// The actor travels in its context: what it spawns with it (or with a
 	// context derived from it) it owns.
@@ -170,31 +177,14 @@ func (a *actor) flushStaged() {
 
 func (a *actor) run() {
 	defer close(a.done)
-	if a.hold != nil {
-		select {
-		case o := <-a.hold:
-			if o.giveUp != nil {
-				a.end(o.giveUp)
-				a.refuseQueued()
-				return
-			}
-			// The Init goes first; what waited for it follows.
-			a.pending.Add(1)
-			a.mu.Lock()
-			a.queue = append([]envelope{o.init}, a.queue...)
-			a.mu.Unlock()
-			select {
-			case a.wake <- struct{}{}:
-			default:
-			}
-		case <-a.ctx.Done():
-			a.refuseQueued()
-			return
-		}
+	defer a.runCleanup() // after the last message
+	if a.hold != nil && !a.awaitRestart() {
+		return
 	}
 	for {
 		select {
 		case <-a.wake:
+			a.stopIfAsked() // Context.Stop from outside a message
 		case <-a.ctx.Done():
 			a.refuseQueued()
 			return
@@ -209,6 +199,7 @@ func (a *actor) run() {
 				return
 			}
 			a.handle(&batch[i])
+			a.stopIfAsked()
 			a.pending.Add(-1)
 			a.pendingBytes.Add(-int64(len(batch[i].payload)))
 			batch[i] = envelope{}
@@ -217,19 +208,78 @@ func (a *actor) run() {
 	}
 }
 
-// stop ends the actor; messages still queued are refused with ErrStopped,
-// and ports it still owes an answer get ErrStopped too.
-func (a *actor) stop() {
-	a.end(fmt.Errorf("%w: actor %s was stopped", ErrStopped, a.id))
+// awaitRestart is a stand-in's wait for its owner's order. On a restart
+// it waits for the failed instance it replaces to be over (its last
+// message, the hand-over of its one-way messages, its Cleanup, whose
+// checkpoint Init may read back), at most the cleanup timeout and a
+// second, then puts the Init first in its mailbox. It reports whether the
+// stand-in goes on to serve.
+func (a *actor) awaitRestart() bool {
+	var o restartOrder
+	select {
+	case o = <-a.hold:
+	case <-a.ctx.Done():
+		a.refuseQueued()
+		return false
+	}
+	if o.giveUp != nil {
+		a.stopAs(o.giveUp, nil)
+		a.refuseQueued()
+		return false
+	}
+	if a.prev != nil {
+		bound := a.mesh.rt.opts.cleanupTimeout + time.Second
+		t := time.NewTimer(bound)
+		select {
+		case <-a.prev.done:
+		case <-a.ctx.Done():
+		case <-t.C:
+			a.mesh.rt.log.Warn().Str("actor", a.id).Dur("bound", bound).
+				Msgf("actor %s: its failed instance has not ended %v after its restart was ordered; the new one starts beside it", a.id, bound)
+		}
+		t.Stop()
+		a.prev = nil
+	}
+	a.takeOver([]envelope{o.init})
+	return true
 }
 
-// end ends the actor with err, without a report to its owner: its later
-// messages and the ports it owes an answer get err, and the meshes it
-// owns stop. It reports whether this call ended it.
-func (a *actor) end(err error) bool {
+// takeOver puts q first in the mailbox.
+func (a *actor) takeOver(q []envelope) {
+	var size int64
+	for i := range q {
+		size += int64(len(q[i].payload))
+	}
+	a.pending.Add(int64(len(q)))
+	a.pendingBytes.Add(size)
+	a.mu.Lock()
+	a.queue = append(q, a.queue...)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the actor; messages still queued are refused with ErrStopped,
+// and ports it still owes an answer get ErrStopped too. cause is why, as
+// its Cleanup gets it; nil: the actor's mesh was stopped.
+func (a *actor) stop(cause error) {
+	a.stopAs(fmt.Errorf("%w: actor %s was stopped", ErrStopped, a.id), cause)
+}
+
+// stopAs ends the actor without a report to its owner: its later messages
+// and the ports it owes an answer get err, and the meshes it owns stop;
+// cause is what its Cleanup gets (nil: err). It reports whether this call
+// ended it.
+func (a *actor) stopAs(err, cause error) bool {
 	if !a.dead.CompareAndSwap(nil, &err) {
 		return false
 	}
+	if cause == nil {
+		cause = err
+	}
+	a.end.cause.Store(&cause) // before cancel: the actor's goroutine reads it then
 	a.cancel()
 	a.mesh.rt.failOwed(a, err)
 	a.mesh.rt.sup.ownerEnded(a)
@@ -261,17 +311,22 @@ func (a *actor) fail(reason string, cause *ActorError) {
 	if !a.dead.CompareAndSwap(nil, &err) {
 		return
 	}
+	rt := lm.rt
+	mf := &MeshFailure{
+		Mesh: lm.name, MeshID: lm.id, ActorID: a.id, Proc: rt.procID, Reason: reason,
+		Dims: lm.base.dims, Coords: a.rank.coords, Base: a.baseRank, Err: cause,
+	}
+	// Cleanup's cause, with a copy of mf, which supervision has.
+	own := *mf
+	why := fmt.Errorf("%w: %w", ErrActorFailed, &own)
+	a.end.cause.Store(&why)
 	if lm.restarts {
 		lm.standIn(a)
 	}
 	a.cancel()
-	rt := lm.rt
 	rt.failOwed(a, err)
 	rt.sup.ownerEnded(a)
-	rt.sup.memberFailed(&MeshFailure{
-		Mesh: lm.name, MeshID: lm.id, ActorID: a.id, Proc: rt.procID, Reason: reason,
-		Dims: lm.base.dims, Coords: a.rank.coords, Base: a.baseRank, Err: cause,
-	}, lm.owner)
+	rt.sup.memberFailed(mf, lm.owner)
 }
 
 func (a *actor) refuseQueued() {
@@ -287,10 +342,19 @@ func (a *actor) refuse(q []envelope) {
 	if err == nil {
 		err = fmt.Errorf("%w: actor %s", ErrStopped, a.id)
 	}
+	// A failed member's stand-in takes the one-way messages: they were
+	// sent to the member, not to a call that can be told it failed.
+	var left []envelope
 	for i := range q {
-		if !q[i].reply.zero() {
+		switch {
+		case !q[i].reply.zero():
 			a.replyError(&q[i], err)
+		case a.next != nil && !q[i].init && q[i].failure == nil:
+			left = append(left, q[i])
 		}
+	}
+	if len(left) > 0 {
+		a.next.takeOver(left)
 	}
 }
 
@@ -376,7 +440,7 @@ func (a *actor) handleInit(e *envelope) {
 	if err != nil && e.restart {
 		// Its owner hears of it in the answer, and decides again.
 		a.replyError(e, err)
-		if a.end(fmt.Errorf("%w: actor %s failed in Init on its restart: %v", ErrActorFailed, a.id, err)) && a.mesh.restarts && !e.manual {
+		if a.stopAs(fmt.Errorf("%w: actor %s failed in Init on its restart: %v", ErrActorFailed, a.id, err), nil) && a.mesh.restarts && !e.manual {
 			a.mesh.standIn(a)
 		}
 		return
@@ -386,6 +450,7 @@ func (a *actor) handleInit(e *envelope) {
 		a.replyError(e, err)
 		return
 	}
+	a.end.ready = true // Cleanup runs for an actor whose Init succeeded
 	a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error { return enc.EncodeNil() })
 }
 

@@ -149,8 +149,12 @@
 //   - state is lost: the new instance has only what its Init gives it
 //     (restore it there from a checkpoint, if it matters);
 //   - calls in the member's mailbox, or running, when it failed end with
-//     ErrActorFailed, saying that it restarts; messages sent after wait
-//     for the new instance and reach it in order from each sender;
+//     ErrActorFailed, saying that it restarts; one-way messages in its
+//     mailbox, and messages sent after, wait for the new instance and
+//     reach it in order from each sender;
+//   - the failed instance's Cleanup returns (or its bound passes) before
+//     the new one's Init runs: a checkpoint written there can be read
+//     back;
 //   - members of a group restarted with a failed one end the same way
 //     (their calls fail, their state is lost), without a failure report;
 //   - the meshes a failed instance owned are stopped, as for any failure;
@@ -165,6 +169,38 @@
 // and Spawn a new one (on new procs, when the proc died). Actors may
 // spawn procs and meshes from their endpoints, with the endpoint's ctx;
 // they own what they spawn.
+//
+// # The end of an actor
+//
+// An actor may have a Cleanup method; Register finds it as it finds Init
+// and Supervise, checks its signature, and does not make it an endpoint:
+//
+//	func (w *Writer) Cleanup(ctx *actorrt.Context, cause error) error { return w.buf.Flush() }
+//
+// Cleanup runs once, whatever ends the actor, and cause says what did:
+// its mesh's Stop (cause wraps ErrStopped); a failure, an endpoint error
+// or panic nobody received (cause wraps ErrActorFailed and the
+// *MeshFailure its owner got); Context.Stop; the end of its proc, asked
+// by ProcMesh.Stop or the end of the job (ErrStopped), after a SIGTERM to
+// the client (the job's *PreemptNotice), or with its bus gone (ErrBus).
+// It runs after the actor's last message, never beside one, on a
+// goroutine of its own, and only for an actor whose Init succeeded. Its
+// ctx is done at the cleanup timeout (WithCleanupTimeout, default 3s): a
+// Cleanup that has not returned by then is abandoned (its goroutine is
+// left to finish, or to end with its process) and a line of the system
+// log, on stderr too, names the actor and the bound. An error it returns
+// and a panic are logged as well. A mesh's Stop does not wait for its
+// members' cleanups. A proc that ends runs the cleanups of all its actors
+// at once, while its bus is still up, and waits for them at most one
+// cleanup timeout, before its own stop timeout would kill it; at that
+// point every actor of the proc is ending, so a Cleanup should call only
+// actors elsewhere.
+//
+// An endpoint stops its own actor with ctx.Stop(): that member, not the
+// rest of its mesh, once the current message returns. The messages queued
+// behind it, and later calls, get ErrStopped naming the actor; then its
+// Cleanup runs. It is a clean stop: the owner hears of no failure. The
+// meshes the actor owns stop with it, as with any stop.
 //
 // # Processes
 //

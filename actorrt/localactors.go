@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -238,11 +239,15 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 }
 
 // stopMesh stops this proc's members of a mesh; their queued calls fail
-// with ErrStopped.
+// with ErrStopped. Their cleanups run after, without holding up the caller.
 //
 // The mesh stays subscribed as a tombstone: a later call to it, from any
 // holder of a reference, is answered with ErrStopped instead of vanishing.
-func (la *localActors) stopMesh(id string) {
+func (la *localActors) stopMesh(id string) { la.stopMeshFor(id, nil) }
+
+// stopMeshFor is stopMesh, with cause what the members' Cleanup gets (nil:
+// the mesh was stopped).
+func (la *localActors) stopMeshFor(id string, cause error) {
 	la.mu.Lock()
 	lm := la.meshes[id]
 	if lm != nil && la.names[lm.name] == lm {
@@ -252,20 +257,34 @@ func (la *localActors) stopMesh(id string) {
 	if lm == nil || lm.stopped.Swap(true) {
 		return
 	}
+	if cause == nil {
+		cause = fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name)
+	}
 	for _, a := range lm.current() {
-		a.stop()
+		a.stop(cause)
 	}
 }
 
-func (la *localActors) stopAll() {
+// stopAll stops every actor hosted here, the process ending (cause is
+// why), and returns once their cleanups are over: they run at once, all
+// within one cleanup timeout.
+func (la *localActors) stopAll(cause error) {
 	la.mu.Lock()
 	ids := make([]string, 0, len(la.meshes))
-	for id := range la.meshes {
+	var all []*actor
+	for id, lm := range la.meshes {
 		ids = append(ids, id)
+		all = append(all, lm.current()...)
 	}
 	la.mu.Unlock()
 	for _, id := range ids {
-		la.stopMesh(id)
+		la.stopMeshFor(id, cause)
+	}
+	expired := make(chan struct{})
+	t := time.AfterFunc(la.rt.opts.cleanupTimeout, func() { close(expired) })
+	defer t.Stop()
+	for _, a := range all {
+		a.awaitCleanup(expired)
 	}
 }
 
@@ -330,6 +349,7 @@ func (lm *localMesh) standIn(a *actor) {
 	}
 	next := newActor(lm, a.baseRank)
 	next.hold = make(chan restartOrder, 1)
+	next.prev, a.next = a, next
 	lm.replace(a, next)
 	go next.run()
 }
@@ -394,18 +414,23 @@ func (la *localActors) restart(req *restartReq, reply portRef) {
 			a.released = true
 			a.hold <- restartOrder{init: init}
 			continue
-		case a.deadErr() == nil:
-			if req.Manual {
-				answer(b, fmt.Errorf("%w: actor %s is running", ErrNotFailed, a.id))
-				continue
-			}
-			// A live member of the failed one's group: it ends as a failed
-			// one does, without a report (its owner restarts it).
-			a.end(fmt.Errorf("%w: actor %s was restarted with its group: %s", ErrActorFailed, a.id, req.Cause))
+		case a.deadErr() == nil && req.Manual:
+			answer(b, fmt.Errorf("%w: actor %s is running", ErrNotFailed, a.id))
+			continue
 		}
+		// A new instance; its Init waits for the old one's end (and
+		// Cleanup). A live member of the failed one's group ends as a
+		// failed one does, without a report (its owner restarts it), and
+		// hands its one-way messages over.
 		next := newActor(lm, b)
+		next.hold = make(chan restartOrder, 1)
+		next.prev, next.released = a, true
+		if a.deadErr() == nil {
+			a.next = next
+			a.stopAs(fmt.Errorf("%w: actor %s was restarted with its group: %s", ErrActorFailed, a.id, req.Cause), nil)
+		}
 		lm.replace(a, next)
-		next.enqueue(init)
+		next.hold <- restartOrder{init: init}
 		go next.run()
 	}
 }

@@ -33,12 +33,13 @@ func TestMain(m *testing.M) {
 		}
 	}
 	// Tests that make actors fail read the failures from here; the default
-	// hook (exit 1) is tested in a helper process.
+	// hook (exit 1) is tested in a helper process. Cleanups that hang are
+	// cut at 2s (cleanup_test.go), not the default 3s.
 	code := 0
 	status := actorrt.Run(func(ctx context.Context) error {
 		code = m.Run()
 		return nil
-	}, actorrt.WithSpawnTimeout(60*time.Second), actorrt.WithFaultHook(failures.record))
+	}, actorrt.WithSpawnTimeout(60*time.Second), actorrt.WithFaultHook(failures.record), actorrt.WithCleanupTimeout(2*time.Second))
 	pprof.StopCPUProfile()
 	if status != 0 {
 		code = status

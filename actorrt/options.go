@@ -22,12 +22,14 @@ type options struct {
 	// The bound of every actor's mailbox.
 	mailboxMessages int
 	mailboxBytes    int64
+
+	cleanupTimeout time.Duration // bounds an actor's Cleanup (cleanup.go)
 }
 
 // defaultOptions are the options before Main's: the job's [health]
 // (h) and the defaults.
 func defaultOptions(h hostsconfig.Health) options {
-	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second,
+	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, cleanupTimeout: DefaultCleanupTimeout,
 		hostTimeout: h.HostTimeout, lostAfter: h.LostAfter, heartbeat: h.Heartbeat,
 		faultHook: defaultFaultHook, mailboxMessages: DefaultMailboxMessages, mailboxBytes: DefaultMailboxBytes}
 }

@@ -56,6 +56,8 @@ func runHelper(name string) int {
 		return helperFailureOwnHook()
 	case "mailbox":
 		return helperMailbox()
+	case "cleanup-sigterm":
+		return helperCleanupSigterm()
 	case "toolarge":
 		return helperTooLarge()
 	case "raw-rr", "raw-fan", "raw-sink":

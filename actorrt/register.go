@@ -15,6 +15,7 @@ type actorType struct {
 	typ       reflect.Type  // T
 	init      *method       // Init, or nil
 	supervise reflect.Value // Supervise(*T, *Context, *MeshFailure) bool, or the zero Value
+	cleanup   reflect.Value // Cleanup(*T, *Context, error) error, or the zero Value
 	endpoints map[string]*method
 }
 
@@ -56,7 +57,12 @@ var registry = struct {
 //
 // The exported methods of *T whose first parameter is *Context are T's
 // endpoints. An endpoint returns (R, error) or just error. An optional
-// method Init(ctx *Context, args...) error receives Spawn's arguments.
+// method Init(ctx *Context, args...) error receives Spawn's arguments; an
+// optional Supervise(ctx *Context, f *MeshFailure) bool takes the
+// failures of the meshes the actor owns; an optional Cleanup(ctx
+// *Context, cause error) error runs once when the actor stops (see
+// WithCleanupTimeout). None of the three is an endpoint, and a wrong
+// signature for any of them is an error, not a method ignored.
 //
 // The other parameters and R travel as msgpack and must arrive as they
 // were sent. Register refuses a type that would not: a channel, function
@@ -124,6 +130,15 @@ func inspect(t reflect.Type) (*actorType, error) {
 				continue
 			}
 			at.supervise = m.Func
+			continue
+		}
+		if m.Name == "Cleanup" {
+			if ft.NumIn() != 3 || ft.In(1) != contextType || ft.In(2) != errorType ||
+				ft.NumOut() != 1 || ft.Out(0) != errorType {
+				bad("%s must be func(ctx *actorrt.Context, cause error) error", ep)
+				continue
+			}
+			at.cleanup = m.Func
 			continue
 		}
 		if ft.NumIn() < 2 || ft.In(1) != contextType {

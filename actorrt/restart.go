@@ -21,12 +21,13 @@ import (
 // restart with it.
 //
 // Between the failure and the restart, messages to the member wait in
-// its mailbox and reach the new instance, in order from each sender;
-// calls that were in its mailbox or running when it failed end with
-// ErrActorFailed, whose message says it restarts. The new instance starts
-// from its Init: the old one's state is gone unless the actor restores
-// it (from a checkpoint it wrote, say in Cleanup). A member whose Init
-// fails on a restart has failed again.
+// its mailbox and reach the new instance, in order from each sender, as
+// do the one-way messages left in the failed one's mailbox; calls that
+// were in its mailbox or running when it failed end with ErrActorFailed,
+// whose message says it restarts. The new instance starts from its Init,
+// run after the failed one's Cleanup: the old one's state is gone unless
+// the actor restores it (from a checkpoint it wrote in Cleanup, say). A
+// member whose Init fails on a restart has failed again.
 //
 // At most MaxRestarts restarts (of a member or a group) in any Window; the
 // one past that escalates the failure to the mesh's owner, as if the mesh

@@ -2,6 +2,7 @@ package actorrt_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,11 +16,13 @@ import (
 
 // Phoenix is restarted in place. Its Init takes a directory: each
 // instance is told apart by a nonce, and its Init fails while the file
-// fail-init is there.
+// fail-init is there. Its Cleanup leaves a line with its nonce in the
+// directory, which the next instance's Init reads back (a checkpoint).
 type Phoenix struct {
-	dir   string
-	nonce int64
-	items []int
+	dir      string
+	nonce    int64
+	items    []int
+	restored string
 }
 
 func (p *Phoenix) Init(ctx *actorrt.Context, dir string) error {
@@ -27,8 +30,21 @@ func (p *Phoenix) Init(ctx *actorrt.Context, dir string) error {
 		return errors.New("told to fail in Init")
 	}
 	p.dir, p.nonce = dir, rand.Int64()
+	b, _ := os.ReadFile(p.checkpoint(ctx))
+	p.restored = string(b)
 	return nil
 }
+
+func (p *Phoenix) checkpoint(ctx *actorrt.Context) string {
+	return filepath.Join(p.dir, fmt.Sprintf("checkpoint-%d", ctx.ActorInstance().Rank().Rank()))
+}
+
+func (p *Phoenix) Cleanup(ctx *actorrt.Context, cause error) error {
+	return os.WriteFile(p.checkpoint(ctx), []byte(fmt.Sprintf("%d", p.nonce)), 0o600)
+}
+
+// Restored is what the instance's Init read of the checkpoint.
+func (p *Phoenix) Restored(ctx *actorrt.Context) (string, error) { return p.restored, nil }
 
 func (p *Phoenix) Nonce(ctx *actorrt.Context) (int64, error) { return p.nonce, nil }
 func (p *Phoenix) Dir(ctx *actorrt.Context) (string, error)  { return p.dir, nil }
@@ -65,9 +81,10 @@ func nonces(t *testing.T, m *actorrt.ActorMesh[Phoenix]) []int64 {
 // TestRestartInPlace: a member that panics with nobody to receive it is
 // replaced by a new instance, at the same rank of the same mesh, with
 // Init run again with the spawn arguments; the reference the client holds
-// keeps working. What was in its mailbox fails with an error that names
-// the restart; what is sent after reaches the new instance, in order.
-// The owner hears nothing: the policy handled it.
+// keeps working. The calls in its mailbox fail with an error that names
+// the restart; its one-way messages, and what is sent after, reach the
+// new instance, in order, after the failed one's Cleanup. The owner
+// hears nothing: the policy handled it.
 func TestRestartInPlace(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
@@ -85,6 +102,12 @@ func TestRestartInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	inFlight := phoenixNonce.CallOne(one) // queued behind PanicWhen
+	// One-way messages queued behind it too: the new instance gets them.
+	for i := 100; i < 103; i++ {
+		if err := actorrt.VoidMethod1((*Phoenix).Append).Broadcast(one, i); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -103,12 +126,16 @@ func TestRestartInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}; !slices.Equal(items, want) {
+	if want := []int{100, 101, 102, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}; !slices.Equal(items, want) {
 		t.Fatalf("the new instance got %v, want %v", items, want)
 	}
 	after := nonces(t, m)
 	if after[0] != before[0] || after[1] == before[1] {
 		t.Fatalf("nonces %v then %v: want member 0 the same instance, member 1 a new one", before, after)
+	}
+	// The failed instance's Cleanup ran before the new one's Init.
+	if got, err := actorrt.Method((*Phoenix).Restored).CallOne(one).Get(ctx); err != nil || got != fmt.Sprint(before[1]) {
+		t.Fatalf("the new instance's Init read %q, %v; want the failed one's checkpoint %d", got, err, before[1])
 	}
 	if d, err := actorrt.Method((*Phoenix).Dir).CallOne(one).Get(ctx); err != nil || d != dir {
 		t.Fatalf("the new instance's Init argument: %q, %v", d, err)

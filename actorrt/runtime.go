@@ -157,8 +157,9 @@ func (rt *core) dispatchLoop() {
 	defer close(rt.dispatchEnd)
 	err := rt.link.Run(rt.ctx, rt.dispatch)
 	if errors.Is(err, bus.ErrClosed) {
-		rt.ports.failAll(fmt.Errorf("%w: proc %s lost its bus connection", ErrBus, rt.procID))
-		rt.actors.stopAll()
+		lost := fmt.Errorf("%w: proc %s lost its bus connection", ErrBus, rt.procID)
+		rt.ports.failAll(lost)
+		rt.actors.stopAll(lost)
 		rt.cancel()
 	}
 }
@@ -408,7 +409,7 @@ func (rt *core) failOwed(a *actor, err error) {
 // the actors, the host agent's procs, the link. Idempotent.
 func (rt *core) stop() {
 	rt.closing.Store(true)
-	rt.actors.stopAll()
+	rt.actors.stopAll(rt.endCause("is shutting down"))
 	rt.agent.Close()
 	rt.delivery.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -46,6 +46,8 @@ func runWorker(o options, env jobenv.Env) int {
 	go func() {
 		<-term
 		w.exitCode.Store(0)
+		// The actors' cleanups run while the bus is still up.
+		w.actors.stopAll(w.endCause("was asked to stop (SIGTERM)"))
 		w.cancel()
 	}()
 	<-w.dispatchEnd
