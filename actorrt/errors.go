@@ -55,6 +55,11 @@ var (
 	ErrMailboxFull = errors.New("actorrt: mailbox full")
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")
+	// ErrNotFound: Lookup of a name no live mesh of the job has.
+	ErrNotFound = errors.New("actorrt: no mesh of that name")
+	// ErrWrongType: Lookup or GetOrSpawn of a name that a mesh of another
+	// actor type holds.
+	ErrWrongType = errors.New("actorrt: the name is a mesh of another type")
 )
 
 // Codes of ActorError.Code.

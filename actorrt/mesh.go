@@ -323,6 +323,7 @@ func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 	m.ref.stopped.Store(true)
 	rt.sup.meshStopped(m.ref.id) // a stop is not a failure (if owned here)
 	stopOn(rt, m.ref.id, m.ref.all)
+	rt.nameFreed(m.ref.id)
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.stopTimeout)
 	defer cancel()
 	return rt.link.Flush(ctx)
@@ -467,6 +468,10 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
 	defer cancel()
 	if _, err := fut.Get(ctx); err != nil {
+		stopOn(rt, ref.id, sentTo)
+		return fail(err)
+	}
+	if err := rt.registerName(ctx, ref, ext); err != nil {
 		stopOn(rt, ref.id, sentTo)
 		return fail(err)
 	}
