@@ -40,6 +40,8 @@ type client struct {
 	fatalErr  error
 	fatalOnce sync.Once
 
+	names *nameRegistry // the job's mesh names (names.go)
+
 	spawnedMu sync.Mutex
 	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
 	shutOnce  sync.Once
@@ -170,6 +172,7 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 		return nil, err
 	}
 	c := &client{core: rt, jobProcs: env.Procs, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
+	c.names = newNameRegistry(rt)
 	jobstate.PruneSystemLogs(time.Now())
 	if env.Bus.URL == "" {
 		c.openJobRecord() // no launcher: the record is ours to keep
@@ -320,6 +323,7 @@ func (c *client) fatal(err error) {
 
 func (c *client) procEnded(n wire.GoneNotice) {
 	c.counts.gone(n.Proc)
+	c.names.procEnded(n)
 	if n.Stopped || n.Status == 0 {
 		c.logs.takeTail(n.Proc) // nothing failed: nobody will ask
 	}

@@ -41,7 +41,9 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &restartReq{}
 	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, wire.OpFreePort:
 	default:
-		return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
+		if body = nameBody(f.Method); body == nil {
+			return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)
+		}
 	}
 	if body != nil {
 		if err := decodeBody(f, body); err != nil {
@@ -74,6 +76,8 @@ func checkControl(h *wire.Header, body any) error {
 		if !wire.ValidID(b.Mesh) {
 			return fmt.Errorf("mesh id %.40q", b.Mesh)
 		}
+	case interface{ check() error }: // the registry's requests (names.go)
+		return b.check()
 	case *MeshFailure:
 		// A failure report moves the supervision tree: it must say what
 		// failed, where.

@@ -94,6 +94,39 @@
 // has exactly one point and prints as {}: ThisHost() is such a mesh, and
 // its SpawnProcs gives just the dimensions asked for.
 //
+// # Names
+//
+// Every mesh spawned anywhere in the job registers its name with the
+// client, which keeps the job's names. Lookup finds a mesh by name from
+// any process:
+//
+//	counters, err := actorrt.Lookup[Counter](ctx, "counters")
+//
+// and GetOrSpawn gives a singleton of the job, spawned at the name's first
+// use (Monarch's get_or_spawn_controller):
+//
+//	ctrl, err := actorrt.GetOrSpawn[Controller](ctx, "controller", cfg)
+//
+// The singleton is one actor on the client's own proc, owned by the
+// client: it lives as long as the job, whichever actor asked first, and
+// its failures go to the fault hook. First uses from many procs at once
+// share one spawn, and every caller gets the same mesh; the arguments of
+// later uses are checked, not used. A proc's Lookup or GetOrSpawn is a
+// round trip to the client (at most the spawn timeout, or until ctx
+// ends); the client's own sends nothing. A name no live mesh has is
+// ErrNotFound, a name of a mesh of another type ErrWrongType (the error
+// names both types); a first spawn that fails fails every caller waiting
+// on it, and the next use tries again.
+//
+// Names are first-wins, not unique in the job: meshes of one name on
+// different procs are allowed (on one proc they are not, ErrNameTaken),
+// and the name belongs to the oldest live one, then to the next once that
+// one is stopped. A name is freed when its mesh is stopped (Stop, or the
+// end of its owner) or when all its procs were stopped; a mesh whose
+// members failed keeps its name until it is stopped. A Spawn in a proc
+// registers in a round trip, before it returns: a Lookup after it, from
+// anywhere, finds the mesh.
+//
 // # Ordering and concurrency
 //
 // Messages from one sender to one actor are handled in the order they were
@@ -106,8 +139,8 @@
 //
 // Nothing here panics on bad input: a bad registration, an unregistered
 // type, Init arguments that do not match, a slice out of range, CallOne on
-// several actors, a name already in use or an argument that cannot be
-// decoded each give an error naming the problem; the sentinels are in
+// several actors, a name already in use, a Lookup of a missing name or an
+// argument that cannot be decoded each give an error naming the problem; the sentinels are in
 // errors.go. An endpoint's error or panic reaches the caller as an
 // *ActorError with the actor, endpoint, message and, for a panic, the
 // stack; the actor keeps serving. errors.Is finds in it the sentinel of
@@ -234,7 +267,7 @@
 // (runtime.go): its node on the bus (node.go, behind the link interface of
 // link.go), the actors it hosts (localactors.go), the host agent,
 // supervision (supervision.go, driving the failureRouter state machine of
-// failurerouter.go) and what it knows of the job's health (health.go,
+// failurerouter.go), the job's names (names.go: the client's registry) and what it knows of the job's health (health.go,
 // driving the healthTable of healthtable.go). The two state machines do
 // no I/O; their tests are scripts in testdata/health and
 // testdata/supervision.

@@ -57,6 +57,11 @@ var (
 	ErrBus = errors.New("actorrt: bus fault")
 	// ErrNotFailed: ActorMesh.Restart of a member that has not failed.
 	ErrNotFailed = errors.New("actorrt: not failed")
+	// ErrNotFound: Lookup of a name no live mesh of the job has.
+	ErrNotFound = errors.New("actorrt: no mesh of that name")
+	// ErrWrongType: Lookup or GetOrSpawn of a name that a mesh of another
+	// actor type holds.
+	ErrWrongType = errors.New("actorrt: the name is a mesh of another type")
 )
 
 // Codes of ActorError.Code.

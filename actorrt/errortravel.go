@@ -12,7 +12,8 @@ import (
 var (
 	sentinelList = []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
 		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed,
-		ErrTooLarge, ErrNoHostsConfig, ErrBus, ErrMailboxFull}
+		ErrTooLarge, ErrNoHostsConfig, ErrBus, ErrMailboxFull,
+		ErrNotFound, ErrWrongType, ErrNotFailed}
 	sentinels = map[string]error{}
 )
 

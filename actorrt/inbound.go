@@ -90,6 +90,8 @@ func (in inbound) control(f *wire.Frame, subject string) {
 		in.agent.FreePort(f.ReplyTo, f.Port)
 	case wire.OpFailure:
 		in.sup.memberFailed(body.(*MeshFailure), "")
+	case wire.OpNameAdd, wire.OpNameFree, wire.OpLookup, wire.OpGetOrSpawn:
+		in.serveNames(f.Method, body, reply, subject)
 	case wire.OpMeshInfo:
 		if info, ok := in.sup.meshInfo(body.(*meshInfoReq).Mesh); ok {
 			in.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.Encode(info) })

@@ -77,6 +77,8 @@ func malformedMessages(t *testing.T) []forged {
 		{"a notice that \"\" is gone", "ids", control("gone", mp(t, map[string]any{"proc": "", "reason": "forged"}))},
 		{"a failure of nothing", "ids", control("failure", mp(t, map[string]any{"mesh": "", "id": "", "actor": "", "proc": "", "reason": "forged failure"}))},
 		{"a port gone with no id", "ids", control("portgone", mp(t, map[string]any{"id": 0}))},
+		{"a lookup of name \"\"", "ids", control("lookup", mp(t, map[string]any{"name": ""}))},
+		{"a registration whose mesh is a number", "body", control("nameadd", mp(t, map[string]any{"mesh": 5}))},
 		{"a spawn with an empty mesh id", "ids", frame(actorrt.TestHeader{Kind: actorrt.KindControl, Method: "spawn", Port: 77, ReplyTo: "peer", Rank: -1},
 			mp(t, map[string]any{"mesh": "", "name": "n", "type": "T", "ranks": []int{0}, "procs": []string{"x"}, "owner": "c"}))},
 		{"a call to a mesh not here", "ids", frame(actorrt.TestHeader{Kind: actorrt.KindActor, Target: "nowhere.m1", Method: "Ping", Rank: -1}, []byte{0x90})},

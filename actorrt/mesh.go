@@ -309,7 +309,7 @@ func (m *ActorMesh[A]) At(dim string, i int) *ActorMesh[A] {
 
 // Stop stops every actor of the mesh (the whole mesh, even when called on
 // a slice): queued calls and answers they still owe fail with ErrStopped,
-// and the name can be spawned again. It waits until every proc has the
+// and the name can be spawned again (Lookup no longer finds this mesh). It waits until every proc has the
 // request (at most the stop timeout, or until ctx ends), not for the
 // actors' goroutines to end.
 func (m *ActorMesh[A]) Stop(ctx context.Context) error {
@@ -323,6 +323,7 @@ func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 	m.ref.stopped.Store(true)
 	rt.sup.meshStopped(m.ref.id) // a stop is not a failure (if owned here)
 	stopOn(rt, m.ref.id, m.ref.all)
+	rt.nameFreed(m.ref.id)
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.stopTimeout)
 	defer cancel()
 	return rt.link.Flush(ctx)
@@ -361,7 +362,10 @@ func (m *ActorMesh[A]) target() meshTarget {
 //
 // The mesh's owner, which hears of its failures (see Supervise), comes
 // from ctx: the actor whose endpoint ctx is (or is derived from), else the
-// client.
+// client. The name is registered with the client before Spawn returns, so
+// that Lookup finds the mesh from anywhere in the job; a name is unique on
+// a proc, not in the job, and Lookup finds the oldest live mesh of a name
+// (see the package doc, # Names).
 func Spawn[T any](ctx context.Context, procs *ProcMesh, name string, args ...any) (*ActorMesh[T], error) {
 	return SpawnPerProc[T](ctx, procs, name, nil, args...)
 }
@@ -478,6 +482,10 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
 	defer cancel()
 	if _, err := fut.Get(ctx); err != nil {
+		stopOn(rt, ref.id, sentTo)
+		return fail(err)
+	}
+	if err := rt.registerName(ctx, ref, ext); err != nil {
 		stopOn(rt, ref.id, sentTo)
 		return fail(err)
 	}

@@ -67,16 +67,46 @@ func (m *ActorMesh[A]) DecodeMsgpack(d *msgpack.Decoder) error {
 	if err != nil {
 		return err
 	}
-	at, err := lookupTypeName(w.Type)
+	if want := typeName(reflect.TypeFor[A]()); want != w.Type {
+		if _, err := lookupTypeName(w.Type); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: a mesh of %s where a mesh of %s was expected", ErrDecode, w.Type, want)
+	}
+	ref, reg, err := w.bind(rt)
 	if err != nil {
 		return err
 	}
-	if want := typeName(reflect.TypeFor[A]()); want != at.name {
-		return fmt.Errorf("%w: a mesh of %s where a mesh of %s was expected", ErrDecode, at.name, want)
+	m.ref, m.reg, m.err = ref, reg, nil
+	// Hear of the ends of its procs from now on.
+	rt.health.started(ref.procInfos(), false)
+	return nil
+}
+
+// bind checks a received mesh reference and makes it one of this
+// process: its type must be registered here, its region must fit its
+// members, and its ids must be fit to become subjects.
+func (w *actorMeshWire) bind(rt *core) (*meshRef, region, error) {
+	if err := w.check(); err != nil {
+		return nil, region{}, err
+	}
+	at, err := lookupTypeName(w.Type)
+	if err != nil {
+		return nil, region{}, err
 	}
 	reg, err := w.Region.region(len(w.Procs))
 	if err != nil {
-		return err
+		return nil, region{}, err
+	}
+	ref := &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, agents: w.Agents, all: uniq(w.Procs)}
+	return ref, reg, nil
+}
+
+// check checks what a mesh reference names, without the runtime: its
+// id, the procs and agents of its members, and its region against them.
+func (w *actorMeshWire) check() error {
+	if !wire.ValidID(w.ID) || w.ID == sysMesh || !validName(w.Name) || w.Type == "" {
+		return fmt.Errorf("%w: mesh reference: mesh %.40q (id %.40q) of type %.40q", ErrDecode, w.Name, w.ID, w.Type)
 	}
 	if len(w.Agents) != len(w.Procs) {
 		return fmt.Errorf("%w: mesh reference: %d agents for %d members", ErrDecode, len(w.Agents), len(w.Procs))
@@ -86,11 +116,8 @@ func (m *ActorMesh[A]) DecodeMsgpack(d *msgpack.Decoder) error {
 			return err
 		}
 	}
-	m.ref = &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, agents: w.Agents, all: uniq(w.Procs)}
-	m.reg, m.err = reg, nil
-	// Hear of the ends of its procs from now on.
-	rt.health.started(m.ref.procInfos(), false)
-	return nil
+	_, err := w.Region.region(len(w.Procs))
+	return err
 }
 
 type procMeshWire struct {

@@ -127,6 +127,7 @@ func (s *supervision) step(ev any) {
 			rt.role.unhandled(e.f)
 		case effStopMesh:
 			stopOn(rt, e.id, e.procs)
+			rt.nameFreed(e.id)
 		case effRestart:
 			s.restartLater(e)
 		case effGiveUp:

@@ -68,6 +68,23 @@ const (
 	OpRestart = "restart"
 )
 
+// The ops of the job's name registry, which the client keeps (the SDK's
+// bodies): a proc registers each mesh it spawns, frees the name of each
+// mesh it stops, and asks the client to look a name up or to spawn a
+// singleton at its first use.
+const (
+	// OpNameAdd: the mesh a proc spawned takes its name; the client
+	// answers once it is registered.
+	OpNameAdd = "nameadd"
+	// OpNameFree (no answer): a mesh was stopped; its name is free.
+	OpNameFree = "namefree"
+	// OpLookup: the client answers with the mesh of a name.
+	OpLookup = "lookup"
+	// OpGetOrSpawn: the client answers with the mesh of a name, which it
+	// spawns at the name's first use.
+	OpGetOrSpawn = "getorspawn"
+)
+
 // FreePort is a host agent's answer to OpFreePort.
 type FreePort struct {
 	Addr string `msgpack:"addr"`
@@ -163,6 +180,8 @@ type ProcReady struct {
 func OpReplies(op string) bool {
 	switch op {
 	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort, OpSignalProcs:
+		return true
+	case OpNameAdd, OpLookup, OpGetOrSpawn:
 		return true
 	}
 	return false
