@@ -47,3 +47,14 @@ func TestPipelineExample(t *testing.T) {
 		t.Fatalf("the summer's last Cleanup left no checkpoint: %v", err)
 	}
 }
+
+// TestControllerExample: 8 trainers whose Inits all ask for the job's
+// controller at once get one (made once, owned by the client), take every
+// shard from it exactly once, and the client finds it by name (the
+// example checks the counts and exits 1 otherwise).
+func TestControllerExample(t *testing.T) {
+	out, errs := runExample(t, "controller", "-trainers", "8", "-shards", "100")
+	if strings.Count(out, "controller: made once") != 1 || !strings.Contains(out, "the controller has 100 reports from 8 trainers") {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", out, errs)
+	}
+}
