@@ -20,6 +20,7 @@ type Context struct {
 	view   *region // the region the message was sent to; nil for Init
 	msgIdx int     // the actor's rank within view
 	reply  portRef // where the answer goes
+	method *method // the endpoint called; nil in Supervise
 }
 
 // actorKey is the context key of the actor whose endpoint a context is.
