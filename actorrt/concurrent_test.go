@@ -1,6 +1,7 @@
 package actorrt_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,7 @@ func init() {
 		actorrt.Concurrent((*Pool).Crash),
 	))
 	mustRegister(actorrt.Register[PoolWatch]())
+	mustRegister(actorrt.Register[Twin](actorrt.Concurrent((*Twin).PingConcurrent)))
 }
 
 // Pool has concurrent endpoints (Work: 3 at once, Serial: 1, Crash: the
@@ -445,4 +447,30 @@ func TestRegisterRefusesBadConcurrent(t *testing.T) {
 	if !errors.Is(err, actorrt.ErrNotRegistered) || !strings.Contains(err.Error(), "Register failed") {
 		t.Fatalf("Spawn: %v", err)
 	}
+}
+
+// Twin has the same endpoint twice: ordinary and concurrent.
+type Twin struct{}
+
+func (t *Twin) Ping(ctx *actorrt.Context) (int, error)           { return 1, nil }
+func (t *Twin) PingConcurrent(ctx *actorrt.Context) (int, error) { return 1, nil }
+
+// BenchmarkW1Concurrent: CallOne round trip to a concurrent endpoint of
+// an actor in another proc, beside the same call to an ordinary endpoint
+// of that actor (W1's); p50 latency in µs. The difference is the call's
+// goroutine and Context.
+func BenchmarkW1Concurrent(b *testing.B) {
+	ctx := context.Background()
+	twin := spawnRemote[Twin](b, "w1-concurrent")
+	ours := func() error { _, err := actorrt.Method((*Twin).PingConcurrent).CallOne(twin).Get(ctx); return err }
+	floor := func() error { _, err := actorrt.Method((*Twin).Ping).CallOne(twin).Get(ctx); return err }
+	latencies(b, 500, ours) // warm up both paths
+	latencies(b, 500, floor)
+	var o, f []float64
+	b.ResetTimer()
+	for r := 0; r < benchRounds; r++ {
+		o = append(o, latencies(b, 2000, ours)...)
+		f = append(f, latencies(b, 2000, floor)...)
+	}
+	report(b, "W1-concurrent-vs-ordinary-p50-us", o, f, "us", "<=", 1.2)
 }

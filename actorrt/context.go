@@ -12,8 +12,9 @@ import (
 // is done when the actor stops) and where the actor and the message are.
 // It implements context.Context. A Context is valid during the endpoint
 // call only; do not keep it after the method returns (the actor's next
-// call reuses it). A context derived from it stays valid: it depends on the
-// actor's own context only.
+// call reuses it; a concurrent endpoint's call and a function started with
+// Go have one of their own). A context derived from it stays valid: it
+// depends on the actor's own context only.
 type Context struct {
 	context.Context
 	actor  *actor
