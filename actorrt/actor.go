@@ -50,6 +50,9 @@ type actor struct {
 	// last, to skip the lookup for a run of calls to one endpoint.
 	msgCtx Context
 	last   *method
+	// slots counts the running calls of each concurrent endpoint
+	// (concurrent.go); the mailbox's alone.
+	slots map[*method]*slots
 	// dead is set once the actor failed or stopped: the dispatcher then
 	// answers its messages with this error instead of queueing them.
 	dead atomic.Pointer[error]
@@ -65,6 +68,9 @@ type actor struct {
 	// that replaces a failed one: the one-way messages left in prev's
 	// mailbox go to next, and next's Init waits for prev's end.
 	prev, next *actor
+	// goroutines counts its concurrent calls and ctx.Go functions
+	// running: Cleanup waits for them.
+	goroutines sync.WaitGroup
 }
 
 // restartOrder is what a stand-in waits for: the Init of its restart, or
@@ -380,8 +386,19 @@ func (a *actor) handle(e *envelope) {
 		a.replyError(e, a.errorf(e.method, CodeNoSuch, "%s has no endpoint %s", a.mesh.typ.name, e.method))
 		return
 	}
+	if m.limit > 0 {
+		a.startConcurrent(m, e)
+		return
+	}
 	ctx := &a.msgCtx
-	ctx.view, ctx.msgIdx, ctx.reply = e.view, e.msgIdx, e.reply
+	ctx.view, ctx.msgIdx, ctx.reply, ctx.method = e.view, e.msgIdx, e.reply, m
+	a.call(m, ctx, e)
+}
+
+// call runs endpoint m for message e and answers its caller; an error
+// nobody receives fails the actor. It runs in the mailbox, or in a
+// concurrent call's goroutine.
+func (a *actor) call(m *method, ctx *Context, e *envelope) {
 	out, aerr := a.invoke(m, ctx, e.payload, e.sole)
 	if aerr != nil && aerr.Code == CodeDecode {
 		// A message whose arguments do not decode is malformed, not the
@@ -432,7 +449,7 @@ func (a *actor) handle(e *envelope) {
 func (a *actor) handleInit(e *envelope) {
 	var err error
 	if m := a.mesh.typ.init; m != nil {
-		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank}
+		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank, method: m}
 		if _, aerr := a.invoke(m, ctx, e.payload, false); aerr != nil {
 			err = aerr
 		}

@@ -14,7 +14,7 @@ import (
 func TestRegisterRefusesBadEndpoints(t *testing.T) {
 	tests := []struct {
 		name     string
-		register func() error
+		register func(...actorrt.RegisterOption) error
 		mention  string
 	}{
 		{"result without error", actorrt.Register[BadResult], "BadResult.Get returns (int)"},

@@ -161,6 +161,7 @@ func (a *actor) runCleanup() {
 		cause = *p
 	}
 	bound := rt.opts.cleanupTimeout
+	a.awaitGoroutines(bound)
 	// The actor's own context is done by now: Cleanup gets one that is
 	// not, until the bound.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), bound)
@@ -204,4 +205,23 @@ func (rt *core) endCause(happened string) error {
 		}
 	}
 	return fmt.Errorf("%w: proc %s %s", ErrStopped, rt.procID, happened)
+}
+
+// awaitGoroutines waits until the actor's concurrent calls and ctx.Go
+// functions have returned (their context is done: they should be quick),
+// or bound has passed; Cleanup then sees the state they left.
+func (a *actor) awaitGoroutines(bound time.Duration) {
+	expired := time.NewTimer(bound)
+	defer expired.Stop()
+	done := make(chan struct{})
+	go func() {
+		a.goroutines.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-expired.C:
+		a.mesh.rt.log.Warn().Str("actor", a.id).Dur("bound", bound).
+			Msgf("actor %s: concurrent calls or ctx.Go functions still running %v after it ended; its Cleanup runs beside them", a.id, bound)
+	}
 }

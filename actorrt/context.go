@@ -12,14 +12,16 @@ import (
 // is done when the actor stops) and where the actor and the message are.
 // It implements context.Context. A Context is valid during the endpoint
 // call only; do not keep it after the method returns (the actor's next
-// call reuses it). A context derived from it stays valid: it depends on the
-// actor's own context only.
+// call reuses it; a concurrent endpoint's call and a function started with
+// Go have one of their own). A context derived from it stays valid: it
+// depends on the actor's own context only.
 type Context struct {
 	context.Context
 	actor  *actor
 	view   *region // the region the message was sent to; nil for Init
 	msgIdx int     // the actor's rank within view
 	reply  portRef // where the answer goes
+	method *method // the endpoint called; nil in Supervise
 }
 
 // actorKey is the context key of the actor whose endpoint a context is.

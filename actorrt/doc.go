@@ -131,9 +131,61 @@
 //
 // Messages from one sender to one actor are handled in the order they were
 // sent, whatever the adverbs and slices used: a send to a mesh behaves as
-// one send to each member. Each actor handles one message at a time;
-// actors of one proc run concurrently. Every message travels over the
-// job's bus, serialised with msgpack, even between actors of one proc.
+// one send to each member. Each actor handles one message at a time
+// (calls of its concurrent endpoints aside: see below); actors of one
+// proc run concurrently. Every message travels over the job's bus,
+// serialised with msgpack, even between actors of one proc.
+//
+// # Concurrent endpoints
+//
+// An endpoint named at Register with Concurrent (or ConcurrentLimit, to
+// give its bound) is concurrent: each call of it runs in a goroutine of
+// its own, with a Context of its own, and at most its bound of calls run
+// at once in each actor (DefaultConcurrency, 64, unless ConcurrentLimit
+// says otherwise; each concurrent endpoint has its own bound, each member
+// of a mesh its own count). Any endpoint shape may be concurrent:
+//
+//	actorrt.Register[Generator](actorrt.ConcurrentLimit((*Generator).Generate, 8))
+//
+// The type's other endpoints (its ordinary ones), Init and Supervise keep
+// the one-at-a-time rule. An actor's mailbox takes its messages in the
+// order they arrive (one sender's in send order), one after another: an
+// ordinary message runs there to its end before the next is taken; a
+// concurrent call is started (its goroutine launched) and the next message
+// is taken at once. So, between the two kinds:
+//
+//   - A concurrent call starts after every message that arrived before it
+//     has ended (an ordinary one: its effects are visible to the call) or
+//     started (a concurrent one). Init has ended before any call starts.
+//   - Once started, calls run in parallel with every message that arrives
+//     after them, of both kinds: an ordinary endpoint may run before,
+//     during or after any line of a concurrent call that arrived before
+//     it, and two concurrent calls started in order may reach their first
+//     line in either order. State that both kinds touch needs a lock.
+//   - Ordinary endpoints, Init and Supervise never run at the same time as
+//     one another.
+//   - When an endpoint's bound is reached, the mailbox waits for one of
+//     its calls to end before it takes the next message, of either kind:
+//     messages keep their order, so an ordinary endpoint sent then waits
+//     too. Choose a bound above the calls expected at once where ordinary
+//     endpoints must always answer. For the same reason, a concurrent call
+//     that calls its own actor waits (until its ctx ends) while its bound
+//     is reached.
+//   - An error or panic is reported as an ordinary endpoint's: to the
+//     caller as an *ActorError, and the actor lives on; with nobody
+//     receiving it (a Broadcast), the actor fails and its owner gets a
+//     *MeshFailure. The proc lives on.
+//   - When the actor stops or fails, the Context of its running calls is
+//     done; a call that returns afterwards still answers its caller. The
+//     actor's Cleanup (and, on a restart in place, the new instance's
+//     Init) waits for them and for its ctx.Go functions, at most the
+//     cleanup timeout.
+//
+// Context.Go runs a function in a goroutine tied to the actor, from any
+// endpoint: an error or panic there fails the actor and reaches its owner
+// as a *MeshFailure (the proc lives on), and, in an endpoint that answers
+// on a Port (PortMethod), is also the answer if the port still waits for
+// one. A goroutine started with a go statement that panics ends the proc.
 //
 // # Errors
 //

@@ -71,6 +71,7 @@ func registerTestActors() {
 		actorrt.Register[Racer](),
 		actorrt.Register[Bootstrapped](),
 		actorrt.Register[Phoenix](),
+		actorrt.Register[Lingerer](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -36,6 +36,10 @@ type method struct {
 	void1 func(recv any, ctx *Context, p []byte, sole bool) (handled bool, err error)
 	// readers reads the arguments when they are all plain (fastpath.go).
 	readers []argReader
+	// limit, when above zero, makes the endpoint concurrent: each call runs
+	// in a goroutine of its own, at most limit at once per actor
+	// (concurrent.go).
+	limit int
 }
 
 var (
@@ -76,10 +80,18 @@ var registry = struct {
 // Register refuses a method it could not serve, and lists every problem of
 // every method of T in one error (ErrBadEndpoint), one per line, each with
 // the endpoint, the parameter or result, the field's path and the fix.
-func Register[T any]() error {
+//
+// Options change how some endpoints are served: Concurrent and
+// ConcurrentLimit make an endpoint concurrent. A bad option (an endpoint
+// of another type, a bound below 1, an endpoint named twice) fails
+// Register with ErrBadEndpoint, as a bad method does.
+func Register[T any](opts ...RegisterOption) error {
 	t := reflect.TypeFor[T]()
 	name := typeName(t)
 	at, err := inspect(t)
+	if err == nil {
+		err = applyOptions(at, opts)
+	}
 	if err == nil {
 		for _, m := range at.endpoints {
 			setFastPaths[T](m)
