@@ -58,6 +58,8 @@ func prepare(t meshTarget, b binding) (*core, *method, label, error) {
 	if err != nil {
 		return nil, nil, what, err
 	}
+	// A member on a proc that ended may have been restarted on a new one.
+	rt.refreshMoves(rt.ctx, t.ref, t.reg)
 	return rt, m, label{t.ref.name, m.name}, nil
 }
 
@@ -99,6 +101,9 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 // other proc receives it. Either way the frame is the same: each receiver
 // finds its members of the mesh in the region.
 func (rt *core) deliverTo(ref *meshRef, reg region, w *wire.Writer, h *wire.Header) error {
+	if mv := ref.moves.Load(); mv != nil {
+		return rt.deliverMoved(ref, reg, mv, w, h)
+	}
 	var procs []string
 	if !reg.isWhole() {
 		procs = ref.procsOf(reg)

@@ -15,6 +15,16 @@ import (
 // did before restarts in place: a fresh 1-proc mesh and its actor,
 // spawned until it answers. Medians in ms.
 func BenchmarkRestartAfterPanic(b *testing.B) {
+	m, dir := restartingPhoenix(b, "bench-restart")
+	ours := func() float64 { return untilNewInstance(b, m, (*Phoenix).Panic) }
+	o, f := alternate(b, 15, ours, func() float64 { return freshMesh(b, dir) })
+	report(b, "restart-after-panic-ms", o, f, "ms", "<=", 0.1)
+}
+
+// restartingPhoenix spawns a Phoenix on a proc of its own, with a restart
+// policy that allows as many restarts as a benchmark makes, and no
+// backoff; dir is its directory.
+func restartingPhoenix(b *testing.B, name string) (m *actorrt.ActorMesh[Phoenix], dir string) {
 	ctx := context.Background()
 	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
@@ -22,49 +32,68 @@ func BenchmarkRestartAfterPanic(b *testing.B) {
 	}
 	b.Cleanup(func() { procs.Stop(ctx) })
 	policy := actorrt.RestartPolicy{MaxRestarts: 1 << 20, Window: time.Second}
-	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "bench-restart", actorrt.SpawnOptions{Restart: &policy}, b.TempDir())
+	dir = b.TempDir()
+	m, err = actorrt.SpawnWith[Phoenix](ctx, procs, name, actorrt.SpawnOptions{Restart: &policy}, dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := b.TempDir()
-	ours := func() float64 {
-		old, err := phoenixNonce.CallOne(m).Get(ctx)
-		if err != nil {
-			b.Fatal(err)
+	return m, dir
+}
+
+// untilNewInstance makes m's one member fail with fail (sent with
+// Broadcast) and returns the time until a new instance answers, in ms.
+func untilNewInstance(b *testing.B, m *actorrt.ActorMesh[Phoenix], fail func(*Phoenix, *actorrt.Context) error) float64 {
+	ctx := context.Background()
+	old, err := phoenixNonce.CallOne(m).Get(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := actorrt.VoidMethod(fail).Broadcast(m); err != nil {
+		b.Fatal(err)
+	}
+	for deadline := t0.Add(30 * time.Second); ; {
+		n, err := phoenixNonce.CallOne(m).Get(ctx)
+		if err == nil && n != old {
+			return float64(time.Since(t0).Microseconds()) / 1e3
 		}
-		t0 := time.Now()
-		if err := actorrt.VoidMethod((*Phoenix).Panic).Broadcast(m); err != nil {
-			b.Fatal(err)
-		}
-		for deadline := t0.Add(30 * time.Second); ; {
-			n, err := phoenixNonce.CallOne(m).Get(ctx)
-			if err == nil && n != old {
-				return float64(time.Since(t0).Microseconds()) / 1e3
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("no new instance within 30s: %v", err)
-			}
+		if time.Now().After(deadline) {
+			b.Fatalf("no new instance within 30s: %v", err)
 		}
 	}
-	floor := func() float64 {
-		t0 := time.Now()
-		p, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		fresh, err := actorrt.Spawn[Phoenix](ctx, p, "bench-fresh", dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := phoenixNonce.CallOne(fresh).Get(ctx); err != nil {
-			b.Fatal(err)
-		}
-		took := float64(time.Since(t0).Microseconds()) / 1e3
-		if err := p.Stop(ctx); err != nil {
-			b.Fatal(err)
-		}
-		return took
+}
+
+// freshMesh spawns a 1-proc mesh and a Phoenix on it, until it answers;
+// it returns the time that took, in ms, and stops the proc.
+func freshMesh(b *testing.B, dir string) float64 {
+	ctx := context.Background()
+	t0 := time.Now()
+	p, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	if err != nil {
+		b.Fatal(err)
 	}
-	o, f := alternate(b, 15, ours, floor)
-	report(b, "restart-after-panic-ms", o, f, "ms", "<=", 0.1)
+	fresh, err := actorrt.Spawn[Phoenix](ctx, p, "bench-fresh", dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := phoenixNonce.CallOne(fresh).Get(ctx); err != nil {
+		b.Fatal(err)
+	}
+	took := float64(time.Since(t0).Microseconds()) / 1e3
+	if err := p.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return took
+}
+
+// BenchmarkRestartAfterProcKill: the proc of a member of a mesh with a
+// restart policy is killed (SIGKILL); the time until the member answers
+// again, from the new proc its host agent started in the old one's place,
+// beside a fresh 1-proc mesh and its actor spawned until it answers.
+// Medians in ms.
+func BenchmarkRestartAfterProcKill(b *testing.B) {
+	m, dir := restartingPhoenix(b, "bench-proc-kill")
+	ours := func() float64 { return untilNewInstance(b, m, (*Phoenix).Die) }
+	o, f := alternate(b, 9, ours, func() float64 { return freshMesh(b, dir) })
+	report(b, "restart-after-proc-kill-ms", o, f, "ms", "<=", 1.5)
 }

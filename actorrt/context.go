@@ -95,7 +95,11 @@ func OwnMesh[A any](ctx *Context) (*ActorMesh[A], error) {
 		return nil, fmt.Errorf("actorrt: OwnMesh: %w", err)
 	}
 	rt := lm.rt
-	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: info.Procs, agents: info.Agents, all: uniq(info.Procs)}
+	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: info.Procs, agents: info.Agents, all: uniq(info.Procs),
+		owner: lm.owner, restartable: lm.restarts}
+	if mv := movesOf(info.Moved); mv != nil {
+		ref.moves.Store(mv)
+	}
 	rt.health.started(ref.procInfos(), false)
 	return &ActorMesh[A]{ref: ref, reg: *lm.whole}, nil
 }
@@ -130,6 +134,9 @@ func (lm *localMesh) memberInfo(ctx context.Context) (*meshInfo, error) {
 		if err := checkProcRef(info.Procs[i], info.Agents[i]); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkMoved(info.Moved, len(info.Procs)); err != nil {
+		return nil, err
 	}
 	lm.info = &info
 	return lm.info, nil

@@ -29,6 +29,8 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &wire.PortGone{}
 	case wire.OpSpawnProcs:
 		body = &wire.SpawnProcsReq{}
+	case wire.OpRespawnProc:
+		body = &wire.RespawnProcReq{}
 	case wire.OpStopProcs, wire.OpSyncLogs, wire.OpSignalProcs:
 		body = &wire.StopProcsReq{}
 	case wire.OpEnded:

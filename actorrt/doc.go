@@ -243,9 +243,13 @@
 //   - members of a group restarted with a failed one end the same way
 //     (their calls fail, their state is lost), without a failure report;
 //   - the meshes a failed instance owned are stopped, as for any failure;
-//   - past the limit, or when the member's proc ended (a restart in
-//     place needs its proc), the failure goes to the owner as it would
-//     without a policy, naming why it was not restarted.
+//   - a member whose proc ended restarts on a new proc its host agent
+//     starts in the old one's place (same environment, rank variables,
+//     wrapper and CPU binding); calls in flight to the old proc fail with
+//     ErrProcFailed, and a holder's later calls wait for the restart;
+//   - past the limit, or when the member's host is gone, the failure
+//     goes to the owner as it would without a policy, naming why it was
+//     not restarted.
 //
 // By hand, the owner restarts failed members of a mesh it owns,
 // with or without a policy: ActorMesh.Restart, on the mesh or a slice,

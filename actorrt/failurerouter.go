@@ -75,7 +75,17 @@ type (
 	}
 	// evProcEnded: a proc ended; members on it of meshes owned here
 	// failed, unless it was stopped on request.
-	evProcEnded struct{ n wire.GoneNotice }
+	evProcEnded struct {
+		n  wire.GoneNotice
+		at time.Time
+	}
+	// evMoved: ranks of mesh id live on proc now (a restart moved them
+	// there from a proc that ended).
+	evMoved struct {
+		id    string
+		ranks []int
+		proc  string
+	}
 	// evRestartDone: the restart of ranks of mesh id ended (effRestart,
 	// or a restart by hand); failed holds the members whose new instance
 	// failed (in its Init, or its proc), which fail again.
@@ -83,6 +93,7 @@ type (
 		id     string
 		ranks  []int
 		failed []*MeshFailure
+		final  []*MeshFailure // failed for good (their host is gone): to the owner
 		at     time.Time
 	}
 	// evMeshStopped: mesh id was stopped on request.
@@ -155,6 +166,19 @@ func (r *failureRouter[O]) step(ev any) []any {
 		for _, f := range ev.failed {
 			out = r.route(out, f, ev.at, true)
 		}
+		for _, f := range ev.final {
+			out = r.route(out, f, ev.at, false)
+		}
+	case evMoved:
+		if m := r.owned[ev.id]; m != nil {
+			procs := slices.Clone(m.procs)
+			for _, b := range ev.ranks {
+				if b >= 0 && b < len(procs) {
+					procs[b] = ev.proc
+				}
+			}
+			m.procs = procs
+		}
 	case evProcEnded:
 		if ev.n.Stopped {
 			return nil
@@ -164,16 +188,18 @@ func (r *failureRouter[O]) step(ev any) []any {
 			if m.stopped {
 				continue
 			}
+			var fs []*MeshFailure
 			for b, p := range m.procs {
-				if p != ev.n.Proc {
+				if p != ev.n.Proc || m.reported[b] {
 					continue
 				}
 				pt := m.base.point(b)
-				out = r.route(out, &MeshFailure{
+				fs = append(fs, &MeshFailure{
 					Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(b) + "]",
 					Proc: p, Reason: "its proc ended: " + ev.n.Reason, Dims: m.base.dims, Coords: pt.coords, Base: b,
-				}, time.Time{}, false)
+				})
 			}
+			out = r.routeAll(out, m, fs, ev.at)
 		}
 	case evMeshStopped:
 		if m := r.owned[ev.id]; m != nil {
@@ -196,40 +222,64 @@ func (r *failureRouter[O]) step(ev any) []any {
 
 // route passes a failure of a mesh on to whoever decides about it here:
 // its restart policy, when it has one and the member may restart
-// (restartable: its proc lives), else its owner.
+// (restartable: not a failure for good), else its owner.
 func (r *failureRouter[O]) route(out []any, f *MeshFailure, at time.Time, restartable bool) []any {
-	var zero O
-	if m := r.owned[f.MeshID]; m != nil {
-		if m.reported[f.Base] || m.stopped {
-			return out
-		}
-		m.reported[f.Base] = true
-		if m.plan != nil {
-			if !restartable {
-				// Nothing to restart in place: the owner decides.
-				g := *f
-				g.Reason += "; not restarted: a restart in place needs its proc"
-				f = &g
-			} else {
-				d, absorbed := m.plan.failed(f.Base, at)
-				switch {
-				case absorbed:
-					return out // its group's restart, waiting or under way, restarts it
-				case d.ranks != nil:
-					return append(out, effRestart{f.MeshID, d.ranks, d.after, f})
-				}
-				out = append(out, effGiveUp{f.MeshID, []int{f.Base}, f.Reason + "; " + d.escalate})
-				g := *f
-				g.Reason += "; not restarted: " + d.escalate
-				f = &g
-			}
-		}
-		if m.owner != zero && !r.ended[m.owner] {
-			return append(out, effSupervise[O]{m.owner, f})
-		}
+	m := r.owned[f.MeshID]
+	if m == nil {
+		return r.toOwner(out, nil, f) // an escalation from elsewhere
 	}
-	// Owned by this process rather than an actor, by an actor that ended,
-	// or not owned here at all (an escalation): the root decides.
+	if m.reported[f.Base] || m.stopped {
+		return out
+	}
+	if m.plan == nil || !restartable {
+		m.reported[f.Base] = true
+		return r.toOwner(out, m, f)
+	}
+	return r.routeAll(out, m, []*MeshFailure{f}, at)
+}
+
+// routeAll passes on members of m that failed together (one, or those on
+// a proc that ended), not reported yet: one decision of m's restart
+// policy for them all, or each to the owner.
+func (r *failureRouter[O]) routeAll(out []any, m *ownedMesh[O], fs []*MeshFailure, at time.Time) []any {
+	if len(fs) == 0 {
+		return out
+	}
+	ranks := make([]int, len(fs))
+	for i, f := range fs {
+		m.reported[f.Base] = true
+		ranks[i] = f.Base
+	}
+	if m.plan == nil {
+		for _, f := range fs {
+			out = r.toOwner(out, m, f)
+		}
+		return out
+	}
+	d, absorbed := m.plan.failed(ranks, at)
+	switch {
+	case absorbed:
+		return out // their groups' restarts, waiting or under way, restart them
+	case d.ranks != nil:
+		return append(out, effRestart{fs[0].MeshID, d.ranks, d.after, fs[0]})
+	}
+	for _, f := range fs {
+		out = append(out, effGiveUp{f.MeshID, []int{f.Base}, f.Reason + "; " + d.escalate})
+		g := *f
+		g.Reason += "; not restarted: " + d.escalate
+		out = r.toOwner(out, m, &g)
+	}
+	return out
+}
+
+// toOwner passes f on to m's owner actor, if it still runs; else (owned
+// by this process, by an actor that ended, or not owned here: an
+// escalation) the root decides.
+func (r *failureRouter[O]) toOwner(out []any, m *ownedMesh[O], f *MeshFailure) []any {
+	var zero O
+	if m != nil && m.owner != zero && !r.ended[m.owner] {
+		return append(out, effSupervise[O]{m.owner, f})
+	}
 	if !r.client {
 		return append(out, effEscalate{f})
 	}

@@ -21,7 +21,9 @@ import (
 //	      [restart=(max=3,window=1m,backoff=100ms,maxbackoff=1s,scope=gpus|mesh|member)]
 //	disowned id=c.m1                        a spawn that failed
 //	failed id=c.m1 rank=0 reason=boom [owner-proc=p] [at=1s]  a member failed (reported here)
-//	restart-done id=c.m1 ranks=(0,1) [failed=(1)] [at=2s]  a restart ended; failed: those whose new instance failed
+//	restart-done id=c.m1 ranks=(0,1) [failed=(1)] [final=(0)] [at=2s]  a restart ended; failed: those whose new
+//	                                        instance failed; final: those that failed for good (their host is gone)
+//	moved id=c.m1 ranks=(0) proc=c-9        members now on a new proc
 //	by-hand id=c.m1 ranks=(0)               ActorMesh.Restart's check
 //	proc-ended proc=c-1 reason=crashed [stopped]
 //	stopped id=c.m1                         the mesh was stopped on request
@@ -93,7 +95,19 @@ func TestFailureRouter(t *testing.T) {
 				for _, b := range atois(t, d, failed) {
 					ev.failed = append(ev.failed, failureOf(id, meshes[id], b, "its restart failed"))
 				}
+				var final []string
+				d.MaybeScanArgs(t, "final", &final)
+				for _, b := range atois(t, d, final) {
+					ev.final = append(ev.final, failureOf(id, meshes[id], b, "its restart failed: its host is gone"))
+				}
 				effects = r.step(ev)
+			case "moved":
+				var id, proc string
+				var ranks []string
+				d.ScanArgs(t, "id", &id)
+				d.ScanArgs(t, "ranks", &ranks)
+				d.ScanArgs(t, "proc", &proc)
+				effects = r.step(evMoved{id: id, ranks: atois(t, d, ranks), proc: proc})
 			case "by-hand":
 				var id string
 				var ranks []string
@@ -108,7 +122,7 @@ func TestFailureRouter(t *testing.T) {
 				d.ScanArgs(t, "proc", &n.Proc)
 				d.ScanArgs(t, "reason", &n.Reason)
 				n.Stopped = d.HasArg("stopped")
-				effects = r.step(evProcEnded{n})
+				effects = r.step(evProcEnded{n: n, at: scanAt(t, d)})
 			case "stopped":
 				var id string
 				d.ScanArgs(t, "id", &id)

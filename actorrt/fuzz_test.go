@@ -104,6 +104,7 @@ func seedControls() []struct {
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1", "c-2"}, Ranks: []int{0, 1}, Env: [][]string{{"A=1"}, {"A=2"}}, Proc: "c", Port: 4}},
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 4,
 			Command: []string{"python3", "train.py"}, Wrap: [][]string{{"numactl", "-N", "0"}}, CPUs: [][]int{{0, 1}}}},
+		{wire.OpRespawnProc, &wire.RespawnProcReq{Old: "c-1", New: "c-5", Proc: "c", Port: 4}},
 		{wire.OpStopProcs, &wire.StopProcsReq{IDs: []string{"c-1"}, Rank: 0}},
 		{wire.OpStopProcs, &wire.StopProcsReq{IDs: []string{"c-1"}, Rank: 0, GraceMS: 60000}},
 		{wire.OpFreePort, nil},

@@ -118,8 +118,8 @@ func (h *health) meshUsable(ref *meshRef, reg region) error {
 	}
 	for _, p := range ref.procsOf(reg) {
 		if err := h.goneErr(p); err != nil {
-			for b, q := range ref.procs {
-				if q == p {
+			for b := range ref.procs {
+				if ref.procOf(b) == p {
 					return fmt.Errorf("%s: member %v: %w", ref.name, reg.base.point(b), err)
 				}
 			}

@@ -76,6 +76,8 @@ func (in inbound) control(f *wire.Frame, subject string) {
 		in.health.portClosed(f.ReplyTo, body.(*wire.PortGone).ID)
 	case wire.OpSpawnProcs:
 		go in.agent.SpawnProcs(*body.(*wire.SpawnProcsReq))
+	case wire.OpRespawnProc:
+		go in.agent.RespawnProc(*body.(*wire.RespawnProcReq))
 	case wire.OpStopProcs:
 		in.agent.StopProcs(*body.(*wire.StopProcsReq), f.ReplyTo, f.Port)
 	case wire.OpSyncLogs:
@@ -93,10 +95,22 @@ func (in inbound) control(f *wire.Frame, subject string) {
 	case wire.OpNameAdd, wire.OpNameFree, wire.OpLookup, wire.OpGetOrSpawn:
 		in.serveNames(f.Method, body, reply, subject)
 	case wire.OpMeshInfo:
-		if info, ok := in.sup.meshInfo(body.(*meshInfoReq).Mesh); ok {
-			in.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.Encode(info) })
+		req := body.(*meshInfoReq)
+		answer := func() {
+			if info, ok := in.sup.meshInfo(req.Mesh); ok {
+				in.sendToPort(reply, 0, func(e *msgpack.Encoder) error { return e.Encode(info) })
+			} else {
+				in.sendErrorToPort(reply, fmt.Errorf("%w: mesh %.40q is not owned by proc %s", ErrStopped, req.Mesh, in.procID))
+			}
+		}
+		if ref := in.sup.ref(req.Mesh); req.Settled && ref != nil {
+			// Once its restarts are decided: not on the dispatcher.
+			go func() {
+				in.sup.awaitSettled(in.ctx, ref)
+				answer()
+			}()
 		} else {
-			in.sendErrorToPort(reply, fmt.Errorf("%w: mesh %.40q is not owned by proc %s", ErrStopped, body.(*meshInfoReq).Mesh, in.procID))
+			answer()
 		}
 	}
 	// (OpAgentsHello is for the launcher's standalone agents.)

@@ -77,16 +77,19 @@ type localMesh struct {
 	info   *meshInfo
 }
 
-// meshInfoReq asks a mesh's owner where its members are.
+// meshInfoReq asks a mesh's owner where its members are; with Settled,
+// once no member's restart on a new proc is pending (moves.go).
 type meshInfoReq struct {
-	Mesh string `msgpack:"mesh"`
+	Mesh    string `msgpack:"mesh"`
+	Settled bool   `msgpack:"settled,omitempty"`
 }
 
 // meshInfo is where a mesh's members are: the proc and host agent of
-// each, by base rank.
+// each, by base rank, as spawned, and the members that moved since.
 type meshInfo struct {
-	Procs  []string `msgpack:"procs"`
-	Agents []string `msgpack:"agents"`
+	Procs  []string    `msgpack:"procs"`
+	Agents []string    `msgpack:"agents"`
+	Moved  []movedWire `msgpack:"moved,omitempty"`
 }
 
 func newLocalActors(rt *core) *localActors {
@@ -109,6 +112,9 @@ type spawnReq struct {
 	// member that fails waits for its restart instead of answering every
 	// later call with its failure.
 	Restart bool `msgpack:"restart,omitempty"`
+	// Moved: the members restart here, a new proc, after theirs ended:
+	// they are reached on this proc's subject, not the mesh's.
+	Moved bool `msgpack:"moved,omitempty"`
 }
 
 // stopReq (wire.OpStop) stops the receiving proc's members of a mesh.
@@ -209,16 +215,19 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 	}
 	whole := wholeRegion(base)
 	lm := &localMesh{rt: rt, id: req.Mesh, name: req.Name, typ: at, base: base, whole: &whole, owner: req.Owner, args: req.Args, restarts: req.Restart}
-	// Subscribe before the first Init reply goes out: the spawner sends
-	// calls only after every reply, and the server has the SUB by then.
-	rt.delivery.Subscribe(jobenv.MeshKey(req.Mesh)) // before the SUB: what comes on it counts
-	if lm.sub, err = rt.link.Subscribe(rt.subjects.Mesh(req.Mesh)); err != nil {
-		return err
-	}
 	for _, r := range req.Ranks {
 		if r < 0 || r >= base.NumRanks() {
-			lm.sub.Unsubscribe()
 			return fmt.Errorf("%w: rank %d of %v", ErrOutOfRange, r, base)
+		}
+	}
+	// Subscribe before the first Init reply goes out: the spawner sends
+	// calls only after every reply, and the server has the SUB by then.
+	// Members moved here after their proc ended are reached on this
+	// proc's subject only (moves.go).
+	if !req.Moved {
+		rt.delivery.Subscribe(jobenv.MeshKey(req.Mesh)) // before the SUB: what comes on it counts
+		if lm.sub, err = rt.link.Subscribe(rt.subjects.Mesh(req.Mesh)); err != nil {
+			return err
 		}
 	}
 	members := make([]*actor, 0, len(req.Ranks))

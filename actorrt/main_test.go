@@ -72,6 +72,7 @@ func registerTestActors() {
 		actorrt.Register[Bootstrapped](),
 		actorrt.Register[Phoenix](),
 		actorrt.Register[Lingerer](),
+		actorrt.Register[PhoenixHolder](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -78,7 +78,8 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 // Stop stops the procs of the (sliced) mesh: each is asked to exit, and
 // killed if it has not within the stop timeout; their actors stop with
 // them, and later calls to those actors fail with ErrStopped. Stopping a
-// proc that already ended is not an error; stopping this process
+// proc that already ended is not an error, and stops the proc a restart
+// started in its place (RestartPolicy), if any; stopping this process
 // (ThisProc) is. Every line the procs wrote is printed (or recorded)
 // before Stop returns. It waits for the procs' agents, at most the stop
 // timeout and a margin, or until ctx ends.
@@ -205,6 +206,15 @@ type meshRef struct {
 	agents  []string // the host agent that started each member's proc, by base rank
 	all     []string // every proc of the mesh, once
 	stopped atomic.Bool
+	// owner is the proc that owns the mesh; restartable, that it has a
+	// restart policy: a member whose proc ended may live on a new one,
+	// which moves records (moves.go).
+	owner       string
+	restartable bool
+	moves       atomic.Pointer[memberMoves]
+	// spawned is the spawn request (without ranks), in the owner only: a
+	// member moved to a new proc is spawned there with it.
+	spawned *spawnReq
 	dOnce   sync.Once
 	d       delivery.Dest // the mesh's subject, as delivery numbers it (dest)
 }
@@ -219,10 +229,10 @@ func (r *meshRef) dest(s jobenv.Subjects) delivery.Dest {
 func (r *meshRef) procInfos() []procInfo {
 	out := make([]procInfo, 0, len(r.all))
 	seen := map[string]bool{}
-	for b, p := range r.procs {
-		if !seen[p] {
+	for b := range r.procs {
+		if p := r.procOf(b); !seen[p] {
 			seen[p] = true
-			out = append(out, procInfo{ID: p, Agent: r.agents[b]})
+			out = append(out, procInfo{ID: p, Agent: r.agentOf(b)})
 		}
 	}
 	return out
@@ -230,6 +240,9 @@ func (r *meshRef) procInfos() []procInfo {
 
 // procsOf lists the procs that host members of reg, once each.
 func (r *meshRef) procsOf(reg region) []string {
+	if r.moves.Load() != nil {
+		return r.procsOfMoved(reg)
+	}
 	if reg.isWhole() {
 		return r.all
 	}
@@ -322,7 +335,7 @@ func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 	}
 	m.ref.stopped.Store(true)
 	rt.sup.meshStopped(m.ref.id) // a stop is not a failure (if owned here)
-	stopOn(rt, m.ref.id, m.ref.all)
+	stopOn(rt, m.ref.id, m.ref.allProcs())
 	rt.nameFreed(m.ref.id)
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.stopTimeout)
 	defer cancel()
@@ -437,7 +450,8 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	for _, d := range perProc {
 		perN *= d.Size
 	}
-	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks()), agents: make([]string, ext.NumRanks())}
+	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks()), agents: make([]string, ext.NumRanks()),
+		owner: rt.procID, restartable: plan != nil}
 	ref.subject = rt.subjects.Mesh(ref.id)
 
 	nprocs := procs.reg.numRanks()
@@ -473,6 +487,11 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 			ranks[i] = v*perN + i
 		}
 		req := spawnReq{Mesh: ref.id, Name: name, Type: at.name, Dims: ext.dims, Ranks: ranks, Args: rawArgs, Owner: rt.procID, Restart: plan != nil}
+		if ref.spawned == nil {
+			tmpl := req
+			tmpl.Ranks = nil
+			ref.spawned = &tmpl
+		}
 		if err := rt.sendControl(p.ID, wire.OpSpawn, port, &req); err != nil {
 			stopOn(rt, ref.id, sentTo)
 			return fail(err)

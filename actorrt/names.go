@@ -192,7 +192,7 @@ func askClient[R any](ctx context.Context, rt *core, op string, body any, d time
 // the client; from a proc, in a round trip to the client, so that once
 // Spawn has returned a Lookup from anywhere finds the mesh.
 func (rt *core) registerName(ctx context.Context, ref *meshRef, ext Extent) error {
-	w := actorMeshWire{ID: ref.id, Name: ref.name, Type: ref.typ.name, Region: toRegionWire(wholeRegion(ext)), Procs: ref.procs, Agents: ref.agents}
+	w := ref.toWire(wholeRegion(ext))
 	if c := rt.client(); c != nil {
 		return c.names.add(w)
 	}

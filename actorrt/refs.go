@@ -43,6 +43,17 @@ type actorMeshWire struct {
 	Region regionWire `msgpack:"region"`
 	Procs  []string   `msgpack:"procs"`
 	Agents []string   `msgpack:"agents"` // the host agent of each member's proc
+	// Owner, for a mesh with a restart policy (Restart): where to ask
+	// where members whose proc ended are now; Moved, those already known.
+	Owner   string      `msgpack:"owner,omitempty"`
+	Restart bool        `msgpack:"restart,omitempty"`
+	Moved   []movedWire `msgpack:"moved,omitempty"`
+}
+
+// toWire is the reference to region reg of the mesh, as it travels.
+func (r *meshRef) toWire(reg region) actorMeshWire {
+	return actorMeshWire{ID: r.id, Name: r.name, Type: r.typ.name, Region: toRegionWire(reg), Procs: r.procs, Agents: r.agents,
+		Owner: r.owner, Restart: r.restartable, Moved: r.moves.Load().wire()}
 }
 
 // EncodeMsgpack sends the mesh reference; a mesh holding an error (a bad
@@ -54,7 +65,8 @@ func (m *ActorMesh[A]) EncodeMsgpack(e *msgpack.Encoder) error {
 	if m.ref == nil {
 		return fmt.Errorf("actorrt: a mesh that was not spawned cannot be sent")
 	}
-	return e.Encode(&actorMeshWire{ID: m.ref.id, Name: m.ref.name, Type: m.ref.typ.name, Region: toRegionWire(m.reg), Procs: m.ref.procs, Agents: m.ref.agents})
+	w := m.ref.toWire(m.reg)
+	return e.Encode(&w)
 }
 
 // DecodeMsgpack rebinds a received mesh reference in this proc.
@@ -98,7 +110,11 @@ func (w *actorMeshWire) bind(rt *core) (*meshRef, region, error) {
 	if err != nil {
 		return nil, region{}, err
 	}
-	ref := &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, agents: w.Agents, all: uniq(w.Procs)}
+	ref := &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, agents: w.Agents, all: uniq(w.Procs),
+		owner: w.Owner, restartable: w.Restart}
+	if mv := movesOf(w.Moved); mv != nil {
+		ref.moves.Store(mv)
+	}
 	return ref, reg, nil
 }
 
@@ -116,8 +132,27 @@ func (w *actorMeshWire) check() error {
 			return err
 		}
 	}
+	if w.Owner != "" && !wire.ValidID(w.Owner) {
+		return fmt.Errorf("%w: mesh reference: owner %.40q", ErrDecode, w.Owner)
+	}
+	if err := checkMoved(w.Moved, len(w.Procs)); err != nil {
+		return err
+	}
 	_, err := w.Region.region(len(w.Procs))
 	return err
+}
+
+// checkMoved checks the moved members of a mesh of n members.
+func checkMoved(ws []movedWire, n int) error {
+	for _, m := range ws {
+		if m.Rank < 0 || m.Rank >= n {
+			return fmt.Errorf("%w: mesh reference: moved member %d of %d", ErrDecode, m.Rank, n)
+		}
+		if err := checkProcRef(m.Proc, m.Agent); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type procMeshWire struct {

@@ -231,14 +231,7 @@ func restartMembers(ctx context.Context, rt *core, ref *meshRef, ranks []int, ca
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
-	defer cancel()
-	select {
-	case <-rp.done:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("restart of %s: no answer from %d of %d members: %w", ref.name, rp.waiting(), len(ranks), ctx.Err())
-	}
-	return rp.result()
+	return rp.wait(ctx, rt.opts.spawnTimeout, "restart of "+ref.name)
 }
 
 // restartPort gathers the answer of each restarted member: the base
@@ -288,10 +281,20 @@ func (p *restartPort) fail(err error) {
 	close(p.done)
 }
 
-func (p *restartPort) waiting() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.left)
+// wait waits for every answer, at most d or until ctx ends, and returns
+// the result; what names the operation in its error.
+func (p *restartPort) wait(ctx context.Context, d time.Duration, what string) (map[int]error, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.mu.Lock()
+		n := len(p.left)
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%s: no answer from %d members: %w", what, n, ctx.Err())
+	}
+	return p.result()
 }
 
 func (p *restartPort) result() (map[int]error, error) {

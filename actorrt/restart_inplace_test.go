@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,4 +257,84 @@ func assertNoFailure(t *testing.T, mesh string) {
 			t.Fatalf("the client heard of a failure the policy handled: %v", f)
 		}
 	}
+}
+
+// Die ends the actor's proc at once (SIGKILL to itself).
+func (p *Phoenix) Die(ctx *actorrt.Context) error {
+	return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+}
+
+// Where is the actor's proc: its pid and the value of an environment
+// variable it was started with.
+func (p *Phoenix) Where(ctx *actorrt.Context, env string) (string, error) {
+	return fmt.Sprintf("pid=%d %s=%s", os.Getpid(), env, os.Getenv(env)), nil
+}
+
+// PhoenixHolder holds a reference to a Phoenix mesh, passed to it, and
+// calls it: a holder other than the mesh's owner.
+type PhoenixHolder struct{ m *actorrt.ActorMesh[Phoenix] }
+
+func (h *PhoenixHolder) Hold(ctx *actorrt.Context, m *actorrt.ActorMesh[Phoenix]) error {
+	h.m = m
+	return nil
+}
+
+func (h *PhoenixHolder) Nonces(ctx *actorrt.Context) ([]int64, error) {
+	v, err := phoenixNonce.Call(h.m).Get(ctx)
+	return v.Values(), err
+}
+
+// TestRestartAfterProcDeath: a member whose proc is killed is restarted
+// on a new proc that its host agent starts in the old one's place (same
+// rank variables, a new pid), with Init run again; the owner's reference
+// and one another actor holds keep working, and the other member is the
+// same instance. The owner hears nothing: the policy handled it.
+func TestRestartAfterProcDeath(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
+	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-proc", actorrt.SpawnOptions{Restart: &policy}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holderProcs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
+	holder := spawn[PhoenixHolder](t, holderProcs, "phoenix-holder")
+	if _, err := actorrt.VoidMethod1((*PhoenixHolder).Hold).CallOne(holder, m).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	where := actorrt.Method1((*Phoenix).Where)
+	before := nonces(t, m)
+	wasAt, err := where.CallOne(m.At("gpus", 1), "MONARCH_RANK_GPUS").Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := actorrt.VoidMethod((*Phoenix).Die).Broadcast(m.At("gpus", 1)); err != nil {
+		t.Fatal(err)
+	}
+	after := waitNonces(t, m, func(n []int64) bool { return n[1] != before[1] })
+	if after[0] != before[0] {
+		t.Fatalf("nonces %v then %v: want member 0 the same instance", before, after)
+	}
+	nowAt, err := where.CallOne(m.At("gpus", 1), "MONARCH_RANK_GPUS").Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nowAt == wasAt || !strings.HasSuffix(nowAt, " MONARCH_RANK_GPUS=1") {
+		t.Fatalf("member 1 was at %q, is at %q: want a new pid with the same rank variable", wasAt, nowAt)
+	}
+	held, err := actorrt.Method((*PhoenixHolder).Nonces).CallOne(holder).Get(ctx)
+	if err != nil || !slices.Equal(held, after) {
+		t.Fatalf("the holder's reference: %v, %v; want %v", held, err, after)
+	}
+	assertNoFailure(t, "phoenix-proc")
+	// Stopping the proc mesh stops the proc in the old one's place.
+	var pid int
+	if _, err := fmt.Sscanf(nowAt, "pid=%d", &pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := procs.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, []int{pid})
 }

@@ -57,10 +57,18 @@ func newRestartPlanner(p RestartPolicy, base Extent) (*restartPlanner, error) {
 	return rp, nil
 }
 
-// failed decides about base rank b, failed at now. absorbed reports a
-// member whose group already restarts: nothing to do.
-func (rp *restartPlanner) failed(b int, now time.Time) (d restartDecision, absorbed bool) {
-	if rp.busy[b] {
+// failed decides about base ranks that failed together at now (one
+// member, or the members on a proc that ended): one restart, of the union
+// of their groups. absorbed reports members whose groups already restart:
+// nothing to do.
+func (rp *restartPlanner) failed(ranks []int, now time.Time) (d restartDecision, absorbed bool) {
+	var fresh []int
+	for _, b := range ranks {
+		if !rp.busy[b] {
+			fresh = append(fresh, b)
+		}
+	}
+	if len(fresh) == 0 {
 		return restartDecision{}, true
 	}
 	if rp.escalated {
@@ -71,7 +79,11 @@ func (rp *restartPlanner) failed(b int, now time.Time) (d restartDecision, absor
 	rp.history = slices.DeleteFunc(rp.history, func(t time.Time) bool { return !t.After(cut) })
 	if len(rp.history) >= p.MaxRestarts {
 		rp.escalated = true
-		return restartDecision{escalate: fmt.Sprintf("%d restarts in %v, the limit of its restart policy", len(rp.history), p.Window)}, false
+		plural := "s"
+		if len(rp.history) == 1 {
+			plural = ""
+		}
+		return restartDecision{escalate: fmt.Sprintf("%d restart%s in %v, the limit of its restart policy", len(rp.history), plural, p.Window)}, false
 	}
 	after := p.Backoff
 	for range len(rp.history) {
@@ -82,10 +94,19 @@ func (rp *restartPlanner) failed(b int, now time.Time) (d restartDecision, absor
 	}
 	after = min(after, p.MaxBackoff)
 	rp.history = append(rp.history, now)
-	d = restartDecision{ranks: rp.group(b), after: after}
-	for _, r := range d.ranks {
-		rp.busy[r] = true
+	d = restartDecision{after: after}
+	for _, b := range fresh {
+		if rp.busy[b] {
+			continue // in the group of one before it
+		}
+		for _, r := range rp.group(b) {
+			if !rp.busy[r] {
+				rp.busy[r] = true
+				d.ranks = append(d.ranks, r)
+			}
+		}
 	}
+	slices.Sort(d.ranks)
 	return d, false
 }
 

@@ -91,6 +91,9 @@ type supervision struct {
 	mu     sync.Mutex
 	router *failureRouter[*actor]
 	refs   map[string]*meshRef // the meshes owned here, to mark them stopped
+	// stepped is closed (and replaced) at each step: awaitSettled looks
+	// again then.
+	stepped chan struct{}
 }
 
 func newSupervision(rt *core, client bool) *supervision {
@@ -102,6 +105,10 @@ func newSupervision(rt *core, client bool) *supervision {
 func (s *supervision) step(ev any) {
 	s.mu.Lock()
 	effects := s.router.step(ev)
+	if s.stepped != nil {
+		close(s.stepped)
+		s.stepped = nil
+	}
 	var stopped []*meshRef
 	for _, e := range effects {
 		if st, ok := e.(effStopMesh); ok {
@@ -160,8 +167,10 @@ func (s *supervision) ref(id string) *meshRef {
 }
 
 // restartLater carries out a restart the policy decided: after its
-// backoff, the group's procs restart it; then the router hears how it
-// went. The restart is logged, as its failure would have been.
+// backoff, the members on live procs are restarted there; those whose
+// proc ended are spawned on a new proc their host's agent starts in its
+// place. Then the router hears how it went. The restart is logged, as its
+// failure would have been.
 func (s *supervision) restartLater(e effRestart) {
 	rt := s.rt
 	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
@@ -171,21 +180,67 @@ func (s *supervision) restartLater(e effRestart) {
 		if ref == nil || ref.stopped.Load() {
 			return
 		}
-		errs, err := restartMembers(rt.ctx, rt, ref, e.ranks, e.f.ActorID+" failed: "+e.f.Reason, false)
-		var failed []*MeshFailure
+		cause := e.f.ActorID + " failed: " + e.f.Reason
+		why := map[int]error{} // the ranks whose restart failed
+		forGood := map[int]bool{}
+		var live []int
+		dead := map[string][]int{} // by the proc that ended
+		var order []string
 		for _, b := range e.ranks {
-			why := errs[b]
-			if err != nil {
-				why = err
+			p := ref.procOf(b)
+			if rt.health.goneErr(p) == nil {
+				live = append(live, b)
+				continue
 			}
-			if why != nil {
-				g := *e.f
-				g.ActorID, g.Base, g.Coords, g.Proc = ref.name+"["+strconv.Itoa(b)+"]", b, s.coords(e.id, b), ref.procs[b]
-				g.Reason, g.Err = "its restart failed: "+why.Error(), nil
-				failed = append(failed, &g)
+			if dead[p] == nil {
+				order = append(order, p)
+			}
+			dead[p] = append(dead[p], b)
+		}
+		if len(live) > 0 {
+			errs, err := restartMembers(rt.ctx, rt, ref, live, cause, false)
+			for _, b := range live {
+				if err != nil {
+					why[b] = err
+				} else if errs[b] != nil {
+					why[b] = errs[b]
+				}
 			}
 		}
-		s.step(evRestartDone{id: e.id, ranks: e.ranks, failed: failed, at: time.Now()})
+		for _, old := range order {
+			ranks := dead[old]
+			p, err := rt.respawn(rt.ctx, old, ref.agentOf(ranks[0]))
+			if err != nil {
+				for _, b := range ranks {
+					why[b], forGood[b] = fmt.Errorf("no new proc in the place of %s: %w", old, err), true
+				}
+				continue
+			}
+			rt.log.Info().Str("mesh", ref.name).Str("old", old).Str("proc", p.ID).Ints("ranks", ranks).Msg("a new proc in the place of one that ended")
+			errs, err := rt.spawnMoved(rt.ctx, ref, ranks, p)
+			for _, b := range ranks {
+				if err != nil {
+					why[b] = err
+				} else if errs[b] != nil {
+					why[b] = errs[b]
+				}
+			}
+		}
+		ev := evRestartDone{id: e.id, ranks: e.ranks, at: time.Now()}
+		for _, b := range e.ranks {
+			if why[b] == nil {
+				continue
+			}
+			g := *e.f
+			g.ActorID, g.Base, g.Coords, g.Proc = ref.name+"["+strconv.Itoa(b)+"]", b, s.coords(e.id, b), ref.procOf(b)
+			g.Reason, g.Err = "its restart failed: "+why[b].Error(), nil
+			if forGood[b] {
+				ev.final = append(ev.final, &g)
+			} else {
+				ev.failed = append(ev.failed, &g)
+			}
+		}
+		s.step(ev)
 	})
 }
 
@@ -220,7 +275,7 @@ func (s *supervision) meshInfo(id string) (*meshInfo, bool) {
 	if ref == nil {
 		return nil, false
 	}
-	return &meshInfo{Procs: ref.procs, Agents: ref.agents}, true
+	return s.meshInfoOf(ref), true
 }
 
 // disown forgets a mesh whose spawn failed.
@@ -239,7 +294,7 @@ func (s *supervision) memberFailed(f *MeshFailure, ownerProc string) {
 
 // procEnded fails the members of meshes owned here that lived on a proc
 // that ended.
-func (s *supervision) procEnded(n wire.GoneNotice) { s.step(evProcEnded{n}) }
+func (s *supervision) procEnded(n wire.GoneNotice) { s.step(evProcEnded{n: n, at: time.Now()}) }
 
 // meshStopped records a stop on request: not a failure.
 func (s *supervision) meshStopped(id string) { s.step(evMeshStopped{id}) }

@@ -75,6 +75,12 @@ type Agent struct {
 	ports    map[int]bool               // handed out by FreePort
 	ended    map[string]wire.GoneNotice // procs that ended, for Ended (bounded: maxEnded)
 	endOrder []string                   // ended's keys, oldest first
+	// respawnable holds what RespawnProc needs of ended procs (bounded:
+	// maxRespawnable), and respawning the ids being started in the place
+	// of one (see respawn.go).
+	respawnable  map[string]*respawnable
+	respawnOrder []string // respawnable's keys, oldest first
+	respawning   map[string]bool
 
 	started atomic.Bool // it has started a proc: it heartbeats from then on
 	closing atomic.Bool // Close has begun: ends are expected, not told
@@ -84,7 +90,7 @@ type Agent struct {
 // asked.
 func New(cfg Config, link Link) *Agent {
 	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}, ports: map[int]bool{},
-		ended: map[string]wire.GoneNotice{}}
+		ended: map[string]wire.GoneNotice{}, respawnable: map[string]*respawnable{}, respawning: map[string]bool{}}
 }
 
 // maxEnded bounds the ends an agent remembers for Ended: a process that
@@ -139,9 +145,6 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 		args = os.Args[1:]
 	}
 	base := append(jobenv.Clean(os.Environ()), a.cfg.Env...)
-	a.mu.Lock()
-	dial := a.cfg.Bus
-	a.mu.Unlock()
 	for i, id := range req.IDs {
 		rank := req.Ranks[i]
 		argv := append([]string{exe}, args...)
@@ -152,44 +155,56 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 		if req.CPUs != nil {
 			cpus = req.CPUs[i]
 		}
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Dir = a.cfg.Dir
-		env := append([]string(nil), base...)
-		if !command {
-			// An SDK proc dials the job's bus; a command is given no
-			// secret.
-			env = append(env, jobenv.Env{Job: a.cfg.Job, Bus: dial, HostAddr: a.cfg.Addr,
-				Proc: &jobenv.Proc{ID: id, Parent: req.Proc, ReadyPort: req.Port, ReadyRank: rank, Agent: a.cfg.ID}}.Environ()...)
-		}
 		procEnv, err := a.gpus(req.Env[i])
 		if err != nil {
 			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: proc %s on %s: %v", wire.ErrProcFailed, id, a.cfg.Host, err))
 			continue
 		}
-		cmd.Env = append(env, procEnv...)
-		// Its own process group: a terminal's Ctrl-C reaches the client
-		// only, which then stops the procs in order.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		p, err := a.start(id, req.Mesh, rank, cmd, cpus)
-		if err == nil {
-			p.command = command
-		}
-		if err != nil {
-			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, argv[0], a.cfg.Host, err))
-			continue
-		}
-		a.mu.Lock()
-		a.children[id] = p
-		a.mu.Unlock()
-		go a.watch(p)
-		if command {
-			// Up, as an SDK proc says itself: the job's counts and the
-			// launcher's progress include it.
-			a.link.Publish(a.subjects.Up(), []byte(id+" "+a.cfg.Host))
-			ready := wire.ProcReady{PID: p.process.Pid(), Host: a.cfg.Host}
-			a.sendToPort(req.Proc, req.Port, rank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
+		b := &bootstrap{argv: argv, base: base, extra: procEnv, cpus: cpus, mesh: req.Mesh, rank: rank, command: command}
+		if err := a.launch(id, b, req.Proc, req.Port, rank); err != nil {
+			a.replyError(req.Proc, req.Port, rank, err)
 		}
 	}
+}
+
+// launch starts proc id as b says, its ready report for readyProc's port
+// at readyRank: an SDK proc sends it itself, once it serves; a command
+// proc's is sent here, once started. A proc that cannot start is an
+// error naming the host and the program.
+func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint64, readyRank int) error {
+	cmd := exec.Command(b.argv[0], b.argv[1:]...)
+	cmd.Dir = a.cfg.Dir
+	env := append([]string(nil), b.base...)
+	if !b.command {
+		// An SDK proc dials the job's bus; a command is given no
+		// secret.
+		a.mu.Lock()
+		dial := a.cfg.Bus
+		a.mu.Unlock()
+		env = append(env, jobenv.Env{Job: a.cfg.Job, Bus: dial, HostAddr: a.cfg.Addr,
+			Proc: &jobenv.Proc{ID: id, Parent: readyProc, ReadyPort: readyPort, ReadyRank: readyRank, Agent: a.cfg.ID}}.Environ()...)
+	}
+	cmd.Env = append(env, b.extra...)
+	// Its own process group: a terminal's Ctrl-C reaches the client
+	// only, which then stops the procs in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p, err := a.start(id, b.mesh, b.rank, cmd, b.cpus)
+	if err != nil {
+		return fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, b.argv[0], a.cfg.Host, err)
+	}
+	p.command, p.boot = b.command, b
+	a.mu.Lock()
+	a.children[id] = p
+	a.mu.Unlock()
+	go a.watch(p)
+	if b.command {
+		// Up, as an SDK proc says itself: the job's counts and the
+		// launcher's progress include it.
+		a.link.Publish(a.subjects.Up(), []byte(id+" "+a.cfg.Host))
+		ready := wire.ProcReady{PID: p.process.Pid(), Host: a.cfg.Host}
+		a.sendToPort(readyProc, readyPort, readyRank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
+	}
+	return nil
 }
 
 // gpus maps a proc's CUDA_VISIBLE_DEVICES, its index in the mesh's GPU
@@ -311,11 +326,22 @@ func (a *Agent) take(ids []string, stopping bool) []*proc {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, id := range ids {
-		if p := a.children[id]; p != nil {
-			if stopping {
-				p.stopping = true
+		// A proc that ended stands for the proc started in its place
+		// (RespawnProc), and so on down the chain: whoever holds the
+		// proc mesh it was spawned in stops and signals that one.
+		for range maxRespawnable {
+			if p := a.children[id]; p != nil {
+				if stopping {
+					p.stopping = true
+				}
+				ps = append(ps, p)
+				break
 			}
-			ps = append(ps, p)
+			r := a.respawnable[id]
+			if r == nil || r.successor == "" {
+				break
+			}
+			id = r.successor
 		}
 	}
 	return ps
@@ -375,6 +401,7 @@ func (a *Agent) watch(p *proc) {
 		delete(a.ended, a.endOrder[0])
 		a.endOrder = a.endOrder[1:]
 	}
+	a.keepBootstrap(p) // before anyone hears of the end: a respawn may follow at once
 	a.mu.Unlock()
 	close(p.ended)
 	if a.closing.Load() {

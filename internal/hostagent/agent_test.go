@@ -275,8 +275,8 @@ func TestStartFailure(t *testing.T) {
 
 // TestStandalone runs the agent `monarch agent` runs, in this process: it
 // reports to the client, heartbeats, starts procs asked over the bus,
-// announces their ends on the deaths subject, drops what is not for it,
-// and ends with its ctx.
+// announces their ends on the deaths subject, respawns one asked over the
+// bus, drops what is not for it, and ends with its ctx.
 func TestStandalone(t *testing.T) {
 	b := newJobBus(t, "j2")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -316,22 +316,32 @@ func TestStandalone(t *testing.T) {
 	send(wire.Header{Kind: wire.KindControl, Method: wire.OpSpawn, ReplyTo: "c", Rank: -1}, nil)
 	send(wire.Header{Kind: wire.KindControl, Method: wire.OpSpawnProcs, ReplyTo: "c", Port: 11, Rank: -1},
 		&wire.SpawnProcsReq{IDs: []string{"c-9"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 11})
-	b.waitFor("the end announced", func() bool {
+	announced := func(proc string) bool {
 		for i, f := range b.msgs {
 			if f.Method == wire.OpGone && b.subjs[i] == b.subj.Deaths("h1") {
 				var n wire.GoneNotice
 				if err := msgpack.Unmarshal(f.Payload, &n); err != nil {
 					t.Fatal(err)
 				}
-				if n.Proc != "c-9" || n.Reason != "exited with status 4 (host h1)" {
+				if n.Proc != proc {
+					continue
+				}
+				if n.Reason != "exited with status 4 (host h1)" {
 					t.Errorf("end announced as %+v", n)
 				}
 				return true
 			}
 		}
 		return false
-	})
+	}
+	b.waitFor("the end announced", func() bool { return announced("c-9") })
 	b.waitFor("the proc's line", func() bool { return len(b.lines) == 1 && b.lines[0].Text == "hello" })
+	// A respawn over the bus: the ended proc's program runs again, under
+	// its new id.
+	send(wire.Header{Kind: wire.KindControl, Method: wire.OpRespawnProc, ReplyTo: "c", Port: 12, Rank: -1},
+		&wire.RespawnProcReq{Old: "c-9", New: "c-10", Proc: "c", Port: 12})
+	b.waitFor("the respawned proc's end announced", func() bool { return announced("c-10") })
+	b.waitFor("the respawned proc's line", func() bool { return len(b.lines) == 2 && b.lines[1].Text == "hello" && b.lines[1].Proc == "c-10" })
 	cancel()
 	select {
 	case err := <-done:
@@ -354,7 +364,10 @@ func TestStandaloneRefusesIncompleteConfig(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	env := testenv.Setup() // the agent writes a system log: not into the user's dirs
-	if os.Getenv(testProcVar) != "" && jobenv.IsProc() {
+	switch {
+	case os.Getenv(testProcVar) == readyProcMode && jobenv.IsProc():
+		os.Exit(readyProc()) // a proc of respawn_test.go
+	case os.Getenv(testProcVar) != "" && jobenv.IsProc():
 		os.Exit(busProc()) // a proc of hostbus_test.go
 	}
 	os.Exit(env.Finish(m.Run()))

@@ -5,9 +5,9 @@
 // request.
 //
 // An agent is addressed like a proc, by its id, with control messages on
-// its proc subject (internal/wire): spawnprocs, stopprocs, synclogs. Each
-// new proc reports ready straight to whoever asked; an agent answers a
-// stop or a log sync once it is done.
+// its proc subject (internal/wire): spawnprocs, respawnproc, stopprocs,
+// synclogs. Each new proc reports ready straight to whoever asked; an
+// agent answers a stop or a log sync once it is done.
 //
 // # Two ways to run
 //
@@ -46,6 +46,21 @@
 // thread that lives as long as the process, their own process group (a
 // terminal's Ctrl-C reaches the client only, which stops them in order),
 // and SIGTERM, then SIGKILL after the stop timeout, to stop them.
+//
+// # Respawns
+//
+// RespawnProc (respawnproc) starts a new proc in the place of one of the
+// agent's that ended, as it was started: the same program and arguments
+// (or command), wrapper, CPU binding, environment, rank and proc mesh
+// name; only its id and where it reports ready (rank 0 of the request's
+// port) differ. A proc has at most one successor, which may be respawned
+// in turn. The agent keeps what a respawn needs of its last 4096 ended
+// procs (maxRespawnable), and of one respawned only its successor's id;
+// a proc that ended before them, one still running, one respawned
+// already, or a new id the agent knows, is refused on the port, naming
+// the host and the procs. A stop, log sync or signal of a proc that
+// ended reaches the proc started in its place (and so on down the chain):
+// whoever holds the proc mesh it was spawned in stops that one.
 //
 // # Output
 //

@@ -26,12 +26,7 @@ const testProcVar = "HOSTAGENT_TEST_PROC"
 // ("<proc> <url> <hub servers>"), and echoes what comes to its inbox on test.echo. It
 // runs until SIGTERM.
 func busProc() int {
-	env, err := jobenv.FromEnviron()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + env.Proc.ID, Token: env.Bus.Token, HubServers: env.Bus.Hubs})
+	env, c, err := dialAsProc()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -304,4 +299,15 @@ func TestHostBusLost(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("not given up 10s after the hub went away")
 	}
+}
+
+// dialAsProc is how a test proc starts: it reads the job's variables its
+// agent gave it and dials the bus they name.
+func dialAsProc() (jobenv.Env, *bus.Conn, error) {
+	env, err := jobenv.FromEnviron()
+	if err != nil {
+		return env, nil, err
+	}
+	c, err := bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "proc " + env.Proc.ID, Token: env.Bus.Token, HubServers: env.Bus.Hubs})
+	return env, c, err
 }

@@ -19,7 +19,8 @@ type proc struct {
 	id       string
 	mesh     string // its proc mesh's name, which its lines carry
 	rank     int
-	command  bool // it runs a command, not an SDK proc: its end is its own business
+	command  bool       // it runs a command, not an SDK proc: its end is its own business
+	boot     *bootstrap // how it was started: what RespawnProc starts again
 	process  *child.Process
 	ended    chan struct{} // closed once reaped and its output sent
 	stopping bool          // a stop was asked for: its end is not a failure (under Agent.mu)

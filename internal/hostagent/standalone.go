@@ -239,6 +239,8 @@ func (s *standalone) dispatch(m bus.Message) {
 	switch b := body.(type) {
 	case *wire.SpawnProcsReq:
 		go s.agent.SpawnProcs(*b)
+	case *wire.RespawnProcReq:
+		go s.agent.RespawnProc(*b)
 	case *wire.EndedReq:
 		s.agent.Ended(*b, f.ReplyTo, f.Port)
 	case *wire.StopProcsReq:

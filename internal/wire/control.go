@@ -66,6 +66,13 @@ const (
 	// in place on the receiving proc, answering for each on the port, if
 	// any; or give up on them.
 	OpRestart = "restart"
+	// OpRespawnProc (RespawnProcReq): a host agent starts proc New in the place of
+	// proc Old, one it started that has ended, as Old was started: the same
+	// program and arguments (or command), environment, wrapper, CPU binding,
+	// rank and proc mesh name; only its id (and where it reports ready) differ.
+	// New reports ready (ProcReady) to Proc#Port with rank 0, as a spawned proc
+	// does; an agent that cannot start it answers there with an error for rank 0.
+	OpRespawnProc = "respawnproc"
 )
 
 // The ops of the job's name registry, which the client keeps (the SDK's
@@ -124,6 +131,17 @@ type SpawnProcsReq struct {
 	Mesh string `msgpack:"mesh,omitempty"`
 }
 
+// RespawnProcReq asks a host agent to start proc New in the place of its
+// ended proc Old (OpRespawnProc). New reports ready (ProcReady) to the
+// port Proc#Port with rank 0; a refusal, or a failure to start it, is an
+// error there for rank 0.
+type RespawnProcReq struct {
+	Old  string `msgpack:"old"`
+	New  string `msgpack:"new"`
+	Proc string `msgpack:"proc"` // the ready port's proc
+	Port uint64 `msgpack:"port"`
+}
+
 // MaxCPU bounds a CPU number in SpawnProcsReq.CPUs (the kernel's own
 // limit on this architecture's cpu sets is far above any machine's).
 const MaxCPU = 1 << 16
@@ -179,7 +197,7 @@ type ProcReady struct {
 // nothing.
 func OpReplies(op string) bool {
 	switch op {
-	case OpSpawn, OpSpawnProcs, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort, OpSignalProcs:
+	case OpSpawn, OpSpawnProcs, OpRespawnProc, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort, OpSignalProcs:
 		return true
 	case OpNameAdd, OpLookup, OpGetOrSpawn:
 		return true
@@ -239,6 +257,13 @@ func CheckControl(h *Header, body any) error {
 				}
 			}
 		}
+	case *RespawnProcReq:
+		if !ValidID(b.Old) || !ValidID(b.New) {
+			return fmt.Errorf("respawn of proc %.40q as %.40q", b.Old, b.New)
+		}
+		if !ValidID(b.Proc) || b.Port == 0 {
+			return fmt.Errorf("ready port %.40q#%d", b.Proc, b.Port)
+		}
 	case *StopProcsReq:
 		if b.Rank < 0 || b.GraceMS < 0 || b.GraceMS > MaxStopGrace.Milliseconds() {
 			return fmt.Errorf("rank %d, grace %dms (at most %v)", b.Rank, b.GraceMS, MaxStopGrace)
@@ -269,6 +294,8 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 	switch f.Method {
 	case OpSpawnProcs:
 		body = &SpawnProcsReq{}
+	case OpRespawnProc:
+		body = &RespawnProcReq{}
 	case OpStopProcs, OpSyncLogs, OpSignalProcs:
 		body = &StopProcsReq{}
 	case OpEnded:

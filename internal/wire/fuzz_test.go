@@ -48,6 +48,7 @@ func seedFrames() [][]byte {
 		{Header{Kind: KindPort, Port: 1 << 40, ReplyTo: "c-2", Rank: 7, Flags: FlagError}, ErrorReply{Message: "boom"}},
 		{Header{Kind: KindPort, Port: 3, ReplyTo: "c", Rank: 0, Flags: FlagLast}, 42},
 		{Header{Kind: KindControl, Method: OpStopProcs, ReplyTo: "c", Rank: -1}, StopProcsReq{IDs: []string{"c-1"}}},
+		{Header{Kind: KindControl, Method: OpRespawnProc, ReplyTo: "c", Port: 4, Rank: -1}, RespawnProcReq{Old: "c-1", New: "c-5", Proc: "c", Port: 4}},
 	} {
 		w, err := NewFrame(&c.h, 1<<30)
 		if err != nil {

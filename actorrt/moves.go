@@ -1,0 +1,306 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/delivery"
+	"github.com/monarch-go/monarch/internal/wire"
+)
+
+// Members that moved. A member of a mesh with a restart policy whose proc
+// ended is restarted on a new proc, started in its old one's place by the
+// same host agent (same rank, environment, wrapper and CPU binding). The
+// new proc does not join the mesh's subject (a receiver that joined a
+// sequenced subject midway could not tell what it missed): it is reached
+// on its own subject, where every sender's numbering starts with it. A
+// reference records the members that moved (memberMoves) beside where
+// the mesh was spawned; a holder that finds a member's proc gone asks the
+// mesh's owner where the member is now (refreshMoves), and the owner
+// answers once its restart is decided.
+
+// memberMoves is where moved members of a mesh live now: their proc and
+// agent by base rank, and those procs once each. Never modified: replaced
+// whole.
+type memberMoves struct {
+	procs, agents map[int]string
+	hosts         []string
+}
+
+// movedWire is a moved member as references and the owner's answers
+// carry it.
+type movedWire struct {
+	Rank  int    `msgpack:"rank"`
+	Proc  string `msgpack:"proc"`
+	Agent string `msgpack:"agent"`
+}
+
+func movesOf(ws []movedWire) *memberMoves {
+	if len(ws) == 0 {
+		return nil
+	}
+	mv := &memberMoves{procs: map[int]string{}, agents: map[int]string{}}
+	for _, w := range ws {
+		mv.procs[w.Rank], mv.agents[w.Rank] = w.Proc, w.Agent
+		if !slices.Contains(mv.hosts, w.Proc) {
+			mv.hosts = append(mv.hosts, w.Proc)
+		}
+	}
+	return mv
+}
+
+func (mv *memberMoves) wire() []movedWire {
+	if mv == nil {
+		return nil
+	}
+	out := make([]movedWire, 0, len(mv.procs))
+	for b, p := range mv.procs {
+		out = append(out, movedWire{Rank: b, Proc: p, Agent: mv.agents[b]})
+	}
+	slices.SortFunc(out, func(a, b movedWire) int { return a.Rank - b.Rank })
+	return out
+}
+
+// with is mv with ranks moved to proc (of agent).
+func (mv *memberMoves) with(ranks []int, proc, agent string) *memberMoves {
+	var ws []movedWire
+	if mv != nil {
+		for _, w := range mv.wire() {
+			if !slices.Contains(ranks, w.Rank) {
+				ws = append(ws, w)
+			}
+		}
+	}
+	for _, b := range ranks {
+		ws = append(ws, movedWire{Rank: b, Proc: proc, Agent: agent})
+	}
+	return movesOf(ws)
+}
+
+// procOf is the proc of base rank b now.
+func (r *meshRef) procOf(b int) string {
+	if mv := r.moves.Load(); mv != nil {
+		if p, ok := mv.procs[b]; ok {
+			return p
+		}
+	}
+	return r.procs[b]
+}
+
+// agentOf is the host agent of base rank b's proc now.
+func (r *meshRef) agentOf(b int) string {
+	if mv := r.moves.Load(); mv != nil {
+		if a, ok := mv.agents[b]; ok {
+			return a
+		}
+	}
+	return r.agents[b]
+}
+
+// allProcs is every proc the mesh has or had members on: its spawn's and
+// the moved members'.
+func (r *meshRef) allProcs() []string {
+	mv := r.moves.Load()
+	if mv == nil {
+		return r.all
+	}
+	return uniq(append(slices.Clone(r.all), mv.hosts...))
+}
+
+// procsOfMoved is procsOf for a mesh with moved members.
+func (r *meshRef) procsOfMoved(reg region) []string {
+	var out []string
+	for _, b := range reg.baseRanks() {
+		if p := r.procOf(b); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// deliverMoved is deliverTo for a mesh with moved members: the whole
+// mesh on its subject and the moved members' procs on theirs; a slice on
+// the subject of each of its procs.
+func (rt *core) deliverMoved(ref *meshRef, reg region, mv *memberMoves, w *wire.Writer, h *wire.Header) error {
+	var dests []delivery.Dest
+	if reg.isWhole() {
+		dests = append(dests, ref.dest(rt.subjects))
+		for _, p := range mv.hosts {
+			dests = append(dests, rt.delivery.ToProc(p))
+		}
+	} else {
+		for _, p := range ref.procsOfMoved(reg) {
+			dests = append(dests, rt.delivery.ToProc(p))
+		}
+	}
+	if len(dests) == 1 {
+		return rt.delivery.Send(w, h, dests[0])
+	}
+	return rt.delivery.SendAll(w, h, dests)
+}
+
+// refreshMoves asks the owner of a mesh with a restart policy where its
+// members are now, when one of reg's is on a proc that ended: the owner
+// answers once it restarted it elsewhere, or gave up. It waits at most the
+// spawn timeout, or until ctx ends; on any failure the reference stays as
+// it was (and the send fails on the gone proc, as it would have).
+func (rt *core) refreshMoves(ctx context.Context, ref *meshRef, reg region) {
+	if !ref.restartable || ref.owner == "" || rt.health.nGone.Load() == 0 || rt.health.anyGone(ref.procsOf(reg)) == nil {
+		return
+	}
+	if ref.owner == rt.procID {
+		rt.sup.awaitSettled(ctx, ref)
+		return
+	}
+	fut := newFuture[meshInfo](label{mesh: ref.name, method: "where are the members now"})
+	id, err := rt.ports.open(&onePort[meshInfo]{fut: fut}, []string{ref.owner})
+	if err != nil {
+		return
+	}
+	defer rt.ports.close(id)
+	if err := rt.sendControl(ref.owner, wire.OpMeshInfo, id, &meshInfoReq{Mesh: ref.id, Settled: true}); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
+	defer cancel()
+	info, err := fut.Get(ctx)
+	if err != nil || len(info.Procs) != len(ref.procs) || !slices.Equal(info.Procs, ref.procs) {
+		return
+	}
+	if checkMoved(info.Moved, len(ref.procs)) != nil {
+		return
+	}
+	mv := movesOf(info.Moved)
+	ref.moves.Store(mv)
+	if mv != nil {
+		infos := make([]procInfo, 0, len(mv.hosts))
+		for b, p := range mv.procs {
+			infos = append(infos, procInfo{ID: p, Agent: mv.agents[b]})
+		}
+		rt.health.started(infos, false)
+	}
+}
+
+// settleWait is how often an owner looks again whether a restart it is
+// asked about was decided, besides at each step of its supervision (a
+// proc's end is known to health a moment before supervision hears of it).
+const settleWait = 10 * time.Millisecond
+
+// awaitSettled returns once no member of ref is on a proc that ended
+// while its restart is pending (decided, under way, or not yet decided
+// because the end was just heard of), at most the spawn timeout or until
+// ctx ends.
+func (s *supervision) awaitSettled(ctx context.Context, ref *meshRef) {
+	ctx, cancel := context.WithTimeout(ctx, s.rt.opts.spawnTimeout)
+	defer cancel()
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	for {
+		ok, stepped := s.settled(ref)
+		if ok {
+			return
+		}
+		t.Reset(settleWait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-stepped:
+		case <-t.C:
+		}
+	}
+}
+
+// settled: every member of ref whose proc ended was decided about (its
+// failure reported) and is not waiting for, or in, a restart. If not,
+// stepped is closed at the next step.
+func (s *supervision) settled(ref *meshRef) (ok bool, stepped <-chan struct{}) {
+	if ref.stopped.Load() {
+		return true, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stepped == nil {
+		s.stepped = make(chan struct{})
+	}
+	stepped = s.stepped
+	m := s.router.owned[ref.id]
+	if m == nil || m.stopped {
+		return true, nil
+	}
+	for b := range ref.procs {
+		if s.rt.health.goneErr(ref.procOf(b)) == nil {
+			continue
+		}
+		if !m.reported[b] || (m.plan != nil && m.plan.busy[b]) {
+			return false, stepped
+		}
+	}
+	return true, nil
+}
+
+// meshInfoOf is where the members of mesh id, owned here, are: by base
+// rank as spawned, and those that moved.
+func (s *supervision) meshInfoOf(ref *meshRef) *meshInfo {
+	return &meshInfo{Procs: ref.procs, Agents: ref.agents, Moved: ref.moves.Load().wire()}
+}
+
+// respawn starts a proc in the place of proc old, which ended, by its
+// host agent: the same bootstrap, a new id. It returns the new proc once
+// it is ready, at most the spawn timeout or until ctx ends.
+func (rt *core) respawn(ctx context.Context, old, agent string) (procInfo, error) {
+	if err := rt.health.goneErr(agent); err != nil {
+		return procInfo{}, fmt.Errorf("its host is gone: %w", err)
+	}
+	p := procInfo{ID: rt.newProcID(agent), Agent: agent}
+	ext, _ := NewExtent(Dims{{"procs", 1}})
+	fut := newFuture[ValueMesh[wire.ProcReady]](label{mesh: "respawn " + old})
+	port, err := rt.ports.open(newCallPort[wire.ProcReady](fut, ext), []string{p.ID, agent})
+	if err != nil {
+		return procInfo{}, err
+	}
+	defer rt.ports.close(port)
+	rt.health.started([]procInfo{p}, true)
+	if err := rt.sendControl(agent, wire.OpRespawnProc, port, &wire.RespawnProcReq{Old: old, New: p.ID, Proc: rt.procID, Port: port}); err != nil {
+		return procInfo{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
+	defer cancel()
+	ready, err := fut.Get(ctx)
+	if err != nil {
+		return procInfo{}, err
+	}
+	rd := ready.Values()[0]
+	p.Host, p.PID = rd.Host, rd.PID
+	rt.role.procsStarted(&ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{p}})
+	return p, nil
+}
+
+// spawnMoved spawns ranks of ref, whose proc ended, on the new proc p:
+// members reached on p's own subject (spawnReq.Moved), then the moved
+// members are recorded in ref and in the router. Each rank's answer (its
+// Init) comes as a restart's does.
+func (rt *core) spawnMoved(ctx context.Context, ref *meshRef, ranks []int, p procInfo) (map[int]error, error) {
+	if ref.spawned == nil {
+		return nil, fmt.Errorf("mesh %s was not spawned here", ref.name)
+	}
+	rp := newRestartPort(ranks)
+	port, err := rt.ports.open(rp, []string{p.ID})
+	if err != nil {
+		return nil, err
+	}
+	defer rt.ports.close(port)
+	req := *ref.spawned
+	req.Ranks, req.Moved = ranks, true
+	if err := rt.sendControl(p.ID, wire.OpSpawn, port, &req); err != nil {
+		return nil, err
+	}
+	errs, whole := rp.wait(ctx, rt.opts.spawnTimeout, "spawn of "+ref.name+" on its new proc "+p.ID)
+	if whole != nil {
+		return nil, whole
+	}
+	ref.moves.Store(ref.moves.Load().with(ranks, p.ID, p.Agent))
+	rt.sup.step(evMoved{id: ref.id, ranks: ranks, proc: p.ID})
+	return errs, nil
+}
