@@ -113,7 +113,7 @@ func TestSPMDNoRestartTorch(t *testing.T) {
 // job fails with the last attempt's status.
 func TestSPMDRestartsExhausted(t *testing.T) {
 	dir := t.TempDir()
-	job := writeFile(t, dir, "job.toml", "[spmd]\ncommand = [\"sh\", \"-c\", 'echo \"rank $RANK attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS port $MASTER_PORT\"; [ \"$RANK\" = 1 ] && exit $((5 + TORCHELASTIC_RESTART_COUNT)); sleep 30']\nmax_restarts = 5\n\n[procs]\ngpus = 2\n")
+	job := writeFile(t, dir, "job.toml", "[spmd]\ncommand = [\"sh\", \"-c\", 'echo \"rank $RANK attempt $TORCHELASTIC_RESTART_COUNT of $TORCHELASTIC_MAX_RESTARTS port $MASTER_PORT\"; [ \"$RANK\" = 1 ] && exit $((5 + TORCHELASTIC_RESTART_COUNT)); sleep 30.17']\nmax_restarts = 5\n\n[procs]\ngpus = 2\n")
 	start := time.Now()
 	out, stderr, code := localMonarch(t, 2*time.Minute, nil, "local", job, "--max-restarts", "2")
 	if code != 7 {
@@ -134,7 +134,9 @@ func TestSPMDRestartsExhausted(t *testing.T) {
 			t.Errorf("no attempt %d of rank 1:\n%s", a, out)
 		}
 	}
-	checkNothingLeft(t, "sleep 30")
+	// An argument no other program on the machine is likely to run
+	// with: the check looks at every process.
+	checkNothingLeft(t, "sleep 30.17")
 }
 
 // TestSPMDMaxRestartsBad: max_restarts below zero is refused at its

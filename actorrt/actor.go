@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,8 +67,14 @@ type actor struct {
 	released bool
 	// prev is the failed instance a stand-in replaces, next the stand-in
 	// that replaces a failed one: the one-way messages left in prev's
-	// mailbox go to next, and next's Init waits for prev's end.
+	// mailbox go to next, and next's Init waits for prev's end. Once prev
+	// handed its mailbox over (handedOff, under prev.mu), what is routed
+	// to it still goes straight to next, after what prev handed over
+	// (handed, under next.mu: how many at the front of next's queue came
+	// that way, its Init included).
 	prev, next *actor
+	handedOff  bool
+	handed     int
 	// goroutines counts its concurrent calls and ctx.Go functions
 	// running: Cleanup waits for them.
 	goroutines sync.WaitGroup
@@ -165,9 +172,19 @@ func (a *actor) stage(e envelope) error {
 
 // flushStaged queues what was staged, under one lock.
 func (a *actor) flushStaged() {
+	a.mu.Lock()
+	if a.handedOff {
+		// The actor has left: its calls are refused, its one-way
+		// messages go to its stand-in, if it has one.
+		a.mu.Unlock()
+		q := slices.Clone(a.staged)
+		clear(a.staged)
+		a.staged, a.stagedBytes = a.staged[:0], 0
+		a.refuse(q)
+		return
+	}
 	a.pending.Add(int64(len(a.staged)))
 	a.pendingBytes.Add(a.stagedBytes)
-	a.mu.Lock()
 	first := len(a.queue) == 0
 	a.queue = append(a.queue, a.staged...)
 	a.mu.Unlock()
@@ -192,16 +209,17 @@ func (a *actor) run() {
 		case <-a.wake:
 			a.stopIfAsked() // Context.Stop from outside a message
 		case <-a.ctx.Done():
-			a.refuseQueued()
+			a.leave(nil)
 			return
 		}
 		a.mu.Lock()
 		batch := a.queue
 		a.queue = a.spare[:0]
+		a.handed = 0
 		a.mu.Unlock()
 		for i := range batch {
 			if a.ctx.Err() != nil {
-				a.refuse(batch[i:])
+				a.leave(batch[i:])
 				return
 			}
 			a.handle(&batch[i])
@@ -225,12 +243,12 @@ func (a *actor) awaitRestart() bool {
 	select {
 	case o = <-a.hold:
 	case <-a.ctx.Done():
-		a.refuseQueued()
+		a.leave(nil)
 		return false
 	}
 	if o.giveUp != nil {
 		a.stopAs(o.giveUp, nil)
-		a.refuseQueued()
+		a.leave(nil)
 		return false
 	}
 	if a.prev != nil {
@@ -246,12 +264,13 @@ func (a *actor) awaitRestart() bool {
 		t.Stop()
 		a.prev = nil
 	}
-	a.takeOver([]envelope{o.init})
+	a.takeOver([]envelope{o.init}, true)
 	return true
 }
 
-// takeOver puts q first in the mailbox.
-func (a *actor) takeOver(q []envelope) {
+// takeOver puts q in the mailbox, before what came any other way: first,
+// or after what was handed over before.
+func (a *actor) takeOver(q []envelope, first bool) {
 	var size int64
 	for i := range q {
 		size += int64(len(q[i].payload))
@@ -259,12 +278,30 @@ func (a *actor) takeOver(q []envelope) {
 	a.pending.Add(int64(len(q)))
 	a.pendingBytes.Add(size)
 	a.mu.Lock()
-	a.queue = append(q, a.queue...)
+	at := a.handed
+	if first {
+		at = 0
+	}
+	a.queue = slices.Insert(a.queue, at, q...)
+	a.handed += len(q)
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
+}
+
+// leave refuses what is left in the mailbox, q (the rest of a batch) and
+// then the queue, as the actor ends: calls get its error, and one-way
+// messages go to its stand-in, if it has one. What is routed to it after
+// goes the same way (flushStaged).
+func (a *actor) leave(q []envelope) {
+	a.mu.Lock()
+	q = append(q, a.queue...)
+	a.queue = nil
+	a.handedOff = true
+	a.mu.Unlock()
+	a.refuse(q)
 }
 
 // stop ends the actor; messages still queued are refused with ErrStopped,
@@ -282,6 +319,12 @@ func (a *actor) stopAs(err, cause error) bool {
 	if !a.dead.CompareAndSwap(nil, &err) {
 		return false
 	}
+	a.ended(err, cause)
+	return true
+}
+
+// ended is the rest of stopAs, once the actor is marked dead with err.
+func (a *actor) ended(err, cause error) {
 	if cause == nil {
 		cause = err
 	}
@@ -289,7 +332,6 @@ func (a *actor) stopAs(err, cause error) bool {
 	a.cancel()
 	a.mesh.rt.failOwed(a, err)
 	a.mesh.rt.sup.ownerEnded(a)
-	return true
 }
 
 // deadErr is why the actor no longer handles messages, or nil.
@@ -314,7 +356,13 @@ func (a *actor) fail(reason string, cause *ActorError) {
 		msg += " (its mesh's restart policy restarts it in place unless past its limit)"
 	}
 	err := fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, msg)
-	if !a.dead.CompareAndSwap(nil, &err) {
+	if lm.restarts {
+		// A stand-in takes the member's place as it is marked dead, so
+		// that every message is in its mailbox or the stand-in's.
+		if !lm.standIn(a, &err) {
+			return
+		}
+	} else if !a.dead.CompareAndSwap(nil, &err) {
 		return
 	}
 	rt := lm.rt
@@ -326,21 +374,10 @@ func (a *actor) fail(reason string, cause *ActorError) {
 	own := *mf
 	why := fmt.Errorf("%w: %w", ErrActorFailed, &own)
 	a.end.cause.Store(&why)
-	if lm.restarts {
-		lm.standIn(a)
-	}
 	a.cancel()
 	rt.failOwed(a, err)
 	rt.sup.ownerEnded(a)
 	rt.sup.memberFailed(mf, lm.owner)
-}
-
-func (a *actor) refuseQueued() {
-	a.mu.Lock()
-	q := a.queue
-	a.queue = nil
-	a.mu.Unlock()
-	a.refuse(q)
 }
 
 func (a *actor) refuse(q []envelope) {
@@ -360,7 +397,7 @@ func (a *actor) refuse(q []envelope) {
 		}
 	}
 	if len(left) > 0 {
-		a.next.takeOver(left)
+		a.next.takeOver(left, false)
 	}
 }
 
@@ -457,8 +494,15 @@ func (a *actor) handleInit(e *envelope) {
 	if err != nil && e.restart {
 		// Its owner hears of it in the answer, and decides again.
 		a.replyError(e, err)
-		if a.stopAs(fmt.Errorf("%w: actor %s failed in Init on its restart: %v", ErrActorFailed, a.id, err), nil) && a.mesh.restarts && !e.manual {
-			a.mesh.standIn(a)
+		failed := fmt.Errorf("%w: actor %s failed in Init on its restart: %v", ErrActorFailed, a.id, err)
+		var ended bool
+		if a.mesh.restarts && !e.manual {
+			ended = a.mesh.standIn(a, &failed)
+		} else {
+			ended = a.dead.CompareAndSwap(nil, &failed)
+		}
+		if ended {
+			a.ended(failed, nil)
 		}
 		return
 	}

@@ -169,6 +169,11 @@ func (la *localActors) deliverOr(f wire.Frame, subject string, fail error) {
 			refused = fmt.Errorf("%w: mesh %s was stopped", ErrStopped, lm.name)
 		default:
 			refused = a.deadErr()
+			if refused != nil && f.Port == 0 && a.next != nil {
+				// A one-way message to a member that failed and restarts:
+				// its stand-in takes it (flushStaged).
+				refused = nil
+			}
 		}
 		if refused != nil {
 			if f.Port != 0 {
@@ -346,21 +351,35 @@ func (lm *localMesh) replace(old, next *actor) {
 	lm.members.Store(&members)
 }
 
-// standIn puts, in the place of failed a, a new instance that holds the
-// messages sent to the member until its owner restarts it or gives up
-// on it (restart). Call it once a has failed, for a mesh with a restart
-// policy.
-func (lm *localMesh) standIn(a *actor) {
+// standIn marks a, a member of a mesh with a restart policy, dead with
+// *err and puts in its place a new instance that holds the messages sent
+// to the member until its owner restarts it or gives up on it (restart).
+// The stand-in takes the place first: a message routed after is the
+// stand-in's, one routed before is in a's mailbox (or routed to it by a
+// dispatcher that read the old members), which a hands over as it
+// leaves. It reports whether it marked a dead (false: a had ended).
+func (lm *localMesh) standIn(a *actor, err *error) bool {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
+	if a.deadErr() != nil {
+		return false
+	}
 	if lm.stopped.Load() || !slices.Contains(lm.current(), a) {
-		return
+		return a.dead.CompareAndSwap(nil, err)
 	}
 	next := newActor(lm, a.baseRank)
 	next.hold = make(chan restartOrder, 1)
 	next.prev, a.next = a, next
 	lm.replace(a, next)
+	if !a.dead.CompareAndSwap(nil, err) {
+		// Stopped meanwhile: the stand-in ends with it.
+		next.released = true
+		next.hold <- restartOrder{giveUp: a.deadErr()}
+		go next.run()
+		return false
+	}
 	go next.run()
+	return true
 }
 
 // restart carries out a restart request of the mesh's owner for this

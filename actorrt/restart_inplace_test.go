@@ -53,16 +53,21 @@ func (p *Phoenix) Append(ctx *actorrt.Context, v int) error  { p.items = append(
 func (p *Phoenix) Items(ctx *actorrt.Context) ([]int, error) { return p.items, nil }
 func (p *Phoenix) Panic(ctx *actorrt.Context) error          { panic("phoenix down") }
 
-// PanicWhen panics once the file name exists in the actor's directory
-// (waiting at most 30s): what the test sends behind it is in its mailbox
-// when it fails.
-func (p *Phoenix) PanicWhen(ctx *actorrt.Context, name string) error {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(p.dir, name)); err == nil {
-			panic("phoenix down at " + name)
+// Hold holds the actor's mailbox until the actor fails, which a
+// goroutine of its (ctx.Go) makes it do once the file name exists in its
+// directory (or after 30s): what the test sends behind Hold is in the
+// mailbox when it fails.
+func (p *Phoenix) Hold(ctx *actorrt.Context, name string) error {
+	ctx.Go(func(ctx *actorrt.Context) error {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(p.dir, name)); err == nil {
+				break
+			}
 		}
-	}
-	return errors.New("no " + name + " within 30s")
+		return errors.New("phoenix down at " + name)
+	})
+	<-ctx.Done()
+	return nil
 }
 
 var (
@@ -99,15 +104,22 @@ func TestRestartInPlace(t *testing.T) {
 	before := nonces(t, m)
 
 	one := m.At("gpus", 1)
-	if err := actorrt.VoidMethod1((*Phoenix).PanicWhen).Broadcast(one, "go"); err != nil {
+	if err := actorrt.VoidMethod1((*Phoenix).Hold).Broadcast(one, "go"); err != nil {
 		t.Fatal(err)
 	}
-	inFlight := phoenixNonce.CallOne(one) // queued behind PanicWhen
+	inFlight := phoenixNonce.CallOne(one) // queued behind Hold
 	// One-way messages queued behind it too: the new instance gets them.
 	for i := 100; i < 103; i++ {
 		if err := actorrt.VoidMethod1((*Phoenix).Append).Broadcast(one, i); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Once another actor of that proc answers, what was sent to it before
+	// is in the failing member's mailbox: one sender's messages reach a
+	// proc in order.
+	echo := spawn[Echo](t, procs, "phoenix-echo")
+	if _, err := actorrt.Method((*Echo).Ping).CallOne(echo.At("gpus", 1)).Get(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o600); err != nil {
 		t.Fatal(err)
