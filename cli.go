@@ -60,6 +60,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			stopCommand(),
 			cleanCommand(),
 			tearsDown(logsCommand()),
+			stacksCommand(),
 			configCommand(),
 			tearsDown(agentCommand(a)),
 			spmdCommand(a),

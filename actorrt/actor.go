@@ -78,6 +78,11 @@ type actor struct {
 	// goroutines counts its concurrent calls and ctx.Go functions
 	// running: Cleanup waits for them.
 	goroutines sync.WaitGroup
+	// running is the endpoint its mailbox runs now (nil: none), since
+	// when (Unix nanoseconds): two stores around each call, read by
+	// `monarch stacks` (inspect.go).
+	running atomic.Pointer[method]
+	since   atomic.Int64
 }
 
 // restartOrder is what a stand-in waits for: the Init of its restart, or
@@ -429,7 +434,10 @@ func (a *actor) handle(e *envelope) {
 	}
 	ctx := &a.msgCtx
 	ctx.view, ctx.msgIdx, ctx.reply, ctx.method = e.view, e.msgIdx, e.reply, m
+	a.since.Store(time.Now().UnixNano())
+	a.running.Store(m)
 	a.call(m, ctx, e)
+	a.running.Store(nil)
 }
 
 // call runs endpoint m for message e and answers its caller; an error
@@ -487,9 +495,12 @@ func (a *actor) handleInit(e *envelope) {
 	var err error
 	if m := a.mesh.typ.init; m != nil {
 		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank, method: m}
+		a.since.Store(time.Now().UnixNano())
+		a.running.Store(m)
 		if _, aerr := a.invoke(m, ctx, e.payload, false); aerr != nil {
 			err = aerr
 		}
+		a.running.Store(nil)
 	}
 	if err != nil && e.restart {
 		// Its owner hears of it in the answer, and decides again.
@@ -584,6 +595,9 @@ func (a *actor) supervise(f *MeshFailure) {
 	handled := false
 	if sv := a.mesh.typ.supervise; sv.IsValid() {
 		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank}
+		a.since.Store(time.Now().UnixNano())
+		a.running.Store(superviseMethod)
+		defer a.running.Store(nil)
 		func() {
 			defer func() {
 				if r := recover(); r != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/hostagent"
+	"github.com/monarch-go/monarch/internal/jobctl"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -41,6 +42,8 @@ type client struct {
 	fatalOnce sync.Once
 
 	names *nameRegistry // the job's mesh names (names.go)
+
+	control *jobctl.Server // the job's control socket (inspect.go), or nil
 
 	spawnedMu sync.Mutex
 	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
@@ -253,6 +256,7 @@ func (c *client) start(env jobenv.Env, l link) error {
 	if err := l.Flush(ctx); err != nil {
 		return fmt.Errorf("actorrt: client: %w", err)
 	}
+	c.serveControl(hostsconfig.StateDir())
 	if c.launched != nil {
 		return c.launched.ask() // after the inbox SUB: the answers can come
 	}
@@ -347,6 +351,9 @@ func (c *client) watchSubjects(string) []string { return nil }
 func (c *client) shutdown() {
 	c.shutOnce.Do(func() {
 		c.closing.Store(true)
+		if c.control != nil {
+			c.control.Close() // first: the job is ending, nothing more to ask
+		}
 		if c.link != nil {
 			c.logs.endOutput() // the program's last lines are in the log
 			c.stopSpawned()

@@ -87,7 +87,7 @@ func OwnMesh[A any](ctx *Context) (*ActorMesh[A], error) {
 	if want := typeName(reflect.TypeFor[A]()); want != lm.typ.name {
 		return nil, fmt.Errorf("%w: OwnMesh[%s] in an actor of %s", ErrBadArgs, shortName(want), lm.typ.name)
 	}
-	if lm.id == sysMesh {
+	if isSystemMesh(lm.id) {
 		return nil, fmt.Errorf("%w: the system actor has no mesh", ErrBadArgs)
 	}
 	info, err := lm.memberInfo(ctx)

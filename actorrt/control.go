@@ -98,7 +98,7 @@ const maxMembers = 1 << 30
 // the extent.
 func (req *spawnReq) check() error {
 	switch {
-	case !wire.ValidID(req.Mesh) || req.Mesh == sysMesh:
+	case !wire.ValidID(req.Mesh) || isSystemMesh(req.Mesh):
 		return fmt.Errorf("mesh id %.40q", req.Mesh)
 	case !validName(req.Name):
 		return fmt.Errorf("mesh name %.40q", req.Name)

@@ -317,6 +317,19 @@
 // RestartCount says how many times a requeued job ran before. A function
 // that returns an *ExitError sets the exit status.
 //
+// # Seeing inside a running job
+//
+// The client serves the job's control socket (internal/jobctl) while Main
+// runs, in the state dir beside the job's record, and removes it at the
+// end; `monarch stacks` asks it for the goroutine stacks of the procs of
+// the proc meshes the client started (and its own). Every process has,
+// beside the system actor of remote functions, an inspector that answers
+// with its goroutine profile and, for each actor, the endpoint its mailbox
+// runs now and since when (two atomic stores around each call: no
+// allocation, no lock); the client asks the selected procs at once and
+// lists those that do not answer within the request's bound. Command
+// procs (WithCommand) have no runtime of ours: they are listed as such.
+//
 // # Inside
 //
 // The client's runtime and a proc's (client.go, worker.go) share a core
@@ -327,8 +340,9 @@
 // failureRouter state machine of failurerouter.go, which asks a mesh's
 // restartPlanner of restartplan.go; restart.go and moves.go carry out
 // restarts in place, on the member's proc or on a new one), the job's
-// names (names.go: the client's registry) and what it knows of the job's
-// health (health.go, driving the healthTable of healthtable.go). The
+// names (names.go: the client's registry), what it knows of the job's
+// health (health.go, driving the healthTable of healthtable.go) and the
+// inspector and control socket (inspect.go). The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision.
 package actorrt

@@ -402,7 +402,7 @@ func (la *localActors) restart(req *restartReq, reply portRef) {
 	la.mu.Lock()
 	lm := la.meshes[req.Mesh]
 	la.mu.Unlock()
-	if lm == nil || lm.id == sysMesh {
+	if lm == nil || isSystemMesh(lm.id) {
 		for _, b := range req.Ranks {
 			answer(b, fmt.Errorf("%w: mesh %.40q has no members on proc %s", ErrStopped, req.Mesh, la.rt.procID))
 		}

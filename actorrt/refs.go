@@ -121,7 +121,7 @@ func (w *actorMeshWire) bind(rt *core) (*meshRef, region, error) {
 // check checks what a mesh reference names, without the runtime: its
 // id, the procs and agents of its members, and its region against them.
 func (w *actorMeshWire) check() error {
-	if !wire.ValidID(w.ID) || w.ID == sysMesh || !validName(w.Name) || w.Type == "" {
+	if !wire.ValidID(w.ID) || isSystemMesh(w.ID) || !validName(w.Name) || w.Type == "" {
 		return fmt.Errorf("%w: mesh reference: mesh %.40q (id %.40q) of type %.40q", ErrDecode, w.Name, w.ID, w.Type)
 	}
 	if len(w.Agents) != len(w.Procs) {

@@ -148,7 +148,7 @@ type restartReq struct {
 }
 
 func (r *restartReq) check() error {
-	if !wire.ValidID(r.Mesh) || r.Mesh == sysMesh {
+	if !wire.ValidID(r.Mesh) || isSystemMesh(r.Mesh) {
 		return fmt.Errorf("mesh id %.40q", r.Mesh)
 	}
 	if len(r.Ranks) == 0 {

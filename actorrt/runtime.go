@@ -126,6 +126,9 @@ func (rt *core) start(l link, r role, client bool) error {
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
 	}
+	if err := rt.actors.startInspector(); err != nil {
+		return err
+	}
 	rt.agent = hostagent.New(hostagent.Config{
 		ID: rt.procID, Job: rt.job, Bus: rt.bus, Host: rt.hostLabel,
 		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded, Heartbeat: rt.opts.heartbeat,

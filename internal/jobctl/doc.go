@@ -1,0 +1,46 @@
+// Package jobctl is the control channel of a running job: how a monarch
+// command on the job's host asks the job's client something (its procs'
+// goroutine stacks today; profiles, the live state of the job and exec
+// later) and gets the answer.
+//
+// # Where it lives and who serves it
+//
+// The job's client runtime (the process that runs Main's function: it is on
+// the job's bus and can ask every proc) serves a unix socket, with Listen,
+// for as long as it runs; Close removes it. A command finds it from the
+// job's id alone (SocketPath): <state dir>/<job>.sock, beside the job's
+// record and log, or, when that path is longer than a socket path may be
+// (108 bytes with its NUL), a short name made from a hash of both under a
+// private runtime dir ($TMPDIR/monarch-<uid>/ctl). Both halves compute the
+// same path, so nothing needs recording. The client, not the launcher,
+// serves it: the client has the job's bus and its procs; the launcher of
+// a job run directly does not exist.
+//
+// A unix socket rather than a TCP port or a bus subject: it needs no port
+// and no secret, is reachable only on the host, and the kernel says who
+// connects. Access is limited to the job's user twice: the socket's
+// directory is private (0700, checked by internal/privfs) and the socket
+// itself 0600; and each side checks the other's uid with SO_PEERCRED (the
+// server refuses another user's connection; the caller refuses a socket
+// another user serves).
+//
+// # Protocol
+//
+// One request per connection, one answer: each a JSON object on one line.
+// A request is {"op": ..., "body": ...}, bounded by MaxRequest bytes; an
+// answer {"body": ...} or {"error": "..."}, bounded by MaxAnswer. The
+// server reads a request within IOTimeout, runs its op's Handler under a
+// context that ends at the op's own bound (at most MaxOpTime) or when the
+// server closes, and writes the answer within IOTimeout. An unknown op is
+// an error answer naming the ops served. JSON lines keep the channel
+// readable with socat and open to ops added later, each a Handler under a
+// name (OpStacks, ...) with its request and answer types here.
+//
+// # Stacks
+//
+// OpStacks asks for the goroutine stacks of the job's procs
+// (StacksRequest, StacksAnswer). Group folds identical goroutines across
+// procs, with goroutine ids, wait times and argument values masked, as the
+// log aggregation folds similar lines; Format prints an answer as
+// `monarch stacks` shows it.
+package jobctl
