@@ -293,8 +293,11 @@ func TestDetachStatusStop(t *testing.T) {
 	program := filepath.Join(build(t), "hold")
 	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\n", c.Partition), "gpus = 1")
 	id, sid := detachSlurm(t, c, job)
-	// The batch job's monarch run takes over the record; one row.
+	// The batch job's monarch run takes over the record; one row. The
+	// stop below is of a program that runs: its 2 procs are up (a stop
+	// before that is "stopped by monarch stop before it ran").
 	status := waitSlurmStatus(t, c, id, "running")
+	waitSlurmProcs(t, c, id, 2)
 	if strings.Count(status, "\n") != 3 || !strings.Contains(status, "slurm "+sid) {
 		t.Errorf("status has more rows than the job, or not its Slurm job id %s:\n%s", sid, status)
 	}
@@ -344,6 +347,21 @@ func waitSlurmStatus(t *testing.T, c *testcluster.Cluster, job, state string) st
 	}
 	t.Fatalf("status never showed %s %q:\n%s", job, state, status)
 	return ""
+}
+
+// waitSlurmProcs waits (at most 3 minutes) until monarch status shows
+// the running Slurm job with n procs up.
+func waitSlurmProcs(t *testing.T, c *testcluster.Cluster, job string, n int) {
+	t.Helper()
+	row := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(job) + `\s+running\s+slurm \d+\s+\d+\s+` + strconv.Itoa(n) + `\s`)
+	var status string
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		status, _, _ = runMonarch(t, c, 30*time.Second, nil, "status")
+		if row.MatchString(status) {
+			return
+		}
+	}
+	t.Fatalf("status never showed %s running with %d procs:\n%s", job, n, status)
 }
 
 // TestCtrlCRun: SIGINT to monarch run tears the whole job down (client,
