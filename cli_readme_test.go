@@ -43,6 +43,11 @@ var readmeShapes = map[string][][]string{
 	},
 	"monarch stop JOB": {{"stop", "JOB"}},
 	"monarch stacks [JOB] [--rank R] [--host H] [--mesh M] [--timeout D]": {{"stacks"}, {"stacks", "JOB", "--rank", "0", "--host", "h", "--mesh", "m", "--timeout", "2s"}},
+
+	"monarch profile [JOB] [--seconds N | --heap] [--rank R] [--host H] [--mesh M] -o FILE": {
+		{"profile", "-o", "x.pprof"}, {"profile", "JOB", "--heap", "-o", "x.pprof"},
+		{"profile", "JOB", "--seconds", "2", "--rank", "0", "--host", "h", "--mesh", "m", "-o", "x.pprof"},
+	},
 	"monarch config check FILE":     {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
 	"monarch version":               {{"version"}, {"--version"}},
 	"monarch help [COMMAND]":        {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},

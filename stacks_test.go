@@ -23,8 +23,30 @@ type stacksJobRun struct {
 // gpus procs each and waits (bounded) until every worker has blocked.
 func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), "stacks"))
-	cmd.Env = append(os.Environ(), "STACKS_GPUS="+strconv.Itoa(gpus))
+	run := &stacksJobRun{}
+	pidRe := regexp.MustCompile(`blocking in stacksTestBlockHere pid=(\d+)`)
+	ready := false
+	run.held = startLocalJob(t, hosts, "stacks", []string{"STACKS_GPUS=" + strconv.Itoa(gpus)}, func(line string) bool {
+		if line == "READY" {
+			ready = true
+		}
+		if m := pidRe.FindStringSubmatch(line); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			run.pids = append(run.pids, pid)
+		}
+		return ready && len(run.pids) == hosts*gpus
+	})
+	return run
+}
+
+// startLocalJob runs the test program prog under monarch local on hosts
+// simulated hosts, with env added, reads its stdout until ready says so
+// (within 90 s) and finds the job's id. The job is killed at the test's
+// end if it still runs.
+func startLocalJob(t *testing.T, hosts int, prog string, env []string, ready func(line string) bool) *held {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), prog))
+	cmd.Env = append(os.Environ(), env...)
 	h := &held{cmd: cmd, stderr: &syncBuilder{}, done: make(chan struct{})}
 	cmd.Stderr = h.stderr
 	out, err := cmd.StdoutPipe()
@@ -37,18 +59,10 @@ func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 	t.Cleanup(func() { cmd.Process.Kill(); <-h.done })
 	timer := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
 	defer timer.Stop()
-	run := &stacksJobRun{held: h}
-	pidRe := regexp.MustCompile(`blocking in stacksTestBlockHere pid=(\d+)`)
 	sc := bufio.NewScanner(out)
-	ready := false
-	for (!ready || len(run.pids) < hosts*gpus) && sc.Scan() {
-		if sc.Text() == "READY" {
-			ready = true
-		}
-		if m := pidRe.FindStringSubmatch(sc.Text()); m != nil {
-			pid, _ := strconv.Atoi(m[1])
-			run.pids = append(run.pids, pid)
-		}
+	ok := false
+	for !ok && sc.Scan() {
+		ok = ready(sc.Text())
 	}
 	go func() {
 		for sc.Scan() {
@@ -56,15 +70,15 @@ func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 		cmd.Wait()
 		close(h.done)
 	}()
-	if len(run.pids) < hosts*gpus {
-		t.Fatalf("only %d of %d workers blocked; stderr:\n%s", len(run.pids), hosts*gpus, h.stderr.load())
+	if !ok {
+		t.Fatalf("%s did not get ready; stderr:\n%s", prog, h.stderr.load())
 	}
 	m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(h.stderr.load())
 	if m == nil {
 		t.Fatalf("no job id on stderr:\n%s", h.stderr.load())
 	}
 	h.job = m[1]
-	return run
+	return h
 }
 
 // TestStacks: monarch stacks names the function the actors block in,

@@ -83,6 +83,9 @@ type actor struct {
 	// `monarch stacks` (inspect.go).
 	running atomic.Pointer[method]
 	since   atomic.Int64
+	// labels caches, per endpoint name, the pprof labels of its calls
+	// while a CPU profile runs (profile.go).
+	labels sync.Map
 }
 
 // restartOrder is what a stand-in waits for: the Init of its restart, or
@@ -436,7 +439,11 @@ func (a *actor) handle(e *envelope) {
 	ctx.view, ctx.msgIdx, ctx.reply, ctx.method = e.view, e.msgIdx, e.reply, m
 	a.since.Store(time.Now().UnixNano())
 	a.running.Store(m)
+	labelled := a.label(m.name)
 	a.call(m, ctx, e)
+	if labelled {
+		unlabel()
+	}
 	a.running.Store(nil)
 }
 
@@ -497,8 +504,12 @@ func (a *actor) handleInit(e *envelope) {
 		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank, method: m}
 		a.since.Store(time.Now().UnixNano())
 		a.running.Store(m)
+		labelled := a.label(m.name)
 		if _, aerr := a.invoke(m, ctx, e.payload, false); aerr != nil {
 			err = aerr
+		}
+		if labelled {
+			unlabel()
 		}
 		a.running.Store(nil)
 	}
@@ -598,6 +609,9 @@ func (a *actor) supervise(f *MeshFailure) {
 		a.since.Store(time.Now().UnixNano())
 		a.running.Store(superviseMethod)
 		defer a.running.Store(nil)
+		if a.label(superviseMethod.name) {
+			defer unlabel()
+		}
 		func() {
 			defer func() {
 				if r := recover(); r != nil {

@@ -122,6 +122,7 @@ func (a *actor) startConcurrent(m *method, e *envelope) {
 			default:
 			}
 		}()
+		a.label(m.name) // the goroutine ends with the call: nothing to undo
 		a.call(m, ctx, &ev)
 	}()
 }
@@ -157,6 +158,7 @@ func (c *Context) Go(fn func(ctx *Context) error) {
 	a.goroutines.Add(1)
 	go func() {
 		defer a.goroutines.Done()
+		a.label(name)
 		aerr := a.runGo(name, gctx, fn)
 		if aerr == nil {
 			return

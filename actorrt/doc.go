@@ -329,6 +329,13 @@
 // allocation, no lock); the client asks the selected procs at once and
 // lists those that do not answer within the request's bound. Command
 // procs (WithCommand) have no runtime of ours: they are listed as such.
+// `monarch profile` asks the inspectors the same way for CPU profiles,
+// taken at once for the time asked, or heap profiles. While a CPU profile
+// runs in a process, each actor call there (of an ordinary or concurrent
+// endpoint, Init, Supervise, a ctx.Go function) runs with the pprof labels
+// mesh, endpoint and rank of its actor, made once per actor and endpoint;
+// when none runs, a call pays one atomic load for them. A call that began
+// before the profile did is not labelled.
 //
 // # Inside
 //
@@ -342,7 +349,7 @@
 // restarts in place, on the member's proc or on a new one), the job's
 // names (names.go: the client's registry), what it knows of the job's
 // health (health.go, driving the healthTable of healthtable.go) and the
-// inspector and control socket (inspect.go). The
+// inspector and control socket (inspect.go; profiles: profile.go). The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision.
 package actorrt

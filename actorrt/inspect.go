@@ -16,7 +16,8 @@ import (
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
-// Seeing inside a running job (`monarch stacks`). Every runtime has a
+// Seeing inside a running job (`monarch stacks`; `monarch profile` is
+// profile.go's). Every runtime has a
 // second system actor, the inspector, on its proc's subject beside the
 // one that runs remote functions, so that a remote function that hangs
 // does not hold up the question of where it hangs. The job's client
@@ -109,6 +110,9 @@ func (la *localActors) startInspector() error {
 	if err != nil {
 		return err
 	}
+	if err := applyOptions(at, []RegisterOption{ConcurrentLimit((*procInspector).Profile, 4)}); err != nil {
+		return err
+	}
 	whole := wholeRegion(Extent{})
 	lm := &localMesh{rt: la.rt, id: inspectMesh, name: "inspect:" + la.rt.procID, typ: at, base: Extent{}, whole: &whole}
 	a := newActor(lm, 0)
@@ -124,28 +128,40 @@ func (la *localActors) startInspector() error {
 // askStacks asks proc's inspector for its stacks, waiting at most until
 // ctx ends.
 func (rt *core) askStacks(ctx context.Context, proc string) (procStacks, error) {
+	return askInspector[procStacks](ctx, rt, proc, "Stacks")
+}
+
+// askInspector calls endpoint method of proc's inspector with args and
+// waits for its answer at most until ctx ends.
+func askInspector[R any](ctx context.Context, rt *core, proc, method string, args ...any) (R, error) {
+	var zero R
 	if err := rt.health.goneErr(proc); err != nil {
-		return procStacks{}, err
+		return zero, err
 	}
-	fut := newFuture[ValueMesh[procStacks]](label{mesh: "the stacks of proc " + proc})
-	id, err := rt.ports.open(newCallPort[procStacks](fut, Extent{}), []string{proc})
+	fut := newFuture[ValueMesh[R]](label{mesh: "the " + method + " of proc " + proc})
+	id, err := rt.ports.open(newCallPort[R](fut, Extent{}), []string{proc})
 	if err != nil {
-		return procStacks{}, err
+		return zero, err
 	}
 	defer rt.ports.close(id)
-	h := wire.Header{Kind: wire.KindActor, Target: inspectMesh, Method: "Stacks", Port: id, ReplyTo: rt.procID}
+	h := wire.Header{Kind: wire.KindActor, Target: inspectMesh, Method: method, Port: id, ReplyTo: rt.procID}
 	w := wire.NewPayload(&h, rt.link.MaxMessage())
-	err = w.Enc.EncodeArrayLen(0)
+	err = w.Enc.EncodeArrayLen(len(args))
+	for _, a := range args {
+		if err == nil {
+			err = w.Enc.Encode(a)
+		}
+	}
 	if err == nil {
 		err = rt.delivery.Send(w, &h, rt.delivery.ToProc(proc))
 	}
 	w.Free()
 	if err != nil {
-		return procStacks{}, err
+		return zero, err
 	}
 	vm, err := fut.Get(ctx)
 	if err != nil {
-		return procStacks{}, err
+		return zero, err
 	}
 	return vm.Values()[0], nil
 }
@@ -180,7 +196,7 @@ func (c *client) ctlProcs() []ctlProc {
 
 // selectProcs picks the procs req asks for; a mesh, rank or host that
 // no proc has is an error naming it and what there is.
-func selectProcs(all []ctlProc, req jobctl.StacksRequest) ([]ctlProc, error) {
+func selectProcs(all []ctlProc, req jobctl.Selection) ([]ctlProc, error) {
 	meshes, hosts := map[string]int{}, map[string]bool{}
 	var meshOrder, hostOrder []string
 	for _, p := range all {
@@ -245,6 +261,58 @@ func meshName(m string) string {
 	return "mesh " + m
 }
 
+// ctlSelect is the procs s selects, with what the answer says of each;
+// with nothing selected the client comes first (its ctlProc is zero).
+func (c *client) ctlSelect(s jobctl.Selection) ([]ctlProc, []jobctl.ProcInfo, error) {
+	sel, err := selectProcs(c.ctlProcs(), s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if s.Empty() {
+		sel = append([]ctlProc{{}}, sel...)
+	}
+	infos := make([]jobctl.ProcInfo, len(sel))
+	for i, p := range sel {
+		if p.info.ID == "" {
+			infos[i] = jobctl.ProcInfo{Proc: c.procID, Host: c.hostLabel, Rank: -1}
+		} else {
+			infos[i] = jobctl.ProcInfo{Proc: p.info.ID, Host: p.host, Mesh: p.mesh, Rank: p.rank}
+		}
+	}
+	return sel, infos, nil
+}
+
+// askEach runs ask for each of procs (the client's too: its info.ID is
+// "") at once, but the command procs, which have no runtime of ours to
+// give a Go what, and waits for them, at most wait: it sets the Missing
+// of infos[i] to why proc i gave nothing (late, when it did not answer
+// within wait).
+func (c *client) askEach(ctx context.Context, procs []ctlProc, infos []jobctl.ProcInfo, wait time.Duration, what, late string,
+	ask func(ctx context.Context, i int, p ctlProc) error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		if p.command {
+			infos[i].Missing = "a command proc (WithCommand): it runs a command, not this program, so it has no Go " + what + " of monarch's"
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := ask(ctx, i, p)
+			switch {
+			case err == nil:
+			case ctx.Err() != nil:
+				infos[i].Missing = late
+			default:
+				infos[i].Missing = err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // ctlStacks answers an OpStacks request on the control socket.
 func (c *client) ctlStacks(ctx context.Context, body json.RawMessage) (any, error) {
 	var req jobctl.StacksRequest
@@ -254,45 +322,25 @@ func (c *client) ctlStacks(ctx context.Context, body json.RawMessage) (any, erro
 	if req.Timeout <= 0 {
 		req.Timeout = DefaultStacksTimeout
 	}
-	sel, err := selectProcs(c.ctlProcs(), req)
+	sel, infos, err := c.ctlSelect(req.Selection)
 	if err != nil {
 		return nil, err
 	}
 	ans := &jobctl.StacksAnswer{Job: c.job, Procs: make([]jobctl.ProcStacks, len(sel))}
-	if len(req.Meshes)+len(req.Ranks)+len(req.Hosts) == 0 {
-		own := jobctl.ProcStacks{Proc: c.procID, Host: c.hostLabel, Rank: -1}
-		fillStacks(&own, c.actors.stacks())
-		ans.Procs = append([]jobctl.ProcStacks{own}, ans.Procs...)
-		sel = append([]ctlProc{{}}, sel...)
-	}
-	ctx, cancel := context.WithTimeout(ctx, req.Timeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, p := range sel {
+	c.askEach(ctx, sel, infos, req.Timeout, "stacks", "no answer within "+req.Timeout.String(), func(ctx context.Context, i int, p ctlProc) error {
+		var st procStacks
+		var err error
 		if p.info.ID == "" {
-			continue // the client, done
+			st = c.actors.stacks()
+		} else if st, err = c.askStacks(ctx, p.info.ID); err != nil {
+			return err
 		}
-		ps := &ans.Procs[i]
-		*ps = jobctl.ProcStacks{Proc: p.info.ID, Host: p.host, Mesh: p.mesh, Rank: p.rank}
-		if p.command {
-			ps.Missing = "a command proc (WithCommand): it runs a command, not this program, so it has no Go stacks of monarch's"
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := c.askStacks(ctx, p.info.ID)
-			switch {
-			case err == nil:
-				fillStacks(ps, st)
-			case ctx.Err() != nil:
-				ps.Missing = "no answer within " + req.Timeout.String()
-			default:
-				ps.Missing = err.Error()
-			}
-		}()
+		fillStacks(&ans.Procs[i], st)
+		return nil
+	})
+	for i := range ans.Procs {
+		ans.Procs[i].ProcInfo = infos[i]
 	}
-	wg.Wait()
 	return ans, nil
 }
 
@@ -316,10 +364,11 @@ func fillStacks(ps *jobctl.ProcStacks, st procStacks) {
 func (c *client) serveControl(stateDir string) {
 	path := jobctl.SocketPath(stateDir, c.job)
 	srv, err := jobctl.Listen(path, map[string]jobctl.Op{
-		jobctl.OpStacks: {Handle: c.ctlStacks, Bound: jobctl.StacksBound},
+		jobctl.OpStacks:  {Handle: c.ctlStacks, Bound: jobctl.StacksBound},
+		jobctl.OpProfile: {Handle: c.ctlProfile, Bound: jobctl.ProfileBound},
 	})
 	if err != nil {
-		c.log.Warn().Err(err).Msg("monarch stacks cannot reach this job")
+		c.log.Warn().Err(err).Msg("monarch stacks and profile cannot reach this job")
 		return
 	}
 	c.control = srv

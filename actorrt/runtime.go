@@ -53,6 +53,9 @@ type core struct {
 	procMeshSeq atomic.Uint64 // proc meshes spawned here without a name
 	ends        sync.Map      // proc id -> *procEnds: who hears of its end
 	ending      notices       // the job is ending: what this process heard
+	// profiling: a CPU profile of `monarch profile` runs in this process,
+	// and actor calls carry pprof labels (profile.go).
+	profiling atomic.Bool
 }
 
 // role is what the client and a proc do differently.

@@ -1,7 +1,7 @@
 // Package jobctl is the control channel of a running job: how a monarch
 // command on the job's host asks the job's client something (its procs'
-// goroutine stacks today; profiles, the live state of the job and exec
-// later) and gets the answer.
+// goroutine stacks and profiles today; the live state of the job and
+// exec later) and gets the answer.
 //
 // # Where it lives and who serves it
 //
@@ -34,7 +34,9 @@
 // server closes, and writes the answer within IOTimeout. An unknown op is
 // an error answer naming the ops served. JSON lines keep the channel
 // readable with socat and open to ops added later, each a Handler under a
-// name (OpStacks, ...) with its request and answer types here.
+// name (OpStacks, OpProfile, ...) with its request and answer types here.
+// Ops that ask procs select them alike (Selection) and say of each proc
+// asked why it gave nothing, if it did not (ProcInfo, FormatMissing).
 //
 // # Stacks
 //
@@ -43,4 +45,12 @@
 // procs, with goroutine ids, wait times and argument values masked, as the
 // log aggregation folds similar lines; Format prints an answer as
 // `monarch stacks` shows it.
+//
+// # Profiles
+//
+// OpProfile asks for CPU profiles of a duration, or heap profiles, of the
+// job's procs, all taken at once (ProfileRequest, ProfileAnswer): each as
+// runtime/pprof writes it. The command merges them (with
+// github.com/google/pprof/profile, which this package leaves out so that
+// the jobs, which import it through actorrt, do not carry it).
 package jobctl

@@ -15,13 +15,22 @@ import (
 // answered by a StacksAnswer.
 const OpStacks = "stacks"
 
-// StacksRequest selects the procs whose stacks are wanted: those of every
-// listed mesh, rank and host (an empty list selects all). With no
-// selection the client's own stacks come too.
-type StacksRequest struct {
+// Selection selects procs of a job: those of every listed proc mesh,
+// rank (in its proc mesh) and host; an empty list selects all. With
+// nothing selected, the client comes too.
+type Selection struct {
 	Meshes []string `json:"meshes,omitempty"`
 	Ranks  []int    `json:"ranks,omitempty"`
 	Hosts  []string `json:"hosts,omitempty"`
+}
+
+// Empty reports whether s selects nothing in particular: every proc and
+// the client.
+func (s Selection) Empty() bool { return len(s.Meshes)+len(s.Ranks)+len(s.Hosts) == 0 }
+
+// StacksRequest selects the procs whose stacks are wanted.
+type StacksRequest struct {
+	Selection
 	// Timeout bounds the wait for the procs' answers; a proc that has not
 	// answered then is listed as such.
 	Timeout time.Duration `json:"timeout"`
@@ -44,15 +53,20 @@ type StacksAnswer struct {
 	Procs []ProcStacks `json:"procs"`
 }
 
-// ProcStacks is what one proc answered, or why it did not.
-type ProcStacks struct {
+// ProcInfo is a proc asked, and why it gave no answer if it did not.
+type ProcInfo struct {
 	Proc string `json:"proc"` // its id: c-3, h1-4, or "c" for the client
 	Host string `json:"host"`
 	Mesh string `json:"mesh"` // its proc mesh's name; "" for the client
 	Rank int    `json:"rank"` // its rank in its proc mesh; -1 for the client
-	// Missing says why there are no stacks: a command proc, a proc that
-	// ended, or one that did not answer in time. "" when there are.
+	// Missing says why there is no answer: a command proc, a proc that
+	// ended, or one that did not answer in time. "" when there is.
 	Missing string `json:"missing,omitempty"`
+}
+
+// ProcStacks is what one proc answered, or why it did not.
+type ProcStacks struct {
+	ProcInfo
 	// Goroutines is the proc's goroutine profile (runtime/pprof
 	// "goroutine", debug=2).
 	Goroutines string       `json:"goroutines,omitempty"`
@@ -60,7 +74,7 @@ type ProcStacks struct {
 }
 
 // Label names the proc for people: "client", "workers 3".
-func (p *ProcStacks) Label() string {
+func (p *ProcInfo) Label() string {
 	if p.Rank < 0 {
 		return "client"
 	}
@@ -195,9 +209,9 @@ func Format(w io.Writer, a *StacksAnswer, now time.Time) error {
 	}
 	fmt.Fprintf(w, "job %s: stacks of %d of %d procs\n", a.Job, answered, len(a.Procs))
 	for _, g := range Group(a) {
-		procs := make([]*ProcStacks, len(g.Procs))
+		procs := make([]*ProcInfo, len(g.Procs))
 		for i, pi := range g.Procs {
-			procs[i] = &a.Procs[pi]
+			procs[i] = &a.Procs[pi].ProcInfo
 		}
 		each := ""
 		if n := g.Goroutines(); n == len(g.Procs) {
@@ -227,24 +241,33 @@ func Format(w io.Writer, a *StacksAnswer, now time.Time) error {
 			fmt.Fprintf(w, "%s (%s on %s): %s %s for %v\n", p.Label(), p.Proc, p.Host, as.Actor, as.Endpoint, now.Sub(as.Since).Round(time.Millisecond))
 		}
 	}
-	first := true
+	missing := make([]*ProcInfo, 0, len(a.Procs))
 	for i := range a.Procs {
-		p := &a.Procs[i]
+		missing = append(missing, &a.Procs[i].ProcInfo)
+	}
+	FormatMissing(w, "procs without stacks", missing)
+	return nil
+}
+
+// FormatMissing prints, under "== title", each of procs that gave no
+// answer and why; nothing if all did.
+func FormatMissing(w io.Writer, title string, procs []*ProcInfo) {
+	first := true
+	for _, p := range procs {
 		if p.Missing == "" {
 			continue
 		}
 		if first {
-			fmt.Fprintf(w, "\n== procs without stacks\n")
+			fmt.Fprintf(w, "\n== %s\n", title)
 			first = false
 		}
 		fmt.Fprintf(w, "%s (%s on %s): %s\n", p.Label(), p.Proc, p.Host, p.Missing)
 	}
-	return nil
 }
 
 // procList names procs compactly: "client", "workers 0-3,5 (5 procs)",
 // "client, workers 0-3 (5 procs)".
-func procList(procs []*ProcStacks) string {
+func procList(procs []*ProcInfo) string {
 	var parts []string
 	for i := 0; i < len(procs); {
 		j := i

@@ -38,10 +38,10 @@ github.com/monarch-go/monarch/bus.(*Conn).Run(0xc000300000)
 
 func TestGroupMasksWhatDiffers(t *testing.T) {
 	a := &StacksAnswer{Job: "j", Procs: []ProcStacks{
-		{Proc: "c-1", Host: "h0", Mesh: "w", Rank: 0, Goroutines: profA},
-		{Proc: "c-2", Host: "h0", Mesh: "w", Rank: 1, Goroutines: profB},
-		{Proc: "c-3", Host: "h1", Mesh: "w", Rank: 2, Goroutines: profA},
-		{Proc: "c-4", Host: "h1", Mesh: "w", Rank: 3, Missing: "no answer within 1s"},
+		{ProcInfo: ProcInfo{Proc: "c-1", Host: "h0", Mesh: "w", Rank: 0}, Goroutines: profA},
+		{ProcInfo: ProcInfo{Proc: "c-2", Host: "h0", Mesh: "w", Rank: 1}, Goroutines: profB},
+		{ProcInfo: ProcInfo{Proc: "c-3", Host: "h1", Mesh: "w", Rank: 2}, Goroutines: profA},
+		{ProcInfo: ProcInfo{Proc: "c-4", Host: "h1", Mesh: "w", Rank: 3, Missing: "no answer within 1s"}},
 	}}
 	g := Group(a)
 	if len(g) != 2 {
