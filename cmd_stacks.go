@@ -41,7 +41,7 @@ func stacksCommand() *cli.Command {
 				return fmt.Errorf("stacks: --timeout %v: want a positive duration such as 5s", timeout)
 			}
 			dir := hostsconfig.StateDir()
-			j, err := stacksJob(c.Context, dir, c.Args().First())
+			j, err := runningJob(c.Context, "stacks", dir, c.Args().First())
 			if err != nil {
 				return err
 			}
@@ -51,16 +51,17 @@ func stacksCommand() *cli.Command {
 			var ans jobctl.StacksAnswer
 			path := jobctl.SocketPath(dir, j.Job)
 			if err := jobctl.Call(ctx, path, jobctl.OpStacks, req, &ans); err != nil {
-				return stacksError(c.Context, dir, j, path, err)
+				return callError(c.Context, "stacks", dir, j, path, err)
 			}
 			return jobctl.Format(c.App.Writer, &ans, time.Now())
 		},
 	}
 }
 
-// stacksJob finds the job of ref, or the newest running job for "", and
-// checks that it runs here.
-func stacksJob(ctx context.Context, dir, ref string) (*launch.JobState, error) {
+// runningJob finds the job of ref, or the newest running job for "", and
+// checks that it runs here, for monarch cmd (stacks, exec), which reaches
+// it through its control socket.
+func runningJob(ctx context.Context, cmd, dir, ref string) (*launch.JobState, error) {
 	jobs, err := launch.Status(ctx, dir)
 	if err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func stacksJob(ctx context.Context, dir, ref string) (*launch.JobState, error) {
 	var j *launch.JobState
 	if ref != "" {
 		if j, err = launch.Find(jobs, dir, ref); err != nil {
-			return nil, fmt.Errorf("stacks: %w", err)
+			return nil, fmt.Errorf("%s: %w", cmd, err)
 		}
 	} else {
 		for _, cand := range jobs {
@@ -79,35 +80,36 @@ func stacksJob(ctx context.Context, dir, ref string) (*launch.JobState, error) {
 		}
 		if j == nil {
 			if len(jobs) == 0 {
-				return nil, fmt.Errorf("stacks: no job runs: there are no jobs in %s", dir)
+				return nil, fmt.Errorf("%s: no job runs: there are no jobs in %s", cmd, dir)
 			}
-			return nil, fmt.Errorf("stacks: no job runs; the newest, %s, ended (%s): monarch logs %[1]s shows its output", jobs[0].Job, stateText(jobs[0]))
+			return nil, fmt.Errorf("%s: no job runs; the newest, %s, ended (%s): monarch logs %[2]s shows its output", cmd, jobs[0].Job, stateText(jobs[0]))
 		}
 	}
 	if !j.Active() {
-		return nil, endedError(j)
+		return nil, endedError(cmd, j)
 	}
 	if host, _ := os.Hostname(); j.Host != "" && host != "" && j.Host != host {
-		return nil, fmt.Errorf("stacks: job %s runs from host %s: run monarch stacks there (its control socket is on that host)", j.Job, j.Host)
+		return nil, fmt.Errorf("%s: job %s runs from host %s: run monarch %[1]s there (its control socket is on that host)", cmd, j.Job, j.Host)
 	}
 	return j, nil
 }
 
-func endedError(j *launch.JobState) error {
-	return fmt.Errorf("stacks: job %s has ended (%s): it has no stacks; monarch logs %[1]s shows its output", j.Job, stateText(j))
+func endedError(cmd string, j *launch.JobState) error {
+	return fmt.Errorf("%s: job %s has ended (%s): monarch logs %[2]s shows its output", cmd, j.Job, stateText(j))
 }
 
-// stacksError explains a failed call: the job may have ended meanwhile,
-// or its client not serve the socket (yet).
-func stacksError(ctx context.Context, dir string, j *launch.JobState, path string, err error) error {
+// callError explains a failed call of monarch cmd to a job's control
+// socket: the job may have ended meanwhile, or its client not serve the
+// socket (yet).
+func callError(ctx context.Context, cmd, dir string, j *launch.JobState, path string, err error) error {
 	if !errors.Is(err, jobctl.ErrNotServing) {
-		return fmt.Errorf("stacks: job %s: %w", j.Job, err)
+		return fmt.Errorf("%s: job %s: %w", cmd, j.Job, err)
 	}
 	if jobs, serr := launch.Status(ctx, dir); serr == nil {
 		if now, ferr := launch.Find(jobs, dir, j.Job); ferr == nil && !now.Active() {
-			return endedError(now)
+			return endedError(cmd, now)
 		}
 	}
-	return fmt.Errorf("stacks: job %s is %s but its client serves no control socket at %s "+
-		"(it may still be starting, or be built with an older monarch)", j.Job, stateText(j), path)
+	return fmt.Errorf("%s: job %s is %s but its client serves no control socket at %s "+
+		"(it may still be starting, or be built with an older monarch)", cmd, j.Job, stateText(j), path)
 }

@@ -317,6 +317,7 @@ func (c *client) serveControl(stateDir string) {
 	path := jobctl.SocketPath(stateDir, c.job)
 	srv, err := jobctl.Listen(path, map[string]jobctl.Op{
 		jobctl.OpStacks: {Handle: c.ctlStacks, Bound: jobctl.StacksBound},
+		jobctl.OpExec:   {Stream: c.ctlExec, Bound: jobctl.ExecBound},
 	})
 	if err != nil {
 		c.log.Warn().Err(err).Msg("monarch stacks cannot reach this job")
