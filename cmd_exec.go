@@ -47,6 +47,9 @@ func execCommand(a *app) *cli.Command {
 			if !a.dashed && len(args) > 0 {
 				ref, args = args[0], args[1:]
 			}
+			if len(args) > 0 && args[0] == "--" { // after JOB, the parser leaves it
+				args = args[1:]
+			}
 			hosts, all := c.StringSlice("host"), c.Bool("all")
 			timeout, grace := c.Duration("timeout"), c.Duration("grace")
 			switch {

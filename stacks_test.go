@@ -23,7 +23,15 @@ type stacksJobRun struct {
 // gpus procs each and waits (bounded) until every worker has blocked.
 func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), "stacks"))
+	return startStacksRun(t, hosts*gpus, gpus, "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), "stacks"))
+}
+
+// startStacksRun runs monarch with args, a job of the stacks program
+// with gpus procs a host, and waits (bounded) until its workers have
+// blocked.
+func startStacksRun(t *testing.T, workers, gpus int, args ...string) *stacksJobRun {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), args...)
 	cmd.Env = append(os.Environ(), "STACKS_GPUS="+strconv.Itoa(gpus))
 	h := &held{cmd: cmd, stderr: &syncBuilder{}, done: make(chan struct{})}
 	cmd.Stderr = h.stderr
@@ -41,7 +49,7 @@ func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 	pidRe := regexp.MustCompile(`blocking in stacksTestBlockHere pid=(\d+)`)
 	sc := bufio.NewScanner(out)
 	ready := false
-	for (!ready || len(run.pids) < hosts*gpus) && sc.Scan() {
+	for (!ready || len(run.pids) < workers) && sc.Scan() {
 		if sc.Text() == "READY" {
 			ready = true
 		}
@@ -56,8 +64,8 @@ func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 		cmd.Wait()
 		close(h.done)
 	}()
-	if len(run.pids) < hosts*gpus {
-		t.Fatalf("only %d of %d workers blocked; stderr:\n%s", len(run.pids), hosts*gpus, h.stderr.load())
+	if len(run.pids) < workers {
+		t.Fatalf("only %d of %d workers blocked; stderr:\n%s", len(run.pids), workers, h.stderr.load())
 	}
 	m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(h.stderr.load())
 	if m == nil {
