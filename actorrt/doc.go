@@ -329,6 +329,9 @@
 // allocation, no lock); the client asks the selected procs at once and
 // lists those that do not answer within the request's bound. Command
 // procs (WithCommand) have no runtime of ours: they are listed as such.
+// `monarch exec` asks it to run a command on the job's hosts: the client
+// asks the host agent of each (the launcher's, then its own host's) and
+// passes their output on as it comes (exec.go).
 //
 // # Inside
 //
@@ -342,7 +345,8 @@
 // restarts in place, on the member's proc or on a new one), the job's
 // names (names.go: the client's registry), what it knows of the job's
 // health (health.go, driving the healthTable of healthtable.go) and the
-// inspector and control socket (inspect.go). The
+// inspector and control socket (inspect.go; exec.go for `monarch
+// exec`). The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision.
 package actorrt
