@@ -62,6 +62,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			tearsDown(logsCommand()),
 			stacksCommand(),
 			profileCommand(),
+			execCommand(a),
 			configCommand(),
 			tearsDown(agentCommand(a)),
 			spmdCommand(a),

@@ -48,6 +48,8 @@ var readmeShapes = map[string][][]string{
 		{"profile", "-o", "x.pprof"}, {"profile", "JOB", "--heap", "-o", "x.pprof"},
 		{"profile", "JOB", "--seconds", "2", "--rank", "0", "--host", "h", "--mesh", "m", "-o", "x.pprof"},
 	},
+
+	"monarch exec [JOB] (--host H | --all) [--timeout D] -- COMMAND [ARGS...]": {{"exec", "JOB", "--all", "--", "true"}, {"exec", "--host", "h", "--timeout", "5s", "--", "true"}},
 	"monarch config check FILE":     {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
 	"monarch version":               {{"version"}, {"--version"}},
 	"monarch help [COMMAND]":        {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},

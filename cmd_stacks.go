@@ -69,8 +69,9 @@ func selection(c *cli.Context) jobctl.Selection {
 	return jobctl.Selection{Meshes: c.StringSlice("mesh"), Ranks: c.IntSlice("rank"), Hosts: c.StringSlice("host")}
 }
 
-// runningJob finds, for command cmd (stacks, profile), the job of ref, or
-// the newest running job for "", and checks that it runs here.
+// runningJob finds, for command cmd (stacks, profile, exec), the job of
+// ref, or the newest running job for "", and checks that it runs here: cmd
+// reaches it through its control socket.
 func runningJob(ctx context.Context, cmd, dir, ref string) (*launch.JobState, error) {
 	jobs, err := launch.Status(ctx, dir)
 	if err != nil {
@@ -105,7 +106,7 @@ func runningJob(ctx context.Context, cmd, dir, ref string) (*launch.JobState, er
 }
 
 func endedError(cmd string, j *launch.JobState) error {
-	return fmt.Errorf("%s: job %s has ended (%s): it has no procs to ask; monarch logs %[2]s shows its output", cmd, j.Job, stateText(j))
+	return fmt.Errorf("%s: job %s has ended (%s): monarch logs %[2]s shows its output", cmd, j.Job, stateText(j))
 }
 
 // controlError explains a failed call of cmd on the job's control

@@ -23,10 +23,18 @@ type stacksJobRun struct {
 // gpus procs each and waits (bounded) until every worker has blocked.
 func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 	t.Helper()
+	return startStacksRun(t, hosts*gpus, gpus, "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), "stacks"))
+}
+
+// startStacksRun runs monarch with args, a job of the stacks program
+// with gpus procs a host, and waits (bounded) until its workers have
+// blocked.
+func startStacksRun(t *testing.T, workers, gpus int, args ...string) *stacksJobRun {
+	t.Helper()
 	run := &stacksJobRun{}
 	pidRe := regexp.MustCompile(`blocking in stacksTestBlockHere pid=(\d+)`)
 	ready := false
-	run.held = startLocalJob(t, hosts, "stacks", []string{"STACKS_GPUS=" + strconv.Itoa(gpus)}, func(line string) bool {
+	run.held = startJob(t, args, []string{"STACKS_GPUS=" + strconv.Itoa(gpus)}, func(line string) bool {
 		if line == "READY" {
 			ready = true
 		}
@@ -34,18 +42,24 @@ func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 			pid, _ := strconv.Atoi(m[1])
 			run.pids = append(run.pids, pid)
 		}
-		return ready && len(run.pids) == hosts*gpus
+		return ready && len(run.pids) >= workers
 	})
 	return run
 }
 
 // startLocalJob runs the test program prog under monarch local on hosts
-// simulated hosts, with env added, reads its stdout until ready says so
-// (within 90 s) and finds the job's id. The job is killed at the test's
-// end if it still runs.
+// simulated hosts (see startJob).
 func startLocalJob(t *testing.T, hosts int, prog string, env []string, ready func(line string) bool) *held {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), prog))
+	return startJob(t, []string{"local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), prog)}, env, ready)
+}
+
+// startJob runs monarch with args, with env added, reads its stdout until
+// ready says so (within 90 s) and finds the job's id. The job is killed at
+// the test's end if it still runs.
+func startJob(t *testing.T, args, env []string, ready func(line string) bool) *held {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), args...)
 	cmd.Env = append(os.Environ(), env...)
 	h := &held{cmd: cmd, stderr: &syncBuilder{}, done: make(chan struct{})}
 	cmd.Stderr = h.stderr
@@ -71,7 +85,7 @@ func startLocalJob(t *testing.T, hosts int, prog string, env []string, ready fun
 		close(h.done)
 	}()
 	if !ok {
-		t.Fatalf("%s did not get ready; stderr:\n%s", prog, h.stderr.load())
+		t.Fatalf("monarch %v did not get ready; stderr:\n%s", args, h.stderr.load())
 	}
 	m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(h.stderr.load())
 	if m == nil {

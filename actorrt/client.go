@@ -34,6 +34,7 @@ type client struct {
 	counts   *jobCounts        // procs and hosts up, for the record
 	launched *launchedAgents   // the host agents a launcher started, or nil
 	jobProcs []hostsconfig.Dim // the job file's [procs], from the launcher
+	execOff  string            // where the job file turns monarch exec off (exec.go), or ""
 	stopLogs context.CancelFunc
 
 	faults    chan *MeshFailure // failures for the fault hook
@@ -174,7 +175,7 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &client{core: rt, jobProcs: env.Procs, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
+	c := &client{core: rt, jobProcs: env.Procs, execOff: env.ExecOff, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
 	c.names = newNameRegistry(rt)
 	jobstate.PruneSystemLogs(time.Now())
 	if env.Bus.URL == "" {

@@ -35,6 +35,10 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &wire.StopProcsReq{}
 	case wire.OpEnded:
 		body = &wire.EndedReq{}
+	case wire.OpExec:
+		body = &wire.ExecReq{}
+	case wire.OpExecStop:
+		body = &wire.ExecStopReq{}
 	case wire.OpFailure:
 		body = &MeshFailure{}
 	case wire.OpMeshInfo:

@@ -337,6 +337,10 @@
 // when none runs, a call pays one atomic load for them. A call that began
 // before the profile did is not labelled.
 //
+// `monarch exec` asks it to run a command on the job's hosts: the client
+// asks the host agent of each (the launcher's, then its own host's) and
+// passes their output on as it comes (exec.go).
+//
 // # Inside
 //
 // The client's runtime and a proc's (client.go, worker.go) share a core
@@ -349,7 +353,8 @@
 // restarts in place, on the member's proc or on a new one), the job's
 // names (names.go: the client's registry), what it knows of the job's
 // health (health.go, driving the healthTable of healthtable.go) and the
-// inspector and control socket (inspect.go; profiles: profile.go). The
+// inspector and control socket (inspect.go; profiles: profile.go;
+// exec.go for `monarch exec`). The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision.
 package actorrt

@@ -90,6 +90,10 @@ func (in inbound) control(f *wire.Frame, subject string) {
 		in.agent.Alive(f.ReplyTo)
 	case wire.OpFreePort:
 		in.agent.FreePort(f.ReplyTo, f.Port)
+	case wire.OpExec:
+		in.agent.Exec(*body.(*wire.ExecReq), f.ReplyTo, f.Port)
+	case wire.OpExecStop:
+		in.agent.ExecStop(*body.(*wire.ExecStopReq), f.ReplyTo)
 	case wire.OpFailure:
 		in.sup.memberFailed(body.(*MeshFailure), "")
 	case wire.OpNameAdd, wire.OpNameFree, wire.OpLookup, wire.OpGetOrSpawn:

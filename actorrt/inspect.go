@@ -366,6 +366,7 @@ func (c *client) serveControl(stateDir string) {
 	srv, err := jobctl.Listen(path, map[string]jobctl.Op{
 		jobctl.OpStacks:  {Handle: c.ctlStacks, Bound: jobctl.StacksBound},
 		jobctl.OpProfile: {Handle: c.ctlProfile, Bound: jobctl.ProfileBound},
+		jobctl.OpExec:    {Stream: c.ctlExec, Bound: jobctl.ExecBound},
 	})
 	if err != nil {
 		c.log.Warn().Err(err).Msg("monarch stacks and profile cannot reach this job")

@@ -45,6 +45,11 @@ type Job struct {
 	// asked to stop (SIGTERM to monarch run, monarch stop, a preemption)
 	// before its procs are stopped; > 0, default DefaultStopGrace.
 	StopGrace time.Duration
+	// ExecOff, when not empty, is where the job file turns `monarch exec`
+	// off ([exec] enabled = false), as "job.toml:12": no command may then
+	// be run on the job's hosts through their agents. "" (the default):
+	// it may.
+	ExecOff string
 }
 
 // DefaultStopGrace is a job's stop_grace by default.
@@ -151,7 +156,7 @@ func Load(path string) (any, error) {
 
 // jobKeys and hostsKeys are the top-level keys of each kind of file.
 func jobKeys() []string {
-	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace"}
+	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec"}
 }
 
 func hostsKeys() []string {
@@ -215,6 +220,9 @@ func readJob(t *table) *Job {
 	}
 	if t.duration("stop_grace", &j.StopGrace) && j.StopGrace <= 0 {
 		t.fail("stop_grace", "want more than 0s (the program's time to return when the job is stopped), got %v", j.StopGrace)
+	}
+	if sub := t.sub("exec"); sub != nil {
+		j.ExecOff = readExec(sub)
 	}
 	return j
 }

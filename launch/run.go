@@ -372,5 +372,6 @@ func jobEnv(job *hostsconfig.Job) jobenv.Env {
 		l = hostsconfig.Log{StreamToClient: true} // a job made up on the command line
 	}
 	stream := l.StreamToClient
-	return jobenv.Env{Procs: job.Procs, LogStream: &stream, LogWindow: l.AggregateWindow, FileLog: l.FileLevel, StderrLog: l.StderrLevel}
+	return jobenv.Env{Procs: job.Procs, LogStream: &stream, LogWindow: l.AggregateWindow, FileLog: l.FileLevel, StderrLog: l.StderrLevel,
+		ExecOff: job.ExecOff}
 }

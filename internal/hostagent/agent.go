@@ -81,6 +81,9 @@ type Agent struct {
 	respawnable  map[string]*respawnable
 	respawnOrder []string // respawnable's keys, oldest first
 	respawning   map[string]bool
+	// execs are the commands of OpExec that run, by asker and id
+	// (exec.go).
+	execs map[string]*execRun
 
 	started atomic.Bool // it has started a proc: it heartbeats from then on
 	closing atomic.Bool // Close has begun: ends are expected, not told
@@ -90,7 +93,8 @@ type Agent struct {
 // asked.
 func New(cfg Config, link Link) *Agent {
 	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}, ports: map[int]bool{},
-		ended: map[string]wire.GoneNotice{}, respawnable: map[string]*respawnable{}, respawning: map[string]bool{}}
+		ended: map[string]wire.GoneNotice{}, respawnable: map[string]*respawnable{}, respawning: map[string]bool{},
+		execs: map[string]*execRun{}}
 }
 
 // maxEnded bounds the ends an agent remembers for Ended: a process that
@@ -347,11 +351,13 @@ func (a *Agent) take(ids []string, stopping bool) []*proc {
 	return ps
 }
 
-// Close stops every proc of this agent and returns once they are gone
+// Close stops every proc and command (Exec) of this agent and returns
+// once they are gone
 // (or the stop timeout and child.KillWait have passed). Their ends are not
 // told: the whole process is going. Idempotent.
 func (a *Agent) Close() {
 	a.closing.Store(true)
+	a.stopExecs()
 	a.mu.Lock()
 	ps := make([]*proc, 0, len(a.children))
 	for _, p := range a.children {

@@ -7,7 +7,9 @@
 // An agent is addressed like a proc, by its id, with control messages on
 // its proc subject (internal/wire): spawnprocs, respawnproc, stopprocs,
 // synclogs. Each new proc reports ready straight to whoever asked; an
-// agent answers a stop or a log sync once it is done.
+// agent answers a stop or a log sync once it is done. It also runs the
+// commands of `monarch exec` (exec, execstop: exec.go), which are not
+// procs: their output goes to whoever asked, not to the job's log.
 //
 // # Two ways to run
 //

@@ -243,6 +243,10 @@ func (s *standalone) dispatch(m bus.Message) {
 		go s.agent.RespawnProc(*b)
 	case *wire.EndedReq:
 		s.agent.Ended(*b, f.ReplyTo, f.Port)
+	case *wire.ExecReq:
+		s.agent.Exec(*b, f.ReplyTo, f.Port)
+	case *wire.ExecStopReq:
+		s.agent.ExecStop(*b, f.ReplyTo)
 	case *wire.StopProcsReq:
 		switch f.Method {
 		case wire.OpSyncLogs:

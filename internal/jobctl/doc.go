@@ -1,7 +1,7 @@
 // Package jobctl is the control channel of a running job: how a monarch
 // command on the job's host asks the job's client something (its procs'
-// goroutine stacks and profiles today; the live state of the job and
-// exec later) and gets the answer.
+// goroutine stacks, profiles, a command run on its hosts; the live
+// state of the job later) and gets the answer.
 //
 // # Where it lives and who serves it
 //
@@ -32,7 +32,10 @@
 // server reads a request within IOTimeout, runs its op's Handler under a
 // context that ends at the op's own bound (at most MaxOpTime) or when the
 // server closes, and writes the answer within IOTimeout. An unknown op is
-// an error answer naming the ops served. JSON lines keep the channel
+// an error answer naming the ops served. A streaming op (Op.Stream,
+// stream.go) sends events, lines {"event": ...}, before its answer; its
+// caller (CallStream) asks it to end by closing its side of the
+// connection for writing, and still gets the answer. JSON lines keep the channel
 // readable with socat and open to ops added later, each a Handler under a
 // name (OpStacks, OpProfile, ...) with its request and answer types here.
 // Ops that ask procs select them alike (Selection) and say of each proc
@@ -53,4 +56,11 @@
 // runtime/pprof writes it. The command merges them (with
 // github.com/google/pprof/profile, which this package leaves out so that
 // the jobs, which import it through actorrt, do not carry it).
+//
+// # Exec
+//
+// OpExec runs a command on hosts of the job (ExecRequest), streaming its
+// output (ExecEvent) and answering with how it ended on each host
+// (ExecAnswer); ExecOutput prints the output as `monarch exec` shows it,
+// each line prefixed by its host.
 package jobctl

@@ -66,10 +66,12 @@ func RuntimeDir() string {
 type Handler func(ctx context.Context, body json.RawMessage) (any, error)
 
 // Op is a handler and the bound of its runs: Bound reads it from the
-// request's body (nil, or 0 returned: MaxOpTime).
+// request's body (nil, or 0 returned: MaxOpTime). An op that sends
+// events before its answer has Stream instead of Handle (stream.go).
 type Op struct {
 	Handle Handler
 	Bound  func(body json.RawMessage) time.Duration
+	Stream StreamHandler
 }
 
 type request struct {
@@ -80,6 +82,8 @@ type request struct {
 type answer struct {
 	Body  json.RawMessage `json:"body,omitempty"`
 	Error string          `json:"error,omitempty"`
+	// Event is one event of a streaming op, before its answer.
+	Event json.RawMessage `json:"event,omitempty"`
 }
 
 // Server serves a control socket. Close it when the job ends.
@@ -209,7 +213,12 @@ func (s *Server) handle(c *net.UnixConn) {
 	ctx, cancel := context.WithTimeout(s.ctx, bound)
 	defer cancel()
 	c.SetDeadline(time.Time{}) // the op's bound holds now
-	v, err := op.Handle(ctx, req.Body)
+	var v any
+	if op.Stream != nil {
+		v, err = serveStream(ctx, cancel, c, op.Stream, req.Body)
+	} else {
+		v, err = op.Handle(ctx, req.Body)
+	}
 	if err != nil {
 		reply(answer{Error: err.Error()})
 		return
@@ -252,7 +261,9 @@ func peerUID(c *net.UnixConn) (int, error) {
 	return int(cred.Uid), nil
 }
 
-// readLine reads one line of at most limit bytes (without its newline).
+// readLine reads one line of at most limit bytes (without its newline),
+// through a bufio.Reader of 64 KiB: r itself, when it is one (to read
+// more lines after), else a new one.
 func readLine(r io.Reader, limit int) ([]byte, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var buf bytes.Buffer
@@ -281,53 +292,7 @@ func readLine(r io.Reader, limit int) ([]byte, error) {
 // is ErrNotServing; an error the op returned comes back as an error with
 // its text.
 func Call(ctx context.Context, path, op string, req, resp any) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return fmt.Errorf("%w at %s", ErrNotServing, path)
-		}
-		return fmt.Errorf("jobctl: %w", err)
-	}
-	c := conn.(*net.UnixConn)
-	defer c.Close()
-	if err := checkPeer(c); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
-	defer stop()
-	body, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("jobctl: %s request: %w", op, err)
-	}
-	line, err := json.Marshal(request{Op: op, Body: body})
-	if err != nil {
-		return fmt.Errorf("jobctl: %s request: %w", op, err)
-	}
-	if len(line) > MaxRequest {
-		return fmt.Errorf("%w: %s request of %d bytes; the bound is %d", ErrTooLarge, op, len(line), MaxRequest)
-	}
-	if _, err := c.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("jobctl: %s: %w", op, wrapCtx(ctx, err))
-	}
-	out, err := readLine(c, MaxAnswer)
-	if err != nil {
-		return fmt.Errorf("jobctl: %s answer: %w", op, wrapCtx(ctx, err))
-	}
-	var a answer
-	if err := json.Unmarshal(out, &a); err != nil {
-		return fmt.Errorf("jobctl: %s answer: %w", op, err)
-	}
-	if a.Error != "" {
-		return errors.New(a.Error)
-	}
-	if resp == nil {
-		return nil
-	}
-	if err := json.Unmarshal(a.Body, resp); err != nil {
-		return fmt.Errorf("jobctl: %s answer: %w", op, err)
-	}
-	return nil
+	return CallStream(ctx, path, op, req, nil, nil, resp)
 }
 
 // wrapCtx says a failed read or write was ctx's end, when it was.

@@ -44,6 +44,7 @@ const (
 	varHealth     = "MONARCH_HEALTH"
 	varLinks      = "MONARCH_LINK_WATCHER"
 	varLinkMunge  = "MONARCH_LINK_MUNGE"
+	varExecOff    = "MONARCH_EXEC_OFF"
 	// RestartVar counts the job's restarts: its batch job's requeues
 	// (SLURM_RESTART_COUNT), 0 the first time. The launcher sets it for
 	// the client and every proc, SPMD commands included.
@@ -110,6 +111,9 @@ type Env struct {
 	// JobEnd is when the scheduler ends the job (its time limit); zero
 	// when it has none or it is not known.
 	JobEnd time.Time
+	// ExecOff is where the job file turns `monarch exec` off
+	// (hostsconfig.Job.ExecOff, "job.toml:12"); "": it may run.
+	ExecOff string
 
 	// FileLog and StderrLog are the job's system log levels (read by
 	// logagg.SystemLogger); a level the environment already sets wins
@@ -214,6 +218,7 @@ func (e Env) Environ() []string {
 		add(varLogWindow, e.LogWindow.String())
 	}
 	add(HostsVar, e.HostsFile)
+	add(varExecOff, e.ExecOff)
 	if e.StopGrace > 0 {
 		add(varStopGrace, e.StopGrace.String())
 	}
@@ -300,6 +305,7 @@ func FromEnviron() (Env, error) {
 		}
 	}
 	e.HostBus = os.Getenv(varHostBus) == "1"
+	e.ExecOff = os.Getenv(varExecOff)
 	if e.HostBus && e.Bus.Leaf == "" {
 		errs = append(errs, fmt.Errorf("$%s needs $%s", varHostBus, varBusLeaf))
 	}
@@ -428,7 +434,7 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusSecure, varHostAddr, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, SPMDReportVar, varLinks, varLinkMunge:
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, SPMDReportVar, varLinks, varLinkMunge, varExecOff:
 		return true
 	}
 	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)

@@ -33,7 +33,7 @@ func TestRoundTrip(t *testing.T) {
 			Leaf: "nats-leaf://127.0.0.1:7422", Hubs: 3, Route: "nats-route://127.0.0.1:6222", HubHosts: []string{"node1", "node2"}},
 		HostBus:    true,
 		HostAgents: 3, Procs: []hostsconfig.Dim{{Name: "gpus", Size: 4}, {Name: "x", Size: 2}},
-		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml",
+		LogStream: &stream, LogWindow: 3 * time.Second, HostsFile: "/hosts.toml", ExecOff: "job.toml:12",
 		FileLog: "debug", StderrLog: "warn", HostName: "h2",
 		Health:      &hostsconfig.Health{Heartbeat: 500 * time.Millisecond, HostTimeout: 7 * time.Second, LinkTimeout: 3 * time.Second, LostAfter: time.Minute},
 		LinkWatcher: "10.0.0.1:4000", LinkMunge: "/run/munge/munge.socket.2",

@@ -197,7 +197,7 @@ type ProcReady struct {
 // nothing.
 func OpReplies(op string) bool {
 	switch op {
-	case OpSpawn, OpSpawnProcs, OpRespawnProc, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort, OpSignalProcs:
+	case OpSpawn, OpSpawnProcs, OpRespawnProc, OpStopProcs, OpSyncLogs, OpEnded, OpMeshInfo, OpFreePort, OpSignalProcs, OpExec:
 		return true
 	case OpNameAdd, OpLookup, OpGetOrSpawn:
 		return true
@@ -274,6 +274,10 @@ func CheckControl(h *Header, body any) error {
 		return CheckIDs("proc", b.IDs)
 	case *EndedReq:
 		return CheckIDs("proc", b.IDs)
+	case *ExecReq:
+		return b.check()
+	case *ExecStopReq:
+		return b.check()
 	}
 	return nil
 }
@@ -286,7 +290,8 @@ const AgentsPort uint64 = 1 << 62
 
 // ReadAgentControl decodes and checks a control frame addressed to a
 // standalone host agent: its own ops (OpSpawnProcs, OpStopProcs,
-// OpSyncLogs, OpSignalProcs, OpEnded, whose body it returns), OpAgentsHello and OpAlive
+// OpSyncLogs, OpSignalProcs, OpEnded, OpExec, OpExecStop, whose body it
+// returns), OpAgentsHello and OpAlive
 // (nil body). A frame
 // that fails gives the kind of drop and why.
 func ReadAgentControl(f *Frame) (any, DropKind, error) {
@@ -300,6 +305,10 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 		body = &StopProcsReq{}
 	case OpEnded:
 		body = &EndedReq{}
+	case OpExec:
+		body = &ExecReq{}
+	case OpExecStop:
+		body = &ExecStopReq{}
 	case OpAgentsHello, OpAlive, OpFreePort:
 	default:
 		return nil, DropOp, fmt.Errorf("op %.40q is not a host agent's", f.Method)
