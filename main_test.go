@@ -62,7 +62,7 @@ func TestMain(m *testing.M) {
 
 // monarch runs the binary with a bound and returns stdout, stderr and the
 // exit status.
-func monarch(t *testing.T, args ...string) (string, string, int) {
+func monarch(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

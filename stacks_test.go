@@ -1,16 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // stacksJobRun is a run of the stacks test program under monarch local.
@@ -21,7 +18,7 @@ type stacksJobRun struct {
 
 // startStacksJob runs the stacks program on hosts simulated hosts with
 // gpus procs each and waits (bounded) until every worker has blocked.
-func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
+func startStacksJob(t testing.TB, hosts, gpus int) *stacksJobRun {
 	t.Helper()
 	return startStacksRun(t, hosts*gpus, gpus, "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), "stacks"))
 }
@@ -29,7 +26,7 @@ func startStacksJob(t *testing.T, hosts, gpus int) *stacksJobRun {
 // startStacksRun runs monarch with args, a job of the stacks program
 // with gpus procs a host, and waits (bounded) until its workers have
 // blocked.
-func startStacksRun(t *testing.T, workers, gpus int, args ...string) *stacksJobRun {
+func startStacksRun(t testing.TB, workers, gpus int, args ...string) *stacksJobRun {
 	t.Helper()
 	run := &stacksJobRun{}
 	pidRe := regexp.MustCompile(`blocking in stacksTestBlockHere pid=(\d+)`)
@@ -49,50 +46,16 @@ func startStacksRun(t *testing.T, workers, gpus int, args ...string) *stacksJobR
 
 // startLocalJob runs the test program prog under monarch local on hosts
 // simulated hosts (see startJob).
-func startLocalJob(t *testing.T, hosts int, prog string, env []string, ready func(line string) bool) *held {
+func startLocalJob(t testing.TB, hosts int, prog string, env []string, ready func(line string) bool) *held {
 	t.Helper()
 	return startJob(t, []string{"local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), prog)}, env, ready)
 }
 
-// startJob runs monarch with args, with env added, reads its stdout until
-// ready says so (within 90 s) and finds the job's id. The job is killed at
-// the test's end if it still runs.
-func startJob(t *testing.T, args, env []string, ready func(line string) bool) *held {
+// startJob runs monarch with args, with env added, until ready says so
+// (see startUntil).
+func startJob(t testing.TB, args, env []string, ready func(line string) bool) *held {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), args...)
-	cmd.Env = append(os.Environ(), env...)
-	h := &held{cmd: cmd, stderr: &syncBuilder{}, done: make(chan struct{})}
-	cmd.Stderr = h.stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); <-h.done })
-	timer := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	sc := bufio.NewScanner(out)
-	ok := false
-	for !ok && sc.Scan() {
-		ok = ready(sc.Text())
-	}
-	go func() {
-		for sc.Scan() {
-		}
-		cmd.Wait()
-		close(h.done)
-	}()
-	if !ok {
-		t.Fatalf("monarch %v did not get ready; stderr:\n%s", args, h.stderr.load())
-	}
-	m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(h.stderr.load())
-	if m == nil {
-		t.Fatalf("no job id on stderr:\n%s", h.stderr.load())
-	}
-	h.job = m[1]
-	return h
+	return startUntil(t, env, append([]string{filepath.Join(build(t), "monarch")}, args...), ready)
 }
 
 // TestStacks: monarch stacks names the function the actors block in,

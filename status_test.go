@@ -23,9 +23,17 @@ type held struct {
 }
 
 // startHold runs argv (monarch local ... hold, or hold itself) with extra
-// environment and waits (bounded) for READY. The job's id comes from
-// MONARCH_JOB when env sets it, else from the launcher's first line.
+// environment and waits (bounded) for READY (see startUntil).
 func startHold(t *testing.T, env []string, argv ...string) *held {
+	t.Helper()
+	return startUntil(t, env, argv, func(line string) bool { return line == "READY" })
+}
+
+// startUntil runs argv with env added, reads its stdout until ready says
+// so (within 90 s) and finds the job's id: from MONARCH_JOB when env sets
+// it, else from the launcher's first line. The process is killed at the
+// test's end if it still runs.
+func startUntil(t testing.TB, env, argv []string, ready func(line string) bool) *held {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
@@ -39,10 +47,12 @@ func startHold(t *testing.T, env []string, argv ...string) *held {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); <-h.done })
-	timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	timer := time.AfterFunc(90*time.Second, func() { cmd.Process.Kill() })
 	defer timer.Stop()
 	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "READY" {
+	ok := false
+	for !ok && sc.Scan() {
+		ok = ready(sc.Text())
 	}
 	go func() {
 		for sc.Scan() {
@@ -50,6 +60,9 @@ func startHold(t *testing.T, env []string, argv ...string) *held {
 		cmd.Wait()
 		close(h.done)
 	}()
+	if !ok {
+		t.Fatalf("%v did not get ready; stderr:\n%s", argv, h.stderr.load())
+	}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "MONARCH_JOB="); ok {
 			h.job = v

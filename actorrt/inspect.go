@@ -113,15 +113,7 @@ func (la *localActors) startInspector() error {
 	if err := applyOptions(at, []RegisterOption{ConcurrentLimit((*procInspector).Profile, 4)}); err != nil {
 		return err
 	}
-	whole := wholeRegion(Extent{})
-	lm := &localMesh{rt: la.rt, id: inspectMesh, name: "inspect:" + la.rt.procID, typ: at, base: Extent{}, whole: &whole}
-	a := newActor(lm, 0)
-	lm.members.Store(&[]*actor{a})
-	go a.run()
-	la.mu.Lock()
-	la.meshes[inspectMesh] = lm
-	la.publish()
-	la.mu.Unlock()
+	la.startSystemMesh(inspectMesh, "inspect:"+la.rt.procID, at)
 	return nil
 }
 

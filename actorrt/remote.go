@@ -188,14 +188,20 @@ func (la *localActors) startSystemActor() error {
 	if err != nil {
 		return err
 	}
+	la.startSystemMesh(sysMesh, "proc:"+la.rt.procID, at)
+	return nil
+}
+
+// startSystemMesh starts a system actor of type at: a mesh of one, mesh
+// id id, reached on the proc's subject.
+func (la *localActors) startSystemMesh(id, name string, at *actorType) {
 	whole := wholeRegion(Extent{})
-	lm := &localMesh{rt: la.rt, id: sysMesh, name: "proc:" + la.rt.procID, typ: at, base: Extent{}, whole: &whole}
+	lm := &localMesh{rt: la.rt, id: id, name: name, typ: at, base: Extent{}, whole: &whole}
 	a := newActor(lm, 0)
 	lm.members.Store(&[]*actor{a})
 	go a.run()
 	la.mu.Lock()
-	la.meshes[sysMesh] = lm
+	la.meshes[id] = lm
 	la.publish()
 	la.mu.Unlock()
-	return nil
 }

@@ -119,26 +119,8 @@ func (a *Agent) runExec(req wire.ExecReq, run *execRun, out func(*wire.ExecEvent
 	cmd.Dir = a.cfg.Dir
 	cmd.Env = append(jobenv.Clean(os.Environ()), a.cfg.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var reads, writes []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-	for range 2 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(reads)
-			closeAll(writes)
-			return &wire.ExecEvent{End: true, Status: 126, Reason: fmt.Sprintf("cannot run %s on %s: output pipe: %v", req.Argv[0], a.cfg.Host, err)}
-		}
-		reads, writes = append(reads, r), append(writes, w)
-	}
-	cmd.Stdout, cmd.Stderr = writes[0], writes[1]
-	p, err := child.Start(cmd)
-	closeAll(writes) // the child has its copies
+	p, reads, err := startPiped(cmd, nil)
 	if err != nil {
-		closeAll(reads)
 		status := 126
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			status = 127
@@ -199,7 +181,7 @@ func (a *Agent) runExec(req wire.ExecReq, run *execRun, out func(*wire.ExecEvent
 		<-p.Done() // only after stopGroup gave up on a process in D state
 	}
 	syscall.Kill(-p.Pid(), syscall.SIGKILL)
-	drainPipes(&captured, reads, OutputGrace)
+	drainPipes(&captured, reads[:], OutputGrace)
 
 	end := &wire.ExecEvent{End: true, Status: -1, Reason: child.Describe(p.Err())}
 	if ps := cmd.ProcessState; ps != nil {

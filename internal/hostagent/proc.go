@@ -37,33 +37,45 @@ type proc struct {
 	cpuTicks atomic.Int64
 }
 
+// startPiped starts cmd bound to cpus (none: any), its stdout and stderr
+// each into a pipe whose read end it returns (stdout first).
+func startPiped(cmd *exec.Cmd, cpus []int) (*child.Process, [2]*os.File, error) {
+	var reads, writes [2]*os.File
+	closeAll := func(fs [2]*os.File) {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	for i := range 2 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(reads)
+			closeAll(writes)
+			return nil, reads, fmt.Errorf("output pipe: %w", err)
+		}
+		reads[i], writes[i] = r, w
+	}
+	cmd.Stdout, cmd.Stderr = writes[0], writes[1]
+	process, err := child.StartOn(cmd, cpus)
+	closeAll(writes) // the child has its copies
+	if err != nil {
+		closeAll(reads)
+		return nil, reads, err
+	}
+	return process, reads, nil
+}
+
 // start starts cmd as proc id, bound to cpus (none: any), its stdout and
 // stderr captured onto the job's log subject.
 func (a *Agent) start(id, mesh string, rank int, cmd *exec.Cmd, cpus []int) (*proc, error) {
 	p := &proc{id: id, mesh: mesh, rank: rank, ended: make(chan struct{})}
-	var writeEnds []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-	for range 2 {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(p.outputs)
-			closeAll(writeEnds)
-			return nil, fmt.Errorf("output pipe: %w", err)
-		}
-		p.outputs = append(p.outputs, r)
-		writeEnds = append(writeEnds, w)
-	}
-	cmd.Stdout, cmd.Stderr = writeEnds[0], writeEnds[1]
-	process, err := child.StartOn(cmd, cpus)
-	closeAll(writeEnds) // the child has its copies
+	process, outputs, err := startPiped(cmd, cpus)
 	if err != nil {
-		closeAll(p.outputs)
 		return nil, err
 	}
+	p.outputs = outputs[:]
 	p.process = process
 	for s, r := range p.outputs {
 		p.captured.Add(1)
