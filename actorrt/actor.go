@@ -83,6 +83,9 @@ type actor struct {
 	// `monarch stacks` (inspect.go).
 	running atomic.Pointer[method]
 	since   atomic.Int64
+	// handled counts the messages it handled (endpoint calls and
+	// Supervise), for the job state feed (feed.go).
+	handled atomic.Uint64
 	// labels caches, per endpoint name, the pprof labels of its calls
 	// while a CPU profile runs (profile.go).
 	labels sync.Map
@@ -445,6 +448,7 @@ func (a *actor) handle(e *envelope) {
 		unlabel()
 	}
 	a.running.Store(nil)
+	a.handled.Add(1)
 }
 
 // call runs endpoint m for message e and answers its caller; an error
@@ -609,6 +613,7 @@ func (a *actor) supervise(f *MeshFailure) {
 		a.since.Store(time.Now().UnixNano())
 		a.running.Store(superviseMethod)
 		defer a.running.Store(nil)
+		defer a.handled.Add(1)
 		if a.label(superviseMethod.name) {
 			defer unlabel()
 		}

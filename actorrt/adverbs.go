@@ -91,7 +91,11 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 			return fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err)
 		}
 	}
-	return rt.deliverTo(ref, reg, w, &h)
+	if err := rt.deliverTo(ref, reg, w, &h); err != nil {
+		return err
+	}
+	rt.countSent(ref, reg)
+	return nil
 }
 
 // deliverTo publishes a call to exactly the procs that host members of

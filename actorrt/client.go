@@ -43,6 +43,7 @@ type client struct {
 	fatalOnce sync.Once
 
 	names *nameRegistry // the job's mesh names (names.go)
+	feed  *jobFeed      // the job state feed (feed.go)
 
 	control *jobctl.Server // the job's control socket (inspect.go), or nil
 
@@ -176,6 +177,7 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 		return nil, err
 	}
 	c := &client{core: rt, jobProcs: env.Procs, execOff: env.ExecOff, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
+	c.feed = newJobFeed(c)
 	c.names = newNameRegistry(rt)
 	jobstate.PruneSystemLogs(time.Now())
 	if env.Bus.URL == "" {

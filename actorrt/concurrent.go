@@ -124,6 +124,7 @@ func (a *actor) startConcurrent(m *method, e *envelope) {
 		}()
 		a.label(m.name) // the goroutine ends with the call: nothing to undo
 		a.call(m, ctx, &ev)
+		a.handled.Add(1)
 	}()
 }
 

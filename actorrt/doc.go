@@ -341,6 +341,13 @@
 // asks the host agent of each (the launcher's, then its own host's) and
 // passes their output on as it comes (exec.go).
 //
+// The job state feed (`jobctl.OpState`, `jobctl.OpWatch`) is the client's
+// live model of the job (feed.go): hosts, proc and actor meshes with each
+// member's state, message counts, supervision events, each proc's CPU and
+// memory, the last log lines. Counting costs the message path an atomic
+// add per call sent and per message handled; the procs' counts and
+// figures are asked for only while the feed is read.
+//
 // # Inside
 //
 // The client's runtime and a proc's (client.go, worker.go) share a core
@@ -354,7 +361,7 @@
 // names (names.go: the client's registry), what it knows of the job's
 // health (health.go, driving the healthTable of healthtable.go) and the
 // inspector and control socket (inspect.go; profiles: profile.go;
-// exec.go for `monarch exec`). The
+// exec.go for `monarch exec`; the state feed: feed.go). The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision.
 package actorrt

@@ -98,6 +98,16 @@ func (h *health) goneErr(proc string) error {
 	return nil
 }
 
+// notice is why proc ended, if it did.
+func (h *health) notice(proc string) (wire.GoneNotice, bool) {
+	if h.nGone.Load() == 0 {
+		return wire.GoneNotice{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.table.notice(proc)
+}
+
 // anyGone tells why one of procs is gone (stopped or failed), or nil.
 func (h *health) anyGone(procs []string) error {
 	for _, p := range procs {

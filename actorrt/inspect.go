@@ -359,6 +359,8 @@ func (c *client) serveControl(stateDir string) {
 		jobctl.OpStacks:  {Handle: c.ctlStacks, Bound: jobctl.StacksBound},
 		jobctl.OpProfile: {Handle: c.ctlProfile, Bound: jobctl.ProfileBound},
 		jobctl.OpExec:    {Stream: c.ctlExec, Bound: jobctl.ExecBound},
+		jobctl.OpState:   {Handle: c.ctlState, Bound: jobctl.StateBound},
+		jobctl.OpWatch:   {Stream: c.ctlWatch, Bound: jobctl.WatchBound},
 	})
 	if err != nil {
 		c.log.Warn().Err(err).Msg("monarch stacks and profile cannot reach this job")

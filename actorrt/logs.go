@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobctl"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/logagg"
 )
@@ -76,6 +77,10 @@ type clientLogs struct {
 	queue []logagg.Line
 	opts  map[string]LogOptions
 	tails map[string]*stderrTail // proc -> its last stderr lines
+	// recent is a ring of the last lines received, for the job state
+	// feed (feed.go); nRecent counts the lines it took.
+	recent  [jobctl.MaxLogLines]logagg.Line
+	nRecent int64
 
 	lines atomic.Int64 // lines received
 	bad   atomic.Int64 // messages that could not be decoded
@@ -137,6 +142,8 @@ func (l *clientLogs) receive(data []byte) {
 		}
 		t.add(line.Text)
 	}
+	l.recent[l.nRecent%jobctl.MaxLogLines] = line
+	l.nRecent++
 	l.queue = append(l.queue, line)
 	first := len(l.queue) == 1
 	l.mu.Unlock()

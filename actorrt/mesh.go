@@ -216,7 +216,10 @@ type meshRef struct {
 	// member moved to a new proc is spawned there with it.
 	spawned *spawnReq
 	dOnce   sync.Once
-	d       delivery.Dest // the mesh's subject, as delivery numbers it (dest)
+	d       delivery.Dest
+	// counts counts the calls sent through it (feed.go), once the
+	// first is.
+	counts atomic.Pointer[meshCounts] // the mesh's subject, as delivery numbers it (dest)
 }
 
 // dest is the mesh's subject as the delivery layer knows it, made once.

@@ -376,6 +376,9 @@ func (r *nameRegistry) add(w actorMeshWire) error {
 		}
 		r.byProc[p][w.ID] = nm
 	}
+	if c := r.rt.client(); c != nil {
+		c.feed.meshAdded(w)
+	}
 	return nil
 }
 
@@ -393,6 +396,9 @@ func (r *nameRegistry) freeLocked(id string) {
 		return
 	}
 	delete(r.byID, id)
+	if c := r.rt.client(); c != nil {
+		c.feed.meshStopped(id)
+	}
 	list := r.byName[nm.w.Name]
 	for i, other := range list {
 		if other == nm {

@@ -56,6 +56,11 @@ type core struct {
 	// profiling: a CPU profile of `monarch profile` runs in this process,
 	// and actor calls carry pprof labels (profile.go).
 	profiling atomic.Bool
+	// sent counts the calls sent from here to each actor mesh, by id
+	// (feed.go): made at a mesh's first call, never removed (one small
+	// record per mesh this process called).
+	sentMu sync.Mutex
+	sent   map[string]*meshCounts
 }
 
 // role is what the client and a proc do differently.
@@ -316,6 +321,9 @@ func (rt *core) watchAgent(agent string) {
 			return
 		}
 		rt.health.heard(agent)
+		if c := rt.client(); c != nil {
+			c.feed.heard(agent)
+		}
 	})
 	if err != nil {
 		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")

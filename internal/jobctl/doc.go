@@ -1,7 +1,7 @@
 // Package jobctl is the control channel of a running job: how a monarch
 // command on the job's host asks the job's client something (its procs'
-// goroutine stacks, profiles, a command run on its hosts; the live
-// state of the job later) and gets the answer.
+// goroutine stacks, profiles, a command run on its hosts, the live
+// state of the job) and gets the answer.
 //
 // # Where it lives and who serves it
 //
@@ -63,4 +63,21 @@
 // output (ExecEvent) and answering with how it ended on each host
 // (ExecAnswer); ExecOutput prints the output as `monarch exec` shows it,
 // each line prefixed by its host.
+//
+// # State
+//
+// OpState answers with a snapshot of the job as its client sees it
+// (JobState, versioned by StateVersion, every field documented on its
+// type): hosts and their last heartbeat; the proc meshes the client
+// started, each proc's state, CPU time and memory; every actor mesh
+// registered with the client, its extent and owner, each member's state
+// (running, failed with its reason, restarting, stopped) and message
+// counts (calls this client sent; messages the member handled, as its
+// proc said); the last MaxEvents supervision events and the last
+// MaxLogLines log lines. OpWatch streams it: a snapshot at once, then one
+// whenever it changed, at most every WatchRequest.Interval (at least
+// MinInterval), until the caller asks it to end. The client asks its
+// procs for their figures (CPU, memory, handled counts) only while the
+// feed is read, at most twice a second; what a snapshot holds is bounded
+// by the job's size and these two rings.
 package jobctl

@@ -18,6 +18,8 @@ type Stat struct {
 	// clock ticks (USER_HZ, 100 a second on Linux); its children's are
 	// not counted.
 	CPUTicks int64
+	// RSS is its resident memory, in bytes (0 if /proc does not say).
+	RSS int64
 }
 
 // Stopped reports whether the process is stopped (SIGSTOP) or traced.
@@ -52,7 +54,14 @@ func parse(path string, b []byte) (Stat, error) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return Stat{}, fmt.Errorf("%s: ppid %q, utime %q, stime %q", path, f[1], f[11], f[12])
 	}
-	return Stat{State: f[0][0], PPID: ppid, CPUTicks: utime + stime}, nil
+	st := Stat{State: f[0][0], PPID: ppid, CPUTicks: utime + stime}
+	// f[21] is rss, in pages (field 24).
+	if len(f) > 21 {
+		if pages, err := strconv.ParseInt(f[21], 10, 64); err == nil {
+			st.RSS = pages * int64(os.Getpagesize())
+		}
+	}
+	return st, nil
 }
 
 // Children lists the processes whose parent is pid, as /proc says now.

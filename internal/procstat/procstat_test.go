@@ -13,7 +13,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s != (Stat{State: 'T', PPID: 17, CPUTicks: 175}) || !s.Stopped() {
+	if s != (Stat{State: 'T', PPID: 17, CPUTicks: 175, RSS: 4548 * int64(os.Getpagesize())}) || !s.Stopped() {
 		t.Errorf("got %+v", s)
 	}
 	for _, bad := range []string{"", "12 noparen S 1", "1 (x) S 1 2 3", "1 (x) S one 2 3 4 5 6 7 8 9 10 11 12"} {

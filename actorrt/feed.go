@@ -1,0 +1,579 @@
+package actorrt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/jobctl"
+	"github.com/monarch-go/monarch/internal/procstat"
+	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/monarch-go/monarch/logagg"
+)
+
+// The job state feed (jobctl.OpState, jobctl.OpWatch): the client keeps a
+// live model of the job from what already reaches it, and builds a
+// snapshot (jobctl.JobState) when asked. What comes from where:
+//
+//   - hosts: the agents' heartbeats (watchAgent) and the health table's
+//     word on their end;
+//   - proc meshes: those the client started (client.spawned), each proc's
+//     end from the health table;
+//   - actor meshes: every mesh registered with the client's name registry
+//     (every Spawn registers), kept after its stop; a member's state from
+//     the supervision events the client sees (a failure of a mesh it owns
+//     or one escalated to it, a restart by its policy) and its proc's end;
+//   - counts: each meshRef counts the calls this process sends through it
+//     (meshCounts: atomic adds, no lock, no allocation past the first
+//     send); each actor counts the messages it handled (an atomic add
+//     beside the stores of its running endpoint); the client asks the
+//     procs' inspectors for theirs (Figures) only when the feed is read,
+//     at most every figuresEvery, so nothing is sent while nobody looks;
+//   - CPU and memory: each proc reads its own /proc/self/stat in the same
+//     answer;
+//   - supervision events: a ring of the last jobctl.MaxEvents;
+//   - log lines: the client's log receiver keeps the last
+//     jobctl.MaxLogLines (clientLogs.recent).
+//
+// A failure handled by an owner actor in a proc never reaches the client:
+// its member shows running (its handled count still grows).
+
+// figuresEvery is the least time between two rounds of asking the procs
+// for their figures.
+const figuresEvery = 500 * time.Millisecond
+
+// maxFeedStopped bounds the stopped actor meshes the feed remembers: past
+// it the oldest are forgotten.
+const maxFeedStopped = 1024
+
+// meshCounts counts the calls a process sent to one actor mesh. A meshRef
+// finds its meshCounts once (core.sentCounts) and keeps it.
+type meshCounts struct {
+	all   atomic.Uint64   // every call
+	whole atomic.Uint64   // calls to the whole mesh
+	one   []atomic.Uint64 // calls to one member, by base rank
+}
+
+// countSent counts a call sent through ref to the members of reg.
+func (rt *core) countSent(ref *meshRef, reg region) {
+	mc := ref.counts.Load()
+	if mc == nil {
+		mc = rt.sentCounts(ref)
+	}
+	mc.all.Add(1)
+	if reg.isWhole() {
+		mc.whole.Add(1)
+	} else if reg.numRanks() == 1 {
+		if b := reg.baseRank(0); b >= 0 && b < len(mc.one) {
+			mc.one[b].Add(1)
+		}
+	}
+}
+
+// sentCounts is the meshCounts of ref's mesh in this process, made at its
+// first use.
+func (rt *core) sentCounts(ref *meshRef) *meshCounts {
+	rt.sentMu.Lock()
+	defer rt.sentMu.Unlock()
+	if rt.sent == nil {
+		rt.sent = map[string]*meshCounts{}
+	}
+	mc := rt.sent[ref.id]
+	if mc == nil {
+		mc = &meshCounts{one: make([]atomic.Uint64, len(ref.procs))}
+		rt.sent[ref.id] = mc
+	}
+	ref.counts.Store(mc)
+	return mc
+}
+
+// sentTo is this process's counts of mesh id, or nil.
+func (rt *core) sentTo(id string) *meshCounts {
+	rt.sentMu.Lock()
+	defer rt.sentMu.Unlock()
+	return rt.sent[id]
+}
+
+// procFigures is an inspector's answer to Figures.
+type procFigures struct {
+	CPUTicks int64         `msgpack:"cpu"` // USER_HZ ticks
+	RSS      int64         `msgpack:"rss"` // bytes
+	Handled  []meshHandled `msgpack:"handled"`
+}
+
+// meshHandled is what the members of one mesh on a proc handled.
+type meshHandled struct {
+	Mesh   string   `msgpack:"mesh"`
+	Ranks  []int    `msgpack:"ranks"` // base ranks
+	Counts []uint64 `msgpack:"counts"`
+}
+
+// Figures returns the proc's CPU time, memory and its actors' handled
+// counts.
+func (procInspector) Figures(ctx *Context) (procFigures, error) {
+	return ctx.actor.mesh.rt.actors.figures(), nil
+}
+
+// clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
+const clockTicks = 100
+
+// figures is this process's procFigures.
+func (la *localActors) figures() procFigures {
+	var f procFigures
+	if st, err := procstat.Read(os.Getpid()); err == nil {
+		f.CPUTicks, f.RSS = st.CPUTicks, st.RSS
+	}
+	la.mu.Lock()
+	meshes := make([]*localMesh, 0, len(la.meshes))
+	for _, lm := range la.meshes {
+		if !isSystemMesh(lm.id) {
+			meshes = append(meshes, lm)
+		}
+	}
+	la.mu.Unlock()
+	for _, lm := range meshes {
+		mh := meshHandled{Mesh: lm.id}
+		for _, a := range lm.current() {
+			mh.Ranks = append(mh.Ranks, a.baseRank)
+			mh.Counts = append(mh.Counts, a.handled.Load())
+		}
+		f.Handled = append(f.Handled, mh)
+	}
+	return f
+}
+
+// jobFeed is the client's model of the job. Safe for concurrent use.
+type jobFeed struct {
+	c *client
+
+	mu        sync.Mutex
+	seq       uint64
+	hosts     map[string]*jobctl.HostState // by agent
+	hostOrder []string
+	meshes    map[string]*feedMesh // by id
+	meshOrder []string
+	nStopped  int
+	events    [jobctl.MaxEvents]jobctl.Event // a ring
+	nEvents   uint64                         // events ever
+	figures   map[string]procSaid            // by proc: what it said last
+
+	asking  sync.Mutex // one round of asking at a time
+	askedAt time.Time  // under asking
+}
+
+// feedMesh is an actor mesh the feed knows.
+type feedMesh struct {
+	w       actorMeshWire
+	ext     Extent
+	stopped bool
+	marks   map[int]memberMark // members not running, by base rank
+}
+
+// memberMark is a member's state other than running.
+type memberMark struct {
+	state, reason string
+}
+
+// procSaid is a proc's figures and when it gave them.
+type procSaid struct {
+	procFigures
+	at time.Time
+}
+
+func newJobFeed(c *client) *jobFeed {
+	return &jobFeed{c: c, hosts: map[string]*jobctl.HostState{}, meshes: map[string]*feedMesh{}, figures: map[string]procSaid{}}
+}
+
+// heard takes a heartbeat of agent.
+func (f *jobFeed) heard(agent string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.hostLocked(agent)
+	h.LastHeartbeat = time.Now()
+}
+
+// hostLocked is agent's HostState, added if new. Hold f.mu.
+func (f *jobFeed) hostLocked(agent string) *jobctl.HostState {
+	h := f.hosts[agent]
+	if h == nil {
+		h = &jobctl.HostState{Agent: agent, State: "up"}
+		f.hosts[agent] = h
+		f.hostOrder = append(f.hostOrder, agent)
+		f.seq++
+	}
+	return h
+}
+
+// meshAdded takes a mesh registered with the client.
+func (f *jobFeed) meshAdded(w actorMeshWire) {
+	reg, err := w.Region.region(len(w.Procs))
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.meshes[w.ID] != nil {
+		return
+	}
+	f.meshes[w.ID] = &feedMesh{w: w, ext: reg.extent(), marks: map[int]memberMark{}}
+	f.meshOrder = append(f.meshOrder, w.ID)
+	f.seq++
+}
+
+// meshStopped takes the stop of mesh id; past maxFeedStopped stopped
+// meshes the oldest is forgotten.
+func (f *jobFeed) meshStopped(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.meshes[id]
+	if m == nil || m.stopped {
+		return
+	}
+	m.stopped = true
+	f.seq++
+	if f.nStopped++; f.nStopped <= maxFeedStopped {
+		return
+	}
+	for i, old := range f.meshOrder {
+		if f.meshes[old].stopped {
+			delete(f.meshes, old)
+			f.meshOrder = slices.Delete(f.meshOrder, i, i+1)
+			f.nStopped--
+			return
+		}
+	}
+}
+
+// supervised takes what the client's supervision saw: one event and the
+// effects the router asked for.
+func (f *jobFeed) supervised(ev any, effects []any) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch ev := ev.(type) {
+	case evMemberFailed:
+		f.failedLocked(now, "failure", ev.f)
+	case evProcEnded:
+		reason := ev.n.Reason
+		if ev.n.Stopped {
+			reason = "stopped"
+		}
+		f.eventLocked(jobctl.Event{At: now, Kind: "proc_ended", Rank: -1, Proc: ev.n.Proc, Reason: reason})
+	case evRestartDone:
+		if m := f.meshes[ev.id]; m != nil {
+			for _, b := range ev.ranks {
+				if m.marks[b].state == "restarting" {
+					delete(m.marks, b)
+				}
+			}
+		}
+		for _, g := range ev.failed {
+			f.markLocked(g.MeshID, g.Base, "failed", g.Reason)
+		}
+		for _, g := range ev.final {
+			f.markLocked(g.MeshID, g.Base, "failed", g.Reason)
+		}
+		f.seq++
+	}
+	for _, e := range effects {
+		switch e := e.(type) {
+		case effUnhandled:
+			f.markLocked(e.f.MeshID, e.f.Base, "failed", e.f.Reason)
+			f.eventLocked(jobctl.Event{At: now, Kind: "unhandled", Mesh: e.f.Mesh, Rank: e.f.Base, Proc: e.f.Proc, Reason: e.f.Reason})
+		case effSupervise[*actor]:
+			f.markLocked(e.f.MeshID, e.f.Base, "failed", e.f.Reason)
+		case effRestart:
+			name := e.id
+			if m := f.meshes[e.id]; m != nil {
+				name = m.w.Name
+			}
+			for _, b := range e.ranks {
+				f.markLocked(e.id, b, "restarting", e.f.Reason)
+			}
+			f.eventLocked(jobctl.Event{At: now, Kind: "restart", Mesh: name, Rank: -1, Ranks: e.ranks, Reason: e.f.ActorID + " failed: " + e.f.Reason})
+		case effGiveUp:
+			name := e.id
+			if m := f.meshes[e.id]; m != nil {
+				name = m.w.Name
+			}
+			for _, b := range e.ranks {
+				f.markLocked(e.id, b, "failed", e.reason)
+			}
+			f.eventLocked(jobctl.Event{At: now, Kind: "gave_up", Mesh: name, Rank: -1, Ranks: e.ranks, Reason: e.reason})
+		}
+	}
+}
+
+func (f *jobFeed) failedLocked(now time.Time, kind string, mf *MeshFailure) {
+	if f.meshes[mf.MeshID] == nil || f.meshes[mf.MeshID].marks[mf.Base].state != "restarting" {
+		f.markLocked(mf.MeshID, mf.Base, "failed", mf.Reason)
+	}
+	f.eventLocked(jobctl.Event{At: now, Kind: kind, Mesh: mf.Mesh, Rank: mf.Base, Proc: mf.Proc, Reason: mf.Reason})
+}
+
+func (f *jobFeed) markLocked(id string, b int, state, reason string) {
+	m := f.meshes[id]
+	if m == nil || b < 0 || b >= len(m.w.Procs) {
+		return
+	}
+	if state == "failed" && m.marks[b].state == "restarting" {
+		return // the restart's end says how it went
+	}
+	m.marks[b] = memberMark{state: state, reason: reason}
+	f.seq++
+}
+
+func (f *jobFeed) eventLocked(e jobctl.Event) {
+	f.events[f.nEvents%jobctl.MaxEvents] = e
+	f.nEvents++
+	f.seq++
+}
+
+// refresh asks the procs for their figures, unless that was done less
+// than figuresEvery ago, waiting at most timeout; a proc that does not
+// answer keeps what it said last.
+func (f *jobFeed) refresh(ctx context.Context, timeout time.Duration) {
+	f.asking.Lock()
+	defer f.asking.Unlock()
+	if time.Since(f.askedAt) < figuresEvery {
+		return
+	}
+	c := f.c
+	procs := c.ctlProcs()
+	infos := make([]jobctl.ProcInfo, len(procs))
+	said := make([]procSaid, len(procs))
+	c.askEach(ctx, procs, infos, timeout, "figures", "late", func(ctx context.Context, i int, p ctlProc) error {
+		fig, err := askInspector[procFigures](ctx, c.core, p.info.ID, "Figures")
+		if err == nil {
+			said[i] = procSaid{fig, time.Now()}
+		}
+		return err
+	})
+	f.askedAt = time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := make(map[string]procSaid, len(procs)) // only the procs there are: bounded
+	for i, p := range procs {
+		if !said[i].at.IsZero() {
+			next[p.info.ID] = said[i]
+		} else if old, ok := f.figures[p.info.ID]; ok {
+			next[p.info.ID] = old
+		}
+	}
+	f.figures = next
+}
+
+// snapshot is the job's state now (after refresh, for fresh figures).
+func (f *jobFeed) snapshot() *jobctl.JobState {
+	c := f.c
+	s := &jobctl.JobState{Version: jobctl.StateVersion, Job: c.job, At: time.Now()}
+	c.spawnedMu.Lock()
+	pms := slices.Clone(c.spawned)
+	c.spawnedMu.Unlock()
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Hosts: the agents heard, and those of the procs started.
+	hostNames := map[string]string{}
+	for _, pm := range pms {
+		for _, p := range pm.procs {
+			if p.Agent != "" {
+				f.hostLocked(p.Agent)
+				if hostNames[p.Agent] == "" {
+					hostNames[p.Agent] = p.Host
+				}
+			}
+		}
+	}
+	s.Seq = f.seq
+	for _, a := range f.hostOrder {
+		h := *f.hosts[a]
+		if h.Name == "" {
+			h.Name = hostNames[a]
+		}
+		if n, gone := c.health.notice(a); gone {
+			h.State, h.Reason = "gone", n.Reason
+		}
+		s.Hosts = append(s.Hosts, h)
+	}
+	// Handled counts, by mesh and base rank.
+	handled := map[string]map[int]uint64{}
+	for _, said := range f.figures {
+		for _, mh := range said.Handled {
+			if handled[mh.Mesh] == nil {
+				handled[mh.Mesh] = map[int]uint64{}
+			}
+			for i, b := range mh.Ranks {
+				if i < len(mh.Counts) {
+					handled[mh.Mesh][b] = mh.Counts[i]
+				}
+			}
+		}
+	}
+	for _, pm := range pms {
+		ps := jobctl.ProcMeshState{Name: pm.name, Extent: extentOf(pm.Extent()), Command: pm.command}
+		for r, p := range pm.procs {
+			st := jobctl.ProcState{Proc: p.ID, Rank: r, Host: p.Host, PID: p.PID, State: "running"}
+			if h := c.counts.hostOf(p.ID); h != "" {
+				st.Host = h
+			}
+			if n, gone := c.health.notice(p.ID); gone {
+				st.State, st.Reason = procEndState(n)
+			}
+			if said, ok := f.figures[p.ID]; ok {
+				st.CPUSeconds = float64(said.CPUTicks) / clockTicks
+				st.RSS, st.FiguresAt = said.RSS, said.at
+			}
+			ps.Procs = append(ps.Procs, st)
+		}
+		s.ProcMeshes = append(s.ProcMeshes, ps)
+	}
+	for _, id := range f.meshOrder {
+		m := f.meshes[id]
+		ms := jobctl.ActorMeshState{ID: id, Name: m.w.Name, Type: shortName(m.w.Type), Extent: extentOf(m.ext),
+			Owner: m.w.Owner, Stopped: m.stopped}
+		if ms.Owner == "" {
+			ms.Owner = ownerOf(id)
+		}
+		mc := c.sentTo(id)
+		var whole uint64
+		if mc != nil {
+			ms.Sent, whole = mc.all.Load(), mc.whole.Load()
+		}
+		for b, p := range m.w.Procs {
+			mem := jobctl.MemberState{Rank: b, Proc: p, State: "running", Handled: handled[id][b], Sent: whole}
+			if mc != nil && b < len(mc.one) {
+				mem.Sent += mc.one[b].Load()
+			}
+			ms.Handled += mem.Handled
+			switch mark, marked := m.marks[b]; {
+			case m.stopped:
+				mem.State = "stopped"
+			case marked:
+				mem.State, mem.Reason = mark.state, mark.reason
+			default:
+				if n, gone := c.health.notice(p); gone {
+					mem.State, mem.Reason = procEndState(n)
+				}
+			}
+			ms.Members = append(ms.Members, mem)
+		}
+		s.ActorMeshes = append(s.ActorMeshes, ms)
+	}
+	n := min(f.nEvents, jobctl.MaxEvents)
+	s.EventsDropped = f.nEvents - n
+	for i := f.nEvents - n; i < f.nEvents; i++ {
+		s.Events = append(s.Events, f.events[i%jobctl.MaxEvents])
+	}
+	s.Logs, s.LogLines = c.logs.recentLines()
+	return s
+}
+
+// ownerOf is the proc that made mesh id: its id is "<proc>.<n>" or the
+// like; "" if it is not.
+func ownerOf(id string) string {
+	if i := bytes.LastIndexByte([]byte(id), '.'); i > 0 {
+		return id[:i]
+	}
+	return ""
+}
+
+// procEndState is the state of a proc, or of a member on it, that ended.
+func procEndState(n wire.GoneNotice) (string, string) {
+	if n.Stopped {
+		return "stopped", ""
+	}
+	return "failed", n.Reason
+}
+
+func extentOf(e Extent) jobctl.Extent {
+	out := jobctl.Extent{}
+	for _, d := range e.dims {
+		out = append(out, jobctl.Dim{Name: d.Name, Size: d.Size})
+	}
+	return out
+}
+
+// ctlState answers an OpState request.
+func (c *client) ctlState(ctx context.Context, body json.RawMessage) (any, error) {
+	var req jobctl.StateRequest
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("state request: %v", err)
+		}
+	}
+	if req.Timeout <= 0 {
+		req.Timeout = jobctl.DefaultStateTimeout
+	}
+	c.feed.refresh(ctx, req.Timeout)
+	return c.feed.snapshot(), nil
+}
+
+// ctlWatch answers an OpWatch request: a snapshot at once, then one each
+// Interval in which the state changed (its figures included).
+func (c *client) ctlWatch(ctx context.Context, body json.RawMessage, send func(any) error) (any, error) {
+	var req jobctl.WatchRequest
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("watch request: %v", err)
+		}
+	}
+	if req.Timeout <= 0 {
+		req.Timeout = jobctl.DefaultStateTimeout
+	}
+	if req.Interval <= 0 {
+		req.Interval = jobctl.DefaultInterval
+	}
+	req.Interval = max(req.Interval, jobctl.MinInterval)
+	tick := time.NewTicker(req.Interval)
+	defer tick.Stop()
+	ans := &jobctl.WatchAnswer{}
+	var last []byte
+	for {
+		c.feed.refresh(ctx, min(req.Timeout, req.Interval))
+		s := c.feed.snapshot()
+		at := s.At
+		s.At = time.Time{}
+		b, err := json.Marshal(s)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(b, last) {
+			s.At = at
+			if err := send(s); err != nil {
+				return ans, nil // the caller went away
+			}
+			ans.Sent++
+			last = b
+		}
+		select {
+		case <-ctx.Done():
+			return ans, nil
+		case <-tick.C:
+		}
+	}
+}
+
+// recentLines is the last lines received, oldest first, and how many
+// there were in all.
+func (l *clientLogs) recentLines() ([]jobctl.LogLine, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := min(l.nRecent, jobctl.MaxLogLines)
+	out := make([]jobctl.LogLine, 0, n)
+	for i := l.nRecent - n; i < l.nRecent; i++ {
+		ln := &l.recent[i%jobctl.MaxLogLines]
+		stream := "stdout"
+		if ln.Stream == logagg.Stderr {
+			stream = "stderr"
+		}
+		out = append(out, jobctl.LogLine{At: ln.Time, Proc: ln.Proc, Stream: stream, Text: ln.Text})
+	}
+	return out, l.lines.Load()
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/jobctl"
+)
+
+// feedState asks the job's client for a snapshot of its state.
+func feedState(t *testing.T, sock string) *jobctl.JobState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var s jobctl.JobState
+	if err := jobctl.Call(ctx, sock, jobctl.OpState, jobctl.StateRequest{}, &s); err != nil {
+		t.Fatalf("state: %v", err)
+	}
+	return &s
+}
+
+// feedUntil asks for snapshots until ok holds (bounded: a minute).
+func feedUntil(t *testing.T, sock, what string, ok func(*jobctl.JobState) bool) *jobctl.JobState {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s := feedState(t, sock)
+		if ok(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.MarshalIndent(s, "", "  ")
+			t.Fatalf("no snapshot with %s within a minute; the last:\n%s", what, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func actorMesh(s *jobctl.JobState, name string) *jobctl.ActorMeshState {
+	for i := range s.ActorMeshes {
+		if s.ActorMeshes[i].Name == name {
+			return &s.ActorMeshes[i]
+		}
+	}
+	return nil
+}
+
+func procMesh(s *jobctl.JobState, name string) *jobctl.ProcMeshState {
+	for i := range s.ProcMeshes {
+		if s.ProcMeshes[i].Name == name {
+			return &s.ProcMeshes[i]
+		}
+	}
+	return nil
+}
+
+// TestFeed: the job state feed of a real job (2 hosts of 2 procs under
+// monarch local) shows its hosts, proc and actor meshes with their
+// extents; counts that grow as the program calls member 0; the member
+// that failed, with its reason, and the failure in the events; a proc
+// that is killed, and its member, as failed; the streaming op sends
+// snapshots until asked to stop.
+func TestFeed(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	pidRe := regexp.MustCompile(`PID rank=(\d) pid=(\d+)`)
+	pids := map[int]int{}
+	ready, fault := false, false
+	run := startLocalJob(t, 2, "feed", nil, func(line string) bool {
+		if m := pidRe.FindStringSubmatch(line); m != nil {
+			r, _ := strconv.Atoi(m[1])
+			pids[r], _ = strconv.Atoi(m[2])
+		}
+		ready = ready || strings.HasSuffix(line, "READY")
+		fault = fault || strings.Contains(line, "FAULT") && strings.Contains(line, "feedTestFailure")
+		return ready && fault && len(pids) == 4
+	})
+	sock := filepath.Join(state, run.job+".sock")
+
+	s := feedState(t, sock)
+	if s.Version != jobctl.StateVersion || s.Job != run.job {
+		t.Fatalf("version %d, job %q; want %d, %q", s.Version, s.Job, jobctl.StateVersion, run.job)
+	}
+	if len(s.Hosts) != 2 {
+		t.Errorf("hosts %+v; want 2", s.Hosts)
+	}
+	for _, h := range s.Hosts {
+		if h.State != "up" || h.Name == "" {
+			t.Errorf("host %+v: want up, with a name", h)
+		}
+	}
+	pm := procMesh(s, "workers")
+	if pm == nil || len(pm.Procs) != 4 || len(pm.Extent) != 2 || pm.Extent[0].Size != 2 || pm.Extent[1] != (jobctl.Dim{Name: "gpus", Size: 2}) {
+		t.Fatalf("proc mesh workers: %+v", pm)
+	}
+	for _, p := range pm.Procs {
+		if p.State != "running" || p.PID != pids[p.Rank] {
+			t.Errorf("proc %+v: want running, pid %d", p, pids[p.Rank])
+		}
+	}
+	am := actorMesh(s, "pingers")
+	if am == nil || len(am.Members) != 4 || len(am.Extent) != 2 || am.Owner != "c" || am.Type != "Pinger" {
+		t.Fatalf("actor mesh pingers: %+v", am)
+	}
+	if m := am.Members[1]; m.State != "failed" || !strings.Contains(m.Reason, "feedTestFailure: failed on purpose") {
+		t.Errorf("member 1: %+v; want failed, with its reason", m)
+	}
+	if m := am.Members[2]; m.State != "running" || m.Sent < 2 {
+		t.Errorf("member 2: %+v; want running, sent PID and Ping", m)
+	}
+	found := false
+	for _, e := range s.Events {
+		found = found || e.Kind == "failure" && e.Mesh == "pingers" && e.Rank == 1 && strings.Contains(e.Reason, "feedTestFailure")
+	}
+	if !found {
+		t.Errorf("no failure of pingers[1] in the events: %+v", s.Events)
+	}
+
+	// Counts grow as the program pings member 0.
+	sent0, handled0 := am.Members[0].Sent, am.Members[0].Handled
+	s = feedUntil(t, sock, "pingers[0] sent and handled more", func(s *jobctl.JobState) bool {
+		m := actorMesh(s, "pingers").Members[0]
+		return m.Sent > sent0 && m.Handled > handled0 && m.Handled > 2
+	})
+	if am := actorMesh(s, "pingers"); am.Sent < am.Members[0].Sent || am.Handled < am.Members[0].Handled {
+		t.Errorf("pingers: sent %d, handled %d: less than member 0's", am.Sent, am.Handled)
+	}
+	if p := procMesh(s, "workers").Procs[0]; p.RSS <= 0 || p.FiguresAt.IsZero() {
+		t.Errorf("proc 0: %+v; want its memory", p)
+	}
+
+	// A proc that is killed.
+	if err := syscall.Kill(pids[3], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s = feedUntil(t, sock, "workers 3 failed", func(s *jobctl.JobState) bool {
+		p := procMesh(s, "workers").Procs[3]
+		m := actorMesh(s, "pingers").Members[3]
+		return p.State == "failed" && m.State == "failed"
+	})
+	if p := procMesh(s, "workers").Procs[3]; p.Reason == "" {
+		t.Errorf("killed proc: %+v; want a reason", p)
+	}
+	found = false
+	for _, e := range s.Events {
+		found = found || e.Kind == "proc_ended" && e.Proc == procMesh(s, "workers").Procs[3].Proc
+	}
+	if !found {
+		t.Errorf("no end of the killed proc in the events: %+v", s.Events)
+	}
+
+	// The stream: snapshots until asked to stop.
+	stop := make(chan struct{})
+	var got []jobctl.JobState
+	var ans jobctl.WatchAnswer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := jobctl.CallStream(ctx, sock, jobctl.OpWatch, jobctl.WatchRequest{Interval: 100 * time.Millisecond}, stop, func(ev json.RawMessage) error {
+		var s jobctl.JobState
+		if err := json.Unmarshal(ev, &s); err != nil {
+			return err
+		}
+		if got = append(got, s); len(got) == 2 {
+			close(stop)
+		}
+		return nil
+	}, &ans)
+	if err != nil || len(got) < 2 || ans.Sent != len(got) || got[0].Version != jobctl.StateVersion {
+		t.Errorf("watch: %v, %d snapshots, answer %+v", err, len(got), ans)
+	}
+	if len(got) >= 2 && actorMesh(&got[1], "pingers").Members[0].Sent <= actorMesh(&got[0], "pingers").Members[0].Sent &&
+		got[1].Seq == got[0].Seq {
+		t.Errorf("watch: the second snapshot changed nothing")
+	}
+
+	if _, stderr, code := monarch(t, "stop", run.job); code != 0 {
+		t.Fatalf("stop: exit %d: %s", code, stderr)
+	}
+	run.wait(t)
+}

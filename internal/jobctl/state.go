@@ -1,0 +1,211 @@
+package jobctl
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The job state feed: a live model of the job, kept by its client.
+
+const (
+	// OpState asks for one snapshot of the job's state: a StateRequest
+	// (it may be empty), answered by a JobState.
+	OpState = "state"
+	// OpWatch streams the job's state: a WatchRequest; each event is a
+	// JobState, the first at once, then a new one whenever the state
+	// changed, at most every Interval; the answer, once the caller asks
+	// the op to end (or its bound passes), is a WatchAnswer.
+	OpWatch = "watch"
+)
+
+// StateVersion is the version of JobState this package writes: a reader
+// refuses or adapts to another. It grows when a field changes meaning or
+// goes; fields added keep it.
+const StateVersion = 1
+
+// Bounds of the feed, so that a snapshot of a large long job stays small.
+const (
+	// MaxEvents is how many supervision events a JobState keeps: the last.
+	MaxEvents = 256
+	// MaxLogLines is how many of the job's last log lines it keeps.
+	MaxLogLines = 100
+	// MinInterval bounds how often OpWatch sends a snapshot.
+	MinInterval = 100 * time.Millisecond
+	// DefaultInterval is OpWatch's Interval unless asked.
+	DefaultInterval = time.Second
+)
+
+// StateRequest asks for a snapshot.
+type StateRequest struct {
+	// Timeout bounds the wait for the procs' own figures (their CPU,
+	// memory and handled counts); a proc that does not answer within it
+	// keeps the figures it gave last. 0: DefaultStateTimeout.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// DefaultStateTimeout is StateRequest's Timeout unless asked.
+const DefaultStateTimeout = time.Second
+
+// StateBound is the bound of an OpState request: its Timeout and a margin.
+func StateBound(body json.RawMessage) time.Duration {
+	var r StateRequest
+	json.Unmarshal(body, &r)
+	if r.Timeout <= 0 {
+		r.Timeout = DefaultStateTimeout
+	}
+	return r.Timeout + 5*time.Second
+}
+
+// WatchRequest asks for the job's state as it changes.
+type WatchRequest struct {
+	StateRequest
+	// Interval is the least time between two snapshots (at least
+	// MinInterval; 0: DefaultInterval).
+	Interval time.Duration `json:"interval,omitempty"`
+}
+
+// WatchAnswer ends an OpWatch: how many snapshots were sent.
+type WatchAnswer struct {
+	Sent int `json:"sent"`
+}
+
+// JobState is a snapshot of a job, as its client sees it. Field by field:
+type JobState struct {
+	// Version is StateVersion of the writer.
+	Version int `json:"version"`
+	// Job is the job's id; At when the snapshot was taken; Seq counts
+	// the changes the client saw (it grows with every change of the
+	// model but the counts), so that two snapshots with the same Seq
+	// differ at most in counts and figures.
+	Job string    `json:"job"`
+	At  time.Time `json:"at"`
+	Seq uint64    `json:"seq"`
+	// Hosts are the job's hosts (their agents), in order of their first
+	// sight.
+	Hosts []HostState `json:"hosts"`
+	// ProcMeshes are the proc meshes the client started, in order.
+	ProcMeshes []ProcMeshState `json:"proc_meshes"`
+	// ActorMeshes are the actor meshes of the job the client knows: every
+	// mesh registered with it (every spawn registers its name), those
+	// stopped too, in order of their registration.
+	ActorMeshes []ActorMeshState `json:"actor_meshes"`
+	// Events are the last supervision events the client saw, oldest
+	// first: at most MaxEvents. EventsDropped counts those older, gone.
+	Events        []Event `json:"events"`
+	EventsDropped uint64  `json:"events_dropped"`
+	// Logs are the job's last lines the client received, oldest first:
+	// at most MaxLogLines. LogLines counts every line received.
+	Logs     []LogLine `json:"logs"`
+	LogLines int64     `json:"log_lines"`
+}
+
+// HostState is one host of the job: its agent.
+type HostState struct {
+	Agent string `json:"agent"` // the agent's proc id
+	Name  string `json:"name"`  // the host's name ("" until known)
+	// State is "up", or "gone" (the agent ended or was lost), then
+	// Reason says why.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// LastHeartbeat is when the client last heard the agent's heartbeat;
+	// zero if never (an agent the client does not watch: the client's
+	// own host).
+	LastHeartbeat time.Time `json:"last_heartbeat,omitzero"`
+}
+
+// ProcMeshState is a proc mesh the client started.
+type ProcMeshState struct {
+	Name    string      `json:"name"`
+	Extent  Extent      `json:"extent"`
+	Command bool        `json:"command,omitempty"` // WithCommand: no actors, no figures
+	Procs   []ProcState `json:"procs"`             // by rank
+}
+
+// Extent is a mesh's shape: its dimensions, in order.
+type Extent []Dim
+
+// Dim is one dimension of an extent.
+type Dim struct {
+	Name string `json:"name"`
+	Size int    `json:"size"`
+}
+
+// ProcState is one proc.
+type ProcState struct {
+	Proc string `json:"proc"` // its id
+	Rank int    `json:"rank"` // in its proc mesh
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+	// State is "running", "stopped" or "failed" (then Reason says why).
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// CPUSeconds is the CPU time (user and system) the proc used, RSS its
+	// resident memory in bytes, both as it said last (FiguresAt; zero if
+	// it never did: a command proc, or one that did not answer).
+	CPUSeconds float64   `json:"cpu_seconds"`
+	RSS        int64     `json:"rss_bytes"`
+	FiguresAt  time.Time `json:"figures_at,omitzero"`
+}
+
+// ActorMeshState is one actor mesh.
+type ActorMeshState struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+	Extent Extent `json:"extent"`
+	// Owner is the proc whose actor (or the client, "c") owns the mesh.
+	Owner string `json:"owner"`
+	// Stopped: the mesh was stopped (its members' State is "stopped").
+	Stopped bool `json:"stopped,omitempty"`
+	// Sent counts the calls this client sent to the mesh (every adverb:
+	// one per call, whatever the members reached); Handled the messages
+	// its members handled, as their procs said last.
+	Sent    uint64 `json:"sent"`
+	Handled uint64 `json:"handled"`
+	// Members, by rank.
+	Members []MemberState `json:"members"`
+}
+
+// MemberState is one member of an actor mesh.
+type MemberState struct {
+	Rank int    `json:"rank"`
+	Proc string `json:"proc"`
+	// State is "running", "failed" (Reason says why), "restarting" (by
+	// the mesh's restart policy) or "stopped".
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// Sent counts this client's calls that reached the member: those to
+	// the whole mesh and those to the member alone (a call to a slice of
+	// several members counts in the mesh's Sent only). Handled counts the
+	// messages it handled (endpoint calls and Supervise), as its proc
+	// said last.
+	Sent    uint64 `json:"sent"`
+	Handled uint64 `json:"handled"`
+}
+
+// Event is one supervision event.
+type Event struct {
+	At time.Time `json:"at"`
+	// Kind is "failure" (a member failed: Mesh, Rank, Proc, Reason),
+	// "proc_ended" (a proc ended: Proc, Reason; Reason "stopped" for a
+	// stop), "restart" (members of Mesh are restarted by its policy:
+	// Ranks), "gave_up" (a policy gave up on them: Reason) or "unhandled"
+	// (a failure reached the client's fault hook).
+	Kind   string `json:"kind"`
+	Mesh   string `json:"mesh,omitempty"`
+	Rank   int    `json:"rank"` // -1 when not about one member
+	Ranks  []int  `json:"ranks,omitempty"`
+	Proc   string `json:"proc,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// LogLine is one of the job's lines.
+type LogLine struct {
+	At     time.Time `json:"at"`
+	Proc   string    `json:"proc"`
+	Stream string    `json:"stream"` // "stdout" or "stderr"
+	Text   string    `json:"text"`
+}
+
+// WatchBound is the bound of an OpWatch: the longest any op runs.
+func WatchBound(json.RawMessage) time.Duration { return MaxOpTime }
