@@ -86,11 +86,28 @@ func (rt *core) sentCounts(ref *meshRef) *meshCounts {
 	}
 	mc := rt.sent[ref.id]
 	if mc == nil {
+		if len(rt.sent) >= maxSentMeshes && rt.client() == nil {
+			// Only the client's counts are read (the feed). A proc keeps
+			// a bounded table: a reference keeps counting into the record
+			// it has, which the table no longer holds.
+			clear(rt.sent)
+		}
 		mc = &meshCounts{one: make([]atomic.Uint64, len(ref.procs))}
 		rt.sent[ref.id] = mc
 	}
 	ref.counts.Store(mc)
 	return mc
+}
+
+// maxSentMeshes bounds the meshes a proc keeps counts of; the client's
+// are those of the meshes its feed keeps (forgetSent).
+const maxSentMeshes = 4096
+
+// forgetSent drops the counts of mesh id, which the feed forgot.
+func (rt *core) forgetSent(id string) {
+	rt.sentMu.Lock()
+	defer rt.sentMu.Unlock()
+	delete(rt.sent, id)
 }
 
 // sentTo is this process's counts of mesh id, or nil.
@@ -243,6 +260,7 @@ func (f *jobFeed) meshStopped(id string) {
 	for i, old := range f.meshOrder {
 		if f.meshes[old].stopped {
 			delete(f.meshes, old)
+			f.c.forgetSent(old)
 			f.meshOrder = slices.Delete(f.meshOrder, i, i+1)
 			f.nStopped--
 			return
