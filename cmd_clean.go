@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/jobctl"
 	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/launch"
 	"github.com/monarch-go/monarch/logagg"
@@ -106,7 +107,8 @@ func runClean(ctx context.Context, w io.Writer, dir, sysDir string, age time.Dur
 // as earlier versions named it), and its system logs sys. An output the
 // user placed elsewhere (--output) is theirs to remove.
 func jobFiles(dir, job string, recs []*launch.JobState, sys []string) []string {
-	files := append(logagg.LogFiles(dir, job), launch.OutputPath(dir, job))
+	// The control socket of a job whose client was killed is left behind.
+	files := append(logagg.LogFiles(dir, job), launch.OutputPath(dir, job), jobctl.SocketPath(dir, job))
 	for _, r := range recs {
 		if r.Job == job && r.Batch != "" && r.BatchID != "" {
 			files = append(files, filepath.Join(dir, r.Batch+"-"+r.BatchID+".out"))

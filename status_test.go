@@ -245,12 +245,14 @@ func TestClean(t *testing.T) {
 	running.cmd.Process.Signal(syscall.SIGTERM)
 	running.wait(t)
 	waitStatus(t, "stillrunning", map[string]string{"STATE": "stopped"})
+	// A control socket left behind (its client killed) goes too.
+	writeFile(t, state, "stillrunning.sock", "")
 	// Its record, log and client system log at least (its procs may have
 	// left system logs of their own, on a loaded machine).
 	if out, _, _ := monarch(t, "clean"); !regexp.MustCompile(`removed stillrunning \(stopped\): [3-9] files`).MatchString(out) {
 		t.Errorf("clean after the end:\n%s", out)
 	}
-	for _, p := range []string{filepath.Join(state, "stillrunning.json"), filepath.Join(state, "stillrunning.log"), filepath.Join(syslogs, "monarch_stillrunning_client.log")} {
+	for _, p := range []string{filepath.Join(state, "stillrunning.json"), filepath.Join(state, "stillrunning.log"), filepath.Join(syslogs, "monarch_stillrunning_client.log"), filepath.Join(state, "stillrunning.sock")} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("%s not removed (%v)", p, err)
 		}
