@@ -190,6 +190,7 @@ type feedMesh struct {
 	ext     Extent
 	stopped bool
 	marks   map[int]memberMark // members not running, by base rank
+	moved   map[int]string     // members restarted on a new proc: its id
 }
 
 // memberMark is a member's state other than running.
@@ -283,6 +284,18 @@ func (f *jobFeed) supervised(ev any, effects []any) {
 			reason = "stopped"
 		}
 		f.eventLocked(jobctl.Event{At: now, Kind: "proc_ended", Rank: -1, Proc: ev.n.Proc, Reason: reason})
+	case evMoved:
+		if m := f.meshes[ev.id]; m != nil {
+			if m.moved == nil {
+				m.moved = map[int]string{}
+			}
+			for _, b := range ev.ranks {
+				if b >= 0 && b < len(m.w.Procs) {
+					m.moved[b] = ev.proc
+				}
+			}
+			f.seq++
+		}
 	case evRestartDone:
 		if m := f.meshes[ev.id]; m != nil {
 			for _, b := range ev.ranks {
@@ -434,10 +447,25 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 			}
 		}
 	}
+	// A proc started in the place of one that ended shows at its rank.
+	successor := map[string]procInfo{}
 	for _, pm := range pms {
+		if pm.replaces != "" && len(pm.procs) == 1 {
+			successor[pm.replaces] = pm.procs[0]
+		}
+	}
+	for _, pm := range pms {
+		if pm.replaces != "" {
+			continue
+		}
 		ps := jobctl.ProcMeshState{Name: pm.name, Extent: extentOf(pm.Extent()), Command: pm.command}
 		for r, p := range pm.procs {
-			st := jobctl.ProcState{Proc: p.ID, Rank: r, Host: p.Host, PID: p.PID, State: "running"}
+			n := 0
+			for next, ok := successor[p.ID]; ok && n < len(successor); next, ok = successor[p.ID] {
+				p = next
+				n++
+			}
+			st := jobctl.ProcState{Proc: p.ID, Rank: r, Host: p.Host, PID: p.PID, State: "running", Respawns: n}
 			if h := c.counts.hostOf(p.ID); h != "" {
 				st.Host = h
 			}
@@ -465,6 +493,9 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 			ms.Sent, whole = mc.all.Load(), mc.whole.Load()
 		}
 		for b, p := range m.w.Procs {
+			if moved, ok := m.moved[b]; ok {
+				p = moved
+			}
 			mem := jobctl.MemberState{Rank: b, Proc: p, State: "running", Handled: handled[id][b], Sent: whole}
 			if mc != nil && b < len(mc.one) {
 				mem.Sent += mc.one[b].Load()
