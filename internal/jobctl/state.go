@@ -177,7 +177,9 @@ type MemberState struct {
 	// moved it there (its first proc ended).
 	Proc string `json:"proc"`
 	// State is "running", "failed" (Reason says why), "restarting" (by
-	// the mesh's restart policy) or "stopped".
+	// the mesh's restart policy) or "stopped": as the client's
+	// supervision saw it, or, for a mesh an actor elsewhere owns, as the
+	// member's proc said last.
 	State  string `json:"state"`
 	Reason string `json:"reason,omitempty"`
 	// Sent counts this client's calls that reached the member: those to
