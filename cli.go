@@ -63,6 +63,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			stacksCommand(),
 			profileCommand(),
 			execCommand(a),
+			topCommand(a),
 			configCommand(),
 			tearsDown(agentCommand(a)),
 			spmdCommand(a),

@@ -37,6 +37,7 @@ func TestLayering(t *testing.T) {
 		"internal/munge":     {},
 		"internal/bincache":  {},
 		"internal/jobctl":    {"internal/privfs"},
+		"internal/topview":   {"internal/jobctl"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

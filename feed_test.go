@@ -61,15 +61,12 @@ func procMesh(s *jobctl.JobState, name string) *jobctl.ProcMeshState {
 	return nil
 }
 
-// TestFeed: the job state feed of a real job (2 hosts of 2 procs under
-// monarch local) shows its hosts, proc and actor meshes with their
-// extents; counts that grow as the program calls member 0; the member
-// that failed, with its reason, and the failure in the events; a proc
-// that is killed, and its member, as failed; the streaming op sends
-// snapshots until asked to stop.
-func TestFeed(t *testing.T) {
-	state := t.TempDir()
-	t.Setenv("MONARCH_STATE_DIR", state)
+// startFeedJob runs the feed program under monarch local on 2 simulated
+// hosts and waits (bounded) until it has printed its members' pids (by
+// rank: they are the procs' of workers, rank for rank), member 1 failed
+// and it calls member 0.
+func startFeedJob(t *testing.T) (*held, map[int]int) {
+	t.Helper()
 	pidRe := regexp.MustCompile(`PID rank=(\d) pid=(\d+)`)
 	pids := map[int]int{}
 	ready, fault := false, false
@@ -82,6 +79,19 @@ func TestFeed(t *testing.T) {
 		fault = fault || strings.Contains(line, "FAULT") && strings.Contains(line, "feedTestFailure")
 		return ready && fault && len(pids) == 4
 	})
+	return run, pids
+}
+
+// TestFeed: the job state feed of a real job (2 hosts of 2 procs under
+// monarch local) shows its hosts, proc and actor meshes with their
+// extents; counts that grow as the program calls member 0; the member
+// that failed, with its reason, and the failure in the events; a proc
+// that is killed, and its member, as failed; the streaming op sends
+// snapshots until asked to stop.
+func TestFeed(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	run, pids := startFeedJob(t)
 	sock := filepath.Join(state, run.job+".sock")
 
 	s := feedState(t, sock)
