@@ -37,6 +37,8 @@ func TestLayering(t *testing.T) {
 		"internal/munge":     {},
 		"internal/bincache":  {},
 		"internal/jobctl":    {"internal/privfs"},
+		"internal/metrics":   {"internal/jobctl", "internal/promtest"},
+		"internal/promtest":  {},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {
