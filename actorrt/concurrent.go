@@ -128,9 +128,9 @@ func (a *actor) startConcurrent(m *method, e *envelope) {
 			a.call(m, ctx, &ev)
 			return
 		}
-		start := time.Now()
+		start := monoNow()
 		failed := a.call(m, ctx, &ev)
-		a.count(m.stat, time.Since(start), failed)
+		a.countShared(m.stat, time.Duration(monoNow()-start), failed)
 	}()
 }
 

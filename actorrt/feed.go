@@ -56,9 +56,10 @@ const maxFeedStopped = 1024
 
 // meshCounts counts the calls a process sent to one actor mesh. A meshRef
 // finds its meshCounts once (core.sentCounts) and keeps it.
+// Each call is one atomic add: every call is the sum of the three.
 type meshCounts struct {
-	all   atomic.Uint64   // every call
 	whole atomic.Uint64   // calls to the whole mesh
+	part  atomic.Uint64   // calls to a slice of several members
 	one   []atomic.Uint64 // calls to one member, by base rank
 }
 
@@ -68,14 +69,26 @@ func (rt *core) countSent(ref *meshRef, reg region) {
 	if mc == nil {
 		mc = rt.sentCounts(ref)
 	}
-	mc.all.Add(1)
 	if reg.isWhole() {
 		mc.whole.Add(1)
-	} else if reg.numRanks() == 1 {
+		return
+	}
+	if reg.numRanks() == 1 {
 		if b := reg.baseRank(0); b >= 0 && b < len(mc.one) {
 			mc.one[b].Add(1)
+			return
 		}
 	}
+	mc.part.Add(1)
+}
+
+// all is every call counted.
+func (mc *meshCounts) all() uint64 {
+	n := mc.whole.Load() + mc.part.Load()
+	for i := range mc.one {
+		n += mc.one[i].Load()
+	}
+	return n
 }
 
 // sentCounts is the meshCounts of ref's mesh in this process, made at its
@@ -186,7 +199,7 @@ func (la *localActors) figures() procFigures {
 		mh := meshHandled{Mesh: lm.id, Endpoints: lm.endpointFigures()}
 		for _, a := range lm.current() {
 			mh.Ranks = append(mh.Ranks, a.baseRank)
-			mh.Counts = append(mh.Counts, a.handled.Load())
+			mh.Counts = append(mh.Counts, handled(lm.stats[a.baseRank]))
 		}
 		f.Handled = append(f.Handled, mh)
 	}
@@ -522,7 +535,7 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 		mc := c.sentTo(id)
 		var whole uint64
 		if mc != nil {
-			ms.Sent, whole = mc.all.Load(), mc.whole.Load()
+			ms.Sent, whole = mc.all(), mc.whole.Load()
 		}
 		for b, p := range m.w.Procs {
 			mem := jobctl.MemberState{Rank: b, Proc: p, State: "running", Handled: handled[id][b], Sent: whole}

@@ -19,18 +19,34 @@ var feedOn = !jobenv.FeedOff()
 // one per bound of jobctl.DurationBounds, and one past them.
 const numDurBuckets = jobctl.NumDurationBounds + 1
 
+// monoEpoch is when this process started, with its monotonic clock
+// reading: an actor's since is nanoseconds after it (monoNow), which
+// costs one monotonic clock read where time.Now reads two clocks.
+var monoEpoch = time.Now()
+
+// monoNow is the time now, in nanoseconds after monoEpoch.
+func monoNow() int64 { return int64(time.Since(monoEpoch)) }
+
+// monoWall is the wall-clock time, in Unix nanoseconds, of a monoNow
+// reading.
+func monoWall(n int64) int64 { return monoEpoch.Add(time.Duration(n)).UnixNano() }
+
 // endpointStats counts one endpoint's calls in one member: by how long
 // the handler ran (non-cumulative buckets, as jobctl.EndpointState), the
-// time in all and the errors. Only atomic adds: the member's mailbox
-// writes (a concurrent endpoint's goroutines too), the proc's inspector
-// reads.
+// time in all and the errors. The proc's inspector reads them with atomic
+// loads. The member's mailbox, the only writer of an ordinary endpoint's
+// (and Supervise's) stats, adds with an atomic load and store (recordOwn:
+// no locked instruction); a concurrent endpoint's calls, which run
+// together, with atomic adds (record). A count could be lost only when an
+// instance's handler outlives the cleanup timeout of its restart and
+// runs beside its successor's.
 type endpointStats struct {
 	buckets [numDurBuckets]atomic.Uint64
 	nanos   atomic.Uint64
 	errors  atomic.Uint64
 }
 
-// record counts a call that took d, failed or not.
+// record counts a call that took d, failed or not: one of several writers.
 func (s *endpointStats) record(d time.Duration, failed bool) {
 	s.buckets[durBucket(d)].Add(1)
 	if d > 0 {
@@ -39,6 +55,29 @@ func (s *endpointStats) record(d time.Duration, failed bool) {
 	if failed {
 		s.errors.Add(1)
 	}
+}
+
+// recordOwn is record by the only writer.
+func (s *endpointStats) recordOwn(d time.Duration, failed bool) {
+	b := &s.buckets[durBucket(d)]
+	b.Store(b.Load() + 1)
+	if d > 0 {
+		s.nanos.Store(s.nanos.Load() + uint64(d))
+	}
+	if failed {
+		s.errors.Store(s.errors.Load() + 1)
+	}
+}
+
+// handled is how many calls the stats of a member counted.
+func handled(st []endpointStats) uint64 {
+	var n uint64
+	for i := range st {
+		for b := range st[i].buckets {
+			n += st[i].buckets[b].Load()
+		}
+	}
+	return n
 }
 
 // durBucket is the bucket of a handler time d: the first whose bound
@@ -51,10 +90,15 @@ func durBucket(d time.Duration) int {
 }
 
 // count counts a call of the endpoint in stats slot stat (method.stat)
-// that took d: in the member's handled count and its endpoint's stats.
-// The caller checked feedOn.
+// that took d, from the actor's mailbox; countShared from a concurrent
+// call's goroutine. The caller checked feedOn.
 func (a *actor) count(stat int, d time.Duration, failed bool) {
-	a.handled.Add(1)
+	if stat > 0 && stat <= len(a.stats) {
+		a.stats[stat-1].recordOwn(d, failed)
+	}
+}
+
+func (a *actor) countShared(stat int, d time.Duration, failed bool) {
 	if stat > 0 && stat <= len(a.stats) {
 		a.stats[stat-1].record(d, failed)
 	}
