@@ -32,14 +32,18 @@ import (
 //     the supervision events the client sees (a failure of a mesh it owns
 //     or one escalated to it, a restart by its policy) and its proc's end;
 //   - counts: each meshRef counts the calls this process sends through it
-//     (meshCounts: atomic adds, no lock, no allocation past the first
-//     send); each actor counts the messages it handled (an atomic add
-//     beside the stores of its running endpoint); the client asks the
-//     procs' inspectors for theirs (Figures) only when the feed is read,
-//     at most every figuresEvery, so nothing is sent while nobody looks;
-//   - CPU and memory: each proc reads its own /proc/self/stat in the same
-//     answer;
-//   - supervision events: a ring of the last jobctl.MaxEvents;
+//     (meshCounts: one atomic add a call, no lock, no allocation past the
+//     first send); each member counts the messages it handled by
+//     endpoint, with their handler times and errors (feedcount.go: one
+//     clock read a message, stores its mailbox alone makes); the client
+//     asks the procs' inspectors for theirs (Figures) only when the feed
+//     is read, at most every figuresEvery, so nothing is sent while
+//     nobody looks; MONARCH_FEED=off (feedOn) counts nothing;
+//   - CPU, memory, bus traffic and drops: each proc reads its own
+//     /proc/self/stat and its bus connection's counters in the same
+//     answer; the client its own, as proc "c" (jobctl.JobState.Client);
+//   - supervision events: a ring of the last jobctl.MaxEvents, and their
+//     totals by kind;
 //   - log lines: the client's log receiver keeps the last
 //     jobctl.MaxLogLines (clientLogs.recent).
 //
