@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/jobctl"
+	jobmetrics "github.com/monarch-go/monarch/internal/metrics"
+	"github.com/monarch-go/monarch/internal/promtest"
 )
 
 // feedState asks the job's client for a snapshot of its state.
@@ -142,9 +146,11 @@ func TestFeed(t *testing.T) {
 	if am := actorMesh(s, "pingers"); am.Sent < am.Members[0].Sent || am.Handled < am.Members[0].Handled {
 		t.Errorf("pingers: sent %d, handled %d: less than member 0's", am.Sent, am.Handled)
 	}
-	if p := procMesh(s, "workers").Procs[0]; p.RSS <= 0 || p.FiguresAt.IsZero() {
-		t.Errorf("proc 0: %+v; want its memory", p)
+	if p := procMesh(s, "workers").Procs[0]; p.RSS <= 0 || p.FiguresAt.IsZero() || p.Bus == nil || p.Bus.InMsgs == 0 || p.Bus.OutBytes == 0 {
+		t.Errorf("proc 0: %+v; want its memory and bus traffic", p)
 	}
+	checkFeedFigures(t, s)
+	checkFeedMetrics(t, sock)
 
 	// A proc that is killed.
 	if err := syscall.Kill(pids[3], syscall.SIGKILL); err != nil {
@@ -164,6 +170,9 @@ func TestFeed(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no end of the killed proc in the events: %+v", s.Events)
+	}
+	if s.Totals.ProcsEnded < 1 || s.Totals.ProcsFailed < 1 {
+		t.Errorf("totals %+v: want the killed proc", s.Totals)
 	}
 
 	// The stream: snapshots until asked to stop.
@@ -194,4 +203,81 @@ func TestFeed(t *testing.T) {
 		t.Fatalf("stop: exit %d: %s", code, stderr)
 	}
 	run.wait(t)
+}
+
+// checkFeedFigures checks the endpoint figures, totals and the client's
+// own in a snapshot of the feed test program: pingers handled PID on
+// every member, Fail once (an error), Ping many times.
+func checkFeedFigures(t *testing.T, s *jobctl.JobState) {
+	t.Helper()
+	if !s.Counting {
+		t.Errorf("the feed does not count")
+	}
+	am := actorMesh(s, "pingers")
+	eps := map[string]jobctl.EndpointState{}
+	var sum uint64
+	for _, ep := range am.Endpoints {
+		eps[ep.Name] = ep
+		var n uint64
+		for _, b := range ep.Buckets {
+			n += b
+		}
+		if n != ep.Handled || len(ep.Buckets) != jobctl.NumDurationBounds+1 || ep.SumSeconds <= 0 {
+			t.Errorf("endpoint %+v: buckets do not add up to handled, or no time", ep)
+		}
+		sum += ep.Handled
+	}
+	if eps["PID"].Handled != 4 || eps["Fail"].Handled != 1 || eps["Fail"].Errors != 1 || eps["Ping"].Handled < 3 || eps["Ping"].Errors != 0 {
+		t.Errorf("pingers endpoints %+v: want PID 4, Fail 1 (an error), Ping 3 or more", am.Endpoints)
+	}
+	if sum != am.Handled {
+		t.Errorf("pingers: endpoints handled %d, the mesh %d", sum, am.Handled)
+	}
+	if s.Totals.Failures < 1 || s.Totals.Unhandled < 1 {
+		t.Errorf("totals %+v: want the failure of pingers[1]", s.Totals)
+	}
+	if c := s.Client; c.Proc != "c" || c.RSS <= 0 || c.Bus == nil || c.Bus.OutMsgs == 0 {
+		t.Errorf("client %+v: want its memory and bus traffic", c)
+	}
+}
+
+// socketSource is a job's state through its control socket.
+type socketSource string
+
+func (s socketSource) State(ctx context.Context) (*jobctl.JobState, error) {
+	var st jobctl.JobState
+	err := jobctl.Call(ctx, string(s), jobctl.OpState, jobctl.StateRequest{}, &st)
+	return &st, err
+}
+
+// checkFeedMetrics: a real Prometheus scrapes the job's metrics
+// (metrics.Handler over its state, behind a bearer token, as the
+// dashboard serves it) and sees the program's calls.
+func checkFeedMetrics(t *testing.T, sock string) {
+	t.Helper()
+	const token = "feed-test-token"
+	h := jobmetrics.Handler(socketSource(sock))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" || r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	prom := promtest.Start(t, []string{strings.TrimPrefix(srv.URL, "http://")}, token)
+	prom.WaitFor(t, `rate(monarch_endpoint_messages_total{mesh="pingers",endpoint="Ping"}[5s]) > 0`, time.Minute,
+		func(got []promtest.Sample) bool { return len(got) == 1 })
+	for expr, want := range map[string]float64{
+		`monarch_endpoint_errors_total{mesh="pingers",endpoint="Fail"}`:          1,
+		`monarch_endpoint_duration_seconds_count{mesh="pingers",endpoint="PID"}`: 4,
+		`monarch_mesh_members{mesh="pingers",state="failed"}`:                    1,
+		`count(monarch_proc_resident_memory_bytes{mesh="workers"} > 0)`:          4,
+		`monarch_hosts_up`: 2,
+	} {
+		got := prom.WaitFor(t, expr, 30*time.Second, func(got []promtest.Sample) bool { return len(got) == 1 })
+		if got[0].Value != want {
+			t.Errorf("%s = %v, want %v", expr, got[0].Value, want)
+		}
+	}
 }

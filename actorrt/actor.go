@@ -81,13 +81,15 @@ type actor struct {
 	// running: Cleanup waits for them.
 	goroutines sync.WaitGroup
 	// running is the endpoint its mailbox runs now (nil: none), since
-	// when (Unix nanoseconds): two stores around each call, read by
-	// `monarch stacks` (inspect.go).
+	// when (monoNow): two stores around each call, read by `monarch
+	// stacks` (inspect.go).
 	running atomic.Pointer[method]
 	since   atomic.Int64
-	// handled counts the messages it handled (endpoint calls and
-	// Supervise), for the job state feed (feed.go).
-	handled atomic.Uint64
+	// stats count the messages it handled, by endpoint (and Supervise),
+	// with their handler times and errors, for the job state feed
+	// (feedcount.go): its mesh's, kept by base rank, so that they outlive
+	// a restart in place. Nil with the feed off.
+	stats []endpointStats
 	// labels caches, per endpoint name, the pprof labels of its calls
 	// while a CPU profile runs (profile.go).
 	labels sync.Map
@@ -128,6 +130,7 @@ func newActor(lm *localMesh, baseRank int) *actor {
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		end:      ending{over: make(chan struct{})},
+		stats:    lm.stats[baseRank],
 	}
 	// The actor travels in its context: what it spawns with it (or with a
 	// context derived from it) it owns.
@@ -230,12 +233,13 @@ func (a *actor) run() {
 		a.queue = a.spare[:0]
 		a.handed = 0
 		a.mu.Unlock()
+		clock := int64(0) // the end of the last call, when the feed took it
 		for i := range batch {
 			if a.ctx.Err() != nil {
 				a.leave(batch[i:])
 				return
 			}
-			a.handle(&batch[i])
+			clock = a.handle(&batch[i], clock)
 			a.stopIfAsked()
 			a.pending.Add(-1)
 			a.pendingBytes.Add(-int64(len(batch[i].payload)))
@@ -414,18 +418,23 @@ func (a *actor) refuse(q []envelope) {
 	}
 }
 
-func (a *actor) handle(e *envelope) {
+// handle handles e. clock is a reading of monoNow taken just before it,
+// or 0: with the feed on, the end of the call before it in the batch,
+// which serves as its start. It returns the reading taken at its end, or
+// 0: so that, with the feed on, timing each call costs one clock read, as
+// its since does with the feed off.
+func (a *actor) handle(e *envelope, clock int64) int64 {
 	if e.init {
 		a.handleInit(e)
-		return
+		return 0
 	}
 	if e.failure != nil {
 		a.supervise(e.failure)
-		return
+		return 0
 	}
 	if a.failed != nil {
 		a.replyError(e, a.failed)
-		return
+		return 0
 	}
 	m := a.last
 	if m == nil || m.name != e.method {
@@ -434,29 +443,39 @@ func (a *actor) handle(e *envelope) {
 	}
 	if m == nil {
 		a.replyError(e, a.errorf(e.method, CodeNoSuch, "%s has no endpoint %s", a.mesh.typ.name, e.method))
-		return
+		return 0
 	}
 	if m.limit > 0 {
-		a.startConcurrent(m, e)
-		return
+		a.startConcurrent(m, e) // may wait for a slot
+		return 0
 	}
 	ctx := &a.msgCtx
 	ctx.view, ctx.msgIdx, ctx.reply, ctx.method = e.view, e.msgIdx, e.reply, m
-	a.since.Store(time.Now().UnixNano())
+	start := clock
+	if start == 0 || !feedOn {
+		start = monoNow()
+	}
+	a.since.Store(start)
 	a.running.Store(m)
 	labelled := a.label(m.name)
-	a.call(m, ctx, e)
+	failed := a.call(m, ctx, e)
 	if labelled {
 		unlabel()
 	}
 	a.running.Store(nil)
-	a.handled.Add(1)
+	if !feedOn {
+		return 0
+	}
+	end := monoNow()
+	a.count(m.stat, time.Duration(end-start), failed)
+	return end
 }
 
 // call runs endpoint m for message e and answers its caller; an error
 // nobody receives fails the actor. It runs in the mailbox, or in a
-// concurrent call's goroutine.
-func (a *actor) call(m *method, ctx *Context, e *envelope) {
+// concurrent call's goroutine. It reports whether the endpoint failed
+// (an error, a panic, arguments that did not decode).
+func (a *actor) call(m *method, ctx *Context, e *envelope) (failed bool) {
 	out, aerr := a.invoke(m, ctx, e.payload, e.sole)
 	if aerr != nil && aerr.Code == CodeDecode {
 		// A message whose arguments do not decode is malformed, not the
@@ -468,7 +487,7 @@ func (a *actor) call(m *method, ctx *Context, e *envelope) {
 		} else {
 			a.replyError(e, aerr)
 		}
-		return
+		return true
 	}
 	if aerr != nil {
 		switch {
@@ -480,15 +499,15 @@ func (a *actor) call(m *method, ctx *Context, e *envelope) {
 			}
 		case !e.reply.zero():
 			a.replyError(e, aerr)
-			return // the caller has the error; the actor lives on
+			return true // the caller has the error; the actor lives on
 		}
 		// Nobody receives this error (a broadcast, or an explicit-response
 		// endpoint that failed): the actor fails and its owner hears of it.
 		a.fail(fmt.Sprintf("%s %s: %s", m.name, codeWord(aerr.Code), aerr.Message), aerr)
-		return
+		return true
 	}
 	if e.reply.zero() || m.port != nil {
-		return // nobody waits, or the endpoint answers on its port itself
+		return false // nobody waits, or the endpoint answers on its port itself
 	}
 	err := a.mesh.rt.sendToPort(e.reply, 0, func(enc *msgpack.Encoder) error {
 		switch {
@@ -502,13 +521,14 @@ func (a *actor) call(m *method, ctx *Context, e *envelope) {
 	if err != nil {
 		a.replyError(e, a.errorf(m.name, CodeError, "reply: %v", err))
 	}
+	return false
 }
 
 func (a *actor) handleInit(e *envelope) {
 	var err error
 	if m := a.mesh.typ.init; m != nil {
 		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank, method: m}
-		a.since.Store(time.Now().UnixNano())
+		a.since.Store(monoNow())
 		a.running.Store(m)
 		labelled := a.label(m.name)
 		if _, aerr := a.invoke(m, ctx, e.payload, false); aerr != nil {
@@ -612,10 +632,13 @@ func (a *actor) supervise(f *MeshFailure) {
 	handled := false
 	if sv := a.mesh.typ.supervise; sv.IsValid() {
 		ctx := &Context{Context: a.ctx, actor: a, msgIdx: a.baseRank}
-		a.since.Store(time.Now().UnixNano())
+		start := monoNow()
+		a.since.Store(start)
 		a.running.Store(superviseMethod)
 		defer a.running.Store(nil)
-		defer a.handled.Add(1)
+		if feedOn {
+			defer func() { a.count(a.mesh.typ.superviseStat, time.Duration(monoNow()-start), !handled) }()
+		}
 		if a.label(superviseMethod.name) {
 			defer unlabel()
 		}

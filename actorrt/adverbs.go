@@ -94,7 +94,9 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 	if err := rt.deliverTo(ref, reg, w, &h); err != nil {
 		return err
 	}
-	rt.countSent(ref, reg)
+	if feedOn {
+		rt.countSent(ref, reg)
+	}
 	return nil
 }
 

@@ -107,7 +107,7 @@ func report(b *testing.B, name string, ours, floor []float64, unit, dir string, 
 	o, f := median(ours), median(floor)
 	b.ReportMetric(o, unit+"-ours")
 	b.ReportMetric(f, unit+"-floor")
-	fmt.Printf("BENCH %s ours=%.2f floor=%.2f ratio=%.3f target%s%.1f\n", name, o, f, o/f, dir, target)
+	fmt.Printf("BENCH %s ours=%.2f floor=%.2f ratio=%.3f target%s%g\n", name, o, f, o/f, dir, target)
 }
 
 // spawnRemote spawns an actor of type A in a proc of its own, stopped

@@ -178,6 +178,14 @@ func startServerProfile(path string) (stop func()) {
 // tlsChild measures W1 and W2 on the bus its environment names, and
 // prints `TLSCHILD <W1 p50s> <W2 rates>`, each comma-separated.
 func tlsChild(b *testing.B) {
+	w1, w2 := childW1W2(b, tlsChildRounds, tlsW2Msgs)
+	fmt.Printf("TLSCHILD %s %s\n", strings.Join(w1, ","), strings.Join(w2, ","))
+}
+
+// childW1W2 measures W1 (the p50 of 2000 calls, µs) and W2 (w2Msgs
+// one-way messages, msgs/s) rounds times each, after a warm-up, in a
+// child client: each figure formatted.
+func childW1W2(b *testing.B, rounds, w2Msgs int) (w1, w2 []string) {
 	ctx := context.Background()
 	echo := spawnRemote[Echo](b, "w1")
 	rec := spawnRemote[Recorder](b, "w2")
@@ -187,13 +195,12 @@ func tlsChild(b *testing.B) {
 	send := func(r *actorrt.ActorMesh[Recorder]) error { return hit.Broadcast(r) }
 	sent := 0
 	latencies(b, 500, call) // warm up both paths
-	recorderRate(b, rec, tlsW2Msgs/5, &sent, send)
-	var w1, w2 []string
-	for r := 0; r < tlsChildRounds; r++ {
+	recorderRate(b, rec, w2Msgs/5, &sent, send)
+	for r := 0; r < rounds; r++ {
 		w1 = append(w1, strconv.FormatFloat(median(latencies(b, 2000, call)), 'f', 2, 64))
-		w2 = append(w2, strconv.FormatFloat(recorderRate(b, rec, tlsW2Msgs, &sent, send), 'f', 0, 64))
+		w2 = append(w2, strconv.FormatFloat(recorderRate(b, rec, w2Msgs, &sent, send), 'f', 0, 64))
 	}
-	fmt.Printf("TLSCHILD %s %s\n", strings.Join(w1, ","), strings.Join(w2, ","))
+	return w1, w2
 }
 
 func parseFloats(b *testing.B, s string) []float64 {

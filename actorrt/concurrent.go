@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultConcurrency is how many calls of a concurrent endpoint run at
@@ -123,8 +124,13 @@ func (a *actor) startConcurrent(m *method, e *envelope) {
 			}
 		}()
 		a.label(m.name) // the goroutine ends with the call: nothing to undo
-		a.call(m, ctx, &ev)
-		a.handled.Add(1)
+		if !feedOn {
+			a.call(m, ctx, &ev)
+			return
+		}
+		start := monoNow()
+		failed := a.call(m, ctx, &ev)
+		a.countShared(m.stat, time.Duration(monoNow()-start), failed)
 	}()
 }
 

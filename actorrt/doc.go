@@ -344,11 +344,16 @@
 // The job state feed (`jobctl.OpState`, `jobctl.OpWatch`) is the client's
 // live model of the job (feed.go): hosts, proc and actor meshes with each
 // member's state, message counts, supervision events, each proc's CPU and
-// memory, the last log lines. A member's state comes from the client's
-// supervision, or, for a mesh an actor elsewhere owns, from the member's
-// proc. Counting costs the message path an atomic
-// add per call sent and per message handled; the procs' counts and
-// figures are asked for only while the feed is read.
+// memory, bus traffic, the last log lines, and per actor mesh and
+// endpoint the calls handled, their errors and a histogram of handler
+// times (internal/metrics serves it all to Prometheus). A member's state
+// comes from the client's supervision, or, for a mesh an actor elsewhere
+// owns, from the member's proc. Counting costs
+// the message path an atomic add per call sent and, per message handled,
+// a monotonic clock read (in place of the wall-clock one its since took)
+// and a few plain stores; the procs' counts and figures are asked for
+// only while the feed is read. MONARCH_FEED=off (or the job file's [feed]
+// enabled = false) turns the counting off, read once at start.
 //
 // # Inside
 //

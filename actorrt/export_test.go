@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/monarch-go/monarch/internal/delivery"
 	"github.com/monarch-go/monarch/internal/jobctl"
@@ -20,6 +21,20 @@ func DropCounts() map[string]uint64 {
 		return nil
 	}
 	return rt.dropCounts()
+}
+
+// ClientState is the client's job state feed, as the metrics endpoint
+// reads it (refresh and snapshot).
+func ClientState(ctx context.Context) (*jobctl.JobState, error) {
+	rt, err := getRuntime()
+	if err != nil {
+		return nil, err
+	}
+	c := rt.client()
+	if c == nil {
+		return nil, fmt.Errorf("not the client")
+	}
+	return stateSource{c}.State(ctx)
 }
 
 // JobBus returns the job id, bus URL and token of this process: what a

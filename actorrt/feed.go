@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/jobctl"
+	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/procstat"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/monarch-go/monarch/logagg"
@@ -31,14 +33,18 @@ import (
 //     the supervision events the client sees (a failure of a mesh it owns
 //     or one escalated to it, a restart by its policy) and its proc's end;
 //   - counts: each meshRef counts the calls this process sends through it
-//     (meshCounts: atomic adds, no lock, no allocation past the first
-//     send); each actor counts the messages it handled (an atomic add
-//     beside the stores of its running endpoint); the client asks the
-//     procs' inspectors for theirs (Figures) only when the feed is read,
-//     at most every figuresEvery, so nothing is sent while nobody looks;
-//   - CPU and memory: each proc reads its own /proc/self/stat in the same
-//     answer;
-//   - supervision events: a ring of the last jobctl.MaxEvents;
+//     (meshCounts: one atomic add a call, no lock, no allocation past the
+//     first send); each member counts the messages it handled by
+//     endpoint, with their handler times and errors (feedcount.go: one
+//     clock read a message, stores its mailbox alone makes); the client
+//     asks the procs' inspectors for theirs (Figures) only when the feed
+//     is read, at most every figuresEvery, so nothing is sent while
+//     nobody looks; MONARCH_FEED=off (feedOn) counts nothing;
+//   - CPU, memory, bus traffic and drops: each proc reads its own
+//     /proc/self/stat and its bus connection's counters in the same
+//     answer; the client its own, as proc "c" (jobctl.JobState.Client);
+//   - supervision events: a ring of the last jobctl.MaxEvents, and their
+//     totals by kind;
 //   - log lines: the client's log receiver keeps the last
 //     jobctl.MaxLogLines (clientLogs.recent).
 //
@@ -56,9 +62,10 @@ const maxFeedStopped = 1024
 
 // meshCounts counts the calls a process sent to one actor mesh. A meshRef
 // finds its meshCounts once (core.sentCounts) and keeps it.
+// Each call is one atomic add: every call is the sum of the three.
 type meshCounts struct {
-	all   atomic.Uint64   // every call
 	whole atomic.Uint64   // calls to the whole mesh
+	part  atomic.Uint64   // calls to a slice of several members
 	one   []atomic.Uint64 // calls to one member, by base rank
 }
 
@@ -68,14 +75,26 @@ func (rt *core) countSent(ref *meshRef, reg region) {
 	if mc == nil {
 		mc = rt.sentCounts(ref)
 	}
-	mc.all.Add(1)
 	if reg.isWhole() {
 		mc.whole.Add(1)
-	} else if reg.numRanks() == 1 {
+		return
+	}
+	if reg.numRanks() == 1 {
 		if b := reg.baseRank(0); b >= 0 && b < len(mc.one) {
 			mc.one[b].Add(1)
+			return
 		}
 	}
+	mc.part.Add(1)
+}
+
+// all is every call counted.
+func (mc *meshCounts) all() uint64 {
+	n := mc.whole.Load() + mc.part.Load()
+	for i := range mc.one {
+		n += mc.one[i].Load()
+	}
+	return n
 }
 
 // sentCounts is the meshCounts of ref's mesh in this process, made at its
@@ -124,15 +143,29 @@ type procFigures struct {
 	CPUTicks int64         `msgpack:"cpu"` // USER_HZ ticks
 	RSS      int64         `msgpack:"rss"` // bytes
 	Handled  []meshHandled `msgpack:"handled"`
+	// Bus is the proc's bus connection's traffic; Dropped its drop
+	// counts that are not zero, by kind (node.dropCounts).
+	Bus     busFigures        `msgpack:"bus"`
+	Dropped map[string]uint64 `msgpack:"dropped,omitempty"`
 }
 
-// meshHandled is what the members of one mesh on a proc handled, and
-// those that do not run.
+// busFigures is bus.Stats on the wire.
+type busFigures struct {
+	InMsgs   uint64 `msgpack:"in_msgs"`
+	OutMsgs  uint64 `msgpack:"out_msgs"`
+	InBytes  uint64 `msgpack:"in_bytes"`
+	OutBytes uint64 `msgpack:"out_bytes"`
+}
+
+// meshHandled is what the members of one mesh on a proc handled: each
+// member's count, the endpoints' figures summed over them, and the
+// members that do not run.
 type meshHandled struct {
-	Mesh   string       `msgpack:"mesh"`
-	Ranks  []int        `msgpack:"ranks"` // base ranks
-	Counts []uint64     `msgpack:"counts"`
-	Down   []memberDown `msgpack:"down"`
+	Mesh      string            `msgpack:"mesh"`
+	Ranks     []int             `msgpack:"ranks"` // base ranks
+	Counts    []uint64          `msgpack:"counts"`
+	Endpoints []endpointFigures `msgpack:"endpoints,omitempty"`
+	Down      []memberDown      `msgpack:"down,omitempty"` // members not running
 }
 
 // memberDown is a member that does not run, as its proc sees it: its
@@ -197,6 +230,18 @@ func (la *localActors) figures() procFigures {
 	if st, err := procstat.Read(os.Getpid()); err == nil {
 		f.CPUTicks, f.RSS = st.CPUTicks, st.RSS
 	}
+	if l := la.rt.link; l != nil {
+		s := l.Stats()
+		f.Bus = busFigures{InMsgs: s.InMsgs, OutMsgs: s.OutMsgs, InBytes: s.InBytes, OutBytes: s.OutBytes}
+		for k, n := range la.rt.dropCounts() {
+			if n > 0 {
+				if f.Dropped == nil {
+					f.Dropped = map[string]uint64{}
+				}
+				f.Dropped[k] = n
+			}
+		}
+	}
 	la.mu.Lock()
 	meshes := make([]*localMesh, 0, len(la.meshes))
 	for _, lm := range la.meshes {
@@ -206,10 +251,10 @@ func (la *localActors) figures() procFigures {
 	}
 	la.mu.Unlock()
 	for _, lm := range meshes {
-		mh := meshHandled{Mesh: lm.id}
+		mh := meshHandled{Mesh: lm.id, Endpoints: lm.endpointFigures()}
 		for _, a := range lm.current() {
 			mh.Ranks = append(mh.Ranks, a.baseRank)
-			mh.Counts = append(mh.Counts, a.handled.Load())
+			mh.Counts = append(mh.Counts, handled(lm.stats[a.baseRank]))
 			if st, why := a.downState(); st != "" {
 				mh.Down = append(mh.Down, memberDown{Rank: a.baseRank, State: st, Reason: why})
 			}
@@ -232,6 +277,7 @@ type jobFeed struct {
 	nStopped  int
 	events    [jobctl.MaxEvents]jobctl.Event // a ring
 	nEvents   uint64                         // events ever
+	totals    jobctl.Totals                  // events ever, by kind
 	figures   map[string]procSaid            // by proc: what it said last
 
 	asking  sync.Mutex // one round of asking at a time
@@ -415,6 +461,22 @@ func (f *jobFeed) markLocked(id string, b int, state, reason string) {
 }
 
 func (f *jobFeed) eventLocked(e jobctl.Event) {
+	t := &f.totals
+	switch e.Kind {
+	case "failure":
+		t.Failures++
+	case "restart":
+		t.Restarts += uint64(len(e.Ranks))
+	case "gave_up":
+		t.GaveUp += uint64(len(e.Ranks))
+	case "unhandled":
+		t.Unhandled++
+	case "proc_ended":
+		t.ProcsEnded++
+		if e.Reason != "stopped" {
+			t.ProcsFailed++
+		}
+	}
 	f.events[f.nEvents%jobctl.MaxEvents] = e
 	f.nEvents++
 	f.seq++
@@ -440,10 +502,12 @@ func (f *jobFeed) refresh(ctx context.Context, timeout time.Duration) {
 		}
 		return err
 	})
+	own := procSaid{c.actors.figures(), time.Now()} // the client's, as a proc's
 	f.askedAt = time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	next := make(map[string]procSaid, len(procs)) // only the procs there are: bounded
+	next := make(map[string]procSaid, len(procs)+1) // only the procs there are: bounded
+	next[jobenv.ClientID] = own
 	for i, p := range procs {
 		if !said[i].at.IsZero() {
 			next[p.info.ID] = said[i]
@@ -487,9 +551,10 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 		}
 		s.Hosts = append(s.Hosts, h)
 	}
-	// Handled counts, by mesh and base rank; members not running, as their
-	// procs said.
+	// Handled counts, by mesh and base rank; endpoint figures, by mesh,
+	// summed over the procs; members not running, as their procs said.
 	handled := map[string]map[int]uint64{}
+	endpoints := map[string]map[string]*jobctl.EndpointState{}
 	down := map[string]map[int]memberMark{}
 	for _, said := range f.figures {
 		for _, mh := range said.Handled {
@@ -507,7 +572,19 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 					handled[mh.Mesh][b] = mh.Counts[i]
 				}
 			}
+			if len(mh.Endpoints) > 0 && endpoints[mh.Mesh] == nil {
+				endpoints[mh.Mesh] = map[string]*jobctl.EndpointState{}
+			}
+			for _, ef := range mh.Endpoints {
+				addEndpoint(endpoints[mh.Mesh], ef)
+			}
 		}
+	}
+	s.Counting = feedOn
+	s.Totals = f.totals
+	s.Client = jobctl.ProcState{Proc: jobenv.ClientID, Host: c.hostLabel, PID: os.Getpid(), State: "running"}
+	if said, ok := f.figures[jobenv.ClientID]; ok {
+		said.into(&s.Client)
 	}
 	// A proc started in the place of one that ended shows at its rank.
 	successor := map[string]procInfo{}
@@ -535,8 +612,7 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 				st.State, st.Reason = procEndState(n)
 			}
 			if said, ok := f.figures[p.ID]; ok {
-				st.CPUSeconds = float64(said.CPUTicks) / clockTicks
-				st.RSS, st.FiguresAt = said.RSS, said.at
+				said.into(&st)
 			}
 			ps.Procs = append(ps.Procs, st)
 		}
@@ -552,7 +628,7 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 		mc := c.sentTo(id)
 		var whole uint64
 		if mc != nil {
-			ms.Sent, whole = mc.all.Load(), mc.whole.Load()
+			ms.Sent, whole = mc.all(), mc.whole.Load()
 		}
 		for b, p := range m.w.Procs {
 			if moved, ok := m.moved[b]; ok {
@@ -578,6 +654,9 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 			}
 			ms.Members = append(ms.Members, mem)
 		}
+		for _, name := range slices.Sorted(maps.Keys(endpoints[id])) {
+			ms.Endpoints = append(ms.Endpoints, *endpoints[id][name])
+		}
 		s.ActorMeshes = append(s.ActorMeshes, ms)
 	}
 	n := min(f.nEvents, jobctl.MaxEvents)
@@ -587,6 +666,32 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 	}
 	s.Logs, s.LogLines = c.logs.recentLines()
 	return s
+}
+
+// into sets a proc's figures in st.
+func (said procSaid) into(st *jobctl.ProcState) {
+	st.CPUSeconds = float64(said.CPUTicks) / clockTicks
+	st.RSS, st.FiguresAt = said.RSS, said.at
+	b := said.Bus
+	st.Bus = &jobctl.BusState{InMsgs: b.InMsgs, OutMsgs: b.OutMsgs, InBytes: b.InBytes, OutBytes: b.OutBytes}
+	st.Dropped = maps.Clone(said.Dropped)
+}
+
+// addEndpoint adds a proc's figures of an endpoint to those of its mesh,
+// by name. A figure with more buckets than there are (a proc of another
+// build) has its extra ones counted in the last.
+func addEndpoint(into map[string]*jobctl.EndpointState, ef endpointFigures) {
+	es := into[ef.Name]
+	if es == nil {
+		es = &jobctl.EndpointState{Name: ef.Name, Buckets: make([]uint64, numDurBuckets)}
+		into[ef.Name] = es
+	}
+	for i, n := range ef.Buckets {
+		es.Buckets[min(i, numDurBuckets-1)] += n
+		es.Handled += n
+	}
+	es.Errors += ef.Errors
+	es.SumSeconds += float64(ef.Nanos) / 1e9
 }
 
 // ownerOf is the proc that made mesh id: its id is "<proc>.<n>" or the
@@ -622,11 +727,27 @@ func (c *client) ctlState(ctx context.Context, body json.RawMessage) (any, error
 			return nil, fmt.Errorf("state request: %v", err)
 		}
 	}
-	if req.Timeout <= 0 {
-		req.Timeout = jobctl.DefaultStateTimeout
+	return c.state(ctx, req.Timeout), nil
+}
+
+// state is the job's state now, with the procs' figures asked for (at
+// most every figuresEvery) and waited for at most timeout (0:
+// jobctl.DefaultStateTimeout): what OpState answers, and what the
+// dashboard and the metrics endpoint read (stateSource).
+func (c *client) state(ctx context.Context, timeout time.Duration) *jobctl.JobState {
+	if timeout <= 0 {
+		timeout = jobctl.DefaultStateTimeout
 	}
-	c.feed.refresh(ctx, req.Timeout)
-	return c.feed.snapshot(), nil
+	c.feed.refresh(ctx, timeout)
+	return c.feed.snapshot()
+}
+
+// stateSource gives the client's state to a reader in the client (the
+// metrics endpoint's internal/metrics.Source): State is c.state.
+type stateSource struct{ c *client }
+
+func (s stateSource) State(ctx context.Context) (*jobctl.JobState, error) {
+	return s.c.state(ctx, 0), nil
 }
 
 // ctlWatch answers an OpWatch request: a snapshot at once, then one each

@@ -81,7 +81,7 @@ func (la *localActors) stacks() procStacks {
 		for _, a := range lm.current() {
 			now := actorNow{Actor: a.id}
 			if m := a.running.Load(); m != nil {
-				now.Endpoint, now.Since = m.name, a.since.Load()
+				now.Endpoint, now.Since = m.name, monoWall(a.since.Load())
 			}
 			actors = append(actors, now)
 		}

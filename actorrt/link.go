@@ -32,6 +32,8 @@ type link interface {
 	MaxMessage() int
 	// Dropped counts the malformed messages the link dropped, by kind.
 	Dropped(k bus.DropKind) uint64
+	// Stats is its traffic so far (bus.Conn.Stats).
+	Stats() bus.Stats
 	Close()
 }
 

@@ -75,6 +75,10 @@ type localMesh struct {
 	// owner the first time OwnMesh needs them.
 	infoMu sync.Mutex
 	info   *meshInfo
+
+	// stats are the endpoint stats of its members here, by base rank
+	// (feedcount.go): made at spawn, never changed; nil with the feed off.
+	stats map[int][]endpointStats
 }
 
 // meshInfoReq asks a mesh's owner where its members are; with Settled,
@@ -235,6 +239,7 @@ func (la *localActors) spawn(req *spawnReq, reply portRef) error {
 			return err
 		}
 	}
+	lm.newStats(req.Ranks)
 	members := make([]*actor, 0, len(req.Ranks))
 	for _, r := range req.Ranks {
 		members = append(members, newActor(lm, r))

@@ -2,8 +2,10 @@ package actorrt
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -17,6 +19,11 @@ type actorType struct {
 	supervise reflect.Value // Supervise(*T, *Context, *MeshFailure) bool, or the zero Value
 	cleanup   reflect.Value // Cleanup(*T, *Context, error) error, or the zero Value
 	endpoints map[string]*method
+	// statNames names the endpoints counted for the job state feed, by
+	// slot (method.stat - 1): every endpoint, by name, then Supervise if
+	// there is one (superviseStat).
+	statNames     []string
+	superviseStat int
 }
 
 // method is an endpoint (or Init) of an actor type.
@@ -40,6 +47,9 @@ type method struct {
 	// in a goroutine of its own, at most limit at once per actor
 	// (concurrent.go).
 	limit int
+	// stat is the endpoint's slot in its actor's endpoint stats plus one
+	// (actorType.statNames); 0: not counted (Init).
+	stat int
 }
 
 var (
@@ -112,6 +122,19 @@ func Register[T any](opts ...RegisterOption) error {
 	registry.types[name] = at
 	delete(registry.failed, name)
 	return nil
+}
+
+// setStats gives each endpoint (and Supervise) its slot in an actor's
+// endpoint stats, in order of their names.
+func (at *actorType) setStats() {
+	at.statNames = slices.Sorted(maps.Keys(at.endpoints))
+	for i, name := range at.statNames {
+		at.endpoints[name].stat = i + 1
+	}
+	if at.supervise.IsValid() {
+		at.statNames = append(at.statNames, superviseMethod.name)
+		at.superviseStat = len(at.statNames)
+	}
 }
 
 func typeName(t reflect.Type) string {
@@ -208,6 +231,7 @@ func inspect(t reflect.Type) (*actorType, error) {
 	}
 	switch len(problems) {
 	case 0:
+		at.setStats()
 		return at, nil
 	case 1:
 		return nil, fmt.Errorf("%w: Register[%s]: %s", ErrBadEndpoint, t, problems[0])

@@ -153,6 +153,8 @@ func TestGoodFiles(t *testing.T) {
 		{"job-minimal.toml", &Job{Path: abs("job-minimal.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog, StopGrace: time.Minute}},
 		{"job-exec-off.toml", &Job{Path: abs("job-exec-off.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog, StopGrace: time.Minute,
 			ExecOff: "testdata/good/job-exec-off.toml:5"}},
+		{"job-feed-off.toml", &Job{Path: abs("job-feed-off.toml"), Program: "/bin/sh", Dir: dir, Log: jobLog, StopGrace: time.Minute,
+			FeedOff: "testdata/good/job-feed-off.toml:5"}},
 		{"job-full.toml", &Job{Path: abs("job-full.toml"), Program: "/bin/sh", Args: []string{"-c", "echo hello"}, Dir: dir,
 			Env:   []string{"OMP_NUM_THREADS=1", "B_FIRST=x", "A_SECOND=y=z"},
 			Hosts: &Hosts{Health: dh, Path: abs("local.toml"), Scheduler: SchedulerLocal, Local: &Local{Hosts: 3}, Bus: localBus},

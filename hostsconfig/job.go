@@ -50,6 +50,11 @@ type Job struct {
 	// be run on the job's hosts through their agents. "" (the default):
 	// it may.
 	ExecOff string
+	// FeedOff, when not empty, is where the job file turns the job state
+	// feed's counting off ([feed] enabled = false), as "job.toml:14": the
+	// launcher then sets MONARCH_FEED=off for the client and every proc
+	// (see jobenv.FeedVar). "" (the default): the feed counts.
+	FeedOff string
 }
 
 // DefaultStopGrace is a job's stop_grace by default.
@@ -156,7 +161,7 @@ func Load(path string) (any, error) {
 
 // jobKeys and hostsKeys are the top-level keys of each kind of file.
 func jobKeys() []string {
-	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec"}
+	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec", "feed"}
 }
 
 func hostsKeys() []string {
@@ -223,6 +228,9 @@ func readJob(t *table) *Job {
 	}
 	if sub := t.sub("exec"); sub != nil {
 		j.ExecOff = readExec(sub)
+	}
+	if sub := t.sub("feed"); sub != nil {
+		j.FeedOff = readFeed(sub)
 	}
 	return j
 }

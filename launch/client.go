@@ -38,7 +38,11 @@ func startClient(cfg *RunConfig, env jobenv.Env, bus publisher) (client *child.P
 	cmd := exec.Command(program, args...)
 	cmd.Dir = job.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
-	cmd.Env = childEnv(env, append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))...)
+	vars := append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))
+	if job.FeedOff != "" {
+		vars = append(vars, jobenv.FeedVar+"=off")
+	}
+	cmd.Env = childEnv(env, vars...)
 	captureClientOutput(cmd, cfg.Stdout, cfg.Stderr, bus, env.Job)
 	var w *os.File
 	if job.SPMD != nil {

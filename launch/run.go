@@ -322,6 +322,9 @@ func stoppedWhileStarting(ctx context.Context, dir, job string, p *placement, st
 func agentArgs(jobID string, job *hostsconfig.Job) jobenv.AgentArgs {
 	// Every proc, SPMD commands included, can tell a restart.
 	env := append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))
+	if job.FeedOff != "" {
+		env = append(env, jobenv.FeedVar+"=off")
+	}
 	args := jobenv.AgentArgs{Job: jobID, Index: -1, Program: job.Program, Args: job.Args, Dir: job.Dir, Env: env}
 	if job.SPMD != nil {
 		// Every proc the agents start runs the command.

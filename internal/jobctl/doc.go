@@ -73,8 +73,12 @@
 // registered with the client, its extent and owner, each member's state
 // (running, failed with its reason, restarting, stopped) and message
 // counts (calls this client sent; messages the member handled, as its
-// proc said); the last MaxEvents supervision events and the last
-// MaxLogLines log lines. OpWatch streams it: a snapshot at once, then one
+// proc said), and per endpoint the calls handled, errors and handler
+// times (EndpointState, buckets at DurationBounds); each proc's bus
+// traffic and dropped messages; the client's own figures (Client); the
+// last MaxEvents supervision events, their Totals, and the last
+// MaxLogLines log lines. Counting (Counting) can be turned off with
+// MONARCH_FEED=off. OpWatch streams it: a snapshot at once, then one
 // whenever it changed, at most every WatchRequest.Interval (at least
 // MinInterval), until the caller asks it to end. The client asks its
 // procs for their figures (CPU, memory, handled counts) only while the

@@ -97,6 +97,35 @@ type JobState struct {
 	// at most MaxLogLines. LogLines counts every line received.
 	Logs     []LogLine `json:"logs"`
 	LogLines int64     `json:"log_lines"`
+	// Totals counts the supervision events since the client started,
+	// those the ring forgot too.
+	Totals Totals `json:"totals"`
+	// Client is the client's own process (Proc "c"), as a proc mesh's
+	// procs are shown: its CPU, memory and bus traffic, taken with the
+	// procs' figures.
+	Client ProcState `json:"client"`
+	// Counting is false when the job's processes count nothing for the
+	// feed (MONARCH_FEED=off, or the job file's [feed] enabled = false,
+	// as the client has it): then every Sent, Handled and endpoint figure
+	// is zero; the rest is there.
+	Counting bool `json:"counting"`
+}
+
+// Totals counts supervision events by kind, since the client started.
+type Totals struct {
+	// Failures counts member failures ("failure" events).
+	Failures uint64 `json:"failures"`
+	// Restarts counts members restarted by a restart policy (each
+	// "restart" event counts its Ranks).
+	Restarts uint64 `json:"restarts"`
+	// GaveUp counts members a restart policy gave up on.
+	GaveUp uint64 `json:"gave_up"`
+	// Unhandled counts failures that reached the client's fault hook.
+	Unhandled uint64 `json:"unhandled"`
+	// ProcsEnded counts the procs that ended ("proc_ended"), stopped
+	// ones too; ProcsFailed those of them that were not stopped.
+	ProcsEnded  uint64 `json:"procs_ended"`
+	ProcsFailed uint64 `json:"procs_failed"`
 }
 
 // HostState is one host of the job: its agent.
@@ -149,6 +178,22 @@ type ProcState struct {
 	CPUSeconds float64   `json:"cpu_seconds"`
 	RSS        int64     `json:"rss_bytes"`
 	FiguresAt  time.Time `json:"figures_at,omitzero"`
+	// Bus is the traffic of its bus connection, and Dropped the messages
+	// it dropped as malformed, by kind (its dispatcher's kinds, and its
+	// bus connection's as "bus-<kind>"), as it said last; nil if it never
+	// did.
+	Bus     *BusState         `json:"bus,omitempty"`
+	Dropped map[string]uint64 `json:"dropped,omitempty"`
+}
+
+// BusState is a process's bus traffic since it connected: messages and
+// payload bytes. A bus message may carry many actor messages (a batch)
+// or part of one (a chunk).
+type BusState struct {
+	InMsgs   uint64 `json:"in_msgs"`
+	OutMsgs  uint64 `json:"out_msgs"`
+	InBytes  uint64 `json:"in_bytes"`
+	OutBytes uint64 `json:"out_bytes"`
 }
 
 // ActorMeshState is one actor mesh.
@@ -166,8 +211,47 @@ type ActorMeshState struct {
 	// its members handled, as their procs said last.
 	Sent    uint64 `json:"sent"`
 	Handled uint64 `json:"handled"`
+	// Endpoints are what its members handled, endpoint by endpoint (and
+	// Supervise), summed over the procs that said, by name; an endpoint
+	// not called yet is left out.
+	Endpoints []EndpointState `json:"endpoints,omitempty"`
 	// Members, by rank.
 	Members []MemberState `json:"members"`
+}
+
+// EndpointState is what the members of an actor mesh handled through
+// one endpoint, as their procs said last. A member's counts survive its
+// restart in place; those of a proc that ended go with it.
+type EndpointState struct {
+	Name string `json:"name"`
+	// Handled counts the calls handled (the sum of Buckets); Errors those
+	// that ended in an error (returned, a panic, arguments that did not
+	// decode).
+	Handled uint64 `json:"handled"`
+	Errors  uint64 `json:"errors"`
+	// Buckets counts the calls by how long the handler ran: Buckets[i]
+	// those that took more than DurationBounds[i-1] and at most
+	// DurationBounds[i] (not cumulative); the last, one past the bounds,
+	// those that took longer. SumSeconds is their time in all.
+	Buckets    []uint64 `json:"buckets"`
+	SumSeconds float64  `json:"sum_seconds"`
+}
+
+// The bounds of EndpointState.Buckets: 50 µs, doubling, 16 of them (the
+// last 1.6384 s).
+const (
+	FirstDurationBound = 50 * time.Microsecond
+	NumDurationBounds  = 16
+)
+
+// DurationBounds are the upper bounds of EndpointState.Buckets, in
+// seconds: FirstDurationBound doubling, NumDurationBounds of them.
+func DurationBounds() []float64 {
+	out := make([]float64, NumDurationBounds)
+	for i := range out {
+		out[i] = float64(FirstDurationBound<<i) / 1e9 // correctly rounded: 1.6384, not 1.6383999999999999
+	}
+	return out
 }
 
 // MemberState is one member of an actor mesh.

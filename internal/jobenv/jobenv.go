@@ -49,6 +49,13 @@ const (
 	// (SLURM_RESTART_COUNT), 0 the first time. The launcher sets it for
 	// the client and every proc, SPMD commands included.
 	RestartVar = "MONARCH_RESTART_COUNT"
+	// FeedVar, "off" (or "0", "false"), turns the job state feed's
+	// counting off in the process that has it: no message counted, no
+	// handler timed (the state op still answers, its counts zero). The
+	// launcher sets it for the client and every proc when the job file
+	// says [feed] enabled = false; a user may set it for a run. Children
+	// inherit it.
+	FeedVar = "MONARCH_FEED"
 	// Per-dimension ranks of a proc: MONARCH_RANK_<DIM>, MONARCH_SIZE_<DIM>.
 	prefixRank = "MONARCH_RANK_"
 	prefixSize = "MONARCH_SIZE_"
@@ -410,6 +417,16 @@ func Restarts() int {
 		return 0
 	}
 	return n
+}
+
+// FeedOff reports whether this process's FeedVar turns the feed's
+// counting off. It reads the environment: call it once, at start.
+func FeedOff() bool {
+	switch os.Getenv(FeedVar) {
+	case "off", "0", "false":
+		return true
+	}
+	return false
 }
 
 // UnsetSecret removes the job's secret from this process's environment:
