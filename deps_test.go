@@ -17,7 +17,7 @@ func TestLayering(t *testing.T) {
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv"},
 		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge"},
-		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery", "internal/jobctl", "internal/procstat"},
+		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery", "internal/jobctl", "internal/procstat", "internal/dashboard"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
 		"spmd":        {"actorrt"},
 		"collective":  {"actorrt", "ibverbs"},
@@ -37,6 +37,7 @@ func TestLayering(t *testing.T) {
 		"internal/munge":     {},
 		"internal/bincache":  {},
 		"internal/jobctl":    {"internal/privfs"},
+		"internal/dashboard": {"internal/jobctl", "logagg"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

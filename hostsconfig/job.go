@@ -50,6 +50,9 @@ type Job struct {
 	// be run on the job's hosts through their agents. "" (the default):
 	// it may.
 	ExecOff string
+	// Dashboard is the [dashboard] table: where the job's live dashboard
+	// listens, or that it is off; zero when the file says nothing.
+	Dashboard Dashboard
 }
 
 // DefaultStopGrace is a job's stop_grace by default.
@@ -156,7 +159,7 @@ func Load(path string) (any, error) {
 
 // jobKeys and hostsKeys are the top-level keys of each kind of file.
 func jobKeys() []string {
-	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec"}
+	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec", "dashboard"}
 }
 
 func hostsKeys() []string {
@@ -223,6 +226,9 @@ func readJob(t *table) *Job {
 	}
 	if sub := t.sub("exec"); sub != nil {
 		j.ExecOff = readExec(sub)
+	}
+	if sub := t.sub("dashboard"); sub != nil {
+		j.Dashboard = readDashboard(sub)
 	}
 	return j
 }
