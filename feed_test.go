@@ -61,6 +61,27 @@ func procMesh(s *jobctl.JobState, name string) *jobctl.ProcMeshState {
 	return nil
 }
 
+// startFeedJob starts the feed program (internal/testprog/feed) on 2
+// simulated hosts under monarch local and waits until it has called
+// member 1 to fail, heard of the failure and is pinging member 0; pids
+// are its procs' by rank.
+func startFeedJob(t *testing.T) (run *held, pids map[int]int) {
+	t.Helper()
+	pidRe := regexp.MustCompile(`PID rank=(\d) pid=(\d+)`)
+	pids = map[int]int{}
+	ready, fault := false, false
+	run = startLocalJob(t, 2, "feed", nil, func(line string) bool {
+		if m := pidRe.FindStringSubmatch(line); m != nil {
+			r, _ := strconv.Atoi(m[1])
+			pids[r], _ = strconv.Atoi(m[2])
+		}
+		ready = ready || strings.HasSuffix(line, "READY")
+		fault = fault || strings.Contains(line, "FAULT") && strings.Contains(line, "feedTestFailure")
+		return ready && fault && len(pids) == 4
+	})
+	return run, pids
+}
+
 // TestFeed: the job state feed of a real job (2 hosts of 2 procs under
 // monarch local) shows its hosts, proc and actor meshes with their
 // extents; counts that grow as the program calls member 0; the member
@@ -70,18 +91,7 @@ func procMesh(s *jobctl.JobState, name string) *jobctl.ProcMeshState {
 func TestFeed(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
-	pidRe := regexp.MustCompile(`PID rank=(\d) pid=(\d+)`)
-	pids := map[int]int{}
-	ready, fault := false, false
-	run := startLocalJob(t, 2, "feed", nil, func(line string) bool {
-		if m := pidRe.FindStringSubmatch(line); m != nil {
-			r, _ := strconv.Atoi(m[1])
-			pids[r], _ = strconv.Atoi(m[2])
-		}
-		ready = ready || strings.HasSuffix(line, "READY")
-		fault = fault || strings.Contains(line, "FAULT") && strings.Contains(line, "feedTestFailure")
-		return ready && fault && len(pids) == 4
-	})
+	run, pids := startFeedJob(t)
 	sock := filepath.Join(state, run.job+".sock")
 
 	s := feedState(t, sock)

@@ -526,11 +526,17 @@ func (c *client) ctlState(ctx context.Context, body json.RawMessage) (any, error
 			return nil, fmt.Errorf("state request: %v", err)
 		}
 	}
-	if req.Timeout <= 0 {
-		req.Timeout = jobctl.DefaultStateTimeout
+	return c.state(ctx, req.Timeout), nil
+}
+
+// state is the job's state now, the procs' figures asked for (waiting at
+// most timeout; 0: jobctl.DefaultStateTimeout) unless asked just before.
+func (c *client) state(ctx context.Context, timeout time.Duration) *jobctl.JobState {
+	if timeout <= 0 {
+		timeout = jobctl.DefaultStateTimeout
 	}
-	c.feed.refresh(ctx, req.Timeout)
-	return c.feed.snapshot(), nil
+	c.feed.refresh(ctx, timeout)
+	return c.feed.snapshot()
 }
 
 // ctlWatch answers an OpWatch request: a snapshot at once, then one each
