@@ -348,6 +348,13 @@
 // add per call sent and per message handled; the procs' counts and
 // figures are asked for only while the feed is read.
 //
+// The client also serves the job's dashboard (internal/dashboard,
+// dashboard.go), a web page of that feed with the stacks of a member's
+// proc and the tail of the job's log, on the address the job file's
+// [dashboard] or $MONARCH_DASHBOARD gives (default a free loopback port),
+// behind a token it makes; it prints the URL once on stderr and answers
+// `monarch dashboard` with it (jobctl.OpDashboard).
+//
 // # Inside
 //
 // The client's runtime and a proc's (client.go, worker.go) share a core
@@ -361,7 +368,8 @@
 // names (names.go: the client's registry), what it knows of the job's
 // health (health.go, driving the healthTable of healthtable.go) and the
 // inspector and control socket (inspect.go; profiles: profile.go;
-// exec.go for `monarch exec`; the state feed: feed.go). The
+// exec.go for `monarch exec`; the state feed: feed.go; the dashboard:
+// dashboard.go). The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision.
 package actorrt
