@@ -340,3 +340,48 @@ func TestDashboardStart(t *testing.T) {
 		t.Errorf("NewToken: %q, %v", tok, err)
 	}
 }
+
+// TestDashboardStreamsBounded: at most MaxStreams event streams are
+// served at once, the next is refused (503); a stream whose browser goes
+// away frees its slot.
+func TestDashboardStreamsBounded(t *testing.T) {
+	s := start(t, nil)
+	open := func() *http.Response {
+		req, _ := http.NewRequest("GET", "http://"+s.Addr().String()+"/events", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var streams []*http.Response
+	for range MaxStreams {
+		resp := open()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d: %s", len(streams), resp.Status)
+		}
+		streams = append(streams, resp)
+	}
+	resp := open()
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "too many event streams") {
+		t.Errorf("stream %d: %s %q; want 503", MaxStreams+1, resp.Status, body)
+	}
+	for _, r := range streams {
+		r.Body.Close()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.streams) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d streams still held 10s after their browsers went", len(s.streams))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if resp := open(); resp.StatusCode != http.StatusOK {
+		t.Errorf("a stream after the others went: %s", resp.Status)
+	} else {
+		resp.Body.Close()
+	}
+}
