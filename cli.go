@@ -64,6 +64,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			dashboardCommand(),
 			profileCommand(),
 			execCommand(a),
+			topCommand(a),
 			configCommand(),
 			tearsDown(agentCommand(a)),
 			spmdCommand(a),

@@ -51,14 +51,15 @@ var readmeShapes = map[string][][]string{
 
 	"monarch dashboard [JOB]": {{"dashboard"}, {"dashboard", "JOB"}},
 	"monarch exec [JOB] (--host H | --all) [--timeout D] -- COMMAND [ARGS...]": {{"exec", "JOB", "--all", "--", "true"}, {"exec", "--host", "h", "--timeout", "5s", "--", "true"}},
-	"monarch config check FILE":     {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
-	"monarch version":               {{"version"}, {"--version"}},
-	"monarch help [COMMAND]":        {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},
-	"monarch config check job.toml": {{"config", "check", "JOB.toml"}},
-	"monarch run job.toml":          {{"run", "JOB.toml"}},
-	"monarch run job.toml --detach": {{"run", "JOB.toml", "--detach"}},
-	"monarch status":                {{"status"}},
-	"monarch stop ID":               {{"stop", "JOB"}},
+	"monarch top [JOB] [--interval D] [--once]":                                {{"top"}, {"top", "JOB", "--interval", "2s", "--once"}},
+	"monarch config check FILE":                                                {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
+	"monarch version":                                                          {{"version"}, {"--version"}},
+	"monarch help [COMMAND]":                                                   {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},
+	"monarch config check job.toml":                                            {{"config", "check", "JOB.toml"}},
+	"monarch run job.toml":                                                     {{"run", "JOB.toml"}},
+	"monarch run job.toml --detach":                                            {{"run", "JOB.toml", "--detach"}},
+	"monarch status":                                                           {{"status"}},
+	"monarch stop ID":                                                          {{"stop", "JOB"}},
 }
 
 // readmeCommands returns the monarch command lines of README.md's code

@@ -38,6 +38,7 @@ func TestLayering(t *testing.T) {
 		"internal/bincache":  {},
 		"internal/jobctl":    {"internal/privfs"},
 		"internal/dashboard": {"internal/jobctl", "logagg"},
+		"internal/topview":   {"internal/jobctl"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

@@ -144,7 +144,7 @@ func TestExecTurnedOff(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
 	dir := t.TempDir()
-	jobFile := writeFile(t, dir, "job.toml", "program = \""+filepath.Join(build(t), "stacks")+"\"\n\n[exec]\nenabled = false\n")
+	jobFile := writeFile(t, dir, "job.toml", "program = \""+filepath.Join(build(t), "inspect")+"\"\n\n[exec]\nenabled = false\n")
 	run := startStacksRun(t, 2, 1, "local", "--hosts", "2", jobFile)
 	_, stderr, code := monarch(t, "exec", run.job, "--all", "--", "true")
 	if want := "exec is turned off for job " + run.job + " by " + jobFile + ":4 ([exec] enabled = false)"; code != 1 || !strings.Contains(stderr, want) {

@@ -61,16 +61,16 @@ func procMesh(s *jobctl.JobState, name string) *jobctl.ProcMeshState {
 	return nil
 }
 
-// startFeedJob starts the feed program (internal/testprog/feed) on 2
-// simulated hosts under monarch local and waits until it has called
-// member 1 to fail, heard of the failure and is pinging member 0; pids
-// are its procs' by rank.
-func startFeedJob(t *testing.T) (run *held, pids map[int]int) {
+// startFeedJob runs the feed program under monarch local on 2 simulated
+// hosts and waits (bounded) until it has printed its members' pids (by
+// rank: they are the procs' of workers, rank for rank), member 1 failed
+// and it calls member 0.
+func startFeedJob(t *testing.T) (*held, map[int]int) {
 	t.Helper()
 	pidRe := regexp.MustCompile(`PID rank=(\d) pid=(\d+)`)
-	pids = map[int]int{}
+	pids := map[int]int{}
 	ready, fault := false, false
-	run = startLocalJob(t, 2, "feed", nil, func(line string) bool {
+	run := startLocalJob(t, 2, "feed", nil, func(line string) bool {
 		if m := pidRe.FindStringSubmatch(line); m != nil {
 			r, _ := strconv.Atoi(m[1])
 			pids[r], _ = strconv.Atoi(m[2])

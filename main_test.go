@@ -31,7 +31,7 @@ func build(t testing.TB) string {
 		}
 		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
 			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold", "./internal/testprog/race": "race",
-			"./internal/testprog/scale": "scale", "./internal/testprog/cut": "cut", "./internal/testprog/stacks": "stacks", "./internal/testprog/profile": "profile",
+			"./internal/testprog/scale": "scale", "./internal/testprog/cut": "cut", "./internal/testprog/inspect": "inspect",
 			"./internal/testprog/feed": "feed",
 			"./examples/checkpoint":    "checkpoint", "./examples/ddp": "ddp", "./examples/pipeline": "pipeline",
 			"./examples/controller": "controller"} {
@@ -100,7 +100,7 @@ func TestHelpListsOnlyWorkingCommands(t *testing.T) {
 			commands = append(commands, strings.Fields(line)[0])
 		}
 	}
-	want := "version run local status stop clean logs stacks profile exec config" // agent is for launchers only: hidden
+	want := "version run local status stop clean logs stacks profile exec top config" // agent is for launchers only: hidden
 	if got := strings.Join(commands, " "); got != want {
 		t.Fatalf("commands %q, want %q", got, want)
 	}

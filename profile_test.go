@@ -53,7 +53,7 @@ func label(s *profile.Sample, key string) string {
 func TestProfile(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
-	h := startLocalJob(t, 2, "profile", nil, func(line string) bool { return line == "READY" })
+	h := startLocalJob(t, 2, "inspect", []string{"INSPECT_WORK=burn"}, func(line string) bool { return line == "READY" })
 	job := h.job
 	dir := t.TempDir()
 

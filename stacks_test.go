@@ -16,14 +16,14 @@ type stacksJobRun struct {
 	pids []int // the blocked workers' pids
 }
 
-// startStacksJob runs the stacks program on hosts simulated hosts with
+// startStacksJob runs the inspect program (its blockers) on hosts simulated hosts with
 // gpus procs each and waits (bounded) until every worker has blocked.
 func startStacksJob(t testing.TB, hosts, gpus int) *stacksJobRun {
 	t.Helper()
-	return startStacksRun(t, hosts*gpus, gpus, "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), "stacks"))
+	return startStacksRun(t, hosts*gpus, gpus, "local", "--hosts", strconv.Itoa(hosts), "--", filepath.Join(build(t), "inspect"))
 }
 
-// startStacksRun runs monarch with args, a job of the stacks program
+// startStacksRun runs monarch with args, a job of the inspect program (its blockers)
 // with gpus procs a host, and waits (bounded) until its workers have
 // blocked.
 func startStacksRun(t testing.TB, workers, gpus int, args ...string) *stacksJobRun {
@@ -31,7 +31,7 @@ func startStacksRun(t testing.TB, workers, gpus int, args ...string) *stacksJobR
 	run := &stacksJobRun{}
 	pidRe := regexp.MustCompile(`blocking in stacksTestBlockHere pid=(\d+)`)
 	ready := false
-	run.held = startJob(t, args, []string{"STACKS_GPUS=" + strconv.Itoa(gpus)}, func(line string) bool {
+	run.held = startJob(t, args, []string{"INSPECT_GPUS=" + strconv.Itoa(gpus)}, func(line string) bool {
 		if line == "READY" {
 			ready = true
 		}

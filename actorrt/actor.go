@@ -65,6 +65,8 @@ type actor struct {
 	// was sent.
 	hold     chan restartOrder
 	released bool
+	// standsFor is the reason of the failure a stand-in stands in for.
+	standsFor string
 	// prev is the failed instance a stand-in replaces, next the stand-in
 	// that replaces a failed one: the one-way messages left in prev's
 	// mailbox go to next, and next's Init waits for prev's end. Once prev
@@ -370,7 +372,7 @@ func (a *actor) fail(reason string, cause *ActorError) {
 	if lm.restarts {
 		// A stand-in takes the member's place as it is marked dead, so
 		// that every message is in its mailbox or the stand-in's.
-		if !lm.standIn(a, &err) {
+		if !lm.standIn(a, &err, reason) {
 			return
 		}
 	} else if !a.dead.CompareAndSwap(nil, &err) {
@@ -523,7 +525,7 @@ func (a *actor) handleInit(e *envelope) {
 		failed := fmt.Errorf("%w: actor %s failed in Init on its restart: %v", ErrActorFailed, a.id, err)
 		var ended bool
 		if a.mesh.restarts && !e.manual {
-			ended = a.mesh.standIn(a, &failed)
+			ended = a.mesh.standIn(a, &failed, "failed in Init on its restart: "+err.Error())
 		} else {
 			ended = a.dead.CompareAndSwap(nil, &failed)
 		}

@@ -344,7 +344,9 @@
 // The job state feed (`jobctl.OpState`, `jobctl.OpWatch`) is the client's
 // live model of the job (feed.go): hosts, proc and actor meshes with each
 // member's state, message counts, supervision events, each proc's CPU and
-// memory, the last log lines. Counting costs the message path an atomic
+// memory, the last log lines. A member's state comes from the client's
+// supervision, or, for a mesh an actor elsewhere owns, from the member's
+// proc. Counting costs the message path an atomic
 // add per call sent and per message handled; the procs' counts and
 // figures are asked for only while the feed is read.
 //

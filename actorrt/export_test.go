@@ -1,7 +1,10 @@
 package actorrt
 
 import (
+	"context"
+
 	"github.com/monarch-go/monarch/internal/delivery"
+	"github.com/monarch-go/monarch/internal/jobctl"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -151,3 +154,15 @@ func SetChildBusURL(url string) (hub string, restore func()) {
 // SetMaxFences sets how many fences a frame of this process carries, until
 // the returned restore is called.
 func SetMaxFences(n int) (restore func()) { return delivery.SetMaxFences(n) }
+
+// FeedState is the job state feed's snapshot, as the control socket's
+// OpState answers it (the client only; nil elsewhere).
+func FeedState(ctx context.Context) *jobctl.JobState {
+	rt := current.Load()
+	if rt == nil || rt.client() == nil {
+		return nil
+	}
+	c := rt.client()
+	c.feed.refresh(ctx, jobctl.DefaultStateTimeout)
+	return c.feed.snapshot()
+}

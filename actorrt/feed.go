@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -42,7 +43,8 @@ import (
 //     jobctl.MaxLogLines (clientLogs.recent).
 //
 // A failure handled by an owner actor in a proc never reaches the client:
-// its member shows running (its handled count still grows).
+// its member's proc says how the member is (memberDown) when asked for
+// its figures; no event tells of it.
 
 // figuresEvery is the least time between two rounds of asking the procs
 // for their figures.
@@ -124,11 +126,60 @@ type procFigures struct {
 	Handled  []meshHandled `msgpack:"handled"`
 }
 
-// meshHandled is what the members of one mesh on a proc handled.
+// meshHandled is what the members of one mesh on a proc handled, and
+// those that do not run.
 type meshHandled struct {
-	Mesh   string   `msgpack:"mesh"`
-	Ranks  []int    `msgpack:"ranks"` // base ranks
-	Counts []uint64 `msgpack:"counts"`
+	Mesh   string       `msgpack:"mesh"`
+	Ranks  []int        `msgpack:"ranks"` // base ranks
+	Counts []uint64     `msgpack:"counts"`
+	Down   []memberDown `msgpack:"down"`
+}
+
+// memberDown is a member that does not run, as its proc sees it: its
+// owner may be an actor in another proc, whose supervision the client
+// does not see.
+type memberDown struct {
+	Rank   int    `msgpack:"rank"` // base rank
+	State  string `msgpack:"state"`
+	Reason string `msgpack:"reason"`
+}
+
+// maxDownReason bounds the reason a proc tells of a member.
+const maxDownReason = 1024
+
+// downState is the member's state as its proc sees it when it does not
+// run: "failed" with its failure's reason, "restarting" (a stand-in that
+// waits for its owner's order) or "stopped"; "" while it runs.
+func (a *actor) downState() (state, reason string) {
+	if err := a.deadErr(); err != nil {
+		if errors.Is(err, ErrStopped) {
+			return "stopped", ""
+		}
+		reason = err.Error()
+		var mf *MeshFailure
+		if p := a.end.cause.Load(); p != nil && errors.As(*p, &mf) {
+			reason = mf.Reason
+		}
+		return "failed", clip(reason, maxDownReason)
+	}
+	if a.hold == nil {
+		return "", ""
+	}
+	a.mesh.mu.Lock()
+	waiting := !a.released
+	a.mesh.mu.Unlock()
+	if waiting {
+		return "restarting", clip(a.standsFor, maxDownReason)
+	}
+	return "", ""
+}
+
+// clip is s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
 }
 
 // Figures returns the proc's CPU time, memory and its actors' handled
@@ -159,6 +210,9 @@ func (la *localActors) figures() procFigures {
 		for _, a := range lm.current() {
 			mh.Ranks = append(mh.Ranks, a.baseRank)
 			mh.Counts = append(mh.Counts, a.handled.Load())
+			if st, why := a.downState(); st != "" {
+				mh.Down = append(mh.Down, memberDown{Rank: a.baseRank, State: st, Reason: why})
+			}
 		}
 		f.Handled = append(f.Handled, mh)
 	}
@@ -190,6 +244,7 @@ type feedMesh struct {
 	ext     Extent
 	stopped bool
 	marks   map[int]memberMark // members not running, by base rank
+	moved   map[int]string     // members restarted on a new proc: its id
 }
 
 // memberMark is a member's state other than running.
@@ -283,6 +338,18 @@ func (f *jobFeed) supervised(ev any, effects []any) {
 			reason = "stopped"
 		}
 		f.eventLocked(jobctl.Event{At: now, Kind: "proc_ended", Rank: -1, Proc: ev.n.Proc, Reason: reason})
+	case evMoved:
+		if m := f.meshes[ev.id]; m != nil {
+			if m.moved == nil {
+				m.moved = map[int]string{}
+			}
+			for _, b := range ev.ranks {
+				if b >= 0 && b < len(m.w.Procs) {
+					m.moved[b] = ev.proc
+				}
+			}
+			f.seq++
+		}
 	case evRestartDone:
 		if m := f.meshes[ev.id]; m != nil {
 			for _, b := range ev.ranks {
@@ -420,10 +487,18 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 		}
 		s.Hosts = append(s.Hosts, h)
 	}
-	// Handled counts, by mesh and base rank.
+	// Handled counts, by mesh and base rank; members not running, as their
+	// procs said.
 	handled := map[string]map[int]uint64{}
+	down := map[string]map[int]memberMark{}
 	for _, said := range f.figures {
 		for _, mh := range said.Handled {
+			for _, d := range mh.Down {
+				if down[mh.Mesh] == nil {
+					down[mh.Mesh] = map[int]memberMark{}
+				}
+				down[mh.Mesh][d.Rank] = memberMark{state: d.State, reason: d.Reason}
+			}
 			if handled[mh.Mesh] == nil {
 				handled[mh.Mesh] = map[int]uint64{}
 			}
@@ -434,10 +509,25 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 			}
 		}
 	}
+	// A proc started in the place of one that ended shows at its rank.
+	successor := map[string]procInfo{}
 	for _, pm := range pms {
+		if pm.replaces != "" && len(pm.procs) == 1 {
+			successor[pm.replaces] = pm.procs[0]
+		}
+	}
+	for _, pm := range pms {
+		if pm.replaces != "" {
+			continue
+		}
 		ps := jobctl.ProcMeshState{Name: pm.name, Extent: extentOf(pm.Extent()), Command: pm.command}
 		for r, p := range pm.procs {
-			st := jobctl.ProcState{Proc: p.ID, Rank: r, Host: p.Host, PID: p.PID, State: "running"}
+			n := 0
+			for next, ok := successor[p.ID]; ok && n < len(successor); next, ok = successor[p.ID] {
+				p = next
+				n++
+			}
+			st := jobctl.ProcState{Proc: p.ID, Rank: r, Host: p.Host, PID: p.PID, State: "running", Respawns: n}
 			if h := c.counts.hostOf(p.ID); h != "" {
 				st.Host = h
 			}
@@ -465,6 +555,9 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 			ms.Sent, whole = mc.all.Load(), mc.whole.Load()
 		}
 		for b, p := range m.w.Procs {
+			if moved, ok := m.moved[b]; ok {
+				p = moved
+			}
 			mem := jobctl.MemberState{Rank: b, Proc: p, State: "running", Handled: handled[id][b], Sent: whole}
 			if mc != nil && b < len(mc.one) {
 				mem.Sent += mc.one[b].Load()
@@ -475,6 +568,9 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 				mem.State = "stopped"
 			case marked:
 				mem.State, mem.Reason = mark.state, mark.reason
+			case down[id][b].state != "":
+				// Its owner is an actor elsewhere: its proc says.
+				mem.State, mem.Reason = down[id][b].state, down[id][b].reason
 			default:
 				if n, gone := c.health.notice(p); gone {
 					mem.State, mem.Reason = procEndState(n)

@@ -352,13 +352,13 @@ func (lm *localMesh) replace(old, next *actor) {
 }
 
 // standIn marks a, a member of a mesh with a restart policy, dead with
-// *err and puts in its place a new instance that holds the messages sent
+// *err (its failure's reason: reason) and puts in its place a new instance that holds the messages sent
 // to the member until its owner restarts it or gives up on it (restart).
 // The stand-in takes the place first: a message routed after is the
 // stand-in's, one routed before is in a's mailbox (or routed to it by a
 // dispatcher that read the old members), which a hands over as it
 // leaves. It reports whether it marked a dead (false: a had ended).
-func (lm *localMesh) standIn(a *actor, err *error) bool {
+func (lm *localMesh) standIn(a *actor, err *error, reason string) bool {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	if a.deadErr() != nil {
@@ -369,6 +369,7 @@ func (lm *localMesh) standIn(a *actor, err *error) bool {
 	}
 	next := newActor(lm, a.baseRank)
 	next.hold = make(chan restartOrder, 1)
+	next.standsFor = reason
 	next.prev, a.next = a, next
 	lm.replace(a, next)
 	if !a.dead.CompareAndSwap(nil, err) {

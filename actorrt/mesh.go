@@ -32,6 +32,9 @@ type ProcMesh struct {
 	ends    *procEnds // the ends of the procs SpawnProcs started here
 	command bool      // they run a command (WithCommand), not this program
 	name    string    // see Name
+	// replaces is the proc this mesh's one proc was started in place of
+	// (respawn), for the job state feed; "" for a mesh SpawnProcs made.
+	replaces string
 }
 
 // Name is the mesh's name: WithName's, or one SpawnProcs made up

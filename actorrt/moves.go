@@ -273,7 +273,7 @@ func (rt *core) respawn(ctx context.Context, old, agent string) (procInfo, error
 	}
 	rd := ready.Values()[0]
 	p.Host, p.PID = rd.Host, rd.PID
-	rt.role.procsStarted(&ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{p}})
+	rt.role.procsStarted(&ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
 	return p, nil
 }
 

@@ -1,6 +1,7 @@
 package actorrt_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -340,6 +341,9 @@ func TestRestartAfterProcDeath(t *testing.T) {
 		t.Fatalf("the holder's reference: %v, %v; want %v", held, err, after)
 	}
 	assertNoFailure(t, "phoenix-proc")
+	// The state feed shows member 1 on its new proc, running, and that
+	// proc at the old one's rank of the proc mesh.
+	feedShowsMove(t, ctx, "phoenix-proc", 1)
 	// Stopping the proc mesh stops the proc in the old one's place.
 	var pid int
 	if _, err := fmt.Sscanf(nowAt, "pid=%d", &pid); err != nil {
@@ -349,4 +353,33 @@ func TestRestartAfterProcDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, []int{pid})
+}
+
+// feedShowsMove checks the job state feed: member rank of mesh name runs
+// on a proc that is not its first, and that proc is at its rank of its
+// proc mesh, with one respawn.
+func feedShowsMove(t *testing.T, ctx context.Context, name string, rank int) {
+	t.Helper()
+	s := actorrt.FeedState(ctx)
+	for _, am := range s.ActorMeshes {
+		if am.Name != name {
+			continue
+		}
+		mem := am.Members[rank]
+		if mem.State != "running" {
+			t.Fatalf("feed: member %d of %s: %+v; want running", rank, name, mem)
+		}
+		for _, pm := range s.ProcMeshes {
+			for _, p := range pm.Procs {
+				if p.Proc == mem.Proc {
+					if p.Respawns != 1 || p.State != "running" {
+						t.Fatalf("feed: proc %+v of member %d: want running, one respawn", p, rank)
+					}
+					return
+				}
+			}
+		}
+		t.Fatalf("feed: member %d of %s is on %s, which no proc mesh shows: %+v", rank, name, mem.Proc, s.ProcMeshes)
+	}
+	t.Fatalf("feed: no actor mesh %s", name)
 }

@@ -139,6 +139,10 @@ type ProcState struct {
 	// State is "running", "stopped" or "failed" (then Reason says why).
 	State  string `json:"state"`
 	Reason string `json:"reason,omitempty"`
+	// Respawns counts the procs started at this rank in the place of one
+	// that ended (a restart policy's, by the host's agent): Proc, PID and
+	// State are then the last one's.
+	Respawns int `json:"respawns,omitempty"`
 	// CPUSeconds is the CPU time (user and system) the proc used, RSS its
 	// resident memory in bytes, both as it said last (FiguresAt; zero if
 	// it never did: a command proc, or one that did not answer).
@@ -168,10 +172,14 @@ type ActorMeshState struct {
 
 // MemberState is one member of an actor mesh.
 type MemberState struct {
-	Rank int    `json:"rank"`
+	Rank int `json:"rank"`
+	// Proc is the proc the member runs on: a new one once a restart
+	// moved it there (its first proc ended).
 	Proc string `json:"proc"`
 	// State is "running", "failed" (Reason says why), "restarting" (by
-	// the mesh's restart policy) or "stopped".
+	// the mesh's restart policy) or "stopped": as the client's
+	// supervision saw it, or, for a mesh an actor elsewhere owns, as the
+	// member's proc said last.
 	State  string `json:"state"`
 	Reason string `json:"reason,omitempty"`
 	// Sent counts this client's calls that reached the member: those to
