@@ -3,7 +3,7 @@
 GO  ?= go
 BIN := bin
 
-.PHONY: all build run test vet lint bench bench-scale fuzz generate clean
+.PHONY: all build run test vet lint bench bench-scale fuzz generate docs-dashboard clean
 
 all: build
 
@@ -51,6 +51,13 @@ fuzz:
 		echo "== $$pkg $$target ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done < $(BIN)/fuzz-targets.txt
+
+# The README's picture of the dashboard: the screenshot TestDashboardBrowser
+# takes of a real local job in headless Chromium (testdata/browser/setup.sh
+# installs it; without it this fails), written to docs/dashboard.png.
+docs-dashboard:
+	MONARCH_REQUIRE_CLUSTER=1 MONARCH_DASHBOARD_SCREENSHOT=$(CURDIR)/docs/dashboard.png \
+		$(GO) test -count=1 -run '^TestDashboardBrowser$$' -v .
 
 generate:
 	$(GO) generate ./...

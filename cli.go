@@ -61,6 +61,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			cleanCommand(),
 			tearsDown(logsCommand()),
 			stacksCommand(),
+			dashboardCommand(),
 			profileCommand(),
 			execCommand(a),
 			topCommand(a),

@@ -49,6 +49,7 @@ var readmeShapes = map[string][][]string{
 		{"profile", "JOB", "--seconds", "2", "--rank", "0", "--host", "h", "--mesh", "m", "-o", "x.pprof"},
 	},
 
+	"monarch dashboard [JOB]": {{"dashboard"}, {"dashboard", "JOB"}},
 	"monarch exec [JOB] (--host H | --all) [--timeout D] -- COMMAND [ARGS...]": {{"exec", "JOB", "--all", "--", "true"}, {"exec", "--host", "h", "--timeout", "5s", "--", "true"}},
 	"monarch top [JOB] [--interval D] [--once]":                                {{"top"}, {"top", "JOB", "--interval", "2s", "--once"}},
 	"monarch config check FILE":                                                {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},

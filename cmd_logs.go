@@ -84,24 +84,20 @@ type logsOptions struct {
 func logsOptionsFrom(c *cli.Context, now time.Time) (logsOptions, error) {
 	o := logsOptions{follow: c.Bool("follow")}
 	if s := c.String("since"); s != "" {
-		t, err := parseSince(s, now)
+		t, err := logagg.ParseSince(s, now)
 		if err != nil {
-			return o, err
+			return o, fmt.Errorf("logs: --since %q: %w", s, err)
 		}
 		o.filter.Since = t
 	}
 	o.filter.Hosts = c.StringSlice("host")
 	o.filter.Meshes = c.StringSlice("mesh")
 	o.filter.Ranks = c.IntSlice("rank")
-	switch s := c.String("stream"); s {
-	case "":
-	case "stdout":
-		o.filter.Stream = logagg.Stdout
-	case "stderr":
-		o.filter.Stream = logagg.Stderr
-	default:
-		return o, fmt.Errorf("logs: --stream %q: want stdout or stderr", s)
+	stream, err := logagg.ParseStream(c.String("stream"))
+	if err != nil {
+		return o, fmt.Errorf("logs: --stream %q: %w", c.String("stream"), err)
 	}
+	o.filter.Stream = stream
 	if s := c.String("grep"); s != "" {
 		re, err := regexp.Compile(s)
 		if err != nil {
@@ -120,17 +116,6 @@ func logsOptionsFrom(c *cli.Context, now time.Time) (logsOptions, error) {
 		o.window = d
 	}
 	return o, nil
-}
-
-// parseSince reads --since: a duration back from now, or an RFC3339 time.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("logs: --since %q: want a duration back from now (10m, 1h30m) or an RFC3339 time (2026-12-02T10:00:00Z)", s)
 }
 
 func runLogs(ctx context.Context, dir, job string, o logsOptions, stdout, stderr io.Writer) error {

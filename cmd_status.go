@@ -35,7 +35,7 @@ func statusCommand() *cli.Command {
 				if err != nil {
 					return fmt.Errorf("status: %w", err)
 				}
-				printJob(c.App.Writer, dir, j)
+				printJob(c.App.Writer, dir, j, dashboardText(c.Context, dir, j))
 				return nil
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
@@ -128,8 +128,9 @@ func pidText(j *launch.JobState) string {
 	return strconv.Itoa(j.PID)
 }
 
-// printJob shows one job in full.
-func printJob(w io.Writer, dir string, j *launch.JobState) {
+// printJob shows one job in full; dashboard is its dashboard's URL, or
+// "" to say nothing of it.
+func printJob(w io.Writer, dir string, j *launch.JobState, dashboard string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	row := func(k, format string, args ...any) {
 		fmt.Fprintf(tw, "%s:\t"+format+"\n", append([]any{k}, args...)...)
@@ -170,6 +171,9 @@ func printJob(w io.Writer, dir string, j *launch.JobState) {
 		} else if f.Exit != 0 {
 			row("exit status", "%d", f.Exit)
 		}
+	}
+	if dashboard != "" {
+		row("dashboard", "%s", dashboard)
 	}
 	row("record", "%s", jobstate.Path(dir, j.Job))
 	row("log", "%s", logagg.LogFiles(dir, j.Job)[0])

@@ -3,8 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/jobctl"
-	jobmetrics "github.com/monarch-go/monarch/internal/metrics"
 	"github.com/monarch-go/monarch/internal/promtest"
 )
 
@@ -241,31 +239,23 @@ func checkFeedFigures(t *testing.T, s *jobctl.JobState) {
 	}
 }
 
-// socketSource is a job's state through its control socket.
-type socketSource string
-
-func (s socketSource) State(ctx context.Context) (*jobctl.JobState, error) {
-	var st jobctl.JobState
-	err := jobctl.Call(ctx, string(s), jobctl.OpState, jobctl.StateRequest{}, &st)
-	return &st, err
-}
-
-// checkFeedMetrics: a real Prometheus scrapes the job's metrics
-// (metrics.Handler over its state, behind a bearer token, as the
-// dashboard serves it) and sees the program's calls.
+// checkFeedMetrics: a real Prometheus scrapes the job's metrics at its
+// dashboard's /metrics, with the job's token, and sees the program's
+// calls.
 func checkFeedMetrics(t *testing.T, sock string) {
 	t.Helper()
-	const token = "feed-test-token"
-	h := jobmetrics.Handler(socketSource(sock))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/metrics" || r.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "no", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	prom := promtest.Start(t, []string{strings.TrimPrefix(srv.URL, "http://")}, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var dash jobctl.DashboardAnswer
+	if err := jobctl.Call(ctx, sock, jobctl.OpDashboard, nil, &dash); err != nil || dash.URL == "" {
+		t.Fatalf("dashboard: %+v, %v", dash, err)
+	}
+	u, err := url.Parse(dash.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := u.Query().Get("token")
+	prom := promtest.Start(t, []string{u.Host}, token)
 	prom.WaitFor(t, `rate(monarch_endpoint_messages_total{mesh="pingers",endpoint="Ping"}[5s]) > 0`, time.Minute,
 		func(got []promtest.Sample) bool { return len(got) == 1 })
 	for expr, want := range map[string]float64{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/dashboard"
 	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobctl"
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -46,6 +47,9 @@ type client struct {
 	feed  *jobFeed      // the job state feed (feed.go)
 
 	control *jobctl.Server // the job's control socket (inspect.go), or nil
+
+	dashboard *dashboard.Server // the job's dashboard (dashboard.go), or nil
+	dashOff   string            // why there is none
 
 	spawnedMu sync.Mutex
 	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
@@ -259,6 +263,10 @@ func (c *client) start(env jobenv.Env, l link) error {
 	if err := l.Flush(ctx); err != nil {
 		return fmt.Errorf("actorrt: client: %w", err)
 	}
+	// The dashboard first: the control socket's OpDashboard reads it.
+	if err := c.serveDashboard(env); err != nil {
+		return err
+	}
 	c.serveControl(hostsconfig.StateDir())
 	if c.launched != nil {
 		return c.launched.ask() // after the inbox SUB: the answers can come
@@ -356,6 +364,9 @@ func (c *client) shutdown() {
 		c.closing.Store(true)
 		if c.control != nil {
 			c.control.Close() // first: the job is ending, nothing more to ask
+		}
+		if c.dashboard != nil {
+			c.dashboard.Close()
 		}
 		if c.link != nil {
 			c.logs.endOutput() // the program's last lines are in the log

@@ -355,6 +355,13 @@
 // only while the feed is read. MONARCH_FEED=off (or the job file's [feed]
 // enabled = false) turns the counting off, read once at start.
 //
+// The client also serves the job's dashboard (internal/dashboard,
+// dashboard.go), a web page of that feed with the stacks of a member's
+// proc and the tail of the job's log, on the address the job file's
+// [dashboard] or $MONARCH_DASHBOARD gives (default a free loopback port),
+// behind a token it makes; it prints the URL once on stderr and answers
+// `monarch dashboard` with it (jobctl.OpDashboard).
+//
 // # Inside
 //
 // The client's runtime and a proc's (client.go, worker.go) share a core
@@ -368,7 +375,8 @@
 // names (names.go: the client's registry), what it knows of the job's
 // health (health.go, driving the healthTable of healthtable.go) and the
 // inspector and control socket (inspect.go; profiles: profile.go;
-// exec.go for `monarch exec`; the state feed: feed.go). The
+// exec.go for `monarch exec`; the state feed: feed.go; the dashboard:
+// dashboard.go). The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision.
 package actorrt

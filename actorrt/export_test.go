@@ -34,7 +34,7 @@ func ClientState(ctx context.Context) (*jobctl.JobState, error) {
 	if c == nil {
 		return nil, fmt.Errorf("not the client")
 	}
-	return stateSource{c}.State(ctx)
+	return dashboardJob{c}.State(ctx)
 }
 
 // JobBus returns the job id, bus URL and token of this process: what a
@@ -169,15 +169,3 @@ func SetChildBusURL(url string) (hub string, restore func()) {
 // SetMaxFences sets how many fences a frame of this process carries, until
 // the returned restore is called.
 func SetMaxFences(n int) (restore func()) { return delivery.SetMaxFences(n) }
-
-// FeedState is the job state feed's snapshot, as the control socket's
-// OpState answers it (the client only; nil elsewhere).
-func FeedState(ctx context.Context) *jobctl.JobState {
-	rt := current.Load()
-	if rt == nil || rt.client() == nil {
-		return nil
-	}
-	c := rt.client()
-	c.feed.refresh(ctx, jobctl.DefaultStateTimeout)
-	return c.feed.snapshot()
-}

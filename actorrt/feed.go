@@ -733,21 +733,13 @@ func (c *client) ctlState(ctx context.Context, body json.RawMessage) (any, error
 // state is the job's state now, with the procs' figures asked for (at
 // most every figuresEvery) and waited for at most timeout (0:
 // jobctl.DefaultStateTimeout): what OpState answers, and what the
-// dashboard and the metrics endpoint read (stateSource).
+// dashboard and its metrics endpoint read (dashboardJob).
 func (c *client) state(ctx context.Context, timeout time.Duration) *jobctl.JobState {
 	if timeout <= 0 {
 		timeout = jobctl.DefaultStateTimeout
 	}
 	c.feed.refresh(ctx, timeout)
 	return c.feed.snapshot()
-}
-
-// stateSource gives the client's state to a reader in the client (the
-// metrics endpoint's internal/metrics.Source): State is c.state.
-type stateSource struct{ c *client }
-
-func (s stateSource) State(ctx context.Context) (*jobctl.JobState, error) {
-	return s.c.state(ctx, 0), nil
 }
 
 // ctlWatch answers an OpWatch request: a snapshot at once, then one each

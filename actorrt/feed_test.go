@@ -1,6 +1,7 @@
 package actorrt_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestFeedOwnedInProcs(t *testing.T) {
 	}
 	var s *jobctl.JobState
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		s = actorrt.FeedState(ctx)
+		s = clientState(t, ctx)
 		if m := feedMesh(s, "feed-owned"); m != nil && m.Members[1].State == "failed" {
 			break
 		}
@@ -57,4 +58,14 @@ func feedMesh(s *jobctl.JobState, name string) *jobctl.ActorMeshState {
 		}
 	}
 	return nil
+}
+
+// clientState is the client's job state feed.
+func clientState(t *testing.T, ctx context.Context) *jobctl.JobState {
+	t.Helper()
+	s, err := actorrt.ClientState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

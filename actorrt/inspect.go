@@ -311,6 +311,11 @@ func (c *client) ctlStacks(ctx context.Context, body json.RawMessage) (any, erro
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("stacks request: %v", err)
 	}
+	return c.stacks(ctx, req)
+}
+
+// stacks asks the procs req selects for their stacks, all at once.
+func (c *client) stacks(ctx context.Context, req jobctl.StacksRequest) (*jobctl.StacksAnswer, error) {
 	if req.Timeout <= 0 {
 		req.Timeout = DefaultStacksTimeout
 	}
@@ -356,11 +361,12 @@ func fillStacks(ps *jobctl.ProcStacks, st procStacks) {
 func (c *client) serveControl(stateDir string) {
 	path := jobctl.SocketPath(stateDir, c.job)
 	srv, err := jobctl.Listen(path, map[string]jobctl.Op{
-		jobctl.OpStacks:  {Handle: c.ctlStacks, Bound: jobctl.StacksBound},
-		jobctl.OpProfile: {Handle: c.ctlProfile, Bound: jobctl.ProfileBound},
-		jobctl.OpExec:    {Stream: c.ctlExec, Bound: jobctl.ExecBound},
-		jobctl.OpState:   {Handle: c.ctlState, Bound: jobctl.StateBound},
-		jobctl.OpWatch:   {Stream: c.ctlWatch, Bound: jobctl.WatchBound},
+		jobctl.OpStacks:    {Handle: c.ctlStacks, Bound: jobctl.StacksBound},
+		jobctl.OpProfile:   {Handle: c.ctlProfile, Bound: jobctl.ProfileBound},
+		jobctl.OpExec:      {Stream: c.ctlExec, Bound: jobctl.ExecBound},
+		jobctl.OpState:     {Handle: c.ctlState, Bound: jobctl.StateBound},
+		jobctl.OpWatch:     {Stream: c.ctlWatch, Bound: jobctl.WatchBound},
+		jobctl.OpDashboard: {Handle: c.ctlDashboard, Bound: jobctl.DashboardBound},
 	})
 	if err != nil {
 		c.log.Warn().Err(err).Msg("monarch stacks and profile cannot reach this job")

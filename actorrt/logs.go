@@ -67,6 +67,7 @@ func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
 // clientLogs receives, records and prints the job's lines.
 type clientLogs struct {
 	store   *logagg.Writer
+	stderr  *os.File // where the procs' stderr lines are printed: the terminal's, not the program's (see ClientOutput)
 	def     LogOptions
 	out     *logagg.Printer // used by the printer goroutine (run) only
 	flushes chan flushReq
@@ -95,6 +96,7 @@ type clientLogs struct {
 func newClientLogs(c *client, env jobenv.Env) *clientLogs {
 	stdout, stderr, captured := jobenv.ClientOutput()
 	l := &clientLogs{
+		stderr:  stderr,
 		def:     LogOptions{StreamToClient: true},
 		out:     logagg.NewPrinter(stdout, stderr),
 		ends:    make(chan struct{}),

@@ -360,7 +360,7 @@ func TestRestartAfterProcDeath(t *testing.T) {
 // proc mesh, with one respawn.
 func feedShowsMove(t *testing.T, ctx context.Context, name string, rank int) {
 	t.Helper()
-	s := actorrt.FeedState(ctx)
+	s := clientState(t, ctx)
 	for _, am := range s.ActorMeshes {
 		if am.Name != name {
 			continue

@@ -230,6 +230,13 @@ func (j *Job) Describe() string {
 			lines = append(lines, "  "+l)
 		}
 	}
+	switch d := j.Dashboard; d.Address {
+	case "":
+	case DashboardOff:
+		lines = append(lines, "dashboard: off ("+d.At+")")
+	default:
+		lines = append(lines, "dashboard: served on "+d.Address+", behind the job's token ("+d.At+")")
+	}
 	return strings.Join(lines, "\n")
 }
 

@@ -20,8 +20,13 @@ func offAt(t *table) string {
 	if !t.boolean("enabled", &on) || on {
 		return ""
 	}
+	return t.where("enabled")
+}
+
+// where is where the file writes key k of t: "job.toml:12".
+func (t *table) where(k string) string {
 	where := t.doc.file
-	if line := t.doc.line(t.path("enabled"), ""); line > 0 {
+	if line := t.doc.line(t.path(k), ""); line > 0 {
 		where += ":" + strconv.Itoa(line)
 	}
 	return where

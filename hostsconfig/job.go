@@ -55,6 +55,9 @@ type Job struct {
 	// launcher then sets MONARCH_FEED=off for the client and every proc
 	// (see jobenv.FeedVar). "" (the default): the feed counts.
 	FeedOff string
+	// Dashboard is the [dashboard] table: where the job's live dashboard
+	// listens, or that it is off; zero when the file says nothing.
+	Dashboard Dashboard
 }
 
 // DefaultStopGrace is a job's stop_grace by default.
@@ -161,7 +164,7 @@ func Load(path string) (any, error) {
 
 // jobKeys and hostsKeys are the top-level keys of each kind of file.
 func jobKeys() []string {
-	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec", "feed"}
+	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec", "feed", "dashboard"}
 }
 
 func hostsKeys() []string {
@@ -231,6 +234,9 @@ func readJob(t *table) *Job {
 	}
 	if sub := t.sub("feed"); sub != nil {
 		j.FeedOff = readFeed(sub)
+	}
+	if sub := t.sub("dashboard"); sub != nil {
+		j.Dashboard = readDashboard(sub)
 	}
 	return j
 }

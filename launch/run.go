@@ -375,6 +375,12 @@ func jobEnv(job *hostsconfig.Job) jobenv.Env {
 		l = hostsconfig.Log{StreamToClient: true} // a job made up on the command line
 	}
 	stream := l.StreamToClient
-	return jobenv.Env{Procs: job.Procs, LogStream: &stream, LogWindow: l.AggregateWindow, FileLog: l.FileLevel, StderrLog: l.StderrLevel,
-		ExecOff: job.ExecOff}
+	env := jobenv.Env{Procs: job.Procs, LogStream: &stream, LogWindow: l.AggregateWindow, FileLog: l.FileLevel, StderrLog: l.StderrLevel,
+		ExecOff: job.ExecOff, Dashboard: job.Dashboard.Address, DashboardAt: job.Dashboard.At}
+	if env.Dashboard == "" {
+		// The file says nothing: the user's $MONARCH_DASHBOARD, which the
+		// environment the client inherits leaves out (jobenv.Clean).
+		env.Dashboard = os.Getenv(jobenv.DashboardVar)
+	}
+	return env
 }

@@ -438,6 +438,32 @@ type Filter struct {
 	Grep   *regexp.Regexp // nil: all
 }
 
+// ParseSince reads a Filter's Since as people write it: a duration back
+// from now (10m, 1h30m) or an RFC3339 time.
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, errors.New("want a duration back from now (10m, 1h30m) or an RFC3339 time (2026-12-02T10:00:00Z)")
+}
+
+// ParseStream reads a Filter's Stream by its name: "stdout" or "stderr";
+// "" is 0, both.
+func ParseStream(s string) (Stream, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "stdout":
+		return Stdout, nil
+	case "stderr":
+		return Stderr, nil
+	}
+	return 0, errors.New("want stdout or stderr")
+}
+
 // Match reports whether l passes f.
 func (f Filter) Match(l Line) bool {
 	switch {

@@ -84,4 +84,10 @@
 // procs for their figures (CPU, memory, handled counts) only while the
 // feed is read, at most twice a second; what a snapshot holds is bounded
 // by the job's size and these two rings.
+//
+// # Dashboard
+//
+// OpDashboard asks where the job's live dashboard (internal/dashboard) is
+// served: a DashboardAnswer with its URL, token included, or why the job
+// has none (`monarch dashboard`, `monarch status JOB`).
 package jobctl

@@ -45,6 +45,12 @@ const (
 	varLinks      = "MONARCH_LINK_WATCHER"
 	varLinkMunge  = "MONARCH_LINK_MUNGE"
 	varExecOff    = "MONARCH_EXEC_OFF"
+	varDashAt     = "MONARCH_DASHBOARD_AT"
+	// DashboardVar is where a job's client serves its dashboard: an
+	// address (host:port) or "off" (hostsconfig.DashboardOff). A launcher
+	// sets it from the job file's [dashboard], and the file's line with
+	// it; a program run directly reads the user's.
+	DashboardVar = "MONARCH_DASHBOARD"
 	// RestartVar counts the job's restarts: its batch job's requeues
 	// (SLURM_RESTART_COUNT), 0 the first time. The launcher sets it for
 	// the client and every proc, SPMD commands included.
@@ -121,6 +127,12 @@ type Env struct {
 	// ExecOff is where the job file turns `monarch exec` off
 	// (hostsconfig.Job.ExecOff, "job.toml:12"); "": it may run.
 	ExecOff string
+	// Dashboard is where the client serves the job's dashboard
+	// (hostsconfig.Dashboard.Address: host:port, or "off"); "": the
+	// default. DashboardAt is where that was said: the job file's line
+	// ("job.toml:12"); "" for the environment (DashboardVar) or the
+	// default.
+	Dashboard, DashboardAt string
 
 	// FileLog and StderrLog are the job's system log levels (read by
 	// logagg.SystemLogger); a level the environment already sets wins
@@ -226,6 +238,8 @@ func (e Env) Environ() []string {
 	}
 	add(HostsVar, e.HostsFile)
 	add(varExecOff, e.ExecOff)
+	add(DashboardVar, e.Dashboard)
+	add(varDashAt, e.DashboardAt)
 	if e.StopGrace > 0 {
 		add(varStopGrace, e.StopGrace.String())
 	}
@@ -313,6 +327,13 @@ func FromEnviron() (Env, error) {
 	}
 	e.HostBus = os.Getenv(varHostBus) == "1"
 	e.ExecOff = os.Getenv(varExecOff)
+	e.Dashboard, e.DashboardAt = os.Getenv(DashboardVar), os.Getenv(varDashAt)
+	if v := e.Dashboard; v != "" && v != hostsconfig.DashboardOff {
+		if err := hostsconfig.CheckDashboardAddress(v); err != nil {
+			bad(DashboardVar, v, "an address host:port or "+hostsconfig.DashboardOff+" ("+err.Error()+")")
+			e.Dashboard = ""
+		}
+	}
 	if e.HostBus && e.Bus.Leaf == "" {
 		errs = append(errs, fmt.Errorf("$%s needs $%s", varHostBus, varBusLeaf))
 	}
@@ -451,7 +472,8 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusSecure, varHostAddr, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, SPMDReportVar, varLinks, varLinkMunge, varExecOff:
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, SPMDReportVar, varLinks, varLinkMunge, varExecOff,
+		DashboardVar, varDashAt:
 		return true
 	}
 	return strings.HasPrefix(k, prefixRank) || strings.HasPrefix(k, prefixSize)
