@@ -298,6 +298,13 @@ type memberMark struct {
 	state, reason string
 }
 
+// memberAt is a member (by base rank) on a proc: what a proc says of a
+// member that moved counts only while the member is there.
+type memberAt struct {
+	rank int
+	proc string
+}
+
 // procSaid is a proc's figures and when it gave them.
 type procSaid struct {
 	procFigures
@@ -555,21 +562,21 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 	// summed over the procs; members not running, as their procs said.
 	handled := map[string]map[int]uint64{}
 	endpoints := map[string]map[string]*jobctl.EndpointState{}
-	down := map[string]map[int]memberMark{}
-	for _, said := range f.figures {
+	down := map[string]map[memberAt]memberMark{}
+	for proc, said := range f.figures {
 		for _, mh := range said.Handled {
 			for _, d := range mh.Down {
 				if down[mh.Mesh] == nil {
-					down[mh.Mesh] = map[int]memberMark{}
+					down[mh.Mesh] = map[memberAt]memberMark{}
 				}
-				down[mh.Mesh][d.Rank] = memberMark{state: d.State, reason: d.Reason}
+				down[mh.Mesh][memberAt{d.Rank, proc}] = memberMark{state: d.State, reason: d.Reason}
 			}
 			if handled[mh.Mesh] == nil {
 				handled[mh.Mesh] = map[int]uint64{}
 			}
 			for i, b := range mh.Ranks {
 				if i < len(mh.Counts) {
-					handled[mh.Mesh][b] = mh.Counts[i]
+					handled[mh.Mesh][b] += mh.Counts[i] // a moved member's procs, each its part
 				}
 			}
 			if len(mh.Endpoints) > 0 && endpoints[mh.Mesh] == nil {
@@ -644,9 +651,10 @@ func (f *jobFeed) snapshot() *jobctl.JobState {
 				mem.State = "stopped"
 			case marked:
 				mem.State, mem.Reason = mark.state, mark.reason
-			case down[id][b].state != "":
+			case down[id][memberAt{b, p}].state != "":
 				// Its owner is an actor elsewhere: its proc says.
-				mem.State, mem.Reason = down[id][b].state, down[id][b].reason
+				d := down[id][memberAt{b, p}]
+				mem.State, mem.Reason = d.state, d.reason
 			default:
 				if n, gone := c.health.notice(p); gone {
 					mem.State, mem.Reason = procEndState(n)

@@ -270,7 +270,8 @@ type MemberState struct {
 	// the whole mesh and those to the member alone (a call to a slice of
 	// several members counts in the mesh's Sent only). Handled counts the
 	// messages it handled (endpoint calls and Supervise), as its proc
-	// said last.
+	// said last: with a member a restart moved, the sum of what each of
+	// its procs said.
 	Sent    uint64 `json:"sent"`
 	Handled uint64 `json:"handled"`
 }
