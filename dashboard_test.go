@@ -267,6 +267,12 @@ func TestDashboardBrowser(t *testing.T) {
 	if st, reason := pageText(t, ctx, member("pingers", 1)+" td.state"), pageText(t, ctx, member("pingers", 1)+" td.reason"); st != "failed" || !strings.Contains(reason, "feedTestFailure") {
 		t.Errorf("member 1: %q, %q; want failed, feedTestFailure", st, reason)
 	}
+	// The endpoints of pingers: Fail's one error, Ping's calls.
+	fail := `tr.endpoint[data-mesh="pingers"][data-endpoint="Fail"]`
+	if handled, errs := pageText(t, ctx, fail+" td:nth-child(2)"), pageText(t, ctx, fail+" td:nth-child(4)"); handled != "1" || errs != "1" {
+		t.Errorf("endpoint Fail of pingers: handled %q, errors %q; want 1 and 1", handled, errs)
+	}
+	waitPage(t, ctx, "Ping's calls in its endpoint row", `+document.querySelector('tr.endpoint[data-mesh="pingers"][data-endpoint="Ping"] td:nth-child(2)').textContent > 0`)
 	for _, sel := range []string{member("pingers", 0), proc("workers", 0), proc("workers", 3)} {
 		if st := pageText(t, ctx, sel+" td.state"); st != "running" {
 			t.Errorf("%s: %q; want running", sel, st)

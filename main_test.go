@@ -100,7 +100,7 @@ func TestHelpListsOnlyWorkingCommands(t *testing.T) {
 			commands = append(commands, strings.Fields(line)[0])
 		}
 	}
-	want := "version run local status stop clean logs stacks profile exec top config" // agent is for launchers only: hidden
+	want := "version run local status stop clean logs stacks dashboard profile exec top config" // agent is for launchers only: hidden
 	if got := strings.Join(commands, " "); got != want {
 		t.Fatalf("commands %q, want %q", got, want)
 	}
