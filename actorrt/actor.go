@@ -233,13 +233,12 @@ func (a *actor) run() {
 		a.queue = a.spare[:0]
 		a.handed = 0
 		a.mu.Unlock()
-		clock := int64(0) // the end of the last call, when the feed took it
 		for i := range batch {
 			if a.ctx.Err() != nil {
 				a.leave(batch[i:])
 				return
 			}
-			clock = a.handle(&batch[i], clock)
+			a.handle(&batch[i])
 			a.stopIfAsked()
 			a.pending.Add(-1)
 			a.pendingBytes.Add(-int64(len(batch[i].payload)))
@@ -418,23 +417,18 @@ func (a *actor) refuse(q []envelope) {
 	}
 }
 
-// handle handles e. clock is a reading of monoNow taken just before it,
-// or 0: with the feed on, the end of the call before it in the batch,
-// which serves as its start. It returns the reading taken at its end, or
-// 0: so that, with the feed on, timing each call costs one clock read, as
-// its since does with the feed off.
-func (a *actor) handle(e *envelope, clock int64) int64 {
+func (a *actor) handle(e *envelope) {
 	if e.init {
 		a.handleInit(e)
-		return 0
+		return
 	}
 	if e.failure != nil {
 		a.supervise(e.failure)
-		return 0
+		return
 	}
 	if a.failed != nil {
 		a.replyError(e, a.failed)
-		return 0
+		return
 	}
 	m := a.last
 	if m == nil || m.name != e.method {
@@ -443,18 +437,15 @@ func (a *actor) handle(e *envelope, clock int64) int64 {
 	}
 	if m == nil {
 		a.replyError(e, a.errorf(e.method, CodeNoSuch, "%s has no endpoint %s", a.mesh.typ.name, e.method))
-		return 0
+		return
 	}
 	if m.limit > 0 {
 		a.startConcurrent(m, e) // may wait for a slot
-		return 0
+		return
 	}
 	ctx := &a.msgCtx
 	ctx.view, ctx.msgIdx, ctx.reply, ctx.method = e.view, e.msgIdx, e.reply, m
-	start := clock
-	if start == 0 || !feedOn {
-		start = monoNow()
-	}
+	start := monoNow()
 	a.since.Store(start)
 	a.running.Store(m)
 	labelled := a.label(m.name)
@@ -463,12 +454,9 @@ func (a *actor) handle(e *envelope, clock int64) int64 {
 		unlabel()
 	}
 	a.running.Store(nil)
-	if !feedOn {
-		return 0
+	if feedOn {
+		a.count(m.stat, start, failed)
 	}
-	end := monoNow()
-	a.count(m.stat, time.Duration(end-start), failed)
-	return end
 }
 
 // call runs endpoint m for message e and answers its caller; an error
@@ -637,7 +625,7 @@ func (a *actor) supervise(f *MeshFailure) {
 		a.running.Store(superviseMethod)
 		defer a.running.Store(nil)
 		if feedOn {
-			defer func() { a.count(a.mesh.typ.superviseStat, time.Duration(monoNow()-start), !handled) }()
+			defer func() { a.count(a.mesh.typ.superviseStat, start, !handled) }()
 		}
 		if a.label(superviseMethod.name) {
 			defer unlabel()

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
-	"time"
 )
 
 // DefaultConcurrency is how many calls of a concurrent endpoint run at
@@ -130,7 +129,7 @@ func (a *actor) startConcurrent(m *method, e *envelope) {
 		}
 		start := monoNow()
 		failed := a.call(m, ctx, &ev)
-		a.countShared(m.stat, time.Duration(monoNow()-start), failed)
+		a.countShared(m.stat, start, failed)
 	}()
 }
 

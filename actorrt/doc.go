@@ -350,8 +350,8 @@
 // comes from the client's supervision, or, for a mesh an actor elsewhere
 // owns, from the member's proc. Counting costs
 // the message path an atomic add per call sent and, per message handled,
-// a monotonic clock read (in place of the wall-clock one its since took)
-// and a few plain stores; the procs' counts and figures are asked for
+// a store (and, for one in jobctl.TimedEvery, a clock read and two stores
+// more); the procs' counts and figures are asked for
 // only while the feed is read. MONARCH_FEED=off (or the job file's [feed]
 // enabled = false) turns the counting off, read once at start.
 //

@@ -694,9 +694,9 @@ func addEndpoint(into map[string]*jobctl.EndpointState, ef endpointFigures) {
 		es = &jobctl.EndpointState{Name: ef.Name, Buckets: make([]uint64, numDurBuckets)}
 		into[ef.Name] = es
 	}
+	es.Handled += ef.Calls
 	for i, n := range ef.Buckets {
 		es.Buckets[min(i, numDurBuckets-1)] += n
-		es.Handled += n
 	}
 	es.Errors += ef.Errors
 	es.SumSeconds += float64(ef.Nanos) / 1e9

@@ -31,38 +31,55 @@ func monoNow() int64 { return int64(time.Since(monoEpoch)) }
 // reading.
 func monoWall(n int64) int64 { return monoEpoch.Add(time.Duration(n)).UnixNano() }
 
-// endpointStats counts one endpoint's calls in one member: by how long
-// the handler ran (non-cumulative buckets, as jobctl.EndpointState), the
-// time in all and the errors. The proc's inspector reads them with atomic
-// loads. The member's mailbox, the only writer of an ordinary endpoint's
-// (and Supervise's) stats, adds with an atomic load and store (recordOwn:
-// no locked instruction); a concurrent endpoint's calls, which run
-// together, with atomic adds (record). A count could be lost only when an
-// instance's handler outlives the cleanup timeout of its restart and
-// runs beside its successor's.
+// endpointStats counts one endpoint's calls in one member, and their
+// errors; and times one call in jobctl.TimedEvery (the first, then every
+// TimedEvery-th), by how long its handler ran (non-cumulative buckets, as
+// jobctl.EndpointState) and the time in all. Every call timed would cost
+// the message path a clock read and two stores more per call (a tenth of
+// a broadcast's cost at the receiving proc); one in TimedEvery keeps the
+// distribution and costs an eighth of that. The proc's inspector reads
+// the stats with atomic loads. The member's mailbox, the only writer of
+// an ordinary endpoint's (and Supervise's) stats, adds with an atomic
+// load and store (recordOwn: no locked add); a concurrent endpoint's
+// calls, which run together, with atomic adds (record). A count could be
+// lost only when an instance's handler outlives the cleanup timeout of
+// its restart and runs beside its successor's.
 type endpointStats struct {
+	calls   atomic.Uint64
+	errors  atomic.Uint64
 	buckets [numDurBuckets]atomic.Uint64
 	nanos   atomic.Uint64
-	errors  atomic.Uint64
 }
 
-// record counts a call that took d, failed or not: one of several writers.
-func (s *endpointStats) record(d time.Duration, failed bool) {
-	s.buckets[durBucket(d)].Add(1)
-	if d > 0 {
-		s.nanos.Add(uint64(d))
+// record counts a call that started at start (monoNow), failed or not:
+// one of several writers.
+func (s *endpointStats) record(start int64, failed bool) {
+	if n := s.calls.Add(1); (n-1)%jobctl.TimedEvery == 0 {
+		s.time(time.Duration(monoNow() - start))
 	}
 	if failed {
 		s.errors.Add(1)
 	}
 }
 
-// recordOwn is record by the only writer.
-func (s *endpointStats) recordOwn(d time.Duration, failed bool) {
-	b := &s.buckets[durBucket(d)]
-	b.Store(b.Load() + 1)
+func (s *endpointStats) time(d time.Duration) {
+	s.buckets[durBucket(d)].Add(1)
 	if d > 0 {
-		s.nanos.Store(s.nanos.Load() + uint64(d))
+		s.nanos.Add(uint64(d))
+	}
+}
+
+// recordOwn is record by the only writer.
+func (s *endpointStats) recordOwn(start int64, failed bool) {
+	n := s.calls.Load()
+	s.calls.Store(n + 1)
+	if n%jobctl.TimedEvery == 0 {
+		d := time.Duration(monoNow() - start)
+		b := &s.buckets[durBucket(d)]
+		b.Store(b.Load() + 1)
+		if d > 0 {
+			s.nanos.Store(s.nanos.Load() + uint64(d))
+		}
 	}
 	if failed {
 		s.errors.Store(s.errors.Load() + 1)
@@ -73,9 +90,7 @@ func (s *endpointStats) recordOwn(d time.Duration, failed bool) {
 func handled(st []endpointStats) uint64 {
 	var n uint64
 	for i := range st {
-		for b := range st[i].buckets {
-			n += st[i].buckets[b].Load()
-		}
+		n += st[i].calls.Load()
 	}
 	return n
 }
@@ -90,17 +105,17 @@ func durBucket(d time.Duration) int {
 }
 
 // count counts a call of the endpoint in stats slot stat (method.stat)
-// that took d, from the actor's mailbox; countShared from a concurrent
-// call's goroutine. The caller checked feedOn.
-func (a *actor) count(stat int, d time.Duration, failed bool) {
+// that started at start (monoNow), from the actor's mailbox; countShared
+// from a concurrent call's goroutine. The caller checked feedOn.
+func (a *actor) count(stat int, start int64, failed bool) {
 	if stat > 0 && stat <= len(a.stats) {
-		a.stats[stat-1].recordOwn(d, failed)
+		a.stats[stat-1].recordOwn(start, failed)
 	}
 }
 
-func (a *actor) countShared(stat int, d time.Duration, failed bool) {
+func (a *actor) countShared(stat int, start int64, failed bool) {
 	if stat > 0 && stat <= len(a.stats) {
-		a.stats[stat-1].record(d, failed)
+		a.stats[stat-1].record(start, failed)
 	}
 }
 
@@ -120,6 +135,7 @@ func (lm *localMesh) newStats(ranks []int) {
 // one endpoint: jobctl.EndpointState's figures, the sum in nanoseconds.
 type endpointFigures struct {
 	Name    string   `msgpack:"name"`
+	Calls   uint64   `msgpack:"calls"`
 	Buckets []uint64 `msgpack:"buckets"`
 	Nanos   uint64   `msgpack:"nanos"`
 	Errors  uint64   `msgpack:"errors"`
@@ -131,18 +147,16 @@ func (lm *localMesh) endpointFigures() []endpointFigures {
 	var out []endpointFigures
 	for i, name := range lm.typ.statNames {
 		ef := endpointFigures{Name: name, Buckets: make([]uint64, numDurBuckets)}
-		n := uint64(0)
 		for _, st := range lm.stats {
 			s := &st[i]
+			ef.Calls += s.calls.Load()
 			for b := range s.buckets {
-				c := s.buckets[b].Load()
-				ef.Buckets[b] += c
-				n += c
+				ef.Buckets[b] += s.buckets[b].Load()
 			}
 			ef.Nanos += s.nanos.Load()
 			ef.Errors += s.errors.Load()
 		}
-		if n > 0 {
+		if ef.Calls > 0 {
 			out = append(out, ef)
 		}
 	}

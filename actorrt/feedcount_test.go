@@ -34,11 +34,34 @@ func TestFeedDurBuckets(t *testing.T) {
 		t.Errorf("durBucket(1h) = %d, want %d", got, numDurBuckets-1)
 	}
 	var s endpointStats
-	s.record(70*time.Microsecond, false)
-	s.record(3*time.Second, true)
-	if s.buckets[1].Load() != 1 || s.buckets[numDurBuckets-1].Load() != 1 || s.errors.Load() != 1 ||
-		s.nanos.Load() != uint64(3*time.Second+70*time.Microsecond) {
-		t.Errorf("stats after two calls: bucket 1 %d, last %d, errors %d, nanos %d", s.buckets[1].Load(), s.buckets[numDurBuckets-1].Load(), s.errors.Load(), s.nanos.Load())
+	s.time(70 * time.Microsecond)
+	s.time(3 * time.Second)
+	if s.buckets[1].Load() != 1 || s.buckets[numDurBuckets-1].Load() != 1 || s.nanos.Load() != uint64(3*time.Second+70*time.Microsecond) {
+		t.Errorf("stats after two times: bucket 1 %d, last %d, nanos %d", s.buckets[1].Load(), s.buckets[numDurBuckets-1].Load(), s.nanos.Load())
+	}
+}
+
+// TestFeedTimedEvery: every call is counted, its errors too, and one in
+// jobctl.TimedEvery is timed (the first, then every TimedEvery-th), by
+// the only writer and by several alike.
+func TestFeedTimedEvery(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		var s endpointStats
+		n := 2*jobctl.TimedEvery + 1
+		for i := range n {
+			if shared {
+				s.record(monoNow(), i == 0)
+			} else {
+				s.recordOwn(monoNow(), i == 0)
+			}
+		}
+		var timed uint64
+		for b := range s.buckets {
+			timed += s.buckets[b].Load()
+		}
+		if s.calls.Load() != uint64(n) || s.errors.Load() != 1 || timed != 3 {
+			t.Errorf("shared %v: %d calls, %d errors, %d timed; want %d, 1, 3", shared, s.calls.Load(), s.errors.Load(), timed, n)
+		}
 	}
 }
 

@@ -221,21 +221,28 @@ type ActorMeshState struct {
 
 // EndpointState is what the members of an actor mesh handled through
 // one endpoint, as their procs said last. A member's counts survive its
-// restart in place; those of a proc that ended go with it.
+// restart in place; a proc that ended keeps what it said last.
 type EndpointState struct {
 	Name string `json:"name"`
-	// Handled counts the calls handled (the sum of Buckets); Errors those
-	// that ended in an error (returned, a panic, arguments that did not
-	// decode).
+	// Handled counts the calls handled; Errors those that ended in an
+	// error (returned, a panic, arguments that did not decode).
 	Handled uint64 `json:"handled"`
 	Errors  uint64 `json:"errors"`
-	// Buckets counts the calls by how long the handler ran: Buckets[i]
-	// those that took more than DurationBounds[i-1] and at most
-	// DurationBounds[i] (not cumulative); the last, one past the bounds,
-	// those that took longer. SumSeconds is their time in all.
+	// Buckets counts the calls timed, one in TimedEvery of each member's
+	// calls to the endpoint (its first, then every TimedEvery-th), by how
+	// long the handler ran: Buckets[i] those that took more than
+	// DurationBounds[i-1] and at most DurationBounds[i] (not cumulative);
+	// the last, one past the bounds, those that took longer. SumSeconds
+	// is their time in all: SumSeconds over the sum of Buckets is the
+	// mean handler time.
 	Buckets    []uint64 `json:"buckets"`
 	SumSeconds float64  `json:"sum_seconds"`
 }
+
+// TimedEvery is how many of a member's calls to an endpoint make one
+// timed: timing every call would cost the message path a clock read and
+// two stores more per message.
+const TimedEvery = 8
 
 // The bounds of EndpointState.Buckets: 50 µs, doubling, 16 of them (the
 // last 1.6384 s).

@@ -152,7 +152,7 @@ monarch_dropped_messages_total{host="h0",kind="bus-chunk",mesh="workers",proc="p
 func TestCollectorHistogram(t *testing.T) {
 	c := newCollector(sample())
 	want := `
-# HELP monarch_endpoint_duration_seconds How long an actor mesh's endpoint's handler ran.
+# HELP monarch_endpoint_duration_seconds How long an actor mesh's endpoint's handler ran, of one call in 8 of each member's (its first, then every 8th).
 # TYPE monarch_endpoint_duration_seconds histogram
 monarch_endpoint_duration_seconds_bucket{endpoint="Ping",mesh="pingers",le="5e-05"} 5
 monarch_endpoint_duration_seconds_bucket{endpoint="Ping",mesh="pingers",le="0.0001"} 5
