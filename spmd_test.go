@@ -10,41 +10,25 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // The SPMD tests run a real PyTorch program (testdata/torch/allreduce.py,
 // gloo over TCP) on every proc: locally on simulated hosts, and on the
 // test cluster over Slurm and ssh. Debian's python3-torch is installed by
 // testdata/torch/setup.sh when missing (root); where it cannot be, they
-// skip, or fail under MONARCH_REQUIRE_CLUSTER=1.
-
-var (
-	torchOnce sync.Once
-	torchSkip string
-)
+// skip, or fail under MONARCH_REQUIRE_CLUSTER=1 (testenv.Require).
 
 // requireTorch returns the python that imports torch, and the all-reduce
 // script.
 func requireTorch(t *testing.T) (python, script string) {
 	t.Helper()
-	torchOnce.Do(func() {
-		out, err := exec.Command("testdata/torch/setup.sh").CombinedOutput()
-		if err != nil {
-			torchSkip = fmt.Sprintf("testdata/torch/setup.sh: %v\n%s", err, out)
-		}
-	})
-	if torchSkip != "" {
-		if os.Getenv("MONARCH_REQUIRE_CLUSTER") == "1" {
-			t.Fatalf("PyTorch required (MONARCH_REQUIRE_CLUSTER=1): %s", torchSkip)
-		}
-		t.Skipf("PyTorch cannot be installed here: %s", torchSkip)
-	}
+	testenv.Require(t, "PyTorch", "testdata/torch/setup.sh")
 	script, err := filepath.Abs("testdata/torch/allreduce.py")
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,10 +9,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // monarch top is tested as it is used: in a terminal, here tmux's, which
@@ -21,34 +21,10 @@ import (
 // installed by testdata/tmux/setup.sh when missing (root); where it cannot
 // be, the tmux test skips, or fails under MONARCH_REQUIRE_CLUSTER=1.
 
-var (
-	tmuxOnce sync.Once
-	tmuxSkip string // why tmux cannot be installed here
-	tmuxFail string // why its install failed
-)
-
 // requireTmux makes sure tmux runs here.
 func requireTmux(t *testing.T) {
 	t.Helper()
-	tmuxOnce.Do(func() {
-		out, err := exec.Command("testdata/tmux/setup.sh").CombinedOutput()
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &ee) && ee.ExitCode() == 3:
-			tmuxSkip = fmt.Sprintf("testdata/tmux/setup.sh: %v\n%s", err, out)
-		default:
-			tmuxFail = fmt.Sprintf("testdata/tmux/setup.sh: %v\n%s", err, out)
-		}
-	})
-	switch {
-	case tmuxFail != "":
-		t.Fatal(tmuxFail)
-	case tmuxSkip != "" && os.Getenv("MONARCH_REQUIRE_CLUSTER") == "1":
-		t.Fatalf("tmux required (MONARCH_REQUIRE_CLUSTER=1): %s", tmuxSkip)
-	case tmuxSkip != "":
-		t.Skipf("tmux cannot be installed here: %s", tmuxSkip)
-	}
+	testenv.Require(t, "tmux", "testdata/tmux/setup.sh")
 }
 
 // tmuxServer is a tmux server of the test's own (its own socket: a
