@@ -58,6 +58,16 @@ type Job struct {
 	N      int             `msgpack:"n"`
 	Root   int             `msgpack:"root"`
 	Victim int             `msgpack:"victim"` // a rank that exits instead, as a proc that dies mid-collective; -1 none
+	// NBy, if set, is N by rank: members that pass different lengths.
+	NBy []int `msgpack:"nby,omitempty"`
+}
+
+// n is the length member ctx passes.
+func (j Job) n(ctx *actorrt.Context) int {
+	if j.NBy != nil {
+		return j.NBy[ctx.ActorInstance().Rank().Rank()]
+	}
+	return j.N
 }
 
 // AllReduce all-reduces its input along the job's dimension.
@@ -65,7 +75,7 @@ func (w *Worker) AllReduce(ctx *actorrt.Context, j Job) ([]float64, error) {
 	if ctx.ActorInstance().Rank().Rank() == j.Victim {
 		os.Exit(3)
 	}
-	data := input(ctx, j.N)
+	data := input(ctx, j.n(ctx))
 	err := collective.AllReduce(ctx, &j.Comm, j.Dim, data, collective.Op(j.Op))
 	return data, err
 }
@@ -88,15 +98,15 @@ func (w *Worker) AllReduce32(ctx *actorrt.Context, j Job) ([]float64, error) {
 }
 
 func (w *Worker) ReduceScatter(ctx *actorrt.Context, j Job) ([]float64, error) {
-	return collective.ReduceScatter(ctx, &j.Comm, j.Dim, input(ctx, j.N), collective.Op(j.Op))
+	return collective.ReduceScatter(ctx, &j.Comm, j.Dim, input(ctx, j.n(ctx)), collective.Op(j.Op))
 }
 
 func (w *Worker) AllGather(ctx *actorrt.Context, j Job) ([]float64, error) {
-	return collective.AllGather(ctx, &j.Comm, j.Dim, input(ctx, j.N))
+	return collective.AllGather(ctx, &j.Comm, j.Dim, input(ctx, j.n(ctx)))
 }
 
 func (w *Worker) Broadcast(ctx *actorrt.Context, j Job) ([]float64, error) {
-	data := input(ctx, j.N)
+	data := input(ctx, j.n(ctx))
 	err := collective.Broadcast(ctx, &j.Comm, j.Dim, j.Root, data)
 	return data, err
 }

@@ -14,8 +14,18 @@ import (
 // it goes in pieces.
 const DefaultSlotBytes = 4 << 20
 
+// MaxDirectBytes bounds the messages of the direct path: a collective
+// whose message to each peer is at most min(SlotBytes, MaxDirectBytes)
+// goes direct, a larger one round the ring (see the package doc, # How).
+const MaxDirectBytes = 64 << 10
+
 // ctlBytes is the control area before a dimension's slots: its counters.
 const ctlBytes = 64
+
+// hdrBytes is the header of a direct message, before its data: the
+// call's length in bytes, what the call is (tag) and the message's own
+// length.
+const hdrBytes = 32
 
 // The counters of a dimension's area, at these offsets in it.
 const (
@@ -44,12 +54,13 @@ type member struct {
 
 func (m *member) Init(ctx *actorrt.Context, id string, slot int) error {
 	ext := ctx.ActorInstance().MeshExtent()
-	buf, err := ibverbs.NewBuffer(len(ext.Names()) * (ctlBytes + 2*slot))
+	buf, err := ibverbs.NewBuffer(layout(ext.Dims(), slot, len(ext.Dims())))
 	if err != nil {
 		return err
 	}
+	nd := len(ext.Names())
 	m.local = &local{id: id, rank: ctx.ActorInstance().Rank().Rank(), buf: buf, slot: slot,
-		sent: make([]uint64, len(ext.Names())), received: make([]uint64, len(ext.Names()))}
+		sent: make([]uint64, nd), received: make([]uint64, nd), rounds: make([]uint64, nd)}
 	locals.Store(id, m.local)
 	return nil
 }
@@ -81,6 +92,8 @@ type local struct {
 	mu       sync.Mutex // one collective at a time
 	sent     []uint64   // messages sent to the successor, by dimension
 	received []uint64   // messages consumed from the predecessor, by dimension
+	rounds   []uint64   // direct rounds done, by dimension
+	stage    [][]byte   // the direct messages being sent, by place
 }
 
 // locals holds the members of this process, by communicator id.
@@ -126,6 +139,7 @@ type group struct {
 	c    *Comm
 	l    *local
 	dim  int // the dimension's index
+	area int // where its area starts in a member's buffer
 	size int // members in the ring
 	me   int // this member's place in it
 	// ranks of the ring's members, by place
@@ -155,7 +169,7 @@ func groupOf(c *Comm, dim string) (*group, error) {
 	}
 	size, _ := c.Procs.Size(dim)
 	coords := me.Coords()
-	g := &group{c: c, l: l, dim: d, size: size, me: coords[d]}
+	g := &group{c: c, l: l, dim: d, area: c.area(d), size: size, me: coords[d]}
 	for i := range size {
 		coords[d] = i
 		g.ranks = append(g.ranks, rankOf(c.Procs, coords))
@@ -173,6 +187,34 @@ func rankOf(ext actorrt.Extent, coords []int) int {
 	return r
 }
 
+// A member's buffer is an area per dimension, one after the other. The
+// area of a dimension of n members is
+//
+//	ctl       ctlBytes: the ring's counters (offReceived, offAcked)
+//	ring      2 slots of SlotBytes, that the ring predecessor writes
+//	seq       n words, padded to 64 bytes: word s counts the direct
+//	          messages member s (by its index in the dimension) delivered
+//	direct    for each member s, 2 slots of hdrBytes + directBytes, that
+//	          s writes its direct messages into, by the parity of the round
+func areaBytes(slot, n int) int {
+	return ctlBytes + 2*slot + seqBytes(n) + 2*n*(hdrBytes+directBytes(slot))
+}
+
+func seqBytes(n int) int { return (8*n + 63) / 64 * 64 }
+
+// directBytes is the data a direct slot holds.
+func directBytes(slot int) int { return min(slot, MaxDirectBytes) }
+
+// layout is where dimension d's area starts, for the dimensions dims and
+// slots of slot bytes: with d = len(dims), the buffer's size.
+func layout(dims actorrt.Dims, slot, d int) int {
+	at := 0
+	for _, dim := range dims[:d] {
+		at += areaBytes(slot, dim.Size)
+	}
+	return at
+}
+
 // area is where dimension d's counters and slots start in a member's
 // buffer.
-func (c *Comm) area(d int) int { return d * (ctlBytes + 2*c.SlotBytes) }
+func (c *Comm) area(d int) int { return layout(c.Procs.Dims(), c.SlotBytes, d) }

@@ -21,18 +21,51 @@
 //
 // # How
 //
-// Each member owns one buffer: for every dimension, two slots its
-// predecessor in that dimension's ring writes into and two counters
-// (messages received, messages of its own consumed). A message is written
-// into the successor's slot (one-sided), then announced by a fetch-and-add
-// on the successor's counter; the receiver consumes it from its own
-// memory and acknowledges by a fetch-and-add on the sender's counter, so
-// that at most two messages are in flight per link. Messages larger than
-// a slot go in pieces. All-reduce is ring reduce-scatter then ring
-// all-gather: each member sends and receives 2(N-1)/N of the data.
+// Each member owns one buffer, an area per dimension (comm.go, areaBytes):
+// the ring's two counters and two slots, which its predecessor in that
+// dimension's ring writes into, then a word per member of the dimension
+// counting that member's direct messages, then two direct slots per
+// member (the round's parity picks one). A collective takes one of two
+// paths, by the size of its message to each peer, which the members agree
+// on as they agree on the length:
 //
-// A member waiting on a counter polls its own memory; every 100 ms it
-// also reads a word of the peer it waits for, so a peer that died (its
-// buffer gone) fails the collective at once with an error naming it, and
-// every wait is bounded by ctx and by WaitBound.
+//   - direct, up to min(SlotBytes, MaxDirectBytes) (64 KiB): one round in
+//     which every member writes its message, behind a header (the call
+//     and its length), into its own slot at every other member
+//     (one-sided), and adds 1 to its word there; then it reads the
+//     others' messages from its own memory, in the order of the members'
+//     places, and combines them. All-reduce sends the whole vector to
+//     every peer, reduce-scatter chunk p to member p, all-gather the part
+//     to every peer, broadcast the data from the root (the others send
+//     their header only). That is one step instead of the ring's 2(N-1),
+//     and N-1 writes per member; every member combines in the same order,
+//     so all-reduce gives the same bits everywhere. A member writes round
+//     k+1 only after it has read everyone's round k, which each sent only
+//     after reading all of round k-1: two slots per sender suffice, with
+//     no acknowledgement;
+//   - ring, above it: a round of headers only, as above, then the ring. A
+//     message is written into the successor's slot (one-sided), then
+//     announced by a fetch-and-add on the successor's counter; the
+//     receiver consumes it from its own memory and acknowledges by a
+//     fetch-and-add on the sender's counter, so that at most two messages
+//     are in flight per link. Messages larger than a slot go in pieces.
+//     All-reduce is ring reduce-scatter then ring all-gather: each member
+//     sends and receives 2(N-1)/N of the data.
+//
+// The headers make every member check every other's call: members that
+// disagree on the op, the root or the length (a different size on one
+// proc) all fail with ErrMismatch naming both calls and both members,
+// and the group stays usable. A collective that failed otherwise (a dead
+// peer, ctx) leaves the group's counters as they were at the failure:
+// make a new Comm.
+//
+// A member waiting for a message blocks on the counter word itself: a
+// futex on its shared memory (ibverbs Buffer.Wait), which the peer's
+// fetch-and-add wakes (through shm, on its mapping of the same memory;
+// through tcp, in the owner's buffer server). It does not poll first:
+// with more procs than cores, polling takes the core the peer needs. The
+// block lasts until the next probe at most: every 100 ms the waiter also
+// reads a word of the peer it waits for, so a peer that died (its buffer
+// gone) fails the collective at once with an error naming it, and every
+// wait is bounded by ctx (seen within 100 ms) and by WaitBound.
 package collective

@@ -34,8 +34,9 @@ func (op Op) String() string {
 	return fmt.Sprintf("Op(%d)", int(op))
 }
 
-// reduce combines src into dst, element by element.
+// reduce combines src into dst, element by element (as far as both go).
 func reduce[T Number](op Op, dst, src []T) {
+	src = src[:min(len(src), len(dst))]
 	switch op {
 	case Sum, Mean:
 		for i, v := range src {
@@ -82,11 +83,21 @@ func AllReduce[T Number](ctx context.Context, c *Comm, dim string, data []T, op 
 		return err
 	}
 	defer done()
-	if err := reduceScatter(ctx, g, data, op); err != nil {
-		return err
-	}
-	if err := allGather(ctx, g, data); err != nil {
-		return err
+	me := call{kind: kindAllReduce, op: op, bytes: len(bytesOf(data))}
+	if g.direct(me.bytes) {
+		if err := allReduceDirect(ctx, g, me, data, op); err != nil {
+			return err
+		}
+	} else {
+		if err := g.check(ctx, me); err != nil {
+			return err
+		}
+		if err := reduceScatter(ctx, g, data, op); err != nil {
+			return err
+		}
+		if err := allGather(ctx, g, data); err != nil {
+			return err
+		}
 	}
 	if op == Mean {
 		for i := range data {
@@ -105,11 +116,22 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, dim string, data []T,
 		return nil, err
 	}
 	defer done()
-	if err := reduceScatter(ctx, g, data, op); err != nil {
-		return nil, err
+	me := call{kind: kindReduceScatter, op: op, bytes: len(bytesOf(data))}
+	var out []T
+	if g.direct(me.bytes) {
+		if out, err = reduceScatterDirect(ctx, g, me, data, op); err != nil {
+			return nil, err
+		}
+	} else {
+		if err := g.check(ctx, me); err != nil {
+			return nil, err
+		}
+		if err := reduceScatter(ctx, g, data, op); err != nil {
+			return nil, err
+		}
+		lo, hi := chunk(len(data), g.size, g.me)
+		out = append([]T(nil), data[lo:hi]...)
 	}
-	lo, hi := chunk(len(data), g.size, g.me)
-	out := append([]T(nil), data[lo:hi]...)
 	if op == Mean {
 		for i := range out {
 			out[i] /= T(g.size)
@@ -127,6 +149,16 @@ func AllGather[T Number](ctx context.Context, c *Comm, dim string, part []T) ([]
 	}
 	defer done()
 	out := make([]T, len(part)*g.size)
+	me := call{kind: kindAllGather, bytes: len(bytesOf(part))}
+	if g.direct(me.bytes) {
+		if err := allGatherDirect(ctx, g, me, part, out); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	if err := g.check(ctx, me); err != nil {
+		return nil, err
+	}
 	copy(out[g.me*len(part):], part)
 	if err := allGather(ctx, g, out); err != nil {
 		return nil, err
@@ -147,6 +179,13 @@ func Broadcast[T Number](ctx context.Context, c *Comm, dim string, root int, dat
 	}
 	if g.size == 1 {
 		return nil
+	}
+	me := call{kind: kindBroadcast, root: root, bytes: len(bytesOf(data))}
+	if g.direct(me.bytes) {
+		return broadcastDirect(ctx, g, me, root, data)
+	}
+	if err := g.check(ctx, me); err != nil {
+		return err
 	}
 	b := bytesOf(data)
 	// Down the ring from root: each receives, then passes it on, but the

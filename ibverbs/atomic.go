@@ -11,7 +11,8 @@ import (
 // compare-and-swap, each returning the word as it was. They are atomic
 // with respect to each other whichever process and backend issues them
 // (shm and tcp both use the processor's atomic instructions on the same
-// memory), not with plain reads and writes of the word.
+// memory), not with plain reads and writes of the word. One that changes
+// the word wakes the owner's waiters on it (Buffer.Wait).
 
 // atomicOp is an atomic operation on one word.
 type atomicOp byte
@@ -62,7 +63,11 @@ func atomicAt(mem []byte, off int, op atomicOp, a, b uint64) (uint64, error) {
 	w := (*uint64)(p)
 	switch op {
 	case opFetchAdd:
-		return atomic.AddUint64(w, a) - a, nil
+		v := atomic.AddUint64(w, a) - a
+		if a != 0 {
+			futexWake(p) // see Buffer.Wait
+		}
+		return v, nil
 	case opCAS:
 		for {
 			cur := atomic.LoadUint64(w)
@@ -70,6 +75,9 @@ func atomicAt(mem []byte, off int, op atomicOp, a, b uint64) (uint64, error) {
 				return cur, nil
 			}
 			if atomic.CompareAndSwapUint64(w, a, b) {
+				if a != b {
+					futexWake(p)
+				}
 				return a, nil
 			}
 		}

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("IBVERBS_ADDER") != "" {
 		os.Exit(adder())
 	}
+	if os.Getenv("IBVERBS_WAKER") != "" {
+		os.Exit(waker())
+	}
 	os.Exit(env.Finish(m.Run()))
 }
 

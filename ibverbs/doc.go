@@ -80,7 +80,10 @@
 // Atomics (FetchAdd, CompareAndSwap) are the processor's on the owner's
 // memory, whichever backend issues them (shm on the mapping, tcp in the
 // owner's server), so they are atomic with each other across processes
-// and backends.
+// and backends. One that changes a word also wakes the owner's waiters
+// on it: Buffer.Wait blocks on the word, a shared futex, rather than
+// polling it (wait.go; the verbs backend's atomics, the device's, wake
+// nobody, and a waiter returns at its timeout).
 //
 // A handle is bound to a backend once per process, at its first use there
 // (its first transfer, or Backend): to the one MONARCH_RDMA_BACKEND names

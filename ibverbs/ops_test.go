@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -20,9 +18,8 @@ import (
 // fetch-and-adds of 1 on word 1 and 1,000 increments by compare-and-swap
 // on word 2.
 func adder() int {
-	var h ibverbs.Handle
-	if err := json.Unmarshal([]byte(os.Getenv("IBVERBS_ADDER")), &h); err != nil {
-		fmt.Println("ERR", err)
+	h, ok := helperHandle("IBVERBS_ADDER")
+	if !ok {
 		return 1
 	}
 	ctx := context.Background()
@@ -64,19 +61,11 @@ func TestAtomicsFromManyProcs(t *testing.T) {
 		if err := o.h.ReadAt(ctx, before[:], 0); err != nil {
 			t.Fatal(err)
 		}
-		js, _ := json.Marshal(o.h)
-		exe, _ := os.Executable()
 		var adders []*exec.Cmd
 		var outs []*bytes.Buffer
 		for range 4 {
-			cmd := exec.Command(exe)
-			cmd.Env = append(os.Environ(), "IBVERBS_ADDER="+string(js))
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			adders, outs = append(adders, cmd), append(outs, &out)
+			cmd, out := startHelper(t, "IBVERBS_ADDER", o.h)
+			adders, outs = append(adders, cmd), append(outs, out)
 		}
 		for i, cmd := range adders {
 			if err := cmd.Wait(); err != nil || !strings.HasPrefix(outs[i].String(), "DONE "+backend) {
