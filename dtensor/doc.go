@@ -8,6 +8,8 @@
 //
 //	m := dtensor.Activate(trainerProcs)
 //	t, err := m.Rand(3, 4)                 // a different 3x4 shard on every proc
+//	w, err := m.FromSlice(w0, 4, 2)        // the client's []float64: the same on every proc
+//	x, err := m.Scatter("gpus", rows, 64, 4)  // 64 rows split over gpus: 32 per proc
 //	tt, err := t.T()                       // ops run on every proc, on its shard
 //	d, err := t.MatMul(tt)                 // (3x4)(4x3): 3x3 per proc
 //	s, err := dtensor.FetchShard(ctx, d, point)  // one proc's shard, here
@@ -29,7 +31,8 @@
 // inputs' shapes and its parameters, or an ErrShape error naming the op
 // and the shapes) and the function that computes it on a proc from the
 // input shards and its scalar parameters. The ops are rand and full
-// (Rand, Full, Zeros), allreduce and reducescatter (Reduce and
+// (Rand, Full, Zeros), data (FromSlice, Scatter, FromShards: the
+// client's own data, carried in the op), allreduce and reducescatter (Reduce and
 // ReduceScatter, run as collectives on the procs), grad (Grad, see
 // grad.go: gorgonia differentiates each proc's graph), import (ToMesh:
 // each proc reads its shard from the source proc's registered memory,

@@ -116,6 +116,7 @@ var ops = map[string]opKind{
 	"allreduce":     {inputs: 1, shape: sameShape, run: allReduce},
 	"grad":          {inputs: 2, shape: gradShape, run: runGrad},
 	"import":        {shape: created, run: importShard},
+	"data":          {shape: created, run: fromData},
 	"reducescatter": {inputs: 1, shape: scatterShape, run: reduceScatter},
 	"rref":          {inputs: 1, shape: rrefShape, run: runRRef},
 	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {

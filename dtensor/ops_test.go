@@ -65,6 +65,9 @@ func TestEveryOp(t *testing.T) {
 			expect(t, ctx, tt(m.Full(1.5, 2, 3)), func(int) []float64 { return slices.Repeat([]float64{1.5}, 6) })
 			expect(t, ctx, tt(m.Zeros(4)), func(int) []float64 { return make([]float64, 4) })
 		},
+		"data": func(t *testing.T) { // FromSlice, Scatter, FromShards: TestFromData
+			expect(t, ctx, tt(m.FromSlice([]float64{1, 2, 3}, 3)), func(int) []float64 { return []float64{1, 2, 3} })
+		},
 		"reducescatter": func(t *testing.T) {
 			dim := procs.Extent().Names()[0]
 			n, _ := procs.Extent().Size(dim)

@@ -92,7 +92,8 @@ type op struct {
 	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
 	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
 	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
-	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import: the element type ("" float64)
+	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import, data: the element type ("" float64)
+	Raw    []byte           `msgpack:"raw,omitempty"`  // data: the shard's raw little-endian bytes
 }
 
 // opFn runs an op on this proc.
