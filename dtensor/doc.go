@@ -40,7 +40,11 @@
 // div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh), softmax
 // (over the last axis), sum (Sum and Mean over an axis), reshape,
 // transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes
-// no tensor). Shard data crosses the wire as its raw little-endian bytes. An op travels by its name; a proc refuses a name it does not
+// no tensor). The elementwise ops of two tensors (add, sub, mul, div)
+// broadcast as NumPy does (broadcast.go): (4, 1) and (1, 1) make (4, 1),
+// (4, 3) and (3) make (4, 3); Grad sums a gradient back over the axes
+// its operand was stretched along. Shard data crosses the wire as its
+// raw little-endian bytes. An op travels by its name; a proc refuses a name it does not
 // know, or an op with the wrong number of inputs, with an error in place
 // of the result. Adding an op is adding one entry and the public function
 // that records it.

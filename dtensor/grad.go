@@ -37,14 +37,10 @@ type gradNode struct {
 // differentiable are the ops Grad differentiates through, each as a
 // gorgonia op on the nodes of its inputs.
 var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error){
-	"add": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Add(in[0], in[1]) },
-	"sub": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Sub(in[0], in[1]) },
-	"mul": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.HadamardProd(in[0], in[1])
-	},
-	"div": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.HadamardDiv(in[0], in[1])
-	},
+	"add":       binaryNode("add"),
+	"sub":       binaryNode("sub"),
+	"mul":       binaryNode("mul"),
+	"div":       binaryNode("div"),
 	"matmul":    func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Mul(in[0], in[1]) },
 	"transpose": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Transpose(in[0]) },
 	"relu":      func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Rectify(in[0]) },
@@ -82,6 +78,13 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 	"softmax": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
 		return gorgonia.SoftMax(in[0], len(in[0].Shape())-1)
 	},
+}
+
+// binaryNode is the gorgonia node of a binary elementwise op, broadcast.
+func binaryNode(kind string) func(gradNode, []*gorgonia.Node) (*gorgonia.Node, error) {
+	return func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return broadcastNode(kind, in[0], in[1])
+	}
 }
 
 // Grad is the gradient of loss, a tensor of one element per proc, with
@@ -164,7 +167,7 @@ func gradShape(o op, in []tensor.Shape) (tensor.Shape, error) {
 
 // runGrad builds the graph on this proc's shards, differentiates the loss
 // (the last node) by node o.Index and returns the gradient.
-func runGrad(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+func runGrad(_ context.Context, o op, params []*tensor.Dense) (*tensor.Dense, error) {
 	g := gorgonia.NewGraph()
 	nodes := make([]*gorgonia.Node, len(o.Graph))
 	for i, n := range o.Graph {
@@ -216,5 +219,11 @@ func runGrad(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) 
 	if !ok {
 		return nil, fmt.Errorf("dtensor: grad: a gradient of %T", grads[0].Value())
 	}
-	return d.Clone().(*tensor.Dense), nil
+	d = d.Clone().(*tensor.Dense)
+	// The parameter's shape, which gorgonia may have written otherwise
+	// (a column for (n, 1)).
+	if err := d.Reshape(params[1].Shape()...); err != nil {
+		return nil, fmt.Errorf("dtensor: grad: a gradient of shape %v for a parameter of %v", d.Shape(), params[1].Shape())
+	}
+	return d, nil
 }

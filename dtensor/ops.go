@@ -41,12 +41,8 @@ var ops = map[string]opKind{
 	"matmul": {inputs: 2, shape: matmulShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return dense(tensor.MatMul(in[0], in[1]))
 	}},
-	"add": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Add(in[0], in[1]))
-	}},
-	"mul": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Mul(in[0], in[1]))
-	}},
+	"add": {inputs: 2, shape: broadcastShape, run: elementwise("add")},
+	"mul": {inputs: 2, shape: broadcastShape, run: elementwise("mul")},
 	"scale": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return dense(tensor.Mul(in[0], scalar(in[0], o.Value)))
 	}},
@@ -70,12 +66,8 @@ var ops = map[string]opKind{
 		}
 		return s.(*tensor.Dense).Materialize().(*tensor.Dense), nil
 	}},
-	"sub": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Sub(in[0], in[1]))
-	}},
-	"div": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Div(in[0], in[1]))
-	}},
+	"sub": {inputs: 2, shape: broadcastShape, run: elementwise("sub")},
+	"div": {inputs: 2, shape: broadcastShape, run: elementwise("div")},
 	"shift": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return mapped(in[0], func(x float64) float64 { return x + o.Value }), nil
 	}},
