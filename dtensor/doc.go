@@ -37,7 +37,7 @@
 // grad.go: gorgonia differentiates each proc's graph), import (ToMesh:
 // each proc reads its shard from the source proc's registered memory,
 // one-sided), matmul, add, sub, mul,
-// div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh), softmax
+// div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh, Softplus), softmax
 // (over the last axis), sum (Sum and Mean over an axis), reshape,
 // transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes
 // no tensor). The elementwise ops of two tensors (add, sub, mul, div)
@@ -60,6 +60,26 @@
 // fails on a proc (an endpoint's error, say) leaves an error in place of
 // its result; ops that use it fail the same way, and FetchShard (or
 // Reduce) returns that error.
+//
+// # A step without a check per op
+//
+// Every op returns (T, error). A Step runs the same ops and keeps the
+// first error, as bufio.Scanner does: its methods return the tensor
+// alone, do nothing once a call has failed, and Err, checked once at the
+// end, is that first error. The tensors it makes are ordinary ones, and
+// Drop frees them at the end of a step (but those it is told to keep):
+//
+//	var s dtensor.Step
+//	h := s.Relu(s.Add(s.MatMul(x, w1), b1))
+//	loss := s.Mean(s.Mean(s.Mul(h, h), 1), 0)
+//	grads := s.ReduceAll(ctx, s.Grad(ctx, loss, w1, b1), dtensor.Mean)
+//	l := s.Fetch(ctx, loss, point)           // waits: a failure on the procs is here
+//	s.Drop(grads...)
+//	if err := s.Err(); err != nil { ... }    // the first error, named as the op's
+//
+// A shape that does not fit is the step's error at once (the client
+// checks it); an op that fails on the procs is its error at the next
+// Fetch, as for the (T, error) calls.
 //
 // The tensors cross the bus as msgpack: this is for correctness and
 // interactive work, not for speed; bulk data between procs belongs in

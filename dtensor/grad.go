@@ -60,6 +60,8 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 			return gorgonia.Tanh(in[0])
 		case "sigmoid":
 			return gorgonia.Sigmoid(in[0])
+		case "softplus":
+			return gorgonia.Softplus(in[0])
 		}
 		return nil, fmt.Errorf("dtensor: no gradient of %q", n.Name)
 	},
@@ -92,7 +94,7 @@ func binaryNode(kind string) func(gradNode, []*gorgonia.Node) (*gorgonia.Node, e
 // proc's loss by that proc's shard of the parameter, as a tensor of the
 // parameter's shape. The loss is differentiated through the ops in
 // differentiable (add, sub, mul, div, matmul, transpose, relu, scale,
-// shift, exp, log, tanh, sigmoid, sum, mean, reshape, row, softmax);
+// shift, exp, log, tanh, sigmoid, softplus, sum, mean, reshape, row, softmax);
 // anything else it
 // depends on is a constant. A parameter the loss does not depend on is
 // ErrNoGradient.

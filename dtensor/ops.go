@@ -15,8 +15,11 @@ import (
 // its result has. Adding an op is adding an entry to ops and the public
 // function that records it; nothing else dispatches on the name.
 type opKind struct {
-	// inputs is how many tensors the op reads (op.In).
+	// inputs is how many tensors the op reads (op.In); -1: one or more.
 	inputs int
+	// refs: the op reads its inputs' ids, not their shards (which may be
+	// errors); run gets none, and only the client checks the shapes.
+	refs bool
 	// shape is the shape of the op's result shards, from its inputs'
 	// shard shapes and its parameters, or an ErrShape error that names
 	// the op and the shapes. The client calls it when it records the op,
@@ -111,9 +114,11 @@ var ops = map[string]opKind{
 	"data":          {shape: created, run: fromData},
 	"reducescatter": {inputs: 1, shape: scatterShape, run: reduceScatter},
 	"rref":          {inputs: 1, shape: rrefShape, run: runRRef},
-	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+	"drop": {inputs: -1, refs: true, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
 		store.Lock()
-		delete(store.m, o.In[0])
+		for _, id := range o.In {
+			delete(store.m, id)
+		}
 		store.Unlock()
 		return nil, nil
 	}},
@@ -125,7 +130,9 @@ func lookup(o op) (opKind, error) {
 	switch {
 	case !ok:
 		return opKind{}, fmt.Errorf("dtensor: unknown op %q", o.Kind)
-	case len(o.In) != k.inputs:
+	case k.inputs < 0 && len(o.In) == 0:
+		return opKind{}, fmt.Errorf("dtensor: op %q without inputs", o.Kind)
+	case k.inputs >= 0 && len(o.In) != k.inputs:
 		return opKind{}, fmt.Errorf("dtensor: op %q: %d inputs, want %d", o.Kind, len(o.In), k.inputs)
 	}
 	return k, nil
@@ -243,6 +250,17 @@ var unaries = map[string]func(float64) float64{
 	"log":     math.Log,
 	"tanh":    math.Tanh,
 	"sigmoid": func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+	// log(1 + exp(x)), as gorgonia computes it (so that Grad's graph and
+	// the op agree).
+	"softplus": func(x float64) float64 {
+		switch {
+		case x < -708:
+			return 0
+		case x > 16:
+			return x
+		}
+		return math.Log1p(math.Exp(x))
+	},
 }
 
 // alongAxis sums t over axis (the mean, with mean), as axisShape says.

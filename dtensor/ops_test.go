@@ -163,7 +163,8 @@ func TestEveryOp(t *testing.T) {
 				fn   func(float64) float64
 			}{
 				"exp": {x.Exp, math.Exp}, "log": {x.Log, math.Log}, "tanh": {x.Tanh, math.Tanh},
-				"sigmoid": {x.Sigmoid, func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
+				"sigmoid":  {x.Sigmoid, func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
+				"softplus": {x.Softplus, func(v float64) float64 { return math.Log1p(math.Exp(v)) }},
 			} {
 				expect(t, ctx, tt(f.call()), func(i int) []float64 {
 					out := slices.Clone(xs[i].Float64s())

@@ -118,6 +118,9 @@ func run(ctx context.Context, o op) (*tensor.Dense, error) {
 	if err != nil {
 		return nil, err
 	}
+	if k.refs {
+		return k.run(ctx, o, nil)
+	}
 	in := make([]*tensor.Dense, len(o.In))
 	shapes := make([]tensor.Shape, len(o.In))
 	for i, id := range o.In {
