@@ -1,8 +1,8 @@
 // Package dtensor is distributed tensors: one program computing with
 // tensors whose shards live on every proc of a mesh, one shard per proc,
 // each a gorgonia.org/tensor Dense of float64 (or float32: RandOf,
-// FullOf; an op reads tensors of one element type, and Grad takes
-// float64).
+// FullOf, or the client's []float32; an op reads tensors of one element
+// type and makes one of that type, gradients included).
 //
 // # Usage
 //

@@ -45,10 +45,10 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 	"transpose": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Transpose(in[0]) },
 	"relu":      func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Rectify(in[0]) },
 	"scale": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.Mul(in[0], gorgonia.NewConstant(n.Value))
+		return gorgonia.Mul(in[0], constantOf(in[0], n.Value))
 	},
 	"shift": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.Add(in[0], gorgonia.NewConstant(n.Value))
+		return gorgonia.Add(in[0], constantOf(in[0], n.Value))
 	},
 	"unary": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
 		switch n.Name {
@@ -82,6 +82,14 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 	},
 }
 
+// constantOf is v as a constant of like's element type.
+func constantOf(like *gorgonia.Node, v float64) *gorgonia.Node {
+	if like.Dtype() == tensor.Float32 {
+		return gorgonia.NewConstant(float32(v))
+	}
+	return gorgonia.NewConstant(v)
+}
+
 // binaryNode is the gorgonia node of a binary elementwise op, broadcast.
 func binaryNode(kind string) func(gradNode, []*gorgonia.Node) (*gorgonia.Node, error) {
 	return func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
@@ -92,16 +100,14 @@ func binaryNode(kind string) func(gradNode, []*gorgonia.Node) (*gorgonia.Node, e
 // Grad is the gradient of loss, a tensor of one element per proc, with
 // respect to each of params: on every proc, the derivative of that
 // proc's loss by that proc's shard of the parameter, as a tensor of the
-// parameter's shape. The loss is differentiated through the ops in
+// parameter's shape and element type (float64 or float32: gorgonia
+// computes in the tensors' own type). The loss is differentiated through the ops in
 // differentiable (add, sub, mul, div, matmul, transpose, relu, scale,
 // shift, exp, log, tanh, sigmoid, softplus, sum, mean, reshape, row, softmax);
 // anything else it
 // depends on is a constant. A parameter the loss does not depend on is
 // ErrNoGradient.
 func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, error) {
-	if loss.dtype == Float32 {
-		return nil, fmt.Errorf("%w: gradients of float32 tensors: differentiate in float64", ErrShape)
-	}
 	if loss.shape.TotalSize() != 1 {
 		return nil, fmt.Errorf("%w: the loss of a gradient must have one element per proc, not %v (Sum or Mean it)", ErrShape, loss.shape)
 	}
@@ -112,7 +118,7 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 		if !ok || !dependsOn(graph, len(graph)-1, at) {
 			return nil, fmt.Errorf("%w: parameter %d (%v)", ErrNoGradient, i, p)
 		}
-		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: at}, []*Tensor{loss, p}, nil)
+		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: at, DType: p.dtype}, []*Tensor{loss, p}, nil)
 		if err != nil {
 			return nil, err
 		}
