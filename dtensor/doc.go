@@ -39,8 +39,8 @@
 // one-sided), matmul, add, sub, mul,
 // div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh, Softplus), softmax
 // (over the last axis), sum (Sum and Mean over an axis), reshape,
-// transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes
-// no tensor). The elementwise ops of two tensors (add, sub, mul, div)
+// transpose (T), relu, row, rref (RRefEndpoint.RRef), optimize and
+// optfree (Optimizer.Update and Free) and drop (which makes no tensor). The elementwise ops of two tensors (add, sub, mul, div)
 // broadcast as NumPy does (broadcast.go): (4, 1) and (1, 1) make (4, 1),
 // (4, 3) and (3) make (4, 3); Grad sums a gradient back over the axes
 // its operand was stretched along. Shard data crosses the wire as its
@@ -61,6 +61,26 @@
 // its result; ops that use it fail the same way, and FetchShard (or
 // Reduce) returns that error.
 //
+// # Training
+//
+// NewOptimizer(rule, params...) updates parameters on the procs: SGD
+// (with momentum) or Adam (DefaultAdam(lr)). Its state (velocity,
+// moments, step count) stays on the procs beside the shards, and Update
+// sends one op per parameter, which makes the new parameter from the old
+// one, its gradient and that state: the parameters never come to the
+// client, and the *Tensor given to NewOptimizer refers to the new values
+// after it. Data parallelism is Scatter for the data, FromSlice for the
+// parameters (the same start everywhere), Grad, Reduce with Mean, Update:
+//
+//	x := s.Scatter(m, "procs", rows, n, features)  // each proc its rows
+//	w := s.FromSlice(m, w0, features, 1)           // every proc the same w
+//	opt, err := dtensor.NewOptimizer(dtensor.DefaultAdam(1e-2), w)
+//	for range steps {
+//		loss := ...                                // ops on x and w
+//		s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w), dtensor.Mean))
+//		s.Drop(x, w)
+//	}
+//
 // # A step without a check per op
 //
 // Every op returns (T, error). A Step runs the same ops and keeps the
@@ -72,9 +92,9 @@
 //	var s dtensor.Step
 //	h := s.Relu(s.Add(s.MatMul(x, w1), b1))
 //	loss := s.Mean(s.Mean(s.Mul(h, h), 1), 0)
-//	grads := s.ReduceAll(ctx, s.Grad(ctx, loss, w1, b1), dtensor.Mean)
+//	s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w1, b1), dtensor.Mean))
 //	l := s.Fetch(ctx, loss, point)           // waits: a failure on the procs is here
-//	s.Drop(grads...)
+//	s.Drop(w1, b1)                           // the step's tensors, but the parameters
 //	if err := s.Err(); err != nil { ... }    // the first error, named as the op's
 //
 // A shape that does not fit is the step's error at once (the client

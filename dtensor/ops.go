@@ -112,6 +112,8 @@ var ops = map[string]opKind{
 	"grad":          {inputs: 2, shape: gradShape, run: runGrad},
 	"import":        {shape: created, run: importShard},
 	"data":          {shape: created, run: fromData},
+	"optimize":      {inputs: 2, shape: optimizeShape, run: optimize},
+	"optfree":       {shape: noResult, run: optFree},
 	"reducescatter": {inputs: 1, shape: scatterShape, run: reduceScatter},
 	"rref":          {inputs: 1, shape: rrefShape, run: runRRef},
 	"drop": {inputs: -1, refs: true, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {

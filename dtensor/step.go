@@ -9,7 +9,7 @@ import (
 
 // Step is a run of calls that keeps the first error, as bufio.Scanner
 // does: its methods are the ops of Tensor (and Grad, Reduce, the
-// constructors, Fetch) returning a *Tensor alone;
+// constructors, Fetch, an Optimizer's Update) returning a *Tensor alone;
 // once one fails, every later call does nothing and returns nil, and Err
 // is that first error. A training step is written straight through and
 // checked once:
@@ -19,9 +19,9 @@ import (
 //	z := s.Add(s.MatMul(h, w2), b2)
 //	loss := s.Mean(s.Mean(s.Sub(s.Softplus(z), s.Mul(y, z)), 0), 0)
 //	grads := s.Grad(ctx, loss, w1, b1, w2, b2)
-//	mean := s.ReduceAll(ctx, grads, dtensor.Mean) // across the procs
+//	s.Update(opt, s.ReduceAll(ctx, grads, dtensor.Mean)) // averaged across the procs
 //	l := s.Fetch(ctx, loss, point)
-//	s.Drop(mean...)                               // this step's tensors but those
+//	s.Drop(w1, b1, w2, b2)                       // this step's tensors but the parameters
 //	if err := s.Err(); err != nil { ... }
 //
 // The tensors a Step makes are ordinary tensors: the (T, error) methods

@@ -94,6 +94,7 @@ type op struct {
 	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
 	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import, data: the element type ("" float64)
 	Raw    []byte           `msgpack:"raw,omitempty"`  // data: the shard's raw little-endian bytes
+	Hyper  []float64        `msgpack:"hp,omitempty"`   // optimize: the rule's hyperparameters (Name the rule, Seed the optimizer, Index the parameter)
 }
 
 // opFn runs an op on this proc.
