@@ -66,6 +66,7 @@ func (t *Tensor) Shape() tensor.Shape { return t.shape.Clone() }
 // Mesh is the mesh the shards live on.
 func (t *Tensor) Mesh() *Mesh { return t.mesh }
 
+// String names the tensor by its shard shape and its mesh's extent.
 func (t *Tensor) String() string {
 	return fmt.Sprintf("DTensor(shard %v on %v)", t.shape, t.mesh.Extent())
 }
@@ -204,11 +205,17 @@ func (t *Tensor) Div(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "div"
 // AddScalar adds v to every element.
 func (t *Tensor) AddScalar(v float64) (*Tensor, error) { return t.apply(op{Kind: "shift", Value: v}) }
 
-// Exp, Log, Sigmoid and Tanh apply the function elementwise.
-func (t *Tensor) Exp() (*Tensor, error)     { return t.apply(op{Kind: "unary", Name: "exp"}) }
-func (t *Tensor) Log() (*Tensor, error)     { return t.apply(op{Kind: "unary", Name: "log"}) }
+// Exp is e^x elementwise.
+func (t *Tensor) Exp() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "exp"}) }
+
+// Log is the natural logarithm elementwise.
+func (t *Tensor) Log() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "log"}) }
+
+// Sigmoid is 1/(1 + e^-x) elementwise.
 func (t *Tensor) Sigmoid() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "sigmoid"}) }
-func (t *Tensor) Tanh() (*Tensor, error)    { return t.apply(op{Kind: "unary", Name: "tanh"}) }
+
+// Tanh is the hyperbolic tangent elementwise.
+func (t *Tensor) Tanh() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "tanh"}) }
 
 // Softplus is log(1 + exp(x)) elementwise.
 func (t *Tensor) Softplus() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "softplus"}) }
@@ -216,8 +223,12 @@ func (t *Tensor) Softplus() (*Tensor, error) { return t.apply(op{Kind: "unary", 
 // Softmax is the softmax over the last axis.
 func (t *Tensor) Softmax() (*Tensor, error) { return t.apply(op{Kind: "softmax"}) }
 
-// Sum and Mean reduce each shard over an axis, which the result drops.
+// Sum sums each shard over an axis, which the result drops (a vector
+// becomes a one-element vector).
 func (t *Tensor) Sum(axis int) (*Tensor, error) { return t.apply(op{Kind: "sum", Index: axis}) }
+
+// Mean is the mean of each shard over an axis, which the result drops,
+// as Sum.
 func (t *Tensor) Mean(axis int) (*Tensor, error) {
 	return t.apply(op{Kind: "sum", Index: axis, Value: 1})
 }
