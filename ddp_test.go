@@ -30,9 +30,10 @@ func runDDP(t testing.TB, args ...string) string {
 	return stdout.String()
 }
 
-// TestDDPExample: data-parallel training on 4 procs (gorgonia gradients,
-// all-reduced by the procs) ends at the loss of the same training in one
-// process, within 1e-6 (the example checks it and fails otherwise).
+// TestDDPExample: data-parallel training on dtensor on 4 procs (the
+// client's rows scattered, gorgonia gradients averaged by the procs, Adam
+// on the procs) ends at the loss of the same training in one process,
+// within 1e-6 (the example checks it and fails otherwise).
 func TestDDPExample(t *testing.T) {
 	out := runDDP(t, "-steps", "60")
 	if !strings.Contains(out, "after 60 steps on 4 procs: loss ") || !ddpStep.MatchString(out) {
@@ -41,9 +42,9 @@ func TestDDPExample(t *testing.T) {
 	t.Log(strings.TrimSpace(out[strings.Index(out, "after "):]))
 }
 
-// BenchmarkDDPStep: one data-parallel step on 4 procs (a call to every
-// trainer: local gradients, an all-reduce among the procs, the update)
-// beside the same step in one process.
+// BenchmarkDDPStep: one data-parallel step on 4 procs (dtensor's ops:
+// the forward pass, the gradients, all-reduces among the procs, Adam's
+// update, the loss fetched) beside the same step in one process.
 func BenchmarkDDPStep(b *testing.B) {
 	out := runDDP(b, "-steps", "200")
 	m := ddpStep.FindStringSubmatch(out)

@@ -1,13 +1,15 @@
 // Package dtensor is distributed tensors: one program computing with
 // tensors whose shards live on every proc of a mesh, one shard per proc,
 // each a gorgonia.org/tensor Dense of float64 (or float32: RandOf,
-// FullOf; an op reads tensors of one element type, and Grad takes
-// float64).
+// FullOf, or the client's []float32; an op reads tensors of one element
+// type and makes one of that type, gradients included).
 //
 // # Usage
 //
 //	m := dtensor.Activate(trainerProcs)
 //	t, err := m.Rand(3, 4)                 // a different 3x4 shard on every proc
+//	w, err := m.FromSlice(w0, 4, 2)        // the client's []float64: the same on every proc
+//	x, err := m.Scatter("gpus", rows, 64, 4)  // 64 rows split over gpus: 32 per proc
 //	tt, err := t.T()                       // ops run on every proc, on its shard
 //	d, err := t.MatMul(tt)                 // (3x4)(4x3): 3x3 per proc
 //	s, err := dtensor.FetchShard(ctx, d, point)  // one proc's shard, here
@@ -29,15 +31,20 @@
 // inputs' shapes and its parameters, or an ErrShape error naming the op
 // and the shapes) and the function that computes it on a proc from the
 // input shards and its scalar parameters. The ops are rand and full
-// (Rand, Full, Zeros), allreduce and reducescatter (Reduce and
+// (Rand, Full, Zeros), data (FromSlice, Scatter, FromShards: the
+// client's own data, carried in the op), allreduce and reducescatter (Reduce and
 // ReduceScatter, run as collectives on the procs), grad (Grad, see
 // grad.go: gorgonia differentiates each proc's graph), import (ToMesh:
 // each proc reads its shard from the source proc's registered memory,
 // one-sided), matmul, add, sub, mul,
-// div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh), softmax
+// div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh, Softplus), softmax
 // (over the last axis), sum (Sum and Mean over an axis), reshape,
-// transpose (T), relu, row, rref (RRefEndpoint.RRef) and drop (which makes
-// no tensor). Shard data crosses the wire as its raw little-endian bytes. An op travels by its name; a proc refuses a name it does not
+// transpose (T), relu, row, rref (RRefEndpoint.RRef), optimize and
+// optfree (Optimizer.Update and Free) and drop (which makes no tensor). The elementwise ops of two tensors (add, sub, mul, div)
+// broadcast as NumPy does (broadcast.go): (4, 1) and (1, 1) make (4, 1),
+// (4, 3) and (3) make (4, 3); Grad sums a gradient back over the axes
+// its operand was stretched along. Shard data crosses the wire as its
+// raw little-endian bytes. An op travels by its name; a proc refuses a name it does not
 // know, or an op with the wrong number of inputs, with an error in place
 // of the result. Adding an op is adding one entry and the public function
 // that records it.
@@ -53,6 +60,46 @@
 // fails on a proc (an endpoint's error, say) leaves an error in place of
 // its result; ops that use it fail the same way, and FetchShard (or
 // Reduce) returns that error.
+//
+// # Training
+//
+// NewOptimizer(rule, params...) updates parameters on the procs: SGD
+// (with momentum) or Adam (DefaultAdam(lr)). Its state (velocity,
+// moments, step count) stays on the procs beside the shards, and Update
+// sends one op per parameter, which makes the new parameter from the old
+// one, its gradient and that state: the parameters never come to the
+// client, and the *Tensor given to NewOptimizer refers to the new values
+// after it. Data parallelism is Scatter for the data, FromSlice for the
+// parameters (the same start everywhere), Grad, Reduce with Mean, Update:
+//
+//	x := s.Scatter(m, "procs", rows, n, features)  // each proc its rows
+//	w := s.FromSlice(m, w0, features, 1)           // every proc the same w
+//	opt, err := dtensor.NewOptimizer(dtensor.DefaultAdam(1e-2), w)
+//	for range steps {
+//		loss := ...                                // ops on x and w
+//		s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w), dtensor.Mean))
+//		s.Drop(x, w)
+//	}
+//
+// # A step without a check per op
+//
+// Every op returns (T, error). A Step runs the same ops and keeps the
+// first error, as bufio.Scanner does: its methods return the tensor
+// alone, do nothing once a call has failed, and Err, checked once at the
+// end, is that first error. The tensors it makes are ordinary ones, and
+// Drop frees them at the end of a step (but those it is told to keep):
+//
+//	var s dtensor.Step
+//	h := s.Relu(s.Add(s.MatMul(x, w1), b1))
+//	loss := s.Mean(s.Mean(s.Mul(h, h), 1), 0)
+//	s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w1, b1), dtensor.Mean))
+//	l := s.Fetch(ctx, loss, point)           // waits: a failure on the procs is here
+//	s.Drop(w1, b1)                           // the step's tensors, but the parameters
+//	if err := s.Err(); err != nil { ... }    // the first error, named as the op's
+//
+// A shape that does not fit is the step's error at once (the client
+// checks it); an op that fails on the procs is its error at the next
+// Fetch, as for the (T, error) calls.
 //
 // The tensors cross the bus as msgpack: this is for correctness and
 // interactive work, not for speed; bulk data between procs belongs in

@@ -37,22 +37,18 @@ type gradNode struct {
 // differentiable are the ops Grad differentiates through, each as a
 // gorgonia op on the nodes of its inputs.
 var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error){
-	"add": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Add(in[0], in[1]) },
-	"sub": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Sub(in[0], in[1]) },
-	"mul": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.HadamardProd(in[0], in[1])
-	},
-	"div": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.HadamardDiv(in[0], in[1])
-	},
+	"add":       binaryNode("add"),
+	"sub":       binaryNode("sub"),
+	"mul":       binaryNode("mul"),
+	"div":       binaryNode("div"),
 	"matmul":    func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Mul(in[0], in[1]) },
 	"transpose": func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Transpose(in[0]) },
 	"relu":      func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) { return gorgonia.Rectify(in[0]) },
 	"scale": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.Mul(in[0], gorgonia.NewConstant(n.Value))
+		return gorgonia.Mul(in[0], constantOf(in[0], n.Value))
 	},
 	"shift": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
-		return gorgonia.Add(in[0], gorgonia.NewConstant(n.Value))
+		return gorgonia.Add(in[0], constantOf(in[0], n.Value))
 	},
 	"unary": func(n gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
 		switch n.Name {
@@ -64,6 +60,8 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 			return gorgonia.Tanh(in[0])
 		case "sigmoid":
 			return gorgonia.Sigmoid(in[0])
+		case "softplus":
+			return gorgonia.Softplus(in[0])
 		}
 		return nil, fmt.Errorf("dtensor: no gradient of %q", n.Name)
 	},
@@ -84,19 +82,32 @@ var differentiable = map[string]func(n gradNode, in []*gorgonia.Node) (*gorgonia
 	},
 }
 
+// constantOf is v as a constant of like's element type.
+func constantOf(like *gorgonia.Node, v float64) *gorgonia.Node {
+	if like.Dtype() == tensor.Float32 {
+		return gorgonia.NewConstant(float32(v))
+	}
+	return gorgonia.NewConstant(v)
+}
+
+// binaryNode is the gorgonia node of a binary elementwise op, broadcast.
+func binaryNode(kind string) func(gradNode, []*gorgonia.Node) (*gorgonia.Node, error) {
+	return func(_ gradNode, in []*gorgonia.Node) (*gorgonia.Node, error) {
+		return broadcastNode(kind, in[0], in[1])
+	}
+}
+
 // Grad is the gradient of loss, a tensor of one element per proc, with
 // respect to each of params: on every proc, the derivative of that
 // proc's loss by that proc's shard of the parameter, as a tensor of the
-// parameter's shape. The loss is differentiated through the ops in
+// parameter's shape and element type (float64 or float32: gorgonia
+// computes in the tensors' own type). The loss is differentiated through the ops in
 // differentiable (add, sub, mul, div, matmul, transpose, relu, scale,
-// shift, exp, log, tanh, sigmoid, sum, mean, reshape, row, softmax);
+// shift, exp, log, tanh, sigmoid, softplus, sum, mean, reshape, row, softmax);
 // anything else it
 // depends on is a constant. A parameter the loss does not depend on is
 // ErrNoGradient.
 func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, error) {
-	if loss.dtype == Float32 {
-		return nil, fmt.Errorf("%w: gradients of float32 tensors: differentiate in float64", ErrShape)
-	}
 	if loss.shape.TotalSize() != 1 {
 		return nil, fmt.Errorf("%w: the loss of a gradient must have one element per proc, not %v (Sum or Mean it)", ErrShape, loss.shape)
 	}
@@ -107,7 +118,7 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 		if !ok || !dependsOn(graph, len(graph)-1, at) {
 			return nil, fmt.Errorf("%w: parameter %d (%v)", ErrNoGradient, i, p)
 		}
-		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: at}, []*Tensor{loss, p}, nil)
+		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: at, DType: p.dtype}, []*Tensor{loss, p}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +175,7 @@ func gradShape(o op, in []tensor.Shape) (tensor.Shape, error) {
 
 // runGrad builds the graph on this proc's shards, differentiates the loss
 // (the last node) by node o.Index and returns the gradient.
-func runGrad(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+func runGrad(_ context.Context, o op, params []*tensor.Dense) (*tensor.Dense, error) {
 	g := gorgonia.NewGraph()
 	nodes := make([]*gorgonia.Node, len(o.Graph))
 	for i, n := range o.Graph {
@@ -216,5 +227,11 @@ func runGrad(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) 
 	if !ok {
 		return nil, fmt.Errorf("dtensor: grad: a gradient of %T", grads[0].Value())
 	}
-	return d.Clone().(*tensor.Dense), nil
+	d = d.Clone().(*tensor.Dense)
+	// The parameter's shape, which gorgonia may have written otherwise
+	// (a column for (n, 1)).
+	if err := d.Reshape(params[1].Shape()...); err != nil {
+		return nil, fmt.Errorf("dtensor: grad: a gradient of shape %v for a parameter of %v", d.Shape(), params[1].Shape())
+	}
+	return d, nil
 }

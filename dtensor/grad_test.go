@@ -146,3 +146,47 @@ func TestGradThroughRowAndSoftmax(t *testing.T) {
 		}
 	}
 }
+
+// TestGradFloat32: the gradient of a float32 loss is float32, of the
+// parameter's shape, and agrees with the same gradient in float64 (the
+// same data, widened) to float32's precision; through a broadcast, a
+// scale and a shift too.
+func TestGradFloat32(t *testing.T) {
+	ctx, _, m := setup(t)
+	tt := must[*dtensor.Tensor](t)
+	x32, w32, b32 := tt(m.RandOf(dtensor.Float32, 4, 3)), tt(m.RandOf(dtensor.Float32, 3, 2)), tt(m.RandOf(dtensor.Float32, 2))
+	widen := func(x *dtensor.Tensor) *dtensor.Tensor {
+		per := [][]float64{}
+		for _, s := range shards(t, ctx, x) {
+			w := make([]float64, s.Shape().TotalSize())
+			for i, v := range s.Float32s() {
+				w[i] = float64(v)
+			}
+			per = append(per, w)
+		}
+		return tt(m.FromShards(per, x.Shape()...))
+	}
+	x64, w64, b64 := widen(x32), widen(w32), widen(b32)
+	lossOf := func(x, w, b *dtensor.Tensor) *dtensor.Tensor {
+		z := tt(tt(tt(tt(x.MatMul(w)).Add(b)).Scale(0.5)).AddScalar(-0.25))
+		return tt(tt(tt(tt(z.Sigmoid()).Mul(z)).Mean(0)).Sum(0))
+	}
+	g32 := must[[]*dtensor.Tensor](t)(dtensor.Grad(ctx, lossOf(x32, w32, b32), w32, b32))
+	g64 := must[[]*dtensor.Tensor](t)(dtensor.Grad(ctx, lossOf(x64, w64, b64), w64, b64))
+	for i := range g32 {
+		if g32[i].DType() != dtensor.Float32 || !g32[i].Shape().Eq(g64[i].Shape()) {
+			t.Fatalf("gradient %d: %s %v", i, g32[i].DType(), g32[i].Shape())
+		}
+		s32, s64 := shards(t, ctx, g32[i]), shards(t, ctx, g64[i])
+		for p := range s32 {
+			if s32[p].Dtype() != tensor.Float32 {
+				t.Fatalf("a shard of %v", s32[p].Dtype())
+			}
+			for j, v := range s32[p].Float32s() {
+				if want := s64[p].Float64s()[j]; math.Abs(float64(v)-want) > 1e-5*math.Max(1, math.Abs(want)) {
+					t.Fatalf("gradient %d, proc %d, element %d: float32 %v, float64 %v", i, p, j, v, want)
+				}
+			}
+		}
+	}
+}

@@ -15,8 +15,11 @@ import (
 // its result has. Adding an op is adding an entry to ops and the public
 // function that records it; nothing else dispatches on the name.
 type opKind struct {
-	// inputs is how many tensors the op reads (op.In).
+	// inputs is how many tensors the op reads (op.In); -1: one or more.
 	inputs int
+	// refs: the op reads its inputs' ids, not their shards (which may be
+	// errors); run gets none, and only the client checks the shapes.
+	refs bool
 	// shape is the shape of the op's result shards, from its inputs'
 	// shard shapes and its parameters, or an ErrShape error that names
 	// the op and the shapes. The client calls it when it records the op,
@@ -41,12 +44,8 @@ var ops = map[string]opKind{
 	"matmul": {inputs: 2, shape: matmulShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return dense(tensor.MatMul(in[0], in[1]))
 	}},
-	"add": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Add(in[0], in[1]))
-	}},
-	"mul": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Mul(in[0], in[1]))
-	}},
+	"add": {inputs: 2, shape: broadcastShape, run: elementwise("add")},
+	"mul": {inputs: 2, shape: broadcastShape, run: elementwise("mul")},
 	"scale": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return dense(tensor.Mul(in[0], scalar(in[0], o.Value)))
 	}},
@@ -70,12 +69,8 @@ var ops = map[string]opKind{
 		}
 		return s.(*tensor.Dense).Materialize().(*tensor.Dense), nil
 	}},
-	"sub": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Sub(in[0], in[1]))
-	}},
-	"div": {inputs: 2, shape: sameShape, run: func(_ context.Context, _ op, in []*tensor.Dense) (*tensor.Dense, error) {
-		return dense(tensor.Div(in[0], in[1]))
-	}},
+	"sub": {inputs: 2, shape: broadcastShape, run: elementwise("sub")},
+	"div": {inputs: 2, shape: broadcastShape, run: elementwise("div")},
 	"shift": {inputs: 1, shape: sameShape, run: func(_ context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
 		return mapped(in[0], func(x float64) float64 { return x + o.Value }), nil
 	}},
@@ -116,11 +111,16 @@ var ops = map[string]opKind{
 	"allreduce":     {inputs: 1, shape: sameShape, run: allReduce},
 	"grad":          {inputs: 2, shape: gradShape, run: runGrad},
 	"import":        {shape: created, run: importShard},
+	"data":          {shape: created, run: fromData},
+	"optimize":      {inputs: 2, shape: optimizeShape, run: optimize},
+	"optfree":       {shape: noResult, run: optFree},
 	"reducescatter": {inputs: 1, shape: scatterShape, run: reduceScatter},
 	"rref":          {inputs: 1, shape: rrefShape, run: runRRef},
-	"drop": {inputs: 1, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+	"drop": {inputs: -1, refs: true, shape: noResult, run: func(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
 		store.Lock()
-		delete(store.m, o.In[0])
+		for _, id := range o.In {
+			delete(store.m, id)
+		}
 		store.Unlock()
 		return nil, nil
 	}},
@@ -132,7 +132,9 @@ func lookup(o op) (opKind, error) {
 	switch {
 	case !ok:
 		return opKind{}, fmt.Errorf("dtensor: unknown op %q", o.Kind)
-	case len(o.In) != k.inputs:
+	case k.inputs < 0 && len(o.In) == 0:
+		return opKind{}, fmt.Errorf("dtensor: op %q without inputs", o.Kind)
+	case k.inputs >= 0 && len(o.In) != k.inputs:
 		return opKind{}, fmt.Errorf("dtensor: op %q: %d inputs, want %d", o.Kind, len(o.In), k.inputs)
 	}
 	return k, nil
@@ -250,6 +252,17 @@ var unaries = map[string]func(float64) float64{
 	"log":     math.Log,
 	"tanh":    math.Tanh,
 	"sigmoid": func(x float64) float64 { return 1 / (1 + math.Exp(-x)) },
+	// log(1 + exp(x)), as gorgonia computes it (so that Grad's graph and
+	// the op agree).
+	"softplus": func(x float64) float64 {
+		switch {
+		case x < -708:
+			return 0
+		case x > 16:
+			return x
+		}
+		return math.Log1p(math.Exp(x))
+	},
 }
 
 // alongAxis sums t over axis (the mean, with mean), as axisShape says.

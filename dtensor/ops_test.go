@@ -65,6 +65,33 @@ func TestEveryOp(t *testing.T) {
 			expect(t, ctx, tt(m.Full(1.5, 2, 3)), func(int) []float64 { return slices.Repeat([]float64{1.5}, 6) })
 			expect(t, ctx, tt(m.Zeros(4)), func(int) []float64 { return make([]float64, 4) })
 		},
+		"data": func(t *testing.T) { // FromSlice, Scatter, FromShards: TestFromData
+			expect(t, ctx, tt(m.FromSlice([]float64{1, 2, 3}, 3)), func(int) []float64 { return []float64{1, 2, 3} })
+		},
+		"optimize": func(t *testing.T) { // Optimizer.Update (TestOptimizers): SGD, p - lr·g
+			p := tt(x.Scale(1))
+			opt := must[*dtensor.Optimizer](t)(dtensor.NewOptimizer(dtensor.SGD{LR: 0.5}, p))
+			if err := opt.Update([]*dtensor.Tensor{y}); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, ctx, p, func(i int) []float64 { return vals(tensor.Sub(xs[i], must[tensor.Tensor](t)(tensor.Mul(ys[i], 0.5)))) })
+		},
+		"optfree": func(t *testing.T) { // Optimizer.Free: the momentum starts again
+			p := tt(x.Scale(1))
+			opt := must[*dtensor.Optimizer](t)(dtensor.NewOptimizer(dtensor.SGD{LR: 1, Momentum: 0.5}, p))
+			for _, free := range []bool{true, false} {
+				if err := opt.Update([]*dtensor.Tensor{y}); err != nil {
+					t.Fatal(err)
+				}
+				if free {
+					if err := opt.Free(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// x - y, then x - y - y (a fresh velocity): not x - y - 1.5y.
+			expect(t, ctx, p, func(i int) []float64 { return vals(tensor.Sub(xs[i], must[tensor.Tensor](t)(tensor.Mul(ys[i], 2.0)))) })
+		},
 		"reducescatter": func(t *testing.T) {
 			dim := procs.Extent().Names()[0]
 			n, _ := procs.Extent().Size(dim)
@@ -160,7 +187,8 @@ func TestEveryOp(t *testing.T) {
 				fn   func(float64) float64
 			}{
 				"exp": {x.Exp, math.Exp}, "log": {x.Log, math.Log}, "tanh": {x.Tanh, math.Tanh},
-				"sigmoid": {x.Sigmoid, func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
+				"sigmoid":  {x.Sigmoid, func(v float64) float64 { return 1 / (1 + math.Exp(-v)) }},
+				"softplus": {x.Softplus, func(v float64) float64 { return math.Log1p(math.Exp(v)) }},
 			} {
 				expect(t, ctx, tt(f.call()), func(i int) []float64 {
 					out := slices.Clone(xs[i].Float64s())

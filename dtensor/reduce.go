@@ -8,12 +8,12 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// Reductions across shards.
+// Reductions across shards, for Reduce and ReduceScatter.
 const (
-	Sum  = "sum"
-	Mean = "mean"
-	Max  = "max"
-	Min  = "min"
+	Sum  = "sum"  // the elementwise sum
+	Mean = "mean" // the elementwise mean
+	Max  = "max"  // the elementwise maximum
+	Min  = "min"  // the elementwise minimum
 )
 
 var reductions = map[string]collective.Op{Sum: collective.Sum, Mean: collective.Mean, Max: collective.Max, Min: collective.Min}

@@ -12,8 +12,8 @@ import (
 // own shard of t (no data crosses the bus); a Shard an endpoint makes from
 // a Dense (NewShard) travels as its data.
 type Shard struct {
-	T  *tensor.Dense
-	id uint64
+	T  *tensor.Dense // the shard's data, on the proc that holds it
+	id uint64        // a reference: the tensor whose shard this is, on the proc it is passed to
 }
 
 // NewShard wraps a local tensor, for an endpoint's result.

@@ -92,7 +92,9 @@ type op struct {
 	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
 	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
 	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
-	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import: the element type ("" float64)
+	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import, data: the element type ("" float64)
+	Raw    []byte           `msgpack:"raw,omitempty"`  // data: the shard's raw little-endian bytes
+	Hyper  []float64        `msgpack:"hp,omitempty"`   // optimize: the rule's hyperparameters (Name the rule, Seed the optimizer, Index the parameter)
 }
 
 // opFn runs an op on this proc.
@@ -116,6 +118,9 @@ func run(ctx context.Context, o op) (*tensor.Dense, error) {
 	k, err := lookup(o)
 	if err != nil {
 		return nil, err
+	}
+	if k.refs {
+		return k.run(ctx, o, nil)
 	}
 	in := make([]*tensor.Dense, len(o.In))
 	shapes := make([]tensor.Shape, len(o.In))

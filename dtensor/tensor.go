@@ -66,6 +66,7 @@ func (t *Tensor) Shape() tensor.Shape { return t.shape.Clone() }
 // Mesh is the mesh the shards live on.
 func (t *Tensor) Mesh() *Mesh { return t.mesh }
 
+// String names the tensor by its shard shape and its mesh's extent.
 func (t *Tensor) String() string {
 	return fmt.Sprintf("DTensor(shard %v on %v)", t.shape, t.mesh.Extent())
 }
@@ -83,21 +84,24 @@ func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, 
 	if dtype == "" {
 		dtype = Float64
 	}
-	if len(in) > 0 && o.Kind != "grad" {
+	if len(in) > 0 && in[0] != nil && o.Kind != "grad" {
 		dtype = in[0].dtype
 	}
+	k, err := lookup(o)
+	if err != nil {
+		return nil, err
+	}
 	for i, u := range in {
-		if u.dtype != in[0].dtype {
+		if u == nil {
+			return nil, fmt.Errorf("dtensor: %s of a nil tensor", o.Kind)
+		}
+		if u.dtype != in[0].dtype && !k.refs {
 			return nil, fmt.Errorf("%w: %s of %s and %s tensors", ErrShape, o.Kind, in[0].dtype, u.dtype)
 		}
 		if u.mesh.procs != m.procs && !u.mesh.Extent().Equal(m.Extent()) {
 			return nil, fmt.Errorf("%w: tensors on different meshes (%v, %v)", ErrShape, m.Extent(), u.mesh.Extent())
 		}
 		shapes[i], o.In[i] = u.shape, u.id
-	}
-	k, err := lookup(o)
-	if err != nil {
-		return nil, err
 	}
 	shape, err := k.shape(o, shapes)
 	if err != nil {
@@ -133,6 +137,9 @@ func withRank(r int, o *op) { o.Rank = r }
 
 // apply records o on t and more, on t's mesh, for every proc alike.
 func (t *Tensor) apply(o op, more ...*Tensor) (*Tensor, error) {
+	if t == nil {
+		return nil, fmt.Errorf("dtensor: %s of a nil tensor", o.Kind)
+	}
 	return t.mesh.record(o, append([]*Tensor{t}, more...), nil)
 }
 
@@ -198,17 +205,30 @@ func (t *Tensor) Div(u *Tensor) (*Tensor, error) { return t.apply(op{Kind: "div"
 // AddScalar adds v to every element.
 func (t *Tensor) AddScalar(v float64) (*Tensor, error) { return t.apply(op{Kind: "shift", Value: v}) }
 
-// Exp, Log, Sigmoid and Tanh apply the function elementwise.
-func (t *Tensor) Exp() (*Tensor, error)     { return t.apply(op{Kind: "unary", Name: "exp"}) }
-func (t *Tensor) Log() (*Tensor, error)     { return t.apply(op{Kind: "unary", Name: "log"}) }
+// Exp is e^x elementwise.
+func (t *Tensor) Exp() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "exp"}) }
+
+// Log is the natural logarithm elementwise.
+func (t *Tensor) Log() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "log"}) }
+
+// Sigmoid is 1/(1 + e^-x) elementwise.
 func (t *Tensor) Sigmoid() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "sigmoid"}) }
-func (t *Tensor) Tanh() (*Tensor, error)    { return t.apply(op{Kind: "unary", Name: "tanh"}) }
+
+// Tanh is the hyperbolic tangent elementwise.
+func (t *Tensor) Tanh() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "tanh"}) }
+
+// Softplus is log(1 + exp(x)) elementwise.
+func (t *Tensor) Softplus() (*Tensor, error) { return t.apply(op{Kind: "unary", Name: "softplus"}) }
 
 // Softmax is the softmax over the last axis.
 func (t *Tensor) Softmax() (*Tensor, error) { return t.apply(op{Kind: "softmax"}) }
 
-// Sum and Mean reduce each shard over an axis, which the result drops.
+// Sum sums each shard over an axis, which the result drops (a vector
+// becomes a one-element vector).
 func (t *Tensor) Sum(axis int) (*Tensor, error) { return t.apply(op{Kind: "sum", Index: axis}) }
+
+// Mean is the mean of each shard over an axis, which the result drops,
+// as Sum.
 func (t *Tensor) Mean(axis int) (*Tensor, error) {
 	return t.apply(op{Kind: "sum", Index: axis, Value: 1})
 }

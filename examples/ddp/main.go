@@ -1,10 +1,11 @@
-// Command ddp is data-parallel training: a logistic regression on a
-// synthetic dataset, its rows split over 4 procs. Every step each proc
-// computes the gradient of its shard's loss with gorgonia, the procs
-// all-reduce the gradients among themselves (package collective, proc to
-// proc, not through the client) and each updates its copy of the
-// parameters. The same training then runs in this process alone, with the
-// same seed: the two losses must agree.
+// Command ddp is data-parallel training on dtensor: a 2-layer perceptron
+// on a synthetic dataset whose rows the client scatters over 4 procs.
+// Every step each proc computes its rows' loss and, by gorgonia, its
+// gradients; the procs average the gradients among themselves (Reduce,
+// as collectives, proc to proc), and Adam updates every proc's copy of
+// the parameters there: the parameters never come to the client, only
+// the loss does. The same training then runs in this process alone, on
+// all the rows, with the same start: the two losses must agree.
 //
 //	monarch local -- bin/ddp            # or bin/ddp, with a bus of its own
 //	monarch local -- bin/ddp -steps 200 -procs 2
@@ -15,78 +16,67 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
-	"github.com/monarch-go/monarch/collective"
+	"github.com/monarch-go/monarch/dtensor"
 )
-
-// Trainer holds one shard of the data and a copy of the parameters.
-type Trainer struct {
-	m     *model
-	share float64 // its rows' share of all rows: its gradient's weight
-	w     []float64
-	b     float64
-	comm  *collective.Comm
-}
-
-// Setup is what each trainer starts from.
-type Setup struct {
-	Comm  collective.Comm `msgpack:"comm"`
-	Seed  uint64          `msgpack:"seed"`
-	Procs int             `msgpack:"procs"`
-	LR    float64         `msgpack:"lr"`
-}
-
-// Init takes its shard: rows rank, rank+procs, ... of the dataset.
-func (t *Trainer) Init(ctx *actorrt.Context, s Setup) error {
-	x, y := dataset(s.Seed)
-	r := ctx.ActorInstance().Rank().Rank()
-	var sx [][]float64
-	var sy []float64
-	for i := r; i < len(x); i += s.Procs {
-		sx, sy = append(sx, x[i]), append(sy, y[i])
-	}
-	m, err := newModel(sx, sy)
-	if err != nil {
-		return err
-	}
-	t.m, t.share, t.w, t.comm = m, float64(len(sx))/float64(len(x)), make([]float64, features), &s.Comm
-	return nil
-}
-
-// Step computes the local gradient, all-reduces it with the other
-// trainers, takes the step and returns the loss over all the data.
-func (t *Trainer) Step(ctx *actorrt.Context, lr float64) (float64, error) {
-	loss, grad, err := t.m.eval(t.w, t.b)
-	if err != nil {
-		return 0, err
-	}
-	// The mean over all rows is the shares' weighted sum of the shards'
-	// means: the loss rides along with the gradient.
-	buf := append(grad, loss)
-	for i := range buf {
-		buf[i] *= t.share
-	}
-	if err := collective.AllReduce(ctx, t.comm, "procs", buf, collective.Sum); err != nil {
-		return 0, err
-	}
-	sgd(t.w, &t.b, buf[:features+1], lr)
-	return buf[features+1], nil
-}
 
 func main() {
 	steps := flag.Int("steps", 100, "training steps")
-	procs := flag.Int("procs", 4, "procs to train on")
-	lr := flag.Float64("lr", 0.5, "learning rate")
-	seed := flag.Uint64("seed", 7, "the dataset's seed")
+	procs := flag.Int("procs", 4, "procs to train on (they must divide the 512 rows)")
+	lr := flag.Float64("lr", 0.01, "Adam's learning rate")
+	seed := flag.Uint64("seed", 7, "the dataset's and the parameters' seed")
 	flag.Parse()
-	if err := actorrt.Register[Trainer](); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	actorrt.Main(func(ctx context.Context) error { return run(ctx, *steps, *procs, *lr, *seed) })
+}
+
+// trainer is the model on a mesh: the rows scattered, the parameters
+// replicated, Adam over them.
+type trainer struct {
+	x, y   *dtensor.Tensor
+	params []*dtensor.Tensor // W1, b1, W2, b2
+	opt    *dtensor.Optimizer
+	first  actorrt.Point // where the loss is fetched from
+}
+
+// newTrainer sends the data and the starting parameters to the procs.
+func newTrainer(m *dtensor.Mesh, x, y []float64, start [][]float64, lr float64) (*trainer, error) {
+	var s dtensor.Step
+	t := &trainer{
+		x:     s.Scatter(m, "procs", x, rows, features), // each proc its rows
+		y:     s.Scatter(m, "procs", y, rows, 1),
+		first: m.Extent().Points()[0],
+	}
+	for i, p := range start {
+		t.params = append(t.params, s.FromSlice(m, p, shapes[i]...)) // the same on every proc
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	var err error
+	t.opt, err = dtensor.NewOptimizer(dtensor.DefaultAdam(lr), t.params...)
+	return t, err
+}
+
+// step is one training step; it returns the mean loss over all rows
+// before the update.
+func (t *trainer) step(ctx context.Context) (float64, error) {
+	var s dtensor.Step
+	w1, b1, w2, b2 := t.params[0], t.params[1], t.params[2], t.params[3]
+	h := s.Relu(s.Add(s.MatMul(t.x, w1), b1)) // b1 (hidden) broadcasts over the rows
+	z := s.Add(s.MatMul(h, w2), b2)
+	loss := s.Mean(s.Sub(s.Softplus(z), s.Mul(t.y, z)), 0) // this proc's rows' mean
+	grads := s.Grad(ctx, loss, t.params...)
+	// Equal shares of rows: the mean of the procs' means is the mean over
+	// all rows, and the mean of their gradients its gradient.
+	s.Update(t.opt, s.ReduceAll(ctx, grads, dtensor.Mean))
+	l := s.Fetch(ctx, s.Reduce(ctx, loss, nil, dtensor.Mean), t.first)
+	s.Drop(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...)
+	if err := s.Err(); err != nil {
+		return 0, err
+	}
+	return l.Float64s()[0], nil
 }
 
 func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error {
@@ -94,27 +84,17 @@ func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error 
 	if err != nil {
 		return err
 	}
-	comm, err := collective.New(ctx, procs)
+	x, y := dataset(seed)
+	start := initial(seed)
+	tr, err := newTrainer(dtensor.Activate(procs), x, y, start, lr)
 	if err != nil {
 		return err
 	}
-	trainers, err := actorrt.Spawn[Trainer](ctx, procs, "trainers", Setup{Comm: *comm, Seed: seed, Procs: nprocs, LR: lr})
-	if err != nil {
-		return err
-	}
-	step := actorrt.Method1((*Trainer).Step)
 	var ddp float64
 	t0 := time.Now()
 	for s := 1; s <= steps; s++ {
-		losses, err := step.Call(trainers, lr).Get(ctx)
-		if err != nil {
-			return err
-		}
-		ddp = losses.Values()[0]
-		for _, l := range losses.Values() {
-			if l != ddp {
-				return fmt.Errorf("step %d: the trainers disagree on the loss: %v", s, losses.Values())
-			}
+		if ddp, err = tr.step(ctx); err != nil {
+			return fmt.Errorf("step %d: %w", s, err)
 		}
 		if s == 1 || s%20 == 0 {
 			fmt.Printf("step %d loss %.10f\n", s, ddp)
@@ -122,22 +102,21 @@ func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error 
 	}
 	perDDP := time.Since(t0) / time.Duration(steps)
 
-	// The same training in this process alone.
-	x, y := dataset(seed)
+	// The same training in this process alone, on all the rows.
 	m, err := newModel(x, y)
 	if err != nil {
 		return err
 	}
-	w, b := make([]float64, features), 0.0
+	opt := newAdam(lr)
 	var single float64
 	t0 = time.Now()
 	for range steps {
-		loss, grad, err := m.eval(w, b)
+		loss, grads, err := m.eval(start)
 		if err != nil {
 			return err
 		}
 		single = loss
-		sgd(w, &b, grad, lr)
+		opt.step(start, grads)
 	}
 	perSingle := time.Since(t0) / time.Duration(steps)
 	// The loss a step returns is the loss before that step's update.

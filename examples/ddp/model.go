@@ -2,73 +2,100 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
-// The model: logistic regression, p = sigmoid(X·w + b), trained on the
-// mean binary cross-entropy, written as mean(softplus(z) - y·z) with
-// z = X·w + b (the same loss, without log of a sigmoid that rounds to 0).
-// Gorgonia builds the graph once per shard and differentiates it
-// symbolically (gorgonia.Grad); each step sets w and b (gorgonia.Let) and
-// runs the tape machine.
+// The model: a 2-layer perceptron, p = sigmoid(relu(X·W1 + b1)·W2 + b2),
+// trained on the mean binary cross-entropy, written as
+// mean(softplus(z) - y·z) with z the last layer's output (the same loss,
+// without log of a sigmoid that rounds to 0). The training on the procs
+// (main.go) writes it with dtensor's ops; the single-process training it
+// is checked against builds it here, in gorgonia, on all the rows.
 
-// Dims of the synthetic problem.
+// Dims of the synthetic problem and of the model.
 const (
 	features = 8
+	hidden   = 16
 	rows     = 512
 )
 
-// dataset makes the whole synthetic dataset from seed: rows of features,
-// labelled by a hidden linear rule with some noise.
-func dataset(seed uint64) (x [][]float64, y []float64) {
+// shapes are the parameters' shapes: W1, b1, W2, b2.
+var shapes = [][]int{{features, hidden}, {hidden}, {hidden, 1}, {1}}
+
+// dataset makes the whole synthetic dataset from seed: rows of features
+// (row-major, rows x features), labelled by a hidden nonlinear rule with
+// some noise (rows x 1).
+func dataset(seed uint64) (x, y []float64) {
 	r := rand.New(rand.NewPCG(seed, 1))
-	hidden := make([]float64, features)
-	for j := range hidden {
-		hidden[j] = r.NormFloat64()
+	rule := make([]float64, features)
+	for j := range rule {
+		rule[j] = r.NormFloat64()
 	}
 	for range rows {
-		xi := make([]float64, features)
 		z := 0.3
-		for j := range xi {
-			xi[j] = r.NormFloat64()
-			z += xi[j] * hidden[j]
+		for j := range features {
+			v := r.NormFloat64()
+			x = append(x, v)
+			z += v * rule[j]
 		}
 		label := 0.0
-		if z+0.5*r.NormFloat64() > 0 {
+		if math.Abs(z)-1+0.3*r.NormFloat64() > 0 {
 			label = 1
 		}
-		x, y = append(x, xi), append(y, label)
+		y = append(y, label)
 	}
 	return x, y
 }
 
-// model is the graph of the loss over one shard of the data.
-type model struct {
-	g     *gorgonia.ExprGraph
-	w, b  *gorgonia.Node
-	loss  *gorgonia.Node
-	grads gorgonia.Nodes // of loss with respect to w, b
-	vm    gorgonia.VM
+// initial is the parameters' starting values from seed: the weights
+// normal, scaled by their fan-in, the biases 0.
+func initial(seed uint64) [][]float64 {
+	r := rand.New(rand.NewPCG(seed, 2))
+	ps := make([][]float64, len(shapes))
+	for i, s := range shapes {
+		ps[i] = make([]float64, product(s))
+		if len(s) == 2 {
+			for j := range ps[i] {
+				ps[i][j] = r.NormFloat64() / math.Sqrt(float64(s[0]))
+			}
+		}
+	}
+	return ps
 }
 
-// newModel builds the loss of the shard x, y and its gradients.
-func newModel(x [][]float64, y []float64) (*model, error) {
-	n := len(x)
-	flat := make([]float64, 0, n*features)
-	for _, xi := range x {
-		flat = append(flat, xi...)
+func product(s []int) int {
+	n := 1
+	for _, d := range s {
+		n *= d
 	}
+	return n
+}
+
+// model is the graph of the loss over some rows, in gorgonia.
+type model struct {
+	params []*gorgonia.Node // W1, b1, W2, b2
+	loss   *gorgonia.Node
+	grads  gorgonia.Nodes // of loss with respect to params
+	vm     gorgonia.VM
+}
+
+// newModel builds the loss of the rows x, y and its gradients.
+func newModel(x, y []float64) (*model, error) {
+	n := len(y)
 	g := gorgonia.NewGraph()
 	X := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(n, features), gorgonia.WithName("X"),
-		gorgonia.WithValue(tensor.New(tensor.WithShape(n, features), tensor.WithBacking(flat))))
-	Y := gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(n), gorgonia.WithName("y"),
-		gorgonia.WithValue(tensor.New(tensor.WithShape(n), tensor.WithBacking(append([]float64(nil), y...)))))
-	m := &model{g: g}
-	m.w = gorgonia.NewVector(g, tensor.Float64, gorgonia.WithShape(features), gorgonia.WithName("w"), gorgonia.WithInit(gorgonia.Zeroes()))
-	m.b = gorgonia.NewScalar(g, tensor.Float64, gorgonia.WithName("b"), gorgonia.WithValue(0.0))
+		gorgonia.WithValue(tensor.New(tensor.WithShape(n, features), tensor.WithBacking(append([]float64(nil), x...)))))
+	Y := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(n, 1), gorgonia.WithName("y"),
+		gorgonia.WithValue(tensor.New(tensor.WithShape(n, 1), tensor.WithBacking(append([]float64(nil), y...)))))
+	m := &model{}
+	for i, s := range shapes {
+		v := tensor.New(tensor.WithShape(s...), tensor.WithBacking(make([]float64, product(s))))
+		m.params = append(m.params, gorgonia.NodeFromAny(g, v, gorgonia.WithName(fmt.Sprintf("p%d", i))))
+	}
 	var err error
 	must := func(n *gorgonia.Node, e error) *gorgonia.Node {
 		if e != nil && err == nil {
@@ -76,42 +103,66 @@ func newModel(x [][]float64, y []float64) (*model, error) {
 		}
 		return n
 	}
-	xw := must(gorgonia.Mul(X, m.w))
-	z := must(gorgonia.Add(xw, m.b))
+	// A bias of shape (k) added to every row of an (n, k) matrix.
+	addRows := func(a, b *gorgonia.Node, k int) *gorgonia.Node {
+		return must(gorgonia.BroadcastAdd(a, must(gorgonia.Reshape(b, tensor.Shape{1, k})), nil, []byte{0}))
+	}
+	h := must(gorgonia.Rectify(addRows(must(gorgonia.Mul(X, m.params[0])), m.params[1], hidden)))
+	z := addRows(must(gorgonia.Mul(h, m.params[2])), m.params[3], 1)
 	perRow := must(gorgonia.Sub(must(gorgonia.Softplus(z)), must(gorgonia.HadamardProd(Y, z))))
 	m.loss = must(gorgonia.Mean(perRow))
 	if err != nil {
 		return nil, fmt.Errorf("the model's graph: %w", err)
 	}
-	if m.grads, err = gorgonia.Grad(m.loss, m.w, m.b); err != nil {
+	if m.grads, err = gorgonia.Grad(m.loss, m.params...); err != nil {
 		return nil, fmt.Errorf("the model's gradients: %w", err)
 	}
 	m.vm = gorgonia.NewTapeMachine(g)
 	return m, nil
 }
 
-// eval runs the graph at parameters w, b and returns the shard's mean
-// loss and its gradient: len(w) entries for w, then one for b.
-func (m *model) eval(w []float64, b float64) (loss float64, grad []float64, err error) {
-	if err := gorgonia.Let(m.w, tensor.New(tensor.WithShape(features), tensor.WithBacking(append([]float64(nil), w...)))); err != nil {
-		return 0, nil, err
-	}
-	if err := gorgonia.Let(m.b, b); err != nil {
-		return 0, nil, err
+// eval runs the graph at the parameters ps and returns the mean loss and
+// its gradient by each parameter.
+func (m *model) eval(ps [][]float64) (loss float64, grads [][]float64, err error) {
+	for i, p := range ps {
+		if err := gorgonia.Let(m.params[i], tensor.New(tensor.WithShape(shapes[i]...), tensor.WithBacking(append([]float64(nil), p...)))); err != nil {
+			return 0, nil, err
+		}
 	}
 	m.vm.Reset()
 	if err := m.vm.RunAll(); err != nil {
 		return 0, nil, err
 	}
-	grad = append(grad, m.grads[0].Value().Data().([]float64)...)
-	grad = append(grad, m.grads[1].Value().Data().(float64))
-	return m.loss.Value().Data().(float64), grad, nil
+	for _, g := range m.grads {
+		grads = append(grads, append([]float64(nil), g.Value().Data().([]float64)...))
+	}
+	return m.loss.Value().Data().(float64), grads, nil
 }
 
-// sgd takes a step of size lr along -grad.
-func sgd(w []float64, b *float64, grad []float64, lr float64) {
-	for j := range w {
-		w[j] -= lr * grad[j]
+// adam is Adam's state for the parameters, as dtensor.Adam updates them.
+type adam struct {
+	lr, beta1, beta2, eps float64
+	t                     int
+	m, v                  [][]float64
+}
+
+func newAdam(lr float64) *adam {
+	a := &adam{lr: lr, beta1: 0.9, beta2: 0.999, eps: 1e-8}
+	for _, s := range shapes {
+		a.m, a.v = append(a.m, make([]float64, product(s))), append(a.v, make([]float64, product(s)))
 	}
-	*b -= lr * grad[len(w)]
+	return a
+}
+
+// step updates ps from their gradients.
+func (a *adam) step(ps, grads [][]float64) {
+	a.t++
+	c1, c2 := 1-math.Pow(a.beta1, float64(a.t)), 1-math.Pow(a.beta2, float64(a.t))
+	for i, p := range ps {
+		for j, g := range grads[i] {
+			a.m[i][j] = a.beta1*a.m[i][j] + (1-a.beta1)*g
+			a.v[i][j] = a.beta2*a.v[i][j] + (1-a.beta2)*g*g
+			p[j] -= a.lr * (a.m[i][j] / c1) / (math.Sqrt(a.v[i][j]/c2) + a.eps)
+		}
+	}
 }

@@ -1,0 +1,245 @@
+package dtensor
+
+import (
+	"context"
+
+	"github.com/monarch-go/monarch/actorrt"
+	"gorgonia.org/tensor"
+)
+
+// Step is a run of calls that keeps the first error, as bufio.Scanner
+// does: its methods are the ops of Tensor (and Grad, Reduce, the
+// constructors, Fetch, an Optimizer's Update) returning a *Tensor alone;
+// once one fails, every later call does nothing and returns nil, and Err
+// is that first error. A training step is written straight through and
+// checked once:
+//
+//	var s dtensor.Step
+//	h := s.Relu(s.Add(s.MatMul(x, w1), b1))     // b1 broadcasts over the rows
+//	z := s.Add(s.MatMul(h, w2), b2)
+//	loss := s.Mean(s.Mean(s.Sub(s.Softplus(z), s.Mul(y, z)), 0), 0)
+//	grads := s.Grad(ctx, loss, w1, b1, w2, b2)
+//	s.Update(opt, s.ReduceAll(ctx, grads, dtensor.Mean)) // averaged across the procs
+//	l := s.Fetch(ctx, loss, point)
+//	s.Drop(w1, b1, w2, b2)                       // this step's tensors but the parameters
+//	if err := s.Err(); err != nil { ... }
+//
+// The tensors a Step makes are ordinary tensors: the (T, error) methods
+// take them, and a Step takes tensors made anywhere. A Step is for one
+// goroutine; the zero Step is ready to use.
+type Step struct {
+	err  error
+	made []*Tensor // what it made, for Drop
+}
+
+// Err is the first error of the step's calls, or nil.
+func (s *Step) Err() error { return s.err }
+
+// Fail records err as the step's error, if it has none yet (nil is
+// ignored): a check of the caller's own fails the step like an op.
+func (s *Step) Fail(err error) {
+	if s.err == nil {
+		s.err = err
+	}
+}
+
+// Take keeps the result of a call of the (T, error) kind, an endpoint's
+// RRef say: t, or nil and err as the step's error. The call has run
+// already: after a failure its inputs may be nil, which it refuses with
+// an error, and the step keeps its first error.
+//
+//	y := s.Take(forward.RRef(actors, x))
+func (s *Step) Take(t *Tensor, err error) *Tensor {
+	return s.do(func() (*Tensor, error) { return t, err })
+}
+
+// do runs f unless the step has failed, and keeps what f makes or its
+// error.
+func (s *Step) do(f func() (*Tensor, error)) *Tensor {
+	if s.err != nil {
+		return nil
+	}
+	t, err := f()
+	if err != nil {
+		s.err = err
+		return nil
+	}
+	s.made = append(s.made, t)
+	return t
+}
+
+// Drop frees the shards of every tensor the step made, but those of keep
+// (the parameters, say; tensors sharing an id through Detach are kept
+// too), in one op per mesh, and forgets them: a training loop's step
+// calls it at its end, once the values it wants are fetched. It fails
+// the step if the ops cannot be sent.
+func (s *Step) Drop(keep ...*Tensor) {
+	kept := map[uint64]bool{}
+	for _, k := range keep {
+		if k != nil {
+			kept[k.id] = true
+		}
+	}
+	byMesh := map[*Mesh][]*Tensor{}
+	var order []*Mesh
+	for _, t := range s.made {
+		if kept[t.id] {
+			continue
+		}
+		kept[t.id] = true // once
+		if byMesh[t.mesh] == nil {
+			order = append(order, t.mesh)
+		}
+		byMesh[t.mesh] = append(byMesh[t.mesh], t)
+	}
+	s.made = nil
+	for _, m := range order {
+		if _, err := m.record(op{Kind: "drop"}, byMesh[m], nil); err != nil {
+			s.Fail(err)
+		}
+	}
+}
+
+// Rand is Mesh.Rand.
+func (s *Step) Rand(m *Mesh, shape ...int) *Tensor {
+	return s.do(func() (*Tensor, error) { return m.Rand(shape...) })
+}
+
+// Full is Mesh.Full.
+func (s *Step) Full(m *Mesh, v float64, shape ...int) *Tensor {
+	return s.do(func() (*Tensor, error) { return m.Full(v, shape...) })
+}
+
+// FromSlice is Mesh.FromSlice.
+func (s *Step) FromSlice(m *Mesh, data any, shape ...int) *Tensor {
+	return s.do(func() (*Tensor, error) { return m.FromSlice(data, shape...) })
+}
+
+// Scatter is Mesh.Scatter.
+func (s *Step) Scatter(m *Mesh, dim string, data any, shape ...int) *Tensor {
+	return s.do(func() (*Tensor, error) { return m.Scatter(dim, data, shape...) })
+}
+
+// MatMul is Tensor.MatMul.
+func (s *Step) MatMul(a, b *Tensor) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.MatMul(b) })
+}
+
+// T is Tensor.T.
+func (s *Step) T(a *Tensor) *Tensor { return s.do(a.T) }
+
+// Add is Tensor.Add (broadcast).
+func (s *Step) Add(a, b *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Add(b) }) }
+
+// Sub is Tensor.Sub (broadcast).
+func (s *Step) Sub(a, b *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Sub(b) }) }
+
+// Mul is Tensor.Mul (broadcast).
+func (s *Step) Mul(a, b *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Mul(b) }) }
+
+// Div is Tensor.Div (broadcast).
+func (s *Step) Div(a, b *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Div(b) }) }
+
+// Scale is Tensor.Scale.
+func (s *Step) Scale(a *Tensor, v float64) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Scale(v) })
+}
+
+// AddScalar is Tensor.AddScalar.
+func (s *Step) AddScalar(a *Tensor, v float64) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.AddScalar(v) })
+}
+
+// Exp is Tensor.Exp.
+func (s *Step) Exp(a *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Exp() }) }
+
+// Log is Tensor.Log.
+func (s *Step) Log(a *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Log() }) }
+
+// Sigmoid is Tensor.Sigmoid.
+func (s *Step) Sigmoid(a *Tensor) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Sigmoid() })
+}
+
+// Tanh is Tensor.Tanh.
+func (s *Step) Tanh(a *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Tanh() }) }
+
+// Softplus is Tensor.Softplus.
+func (s *Step) Softplus(a *Tensor) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Softplus() })
+}
+
+// Relu is Tensor.Relu.
+func (s *Step) Relu(a *Tensor) *Tensor { return s.do(func() (*Tensor, error) { return a.Relu() }) }
+
+// Softmax is Tensor.Softmax.
+func (s *Step) Softmax(a *Tensor) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Softmax() })
+}
+
+// Sum is Tensor.Sum.
+func (s *Step) Sum(a *Tensor, axis int) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Sum(axis) })
+}
+
+// Mean is Tensor.Mean.
+func (s *Step) Mean(a *Tensor, axis int) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Mean(axis) })
+}
+
+// Reshape is Tensor.Reshape.
+func (s *Step) Reshape(a *Tensor, shape ...int) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Reshape(shape...) })
+}
+
+// Row is Tensor.Row.
+func (s *Step) Row(a *Tensor, i int) *Tensor {
+	return s.do(func() (*Tensor, error) { return a.Row(i) })
+}
+
+// Reduce is the package's Reduce.
+func (s *Step) Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) *Tensor {
+	return s.do(func() (*Tensor, error) { return Reduce(ctx, t, dims, reduction) })
+}
+
+// ReduceAll is Reduce of each of ts over every dimension of its mesh
+// (data parallelism: ReduceAll(ctx, grads, Mean)); nil once the step has
+// failed.
+func (s *Step) ReduceAll(ctx context.Context, ts []*Tensor, reduction string) []*Tensor {
+	out := make([]*Tensor, len(ts))
+	for i, t := range ts {
+		if out[i] = s.Reduce(ctx, t, nil, reduction); out[i] == nil {
+			return nil
+		}
+	}
+	return out
+}
+
+// Grad is the package's Grad; nil once the step has failed.
+func (s *Step) Grad(ctx context.Context, loss *Tensor, params ...*Tensor) []*Tensor {
+	if s.err != nil {
+		return nil
+	}
+	gs, err := Grad(ctx, loss, params...)
+	if err != nil {
+		s.err = err
+		return nil
+	}
+	s.made = append(s.made, gs...)
+	return gs
+}
+
+// Fetch is FetchShard; nil once the step has failed. It waits for the
+// ops before it on that proc, so a failure there (an endpoint's error,
+// say) becomes the step's error here.
+func (s *Step) Fetch(ctx context.Context, t *Tensor, p actorrt.Point) *tensor.Dense {
+	if s.err != nil {
+		return nil
+	}
+	d, err := FetchShard(ctx, t, p)
+	if err != nil {
+		s.err = err
+		return nil
+	}
+	return d
+}
