@@ -112,13 +112,17 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 		return nil, fmt.Errorf("%w: the loss of a gradient must have one element per proc, not %v (Sum or Mean it)", ErrShape, loss.shape)
 	}
 	graph, index := gradGraph(loss, params)
-	out := make([]*Tensor, len(params))
+	wrt := make([]int, len(params))
 	for i, p := range params {
 		at, ok := index[p]
 		if !ok || !dependsOn(graph, len(graph)-1, at) {
 			return nil, fmt.Errorf("%w: parameter %d (%v)", ErrNoGradient, i, p)
 		}
-		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: at, DType: p.dtype}, []*Tensor{loss, p}, nil)
+		wrt[i] = at
+	}
+	out := make([]*Tensor, len(params))
+	for i, p := range params {
+		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: wrt[i], Wrt: wrt, DType: p.dtype}, []*Tensor{loss, p}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -173,61 +177,20 @@ func gradShape(o op, in []tensor.Shape) (tensor.Shape, error) {
 	return in[1].Clone(), nil
 }
 
-// runGrad builds the graph on this proc's shards, differentiates the loss
-// (the last node) by node o.Index and returns the gradient.
+// runGrad differentiates the loss (the last node of the graph) by node
+// o.Index on this proc's shards (gradcache.go: with the graph compiled
+// once, and every parameter of the same Grad, o.Wrt, from one run) and
+// returns the gradient.
 func runGrad(_ context.Context, o op, params []*tensor.Dense) (*tensor.Dense, error) {
-	g := gorgonia.NewGraph()
-	nodes := make([]*gorgonia.Node, len(o.Graph))
-	for i, n := range o.Graph {
-		for _, in := range n.In {
-			if in < 0 || in >= i {
-				return nil, fmt.Errorf("dtensor: grad: node %d reads node %d", i, in)
-			}
-		}
-		if n.Kind == "" {
-			t, err := get(n.ID)
-			if err != nil {
-				return nil, err
-			}
-			v := t.Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
-			nodes[i] = gorgonia.NodeFromAny(g, v, gorgonia.WithName(fmt.Sprintf("t%d", i)))
-			continue
-		}
-		build, ok := differentiable[n.Kind]
-		if !ok {
-			return nil, fmt.Errorf("dtensor: grad: no gradient of op %q", n.Kind)
-		}
-		in := make([]*gorgonia.Node, len(n.In))
-		for j, k := range n.In {
-			in[j] = nodes[k]
-		}
-		node, err := build(n, in)
-		if err != nil {
-			return nil, fmt.Errorf("dtensor: grad: %s: %w", n.Kind, err)
-		}
-		nodes[i] = node
+	wrt := o.Wrt
+	if !slices.Contains(wrt, o.Index) {
+		wrt = []int{o.Index}
 	}
-	loss := nodes[len(nodes)-1]
-	if !loss.IsScalar() {
-		var err error
-		if loss, err = gorgonia.Sum(loss); err != nil {
-			return nil, err
-		}
-	}
-	grads, err := gorgonia.Grad(loss, nodes[o.Index])
+	gs, err := gradients(o.Graph, wrt)
 	if err != nil {
-		return nil, fmt.Errorf("dtensor: grad: %w", err)
+		return nil, err
 	}
-	vm := gorgonia.NewTapeMachine(g)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		return nil, fmt.Errorf("dtensor: grad: %w", err)
-	}
-	d, ok := grads[0].Value().(*tensor.Dense)
-	if !ok {
-		return nil, fmt.Errorf("dtensor: grad: a gradient of %T", grads[0].Value())
-	}
-	d = d.Clone().(*tensor.Dense)
+	d := gs[o.Index].Clone().(*tensor.Dense)
 	// The parameter's shape, which gorgonia may have written otherwise
 	// (a column for (n, 1)).
 	if err := d.Reshape(params[1].Shape()...); err != nil {

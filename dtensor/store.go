@@ -91,6 +91,7 @@ type op struct {
 	Dims   []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
 	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
 	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
+	Wrt    []int            `msgpack:"wrt,omitempty"`  // grad: the graph's nodes of every parameter of the same Grad (Index is one)
 	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
 	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import, data: the element type ("" float64)
 	Raw    []byte           `msgpack:"raw,omitempty"`  // data: the shard's raw little-endian bytes
