@@ -57,6 +57,6 @@ func BenchmarkDDPStep(b *testing.B) {
 		b.Fatalf("step times %q %q", m[1], m[3])
 	}
 	procs, _ := strconv.Atoi(m[2])
-	fmt.Printf("BENCH ddp-step-%dprocs-us ours=%.1f floor=%.1f ratio=%.2f target<=100\n", procs,
+	fmt.Printf("BENCH ddp-step-%dprocs-us ours=%.1f floor=%.1f ratio=%.2f target<=3\n", procs,
 		float64(ours.Microseconds()), float64(floor.Microseconds()), float64(ours)/float64(floor))
 }
