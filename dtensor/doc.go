@@ -56,7 +56,11 @@
 // with ErrShape ("dtensor: shapes do not fit: matmul of (2, 3) and (4,
 // 5)"), and nothing is sent; each proc checks the rule again before it
 // runs the op. Ops are sent, not awaited: each proc runs them in the order they
-// were issued, so a later op sees an earlier one's result. An op that
+// were issued, so a later op sees an earlier one's result. The mesh keeps
+// the ops every proc runs alike in an outbox and sends them together, one
+// message per proc, when something waits for the procs (a fetch, ToMesh,
+// a shard handed to an actor) or 2 ms after the first (outbox.go): an
+// error sending a batch is returned by the next op or fetch. An op that
 // fails on a proc (an endpoint's error, say) leaves an error in place of
 // its result; ops that use it fail the same way, and FetchShard (or
 // Reduce) returns that error.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"gorgonia.org/gorgonia"
@@ -48,26 +47,31 @@ type compiledGrad struct {
 
 // graphKey is the structure of graph, with its leaves' shards, and wrt.
 func graphKey(graph []gradNode, leaves []*tensor.Dense, wrt []int) string {
-	var b strings.Builder
+	b := make([]byte, 0, 32*len(graph))
+	ints := func(xs []int) {
+		for _, x := range xs {
+			b = strconv.AppendInt(append(b, ','), int64(x), 10)
+		}
+		b = append(b, ';')
+	}
 	li := 0
 	for _, n := range graph {
 		if n.Kind == "" {
 			t := leaves[li]
 			li++
-			fmt.Fprintf(&b, "L%s%v;", t.Dtype(), []int(t.Shape()))
+			b = append(append(b, 'L'), t.Dtype().Name()...)
+			ints(t.Shape())
 			continue
 		}
-		b.WriteString(n.Kind)
-		b.WriteByte(' ')
-		b.WriteString(n.Name)
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatFloat(n.Value, 'g', -1, 64))
-		b.WriteByte(' ')
-		b.WriteString(strconv.Itoa(n.Index))
-		fmt.Fprintf(&b, " %v %v;", n.Shape, n.In)
+		b = append(append(append(append(b, n.Kind...), ' '), n.Name...), ' ')
+		b = strconv.AppendFloat(b, n.Value, 'g', -1, 64)
+		b = strconv.AppendInt(append(b, ' '), int64(n.Index), 10)
+		ints(n.Shape)
+		ints(n.In)
 	}
-	fmt.Fprintf(&b, "wrt%v", wrt)
-	return b.String()
+	b = append(b, "wrt"...)
+	ints(wrt)
+	return string(b)
 }
 
 // gradients are the gradients of graph's loss (its last node) with

@@ -21,7 +21,10 @@ func NewShard(t *tensor.Dense) Shard { return Shard{T: t} }
 
 // Shard refers to the tensor's shard on each proc, as an endpoint
 // argument.
-func (t *Tensor) Shard() Shard { return Shard{id: t.id} }
+func (t *Tensor) Shard() Shard {
+	t.mesh.send() // the op that makes it goes now; an error shows at the next op
+	return Shard{id: t.id}
+}
 
 type shardWire struct {
 	ID    uint64 `msgpack:"id"`

@@ -22,6 +22,15 @@ type Mesh struct {
 
 	commMu sync.Mutex
 	c      *collective.Comm // made at the first collective (Reduce)
+
+	// The outbox (outbox.go): ops kept to go together, their data's
+	// bytes, the timer that sends them, and the error of a batch that
+	// could not be sent, for the next op or wait.
+	outMu    sync.Mutex
+	out      []op
+	outBytes int
+	timer    *time.Timer
+	outErr   error
 }
 
 // Activate makes procs hold distributed tensors: tensors created on the
@@ -118,10 +127,13 @@ func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, 
 		o.Out = out.id
 	}
 	if each == nil {
-		if err := opFn.Broadcast(m.procs, o); err != nil {
+		if err := m.queue(o); err != nil {
 			return nil, err
 		}
 		return out, nil
+	}
+	if err := m.flush(); err != nil { // what was recorded before goes first
+		return nil, err
 	}
 	for r, p := range m.Extent().Points() {
 		each(r, &o)
@@ -254,6 +266,9 @@ func (t *Tensor) Drop() error {
 func FetchShard(ctx context.Context, t *Tensor, p actorrt.Point) (*tensor.Dense, error) {
 	one := t.mesh.procs.SliceAt(p)
 	if err := one.Err(); err != nil {
+		return nil, err
+	}
+	if err := t.mesh.flush(); err != nil {
 		return nil, err
 	}
 	v, err := fetchFn.Call(one, t.id).Get(ctx)

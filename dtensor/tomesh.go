@@ -65,6 +65,9 @@ func ToMesh(ctx context.Context, t *Tensor, dst *Mesh) (*Tensor, error) {
 	if !t.mesh.Extent().Equal(dst.Extent()) {
 		return nil, fmt.Errorf("%w: to a mesh of %v from one of %v", ErrShape, dst.Extent(), t.mesh.Extent())
 	}
+	if err := t.mesh.flush(); err != nil {
+		return nil, err
+	}
 	hs, err := exportFn.Call(t.mesh.procs, t.id).Get(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dtensor: ToMesh: %w", err)
