@@ -33,7 +33,8 @@
 // input shards and its scalar parameters. The ops are rand and full
 // (Rand, Full, Zeros), data (FromSlice, Scatter, FromShards: the
 // client's own data, carried in the op), allreduce and reducescatter (Reduce and
-// ReduceScatter, run as collectives on the procs), grad (Grad, see
+// ReduceScatter, run as collectives on the procs), pack and unpack
+// (ReduceEach: several tensors reduced as one vector, pack.go), grad (Grad, see
 // grad.go: gorgonia differentiates each proc's graph), import (ToMesh:
 // each proc reads its shard from the source proc's registered memory,
 // one-sided), matmul, add, sub, mul,

@@ -109,6 +109,8 @@ var ops = map[string]opKind{
 		return c, nil
 	}},
 	"allreduce":     {inputs: 1, shape: sameShape, run: allReduce},
+	"pack":          {inputs: -1, shape: packShape, run: pack},
+	"unpack":        {inputs: 1, shape: unpackShape, run: unpack},
 	"grad":          {inputs: 2, shape: gradShape, run: runGrad},
 	"import":        {shape: created, run: importShard},
 	"data":          {shape: created, run: fromData},

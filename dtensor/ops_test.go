@@ -139,6 +139,36 @@ func TestEveryOp(t *testing.T) {
 				return out
 			})
 		},
+		"pack": func(t *testing.T) { // and unpack: ReduceEach, one collective for several tensors
+			rs, err := dtensor.ReduceEach(ctx, []*dtensor.Tensor{x, y}, nil, dtensor.Sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, in := range [][]*tensor.Dense{xs, ys} {
+				expect(t, ctx, rs[k], func(int) []float64 {
+					out := make([]float64, len(in[0].Float64s()))
+					for _, s := range in {
+						for j, v := range s.Float64s() {
+							out[j] += v
+						}
+					}
+					return out
+				})
+			}
+		},
+		"unpack": func(t *testing.T) { // each tensor back in its own shape, from its place in the vector
+			xt := tt(x.T())
+			rs, err := dtensor.ReduceEach(ctx, []*dtensor.Tensor{y, xt}, nil, dtensor.Max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rs[1].Shape().Eq(xt.Shape()) {
+				t.Fatalf("unpacked shape %v, want %v", rs[1].Shape(), xt.Shape())
+			}
+			want := tt(dtensor.Reduce(ctx, xt, nil, dtensor.Max))
+			ws := shards(t, ctx, want)
+			expect(t, ctx, rs[1], func(i int) []float64 { return ws[i].Float64s() })
+		},
 		"matmul": func(t *testing.T) {
 			expect(t, ctx, tt(x.MatMul(w)), func(i int) []float64 { return vals(tensor.MatMul(xs[i], ws[i])) })
 		},

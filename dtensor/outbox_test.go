@@ -1,6 +1,7 @@
 package dtensor_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -48,5 +49,37 @@ func TestOutbox(t *testing.T) {
 		if got := s.Float64s(); !near(got, []float64{11, 11, 11, 11}) {
 			t.Fatalf("shard %v; want 11s", got)
 		}
+	}
+}
+
+// TestReduceEach: several tensors reduced as one collective give what
+// each Reduce gives, each in its own shape; tensors of two element types
+// or two meshes are refused.
+func TestReduceEach(t *testing.T) {
+	ctx, procs, m := setup(t)
+	a := must[*dtensor.Tensor](t)(m.Rand(3, 2))
+	b := must[*dtensor.Tensor](t)(m.Rand(4))
+	c := must[*dtensor.Tensor](t)(m.Rand(1, 1))
+	got := must[[]*dtensor.Tensor](t)(dtensor.ReduceEach(ctx, []*dtensor.Tensor{a, b, c}, []string{"gpus"}, dtensor.Mean))
+	for i, x := range []*dtensor.Tensor{a, b, c} {
+		want := must[*dtensor.Tensor](t)(dtensor.Reduce(ctx, x, []string{"gpus"}, dtensor.Mean))
+		if !got[i].Shape().Eq(x.Shape()) {
+			t.Fatalf("tensor %d: shape %v, want %v", i, got[i].Shape(), x.Shape())
+		}
+		gs, ws := shards(t, ctx, got[i]), shards(t, ctx, want)
+		for r := range gs {
+			if !near(gs[r].Float64s(), ws[r].Float64s()) {
+				t.Fatalf("tensor %d, proc %d: %v, want %v", i, r, gs[r].Float64s(), ws[r].Float64s())
+			}
+		}
+	}
+	f := must[*dtensor.Tensor](t)(m.RandOf(dtensor.Float32, 2))
+	if _, err := dtensor.ReduceEach(ctx, []*dtensor.Tensor{a, f}, nil, dtensor.Sum); err == nil {
+		t.Errorf("float64 and float32 reduced together")
+	}
+	other := dtensor.Activate(procs)
+	o := must[*dtensor.Tensor](t)(other.Rand(2))
+	if _, err := dtensor.ReduceEach(ctx, []*dtensor.Tensor{a, o}, nil, dtensor.Sum); !errors.Is(err, dtensor.ErrMesh) {
+		t.Errorf("tensors of two meshes: %v, want ErrMesh", err)
 	}
 }

@@ -202,16 +202,19 @@ func (s *Step) Reduce(ctx context.Context, t *Tensor, dims []string, reduction s
 	return s.do(func() (*Tensor, error) { return Reduce(ctx, t, dims, reduction) })
 }
 
-// ReduceAll is Reduce of each of ts over every dimension of its mesh
-// (data parallelism: ReduceAll(ctx, grads, Mean)); nil once the step has
-// failed.
+// ReduceAll is ReduceEach of ts over every dimension of their mesh (data
+// parallelism: ReduceAll(ctx, grads, Mean), one collective for all the
+// gradients); nil once the step has failed.
 func (s *Step) ReduceAll(ctx context.Context, ts []*Tensor, reduction string) []*Tensor {
-	out := make([]*Tensor, len(ts))
-	for i, t := range ts {
-		if out[i] = s.Reduce(ctx, t, nil, reduction); out[i] == nil {
-			return nil
-		}
+	if s.err != nil {
+		return nil
 	}
+	out, err := ReduceEach(ctx, ts, nil, reduction)
+	if err != nil {
+		s.err = err
+		return nil
+	}
+	s.made = append(s.made, out...)
 	return out
 }
 
