@@ -24,7 +24,8 @@ const ctlBytes = 64
 
 // hdrBytes is the header of a direct message, before its data: the
 // call's length in bytes, what the call is (tag) and the message's own
-// length.
+// length, and the size of the pieces its sender sends its ring
+// successor (link.go).
 const hdrBytes = 32
 
 // The counters of a dimension's area, at these offsets in it.

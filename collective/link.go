@@ -23,24 +23,62 @@ const probeEvery = 100 * time.Millisecond
 func (g *group) succ() int { return g.ranks[(g.me+1)%g.size] }
 func (g *group) pred() int { return g.ranks[(g.me+g.size-1)%g.size] }
 
+// streamPieces is how many pieces a link through tcp cuts its two slots
+// in: so many messages in flight, each announced with its write.
+const streamPieces = 8
+
+// link is how a ring link moves messages through the receiver's two
+// slots: in pieces of size bytes, each in its own part of the slots, at
+// most pieces of them in flight. A link through shared memory (or verbs)
+// keeps a message a slot (two in flight), written then announced by a
+// fetch-and-add, each acknowledged before the next is taken: two copies,
+// no round trip. A link through tcp streams: smaller pieces, up to
+// streamPieces in flight, each written and announced in one request
+// (Handle.WriteAdd), acknowledged in batches in the background, so that
+// the sender never waits for the receiver's round trip and the receiver
+// combines a piece while the next ones arrive.
+type link struct {
+	pieces int
+	size   int
+	stream bool
+}
+
+// linkTo is the link to or from the member rank: both ends of a link
+// reach each other through the same backend (shm on one host, tcp
+// between hosts, or the one MONARCH_RDMA_BACKEND forces), so both pick
+// the same; the ring's header round checks that they do (linkWord).
+func (g *group) linkTo(rank int) link {
+	slot := g.c.SlotBytes
+	if g.c.Handles[rank].Backend() == "tcp" && slot%(8*streamPieces/2) == 0 {
+		return link{pieces: streamPieces, size: 2 * slot / streamPieces, stream: true}
+	}
+	return link{pieces: 2, size: slot}
+}
+
+// linkWord says what link this member sends to its successor on, for
+// the headers of the direct rounds: its pieces' size.
+func (g *group) linkWord() uint64 {
+	if g.size < 2 {
+		return 0
+	}
+	return uint64(g.linkTo(g.succ()).size)
+}
+
 // send writes data into the successor's slots, a piece at a time.
 func (g *group) send(ctx context.Context, data []byte) error {
 	to := g.succ()
-	h, area, slot := g.c.Handles[to], g.area, g.c.SlotBytes
+	h, area, ln := g.c.Handles[to], g.area, g.linkTo(to)
 	for len(data) > 0 {
-		piece := data[:min(len(data), slot)]
+		piece := data[:min(len(data), ln.size)]
 		m := g.l.sent[g.dim]
-		// At most two messages in flight: the slot is free once the
-		// message before the last is consumed.
-		if m >= 2 {
-			if err := g.wait(ctx, area+offAcked, m-1, to, "waiting for the successor to consume"); err != nil {
+		// At most ln.pieces messages in flight: the part is free once
+		// the message that was in it is consumed.
+		if m >= uint64(ln.pieces) {
+			if err := g.wait(ctx, area+offAcked, m-uint64(ln.pieces)+1, to, "waiting for the successor to consume"); err != nil {
 				return err
 			}
 		}
-		if err := h.WriteAt(ctx, piece, area+ctlBytes+int(m%2)*slot); err != nil {
-			return g.peerErr("sending to", to, err)
-		}
-		if _, err := h.FetchAdd(ctx, area+offReceived, 1); err != nil {
+		if err := h.WriteAdd(ctx, piece, area+ctlBytes+int(m%uint64(ln.pieces))*ln.size, area+offReceived, 1); err != nil {
 			return g.peerErr("sending to", to, err)
 		}
 		g.l.sent[g.dim]++
@@ -51,25 +89,99 @@ func (g *group) send(ctx context.Context, data []byte) error {
 
 // recv takes len(into) bytes from the predecessor, a piece at a time,
 // each handed to consume with the piece of into it is for.
-func (g *group) recv(ctx context.Context, into []byte, consume func(dst, piece []byte)) error {
+func (g *group) recv(ctx context.Context, into []byte, consume func(dst, piece []byte)) (err error) {
 	from := g.pred()
-	h, area, slot := g.c.Handles[from], g.area, g.c.SlotBytes
+	h, area, ln := g.c.Handles[from], g.area, g.linkTo(from)
 	mem := g.l.buf.Bytes()
+	ack := func(n uint64) error {
+		if _, err := h.FetchAdd(ctx, area+offAcked, n); err != nil {
+			return g.peerErr("acknowledging", from, err)
+		}
+		return nil
+	}
+	var acks *acker
+	if ln.stream {
+		acks = startAcker(ack)
+		defer func() {
+			if aerr := acks.stop(); err == nil {
+				err = aerr
+			}
+		}()
+	}
 	for off := 0; off < len(into); {
-		n := min(len(into)-off, slot)
+		n := min(len(into)-off, ln.size)
 		r := g.l.received[g.dim]
 		if err := g.wait(ctx, area+offReceived, r+1, from, "waiting for the predecessor's data"); err != nil {
 			return err
 		}
-		at := area + ctlBytes + int(r%2)*slot
+		at := area + ctlBytes + int(r%uint64(ln.pieces))*ln.size
 		consume(into[off:off+n], mem[at:at+n])
-		if _, err := h.FetchAdd(ctx, area+offAcked, 1); err != nil {
-			return g.peerErr("acknowledging", from, err)
+		if acks != nil {
+			if err := acks.add(); err != nil {
+				return err
+			}
+		} else if err := ack(1); err != nil {
+			return err
 		}
 		g.l.received[g.dim]++
 		off += n
 	}
 	return nil
+}
+
+// acker acknowledges a streaming link's pieces in the background: all
+// those consumed since its last acknowledgement in one fetch-and-add, so
+// that the receiver goes on to the next piece at once.
+type acker struct {
+	ack     func(n uint64) error
+	pending atomic.Uint64 // consumed, not yet acknowledged
+	wake    chan struct{} // a token when pending may be > 0
+	done    chan error    // the first failure, when the acker ends
+	failed  atomic.Bool
+}
+
+func startAcker(ack func(n uint64) error) *acker {
+	wake := make(chan struct{}, 1)
+	a := &acker{ack: ack, wake: wake, done: make(chan error, 1)}
+	go func() {
+		var err error
+		for range wake {
+			if n := a.pending.Swap(0); n > 0 && err == nil {
+				if err = a.ack(n); err != nil {
+					a.failed.Store(true)
+				}
+			}
+		}
+		if n := a.pending.Swap(0); n > 0 && err == nil {
+			err = a.ack(n)
+		}
+		a.done <- err
+	}()
+	return a
+}
+
+// add counts a piece consumed; an error once an acknowledgement failed.
+func (a *acker) add() error {
+	if a.failed.Load() {
+		return a.stop()
+	}
+	a.pending.Add(1)
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// stop acknowledges what is left, ends the acker and returns its first
+// failure; once.
+func (a *acker) stop() error {
+	if a.wake == nil {
+		return nil
+	}
+	close(a.wake)
+	a.wake = nil
+	return <-a.done
 }
 
 // exchange sends out to the successor while it receives into from the
