@@ -51,7 +51,10 @@
 //     are in flight per link. Messages larger than a slot go in pieces.
 //     A link through tcp streams instead (link.go): its two slots are
 //     cut in 8 parts, each piece written and announced in one request
-//     (ibverbs Handle.WriteAdd), up to 8 in flight, the receiver
+//     (ibverbs Handle.WriteAdd) sent on the member's stream to its
+//     successor (ibverbs Stream: one connection, kept across
+//     collectives, on which the sender does not wait for each answer,
+//     only for all of a step's at its end), up to 8 in flight, the receiver
 //     acknowledging what it consumed in batches in the background, so
 //     neither end waits for a round trip per piece. Both ends of a link
 //     pick its pieces alike (by the backend between them); every

@@ -64,10 +64,30 @@ func (g *group) linkWord() uint64 {
 	return uint64(g.linkTo(g.succ()).size)
 }
 
-// send writes data into the successor's slots, a piece at a time.
-func (g *group) send(ctx context.Context, data []byte) error {
+// send writes data into the successor's slots, a piece at a time: on a
+// link that streams, through the member's stream to it, answered at the
+// end.
+func (g *group) send(ctx context.Context, data []byte) (err error) {
 	to := g.succ()
 	h, area, ln := g.c.Handles[to], g.area, g.linkTo(to)
+	writeAdd := h.WriteAdd
+	if ln.stream {
+		s, err := g.stream(to)
+		if err != nil {
+			return g.peerErr("sending to", to, err)
+		}
+		writeAdd = s.WriteAdd
+		defer func() {
+			if err == nil {
+				if ferr := s.Flush(ctx); ferr != nil {
+					err = g.peerErr("sending to", to, ferr)
+				}
+			}
+			if err != nil {
+				s.Close() // the next collective dials anew
+			}
+		}()
+	}
 	for len(data) > 0 {
 		piece := data[:min(len(data), ln.size)]
 		m := g.l.sent[g.dim]
@@ -78,13 +98,27 @@ func (g *group) send(ctx context.Context, data []byte) error {
 				return err
 			}
 		}
-		if err := h.WriteAdd(ctx, piece, area+ctlBytes+int(m%uint64(ln.pieces))*ln.size, area+offReceived, 1); err != nil {
+		if err := writeAdd(ctx, piece, area+ctlBytes+int(m%uint64(ln.pieces))*ln.size, area+offReceived, 1); err != nil {
 			return g.peerErr("sending to", to, err)
 		}
 		g.l.sent[g.dim]++
 		data = data[len(piece):]
 	}
 	return nil
+}
+
+// stream is this member's stream to its successor rank, opened at first
+// use.
+func (g *group) stream(rank int) (*ibverbs.Stream, error) {
+	if s := g.l.streams[g.dim]; s != nil {
+		return s, nil
+	}
+	s, err := g.c.Handles[rank].NewStream()
+	if err != nil {
+		return nil, err
+	}
+	g.l.streams[g.dim] = s
+	return s, nil
 }
 
 // recv takes len(into) bytes from the predecessor, a piece at a time,

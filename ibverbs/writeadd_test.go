@@ -103,3 +103,81 @@ func TestServeWriteAddBadInput(t *testing.T) {
 		t.Errorf("%d bytes of answer to a request cut short", n)
 	}
 }
+
+// TestStream: a stream's writes land in order, each counted by its add
+// by the time Flush returns; one the owner refuses fails the stream
+// (that call or the next, and Flush), and after Close the stream works
+// again; a stream to a buffer whose owner is gone fails.
+func TestStream(t *testing.T) {
+	t.Setenv(EnvBackend, "tcp")
+	srv := startTestServer(t, serverLimits{idle: serverIdleBound, progress: requestProgressBound, conns: 16}, false)
+	b, h := testBuffer(t, 1<<20, srv)
+	clear(b.mem)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := h.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	piece := make([]byte, 64<<10)
+	for i := range 100 {
+		for j := range piece {
+			piece[j] = byte(i)
+		}
+		if err := s.WriteAdd(ctx, piece, 8+(i%15)*len(piece), 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.LittleEndian.Uint64(b.mem); got != 100 {
+		t.Fatalf("word = %d after 100 adds", got)
+	}
+	// The last write to each part is the one there: i = 85..99.
+	for i := 85; i < 100; i++ {
+		at := 8 + (i%15)*len(piece)
+		if b.mem[at] != byte(i) || b.mem[at+len(piece)-1] != byte(i) {
+			t.Fatalf("part %d holds %d, want %d", i%15, b.mem[at], i)
+		}
+	}
+	// The owner refuses a write out of its buffer: its answer fails
+	// the stream.
+	h2 := h
+	h2.Size = 2 << 20 // a handle that misdescribes the buffer
+	s2, err := h2.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := s2.WriteAdd(ctx, piece, 1<<20, 0, 1); err != nil {
+		t.Fatal(err) // sent: the answer says
+	}
+	if err := s2.Flush(ctx); !errors.Is(err, ErrRange) {
+		t.Fatalf("Flush after a refused write: %v, want ErrRange", err)
+	}
+	if err := s2.WriteAdd(ctx, piece, 0, 1<<20-8, 1); !errors.Is(err, ErrRange) {
+		t.Fatalf("WriteAdd on a broken stream: %v, want its failure", err)
+	}
+	s2.Close()
+	if err := s2.WriteAdd(ctx, piece[:8], 8, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Flush(ctx); err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	if got := binary.LittleEndian.Uint64(b.mem); got != 101 {
+		t.Fatalf("word = %d, want 101", got)
+	}
+	// Bad input is refused before anything is sent.
+	if err := s.WriteAdd(ctx, piece, 8, 16, 1); !errors.Is(err, ErrRange) {
+		t.Fatalf("an add inside the write: %v, want ErrRange", err)
+	}
+	// The buffer closed: the owner answers that it has none.
+	b.Close()
+	s.WriteAdd(ctx, piece[:8], 8, 0, 1)
+	if err := s.Flush(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("to a closed buffer: %v, want ErrClosed", err)
+	}
+}
