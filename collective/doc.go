@@ -56,7 +56,10 @@
 //     collectives, on which the sender does not wait for each answer,
 //     only for all of a step's at its end), up to 8 in flight, the receiver
 //     acknowledging what it consumed in batches in the background, so
-//     neither end waits for a round trip per piece. Both ends of a link
+//     neither end waits for a round trip per piece; and the ring's
+//     steps are pipelined (link.go, pipeline): each piece of a step goes
+//     on as soon as the step before has brought it in, rather than when
+//     all that step's chunk is in. Both ends of a link
 //     pick its pieces alike (by the backend between them); every
 //     header says its sender's, and a member whose predecessor's
 //     differs fails the collective saying so.

@@ -2,7 +2,9 @@ package collective
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -67,7 +69,10 @@ func (g *group) linkWord() uint64 {
 // send writes data into the successor's slots, a piece at a time: on a
 // link that streams, through the member's stream to it, answered at the
 // end.
-func (g *group) send(ctx context.Context, data []byte) (err error) {
+//
+// ready, if not nil, is called before each piece with where the piece
+// ends in data, and may hold it back (pipeline).
+func (g *group) send(ctx context.Context, data []byte, ready func(end int) error) (err error) {
 	to := g.succ()
 	h, area, ln := g.c.Handles[to], g.area, g.linkTo(to)
 	writeAdd := h.WriteAdd
@@ -88,8 +93,14 @@ func (g *group) send(ctx context.Context, data []byte) (err error) {
 			}
 		}()
 	}
-	for len(data) > 0 {
-		piece := data[:min(len(data), ln.size)]
+	for end := 0; end < len(data); {
+		piece := data[end:min(len(data), end+ln.size)]
+		end += len(piece)
+		if ready != nil {
+			if err := ready(end); err != nil {
+				return err
+			}
+		}
 		m := g.l.sent[g.dim]
 		// At most ln.pieces messages in flight: the part is free once
 		// the message that was in it is consumed.
@@ -102,7 +113,6 @@ func (g *group) send(ctx context.Context, data []byte) (err error) {
 			return g.peerErr("sending to", to, err)
 		}
 		g.l.sent[g.dim]++
-		data = data[len(piece):]
 	}
 	return nil
 }
@@ -122,8 +132,9 @@ func (g *group) stream(rank int) (*ibverbs.Stream, error) {
 }
 
 // recv takes len(into) bytes from the predecessor, a piece at a time,
-// each handed to consume with the piece of into it is for.
-func (g *group) recv(ctx context.Context, into []byte, consume func(dst, piece []byte)) (err error) {
+// each handed to consume with the piece of into it is for; then done, if
+// not nil, is told where the piece ends in into.
+func (g *group) recv(ctx context.Context, into []byte, consume func(dst, piece []byte), done func(end int)) (err error) {
 	from := g.pred()
 	h, area, ln := g.c.Handles[from], g.area, g.linkTo(from)
 	mem := g.l.buf.Bytes()
@@ -159,6 +170,9 @@ func (g *group) recv(ctx context.Context, into []byte, consume func(dst, piece [
 		}
 		g.l.received[g.dim]++
 		off += n
+		if done != nil {
+			done(off)
+		}
 	}
 	return nil
 }
@@ -223,8 +237,8 @@ func (a *acker) stop() error {
 // receives.
 func (g *group) exchange(ctx context.Context, out, into []byte, consume func(dst, piece []byte)) error {
 	sent := make(chan error, 1)
-	go func() { sent <- g.send(ctx, out) }()
-	err := g.recv(ctx, into, consume)
+	go func() { sent <- g.send(ctx, out, nil) }()
+	err := g.recv(ctx, into, consume, nil)
 	if serr := <-sent; err == nil {
 		err = serr
 	}
@@ -304,4 +318,87 @@ func as[T Number](b []byte) []T {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(zero)))
+}
+
+// step is one step of the ring: out to the successor while in comes from
+// the predecessor, each piece of it handed to consume.
+type step struct {
+	out, in []byte
+	consume func(dst, piece []byte)
+}
+
+// ring runs steps one after the other, except where both of this
+// member's links stream (tcp): there it pipelines them.
+func (g *group) ring(ctx context.Context, steps []step) error {
+	if g.linkTo(g.succ()).stream && g.linkTo(g.pred()).stream {
+		return g.pipeline(ctx, steps)
+	}
+	for _, s := range steps {
+		if err := g.exchange(ctx, s.out, s.in, s.consume); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pipeline runs steps as one stream: what a step sends is what the step
+// before received (the ring's chunk that moves on), so each piece of it
+// goes as soon as it is in, rather than when all the step before is.
+// The steps' sends go on one goroutine, their receives on this one; a
+// failure of either ends the other.
+func (g *group) pipeline(ctx context.Context, steps []step) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu     sync.Mutex
+		cond   = sync.NewCond(&mu)
+		at     = -1  // the step last received into
+		got    = 0   // how much of it is in
+		failed error // the receives' failure
+	)
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for k, s := range steps {
+			err = g.send(ctx, s.out, func(end int) error {
+				if k == 0 {
+					return nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for failed == nil && (at < k-1 || at == k-1 && got < end) {
+					cond.Wait()
+				}
+				return failed
+			})
+			if err != nil {
+				cancel(err)
+				break
+			}
+		}
+		sent <- err
+	}()
+	mark := func(k, end int) {
+		mu.Lock()
+		at, got = k, end
+		mu.Unlock()
+		cond.Broadcast()
+	}
+	var err error
+	for k, s := range steps {
+		if err = g.recv(ctx, s.in, s.consume, func(end int) { mark(k, end) }); err != nil {
+			break
+		}
+		mark(k, len(s.in))
+	}
+	if err != nil {
+		mu.Lock()
+		failed = err
+		mu.Unlock()
+		cond.Broadcast()
+	}
+	if serr := <-sent; serr != nil && !errors.Is(serr, err) {
+		return serr // the first: the receives' then failed for it
+	}
+	return err
 }
