@@ -54,7 +54,7 @@
 //     (ibverbs Handle.WriteAdd) sent on the member's stream to its
 //     successor (ibverbs Stream: one connection, kept across
 //     collectives, on which the sender does not wait for each answer,
-//     only for all of a step's at its end), up to 8 in flight, the receiver
+//     only for all of them at the end), up to 8 in flight, the receiver
 //     acknowledging what it consumed in batches in the background, so
 //     neither end waits for a round trip per piece; and the ring's
 //     steps are pipelined (link.go, pipeline): each piece of a step goes

@@ -66,13 +66,13 @@ func (g *group) linkWord() uint64 {
 	return uint64(g.linkTo(g.succ()).size)
 }
 
-// send writes data into the successor's slots, a piece at a time: on a
-// link that streams, through the member's stream to it, answered at the
-// end.
+// send writes msgs, one after the other, into the successor's slots, a
+// piece at a time: on a link that streams, through the member's stream
+// to it, answered at the end.
 //
-// ready, if not nil, is called before each piece with where the piece
-// ends in data, and may hold it back (pipeline).
-func (g *group) send(ctx context.Context, data []byte, ready func(end int) error) (err error) {
+// ready, if not nil, is called before each piece with the message's index
+// and where the piece ends in it, and may hold it back (pipeline).
+func (g *group) send(ctx context.Context, msgs [][]byte, ready func(k, end int) error) (err error) {
 	to := g.succ()
 	h, area, ln := g.c.Handles[to], g.area, g.linkTo(to)
 	writeAdd := h.WriteAdd
@@ -93,26 +93,28 @@ func (g *group) send(ctx context.Context, data []byte, ready func(end int) error
 			}
 		}()
 	}
-	for end := 0; end < len(data); {
-		piece := data[end:min(len(data), end+ln.size)]
-		end += len(piece)
-		if ready != nil {
-			if err := ready(end); err != nil {
-				return err
+	for k, data := range msgs {
+		for end := 0; end < len(data); {
+			piece := data[end:min(len(data), end+ln.size)]
+			end += len(piece)
+			if ready != nil {
+				if err := ready(k, end); err != nil {
+					return err
+				}
 			}
-		}
-		m := g.l.sent[g.dim]
-		// At most ln.pieces messages in flight: the part is free once
-		// the message that was in it is consumed.
-		if m >= uint64(ln.pieces) {
-			if err := g.wait(ctx, area+offAcked, m-uint64(ln.pieces)+1, to, "waiting for the successor to consume"); err != nil {
-				return err
+			m := g.l.sent[g.dim]
+			// At most ln.pieces messages in flight: the part is free
+			// once the message that was in it is consumed.
+			if m >= uint64(ln.pieces) {
+				if err := g.wait(ctx, area+offAcked, m-uint64(ln.pieces)+1, to, "waiting for the successor to consume"); err != nil {
+					return err
+				}
 			}
+			if err := writeAdd(ctx, piece, area+ctlBytes+int(m%uint64(ln.pieces))*ln.size, area+offReceived, 1); err != nil {
+				return g.peerErr("sending to", to, err)
+			}
+			g.l.sent[g.dim]++
 		}
-		if err := writeAdd(ctx, piece, area+ctlBytes+int(m%uint64(ln.pieces))*ln.size, area+offReceived, 1); err != nil {
-			return g.peerErr("sending to", to, err)
-		}
-		g.l.sent[g.dim]++
 	}
 	return nil
 }
@@ -237,7 +239,7 @@ func (a *acker) stop() error {
 // receives.
 func (g *group) exchange(ctx context.Context, out, into []byte, consume func(dst, piece []byte)) error {
 	sent := make(chan error, 1)
-	go func() { sent <- g.send(ctx, out, nil) }()
+	go func() { sent <- g.send(ctx, [][]byte{out}, nil) }()
 	err := g.recv(ctx, into, consume, nil)
 	if serr := <-sent; err == nil {
 		err = serr
@@ -357,24 +359,24 @@ func (g *group) pipeline(ctx context.Context, steps []step) error {
 		failed error // the receives' failure
 	)
 	sent := make(chan error, 1)
+	outs := make([][]byte, len(steps))
+	for k, s := range steps {
+		outs[k] = s.out
+	}
 	go func() {
-		var err error
-		for k, s := range steps {
-			err = g.send(ctx, s.out, func(end int) error {
-				if k == 0 {
-					return nil
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				for failed == nil && (at < k-1 || at == k-1 && got < end) {
-					cond.Wait()
-				}
-				return failed
-			})
-			if err != nil {
-				cancel(err)
-				break
+		err := g.send(ctx, outs, func(k, end int) error {
+			if k == 0 {
+				return nil
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			for failed == nil && (at < k-1 || at == k-1 && got < end) {
+				cond.Wait()
+			}
+			return failed
+		})
+		if err != nil {
+			cancel(err)
 		}
 		sent <- err
 	}()

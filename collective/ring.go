@@ -195,7 +195,7 @@ func Broadcast[T Number](ctx context.Context, c *Comm, dim string, root int, dat
 	if mod(g.me+1, g.size) == root {
 		return nil
 	}
-	return g.send(ctx, b, nil)
+	return g.send(ctx, [][]byte{b}, nil)
 }
 
 // reduceScatterSteps are the ring's first half: after size-1 steps
