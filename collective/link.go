@@ -398,6 +398,7 @@ func (g *group) pipeline(ctx context.Context, steps []step) error {
 		failed = err
 		mu.Unlock()
 		cond.Broadcast()
+		cancel(err) // and a send waiting for the successor stops
 	}
 	if serr := <-sent; serr != nil && !errors.Is(serr, err) {
 		return serr // the first: the receives' then failed for it
