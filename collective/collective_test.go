@@ -116,9 +116,14 @@ func (w *Worker) Broadcast(ctx *actorrt.Context, j Job) ([]float64, error) {
 // backend.
 func setup(t *testing.T, dims actorrt.Dims, backend string) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
 	t.Helper()
+	return setupEnv(t, dims, func(actorrt.Point) []string { return []string{"MONARCH_RDMA_BACKEND=" + backend} })
+}
+
+// setupEnv is setup with env as each proc's environment.
+func setupEnv(t *testing.T, dims actorrt.Dims, env func(actorrt.Point) []string) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
+	t.Helper()
 	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, dims,
-		actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"MONARCH_RDMA_BACKEND=" + backend} }))
+	procs, err := actorrt.ThisHost().SpawnProcs(ctx, dims, actorrt.WithProcEnv(env))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,8 @@ const ctlBytes = 64
 
 // hdrBytes is the header of a direct message, before its data: the
 // call's length in bytes, what the call is (tag) and the message's own
-// length.
+// length, and the size of the pieces its sender sends its ring
+// successor (link.go).
 const hdrBytes = 32
 
 // The counters of a dimension's area, at these offsets in it.
@@ -60,7 +61,7 @@ func (m *member) Init(ctx *actorrt.Context, id string, slot int) error {
 	}
 	nd := len(ext.Names())
 	m.local = &local{id: id, rank: ctx.ActorInstance().Rank().Rank(), buf: buf, slot: slot,
-		sent: make([]uint64, nd), received: make([]uint64, nd), rounds: make([]uint64, nd)}
+		sent: make([]uint64, nd), received: make([]uint64, nd), rounds: make([]uint64, nd), streams: make([]*ibverbs.Stream, nd)}
 	locals.Store(id, m.local)
 	return nil
 }
@@ -73,6 +74,13 @@ func (m *member) Handle(ctx *actorrt.Context) (ibverbs.Handle, error) {
 // Close forgets the member and frees its buffer.
 func (m *member) Close(ctx *actorrt.Context) error {
 	locals.Delete(m.local.id)
+	m.local.mu.Lock()
+	for _, s := range m.local.streams {
+		if s != nil {
+			s.Close()
+		}
+	}
+	m.local.mu.Unlock()
 	return m.local.buf.Close()
 }
 
@@ -94,6 +102,9 @@ type local struct {
 	received []uint64   // messages consumed from the predecessor, by dimension
 	rounds   []uint64   // direct rounds done, by dimension
 	stage    [][]byte   // the direct messages being sent, by place
+	// streams to the ring successor, by dimension, for links that
+	// stream (link.go)
+	streams []*ibverbs.Stream
 }
 
 // locals holds the members of this process, by communicator id.

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/monarch-go/monarch/ibverbs"
 )
 
 // The direct path: a round in which every member of the group writes a
@@ -89,6 +91,7 @@ func (g *group) round(ctx context.Context, me call, msg func(p int) []byte, own 
 	if len(g.l.stage) < g.size {
 		g.l.stage = make([][]byte, g.size)
 	}
+	link := g.linkWord()
 	sent := make(chan error, g.size)
 	inflight := 0
 	var serr error
@@ -101,6 +104,7 @@ func (g *group) round(ctx context.Context, me call, msg func(p int) []byte, own 
 		binary.LittleEndian.PutUint64(m[0:], uint64(me.bytes))
 		binary.LittleEndian.PutUint64(m[8:], me.tag())
 		binary.LittleEndian.PutUint64(m[16:], uint64(len(data)))
+		binary.LittleEndian.PutUint64(m[24:], link)
 		m = append(m, data...)
 		g.l.stage[p] = m
 		to := g.ranks[p]
@@ -159,6 +163,9 @@ func (g *group) receive(ctx context.Context, me call, k uint64, q int, own []byt
 		switch {
 		case theirs != me:
 			bad = append(bad, fmt.Errorf("%w: %s calls %s, %s calls %s", ErrMismatch, g.name(from), theirs, g.name(g.ranks[g.me]), me))
+		case from == g.pred() && binary.LittleEndian.Uint64(hdr[24:]) != uint64(g.linkTo(from).size):
+			bad = append(bad, fmt.Errorf("collective: %s sends ring pieces of %d bytes to %s, which takes pieces of %d (they reach each other through different backends: %s)",
+				g.name(from), binary.LittleEndian.Uint64(hdr[24:]), g.name(g.ranks[g.me]), g.linkTo(from).size, ibverbs.EnvBackend))
 		case n > uint64(directBytes(g.c.SlotBytes)):
 			bad = append(bad, fmt.Errorf("collective: %s sent a message of %d bytes, larger than a slot", g.name(from), n))
 		case len(bad) == 0:

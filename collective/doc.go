@@ -49,6 +49,20 @@
 //     receiver consumes it from its own memory and acknowledges by a
 //     fetch-and-add on the sender's counter, so that at most two messages
 //     are in flight per link. Messages larger than a slot go in pieces.
+//     A link through tcp streams instead (link.go): its two slots are
+//     cut in 8 parts, each piece written and announced in one request
+//     (ibverbs Handle.WriteAdd) sent on the member's stream to its
+//     successor (ibverbs Stream: one connection, kept across
+//     collectives, on which the sender does not wait for each answer,
+//     only for all of them at the end), up to 8 in flight, the receiver
+//     acknowledging what it consumed in batches in the background, so
+//     neither end waits for a round trip per piece; and the ring's
+//     steps are pipelined (link.go, pipeline): each piece of a step goes
+//     on as soon as the step before has brought it in, rather than when
+//     all that step's chunk is in. Both ends of a link
+//     pick its pieces alike (by the backend between them); every
+//     header says its sender's, and a member whose predecessor's
+//     differs fails the collective saying so.
 //     All-reduce is ring reduce-scatter then ring all-gather: each member
 //     sends and receives 2(N-1)/N of the data.
 //

@@ -92,10 +92,7 @@ func AllReduce[T Number](ctx context.Context, c *Comm, dim string, data []T, op 
 		if err := g.check(ctx, me); err != nil {
 			return err
 		}
-		if err := reduceScatter(ctx, g, data, op); err != nil {
-			return err
-		}
-		if err := allGather(ctx, g, data); err != nil {
+		if err := g.ring(ctx, append(reduceScatterSteps(g, data, op), allGatherSteps(g, data)...)); err != nil {
 			return err
 		}
 	}
@@ -126,7 +123,7 @@ func ReduceScatter[T Number](ctx context.Context, c *Comm, dim string, data []T,
 		if err := g.check(ctx, me); err != nil {
 			return nil, err
 		}
-		if err := reduceScatter(ctx, g, data, op); err != nil {
+		if err := g.ring(ctx, reduceScatterSteps(g, data, op)); err != nil {
 			return nil, err
 		}
 		lo, hi := chunk(len(data), g.size, g.me)
@@ -160,7 +157,7 @@ func AllGather[T Number](ctx context.Context, c *Comm, dim string, part []T) ([]
 		return nil, err
 	}
 	copy(out[g.me*len(part):], part)
-	if err := allGather(ctx, g, out); err != nil {
+	if err := g.ring(ctx, allGatherSteps(g, out)); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -191,42 +188,38 @@ func Broadcast[T Number](ctx context.Context, c *Comm, dim string, root int, dat
 	// Down the ring from root: each receives, then passes it on, but the
 	// last.
 	if g.me != root {
-		if err := g.recv(ctx, b, func(dst, piece []byte) { copy(dst, piece) }); err != nil {
+		if err := g.recv(ctx, b, func(dst, piece []byte) { copy(dst, piece) }, nil); err != nil {
 			return err
 		}
 	}
 	if mod(g.me+1, g.size) == root {
 		return nil
 	}
-	return g.send(ctx, b)
+	return g.send(ctx, [][]byte{b}, nil)
 }
 
-// reduceScatter is the ring's first half: after size-1 steps member
-// place holds the combination of every member's chunk place.
-func reduceScatter[T Number](ctx context.Context, g *group, data []T, op Op) error {
+// reduceScatterSteps are the ring's first half: after size-1 steps
+// member place holds the combination of every member's chunk place.
+func reduceScatterSteps[T Number](g *group, data []T, op Op) []step {
+	var steps []step
 	for k := 0; k < g.size-1; k++ {
 		slo, shi := chunk(len(data), g.size, mod(g.me-k-1, g.size))
 		rlo, rhi := chunk(len(data), g.size, mod(g.me-k-2, g.size))
-		err := g.exchange(ctx, bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), func(dst, piece []byte) {
+		steps = append(steps, step{bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), func(dst, piece []byte) {
 			reduce(op, as[T](dst), as[T](piece))
-		})
-		if err != nil {
-			return err
-		}
+		}})
 	}
-	return nil
+	return steps
 }
 
-// allGather is the ring's second half: member place holds chunk place;
-// after size-1 steps every member holds every chunk.
-func allGather[T Number](ctx context.Context, g *group, data []T) error {
+// allGatherSteps are the ring's second half: member place holds chunk
+// place; after size-1 steps every member holds every chunk.
+func allGatherSteps[T Number](g *group, data []T) []step {
+	var steps []step
 	for k := 0; k < g.size-1; k++ {
 		slo, shi := chunk(len(data), g.size, mod(g.me-k, g.size))
 		rlo, rhi := chunk(len(data), g.size, mod(g.me-k-1, g.size))
-		err := g.exchange(ctx, bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), func(dst, piece []byte) { copy(dst, piece) })
-		if err != nil {
-			return err
-		}
+		steps = append(steps, step{bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), func(dst, piece []byte) { copy(dst, piece) }})
 	}
-	return nil
+	return steps
 }

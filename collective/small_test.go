@@ -140,3 +140,27 @@ func TestMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkBackends: members that reach each other through different
+// backends (forced so, one proc tcp, the other shm) would cut the ring's
+// messages differently: both fail saying so, rather than mix them up.
+func TestLinkBackends(t *testing.T) {
+	ctx := testCtx(t)
+	c, w, _ := setupEnv(t, actorrt.Dims{{"gpus", 2}}, func(p actorrt.Point) []string {
+		if i, _ := p.Get("gpus"); i == 0 {
+			return []string{"MONARCH_RDMA_BACKEND=tcp"}
+		}
+		return []string{"MONARCH_RDMA_BACKEND=shm"}
+	})
+	ar := actorrt.Method1((*Worker).AllReduce)
+	var fs []*actorrt.Future[actorrt.ValueMesh[[]float64]]
+	for r := range 2 {
+		fs = append(fs, ar.Call(w.Slice("gpus", r, r+1), Job{Comm: *c, Dim: "gpus", Op: int(collective.Sum), N: 2000, Victim: -1}))
+	}
+	for r, f := range fs {
+		_, err := f.Get(ctx)
+		if err == nil || !strings.Contains(err.Error(), "different backends") {
+			t.Fatalf("member %d: %v, want the backends named as differing", r, err)
+		}
+	}
+}

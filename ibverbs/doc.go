@@ -12,6 +12,9 @@
 //	err := h.WriteFrom(ctx, update)           // or write
 //	err := h.ReadAt(ctx, local[8:16], 4096)   // a span on both sides
 //	old, err := h.FetchAdd(ctx, 0, 1)         // atomics on 8-byte words
+//	err := h.WriteAdd(ctx, msg, 64, 0, 1)     // a write, then an add that announces it
+//	s, err := h.NewStream()                   // WriteAdds in order, answers not awaited
+//	err := s.WriteAdd(ctx, msg, 64, 0, 1)     // ... then s.Flush(ctx), s.Close()
 //	err := ibverbs.Do(ctx, ops...)            // a batch, submitted at once
 //
 // Typed: View[float32](buf) is the buffer as a []float32 (no copy), and

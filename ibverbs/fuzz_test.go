@@ -27,6 +27,9 @@ func FuzzServeConn(f *testing.F) {
 	f.Add(req('q', 1, 0, 26, make([]byte, 26)...))
 	f.Add(req('r', 1, 1<<62, 1<<62))
 	f.Add(req('x', 0, 0, 0))
+	f.Add(req('W', 1, 16, 4, append(make([]byte, 16), 1, 2, 3, 4)...))
+	f.Add(req('W', 1, 16, 4, append([]byte{16, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 12)...)...))
+	f.Add(req('W', 1, 16, 1<<40, make([]byte, 16)...))
 	// Requests back to back (the next already buffered when the server
 	// waits for it), a header cut short, a write's body cut short.
 	f.Add(append(req('r', 1, 0, 8), req('a', 1, 8, 16, make([]byte, 16)...)...))

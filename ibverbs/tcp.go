@@ -28,7 +28,8 @@ import (
 //	op(1) key(8) off(8) len(8) [len bytes for 'w'; a(8) b(8) for 'a', 'c']
 //
 // with op 'r' (read), 'w' (write), 'a' (fetch-and-add a) or 'c'
-// (compare a, swap b), answered by status(1: 0 ok, 1 no such buffer, 2
+// (compare a, swap b) (and 'W', a write then an add: writeadd.go),
+// answered by status(1: 0 ok, 1 no such buffer, 2
 // out of range) and, for a read, len bytes, for an atomic the word as it
 // was (8). Connections are kept and reused. A large read or write is cut
 // in parts that go on parallel connections (EnvTCPStreams): one stream is
@@ -241,6 +242,8 @@ func (s *tcpServer) serveConn(c net.Conn) {
 			err = s.p.serveAtomic(sc, r, key, atomicOp(op), off, n)
 		case 'q':
 			err = s.p.serveHandshake(sc, r, key, n)
+		case writeAddOp:
+			err = s.p.serveWriteAdd(sc, r, key, off, n)
 		default:
 			return // not this protocol: nothing after it can be trusted
 		}
@@ -302,23 +305,31 @@ func (c *servedConn) Write(b []byte) (int, error) {
 
 // serveCopy serves a read or a write of n bytes at off.
 func (p *process) serveCopy(c net.Conn, r *bufio.Reader, key uint64, op byte, off, n uint64) error {
-	b := p.lookup(key)
-	if b != nil {
-		b.mu.RLock() // held while this request touches its memory
-		defer b.mu.RUnlock()
-	}
-	status := byte(statusOK)
-	switch {
-	case b == nil || b.mem == nil:
-		status = statusNoSuch
-	case off > uint64(len(b.mem)) || n > uint64(len(b.mem))-off:
-		status = statusRange
-	}
+	b, status, release := p.lockSpan(key, off, n)
+	defer release()
 	var span []byte
 	if status == statusOK {
 		span = b.mem[off : off+n]
 	}
 	return answer(c, r, span, op, n, status)
+}
+
+// lockSpan finds the buffer of key and says whether n bytes at off lie in
+// its memory (statusOK, or why not); release lets go of the buffer, whose
+// Close waits for it meanwhile.
+func (p *process) lockSpan(key, off, n uint64) (b *Buffer, status byte, release func()) {
+	b = p.lookup(key)
+	if b == nil {
+		return nil, statusNoSuch, func() {}
+	}
+	b.mu.RLock() // held while the request touches its memory
+	switch {
+	case b.mem == nil:
+		status = statusNoSuch
+	case off > uint64(len(b.mem)) || n > uint64(len(b.mem))-off:
+		status = statusRange
+	}
+	return b, status, b.mu.RUnlock
 }
 
 // serveAtomic serves an atomic on the word at off; n must be 16, the
