@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/monarch-go/monarch/internal/testenv"
 	"github.com/urfave/cli/v2"
 )
 
@@ -16,7 +17,7 @@ import (
 // stdout, stderr and exit status.
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	var out, errw syncBuffer
+	var out, errw testenv.SyncBuffer
 	code := newApp(&out, &errw).run(context.Background(), append([]string{"monarch"}, args...))
 	return out.String(), errw.String(), code
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,10 +8,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/testenv"
 	"github.com/monarch-go/monarch/logagg"
 )
 
@@ -49,27 +48,8 @@ func logsWriteJob(t *testing.T, dir, job string, lines []logagg.Line) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the command's goroutines and the
-// test's.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func runLogsCmd(ctx context.Context, args ...string) (stdout, stderr string, err error) {
-	var out, errw syncBuffer
+	var out, errw testenv.SyncBuffer
 	a := newApp(&out, &errw)
 	err = a.cli.RunContext(ctx, a.commandLine(append([]string{"monarch", "logs"}, args...)))
 	return out.String(), errw.String(), err
@@ -172,7 +152,7 @@ func TestLogsFollowAggregate(t *testing.T) {
 	}
 	t.Cleanup(func() { w.Close() })
 	w.Flush()
-	var out, errw syncBuffer
+	var out, errw testenv.SyncBuffer
 	a := newApp(&out, &errw)
 	done := make(chan error, 1)
 	go func() {

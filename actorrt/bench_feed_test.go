@@ -1,16 +1,13 @@
 package actorrt_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -101,36 +98,15 @@ func runFeedChild(b *testing.B, on bool) (w1, w2 []float64, scrapes int, cpu flo
 	if on {
 		vars = append(vars, jobenv.FeedVar+"=on", feedReadVar+"=1") // the last value of a name wins
 	}
-	args := []string{"-test.run=^$", "-test.bench=^BenchmarkW1W2Feed$", "-test.benchtime=1x", "-test.count=1", "-test.timeout=" + (tlsChildFor + 30*time.Second).String()}
+	tag := ""
 	if dir := os.Getenv(tlsProfileVar); dir != "" {
-		tag := fmt.Sprintf("%s/feed-%v-%d", dir, on, time.Now().UnixNano())
-		if err := os.MkdirAll(tag+"-procs", 0o755); err != nil {
-			b.Fatal(err)
-		}
-		args = append(args, "-test.cpuprofile="+tag+"-client.prof")
-		vars = append(vars, "MONARCH_TEST_PROC_CPUPROFILE="+tag+"-procs")
+		tag = fmt.Sprintf("%s/feed-%v-%d", dir, on, time.Now().UnixNano())
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), tlsChildFor)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, args...)
-	cmd.Env = append(jobenv.Clean(os.Environ()), vars...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 20 * time.Second
-	var stderr bytes.Buffer // the dashboard's address, and what went wrong
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("feed child (on %v): %v\n%s%s", on, err, out, &stderr)
-	}
+	out, ru := runBenchChild(b, "BenchmarkW1W2Feed", vars, tag)
 	for _, line := range strings.Split(string(out), "\n") {
 		if f := strings.Fields(line); len(f) == 4 && f[0] == "FEEDCHILD" {
 			var n int
 			fmt.Sscan(f[3], &n)
-			ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 			cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 			return parseFloats(b, f[1]), parseFloats(b, f[2]), n, cpu
 		}

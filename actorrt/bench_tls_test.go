@@ -1,6 +1,7 @@
 package actorrt_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,18 +124,37 @@ func runTLSChild(b *testing.B, v tlsVariant, pair int) (w1, w2, connect []float6
 		b.Fatal(err)
 	}
 	env := jobenv.Env{Job: job, Bus: jobenv.Bus{URL: srv.URL(), Token: srv.Token(), TLSCA: string(v.client.CA), TLSName: v.client.Name}}
-	args := []string{"-test.run=^$", "-test.bench=^BenchmarkW1W2TLS$", "-test.benchtime=1x", "-test.count=1", "-test.timeout=" + (tlsChildFor + 30*time.Second).String()}
 	vars := append(env.Environ(), tlsChildVar+"=1")
+	tag := ""
 	if dir := os.Getenv(tlsProfileVar); dir != "" {
-		tag := filepath.Join(dir, fmt.Sprintf("%s-%d", v.name, pair))
+		tag = filepath.Join(dir, fmt.Sprintf("%s-%d", v.name, pair))
+		if stop := startServerProfile(tag + "-server.prof"); stop != nil {
+			defer stop()
+		}
+	}
+	out, _ := runBenchChild(b, "BenchmarkW1W2TLS", vars, tag)
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "TLSCHILD" {
+			return parseFloats(b, f[1]), parseFloats(b, f[2]), connect
+		}
+	}
+	b.Fatalf("%s child printed no figures:\n%s", v.name, out)
+	return nil, nil, nil
+}
+
+// runBenchChild runs this test binary again as a child that runs only
+// benchmark bench, with vars added to a clean environment (a profile of
+// its client and procs under tag when tag is not ""), and returns its
+// output and the CPU its process and the procs it waited for used. A
+// child that fails fails b, with what it wrote.
+func runBenchChild(b *testing.B, bench string, vars []string, tag string) (out []byte, usage *syscall.Rusage) {
+	args := []string{"-test.run=^$", "-test.bench=^" + bench + "$", "-test.benchtime=1x", "-test.count=1", "-test.timeout=" + (tlsChildFor + 30*time.Second).String()}
+	if tag != "" {
 		if err := os.MkdirAll(tag+"-procs", 0o755); err != nil {
 			b.Fatal(err)
 		}
 		args = append(args, "-test.cpuprofile="+tag+"-client.prof")
 		vars = append(vars, "MONARCH_TEST_PROC_CPUPROFILE="+tag+"-procs")
-		if stop := startServerProfile(tag + "-server.prof"); stop != nil {
-			defer stop()
-		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -146,18 +167,12 @@ func runTLSChild(b *testing.B, v tlsVariant, pair int) (w1, w2, connect []float6
 	// SIGINT: the client stops its procs before it exits; then a kill.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("%s child: %v\n%s", v.name, err, out)
+	var stderr bytes.Buffer // the dashboard's address, and what went wrong
+	cmd.Stderr = &stderr
+	if out, err = cmd.Output(); err != nil {
+		b.Fatalf("%s child: %v\n%s%s", bench, err, out, &stderr)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "TLSCHILD" {
-			return parseFloats(b, f[1]), parseFloats(b, f[2]), connect
-		}
-	}
-	b.Fatalf("%s child printed no figures:\n%s", v.name, out)
-	return nil, nil, nil
+	return out, cmd.ProcessState.SysUsage().(*syscall.Rusage)
 }
 
 // startServerProfile profiles this process, the bus server's side, into

@@ -100,22 +100,6 @@ func (a *actor) stopIfAsked() {
 	}
 }
 
-// cleanup is the one way in for whoever ends an actor and must know it is
-// over (a restart, before the new instance starts): it stops the actor if
-// it has not ended (cause says why, as Cleanup gets it; an actor that
-// failed keeps its failure as cause) and returns once its Cleanup has
-// returned, or it has none, or the cleanup timeout has passed. Cleanup
-// runs once, on its own goroutine, after the message in hand; it never
-// runs twice, whoever calls this and however often. Do not call it from
-// the actor's own goroutine (an endpoint or Supervise of that actor).
-func (a *actor) cleanup(cause error) {
-	a.stop(cause)
-	expired := make(chan struct{})
-	t := time.AfterFunc(a.mesh.rt.opts.cleanupTimeout, func() { close(expired) })
-	defer t.Stop()
-	a.awaitCleanup(expired)
-}
-
 // awaitCleanup waits until the actor's end is over or expired is closed;
 // then a Cleanup still running, or still to start because a message did
 // not return, is abandoned and logged.

@@ -53,24 +53,6 @@ func (n *node) publish(subject string, data []byte) error {
 	return nil
 }
 
-// publishParts is publish of a frame given as its parts (wire.Writer.Parts),
-// which are not joined first.
-func (n *node) publishParts(subject string, parts [][]byte) error {
-	if len(parts) == 1 {
-		return n.publish(subject, parts[0])
-	}
-	err := n.link.PublishParts(subject, parts)
-	if errors.Is(err, bus.ErrClosed) {
-		err = fmt.Errorf("%w: %v", ErrStopped, err)
-	}
-	return err
-}
-
-// newFrame starts a frame that may not pass the link's largest message.
-func (n *node) newFrame(h *wire.Header) (*wire.Writer, error) {
-	return wire.NewFrame(h, n.link.MaxMessage())
-}
-
 // sendToPort sends a value (or, with wire.FlagError, an error) to a port.
 // Every reply and every Port.Send goes through here. It fails at once for
 // a port on a proc known to be gone, or a port known to be closed.

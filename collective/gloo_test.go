@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +71,7 @@ func runGloo(ctx context.Context, python, script string, world int, sizes []gloo
 func runGlooOnce(ctx context.Context, python, script string, world int, sizes []glooSize, timeout time.Duration) (map[int]glooResult, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
@@ -81,7 +80,7 @@ func runGlooOnce(ctx context.Context, python, script string, world int, sizes []
 		args = append(args, fmt.Sprintf("%d:%d:%d", s.bytes, s.warmup, s.reps))
 	}
 	var stdout bytes.Buffer
-	var stderr lockedBuffer
+	var stderr testenv.SyncBuffer
 	cmds := make([]*exec.Cmd, world)
 	for r := range cmds {
 		cmd := exec.CommandContext(ctx, python, append([]string{script}, args...)...)
@@ -159,34 +158,6 @@ func runGlooOnce(ctx context.Context, python, script string, world int, sizes []
 		}
 	}
 	return out, stderr.String(), nil
-}
-
-// freePort is a loopback TCP port free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockedBuffer is a buffer several processes' output goes into.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestGlooScript: gloo_bench.py on 2 ranks at 1 KiB prints a figure that

@@ -329,6 +329,12 @@ func (p *process) lockSpan(key, off, n uint64) (b *Buffer, status byte, release 
 	case off > uint64(len(b.mem)) || n > uint64(len(b.mem))-off:
 		status = statusRange
 	}
+	if status != statusOK {
+		// A refused request touches no memory: the body it may still
+		// carry is drained without holding up the buffer's Close.
+		b.mu.RUnlock()
+		return b, status, func() {}
+	}
 	return b, status, b.mu.RUnlock
 }
 

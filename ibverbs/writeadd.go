@@ -60,13 +60,15 @@ func (p *process) serveWriteAdd(c net.Conn, r *bufio.Reader, key, off, n uint64)
 		return err
 	}
 	word, delta := binary.LittleEndian.Uint64(args[:8]), binary.LittleEndian.Uint64(args[8:])
-	b, status, release := p.lockSpan(key, off, n)
-	defer release()
 	if int64(n) < 0 {
 		return fmt.Errorf("a write of %d bytes", n) // more than any stream holds: hang up
 	}
+	b, status, release := p.lockSpan(key, off, n)
+	defer func() { release() }()
 	if status == statusOK && (word%8 != 0 || uint64(len(b.mem)) < 8 || word > uint64(len(b.mem))-8 || word+8 > off && word < off+n) {
 		status = statusRange
+		release() // refused, as lockSpan's refusals are: the body drains unlocked
+		release = func() {}
 	}
 	if status != statusOK {
 		if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,6 +25,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // Server is a running Prometheus.
@@ -33,7 +34,7 @@ type Server struct {
 	// URL is where it serves, http://127.0.0.1:<port>.
 	URL string
 	// log is its output so far, for a failure's message.
-	log *lockedBuffer
+	log *testenv.SyncBuffer
 }
 
 var (
@@ -88,7 +89,7 @@ func Start(t testing.TB, targets []string, token string) *Server {
 	if err := os.WriteFile(cfg, []byte(config(targets, token)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func Start(t testing.TB, targets []string, token string) *Server {
 	cmd := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	cmd.Dir = dir
-	log := &lockedBuffer{}
+	log := &testenv.SyncBuffer{Limit: 1 << 20}
 	cmd.Stdout, cmd.Stderr = log, log
 	// It dies with this test binary, whatever ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -147,16 +148,6 @@ func config(targets []string, token string) string {
 	}
 	b.WriteString("]\n")
 	return b.String()
-}
-
-// freePort is a loopback TCP port free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Sample is one series of a query's answer: its labels and value.
@@ -268,25 +259,4 @@ func (s *Server) targets() string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	return string(b)
-}
-
-// lockedBuffer is prometheus's output, written by its pipes' goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.b) < 1<<20 {
-		l.b = append(l.b, p...)
-	}
-	return len(p), nil
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.b)
 }

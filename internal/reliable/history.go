@@ -95,9 +95,6 @@ func (h *history) at(num uint64) *kept {
 	return &h.ring[(h.start+int(num-h.base))&(len(h.ring)-1)]
 }
 
-// holds reports whether message number num is still in the history.
-func (h *history) holds(num uint64) bool { return num >= h.base && num-h.base < uint64(h.n) }
-
 // frame is the bytes of k.
 func (h *history) frame(k *kept) []byte {
 	return h.slabs[k.slab-h.slabBase].buf[k.off : k.off+k.size]

@@ -1,0 +1,44 @@
+package testenv
+
+import (
+	"bytes"
+	"net"
+	"sync"
+)
+
+// FreePort is a loopback TCP port that was free a moment ago, for a
+// server a test starts in another process (which binds it itself).
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// SyncBuffer is a bytes.Buffer safe for several writers (a command's
+// goroutines, a child's pipes) and the test that reads it.
+type SyncBuffer struct {
+	// Limit bounds what it keeps: past it, writes are dropped (and
+	// reported written). 0: no bound.
+	Limit int
+
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Limit > 0 && s.b.Len() >= s.Limit {
+		return len(p), nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
