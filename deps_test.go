@@ -40,7 +40,7 @@ func TestLayering(t *testing.T) {
 		"internal/dashboard": {"internal/jobctl", "logagg"},
 		"internal/topview":   {"internal/jobctl"},
 		"internal/metrics":   {"internal/jobctl", "internal/promtest"},
-		"internal/promtest":  {},
+		"internal/promtest":  {"internal/testenv"},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {
