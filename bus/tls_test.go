@@ -137,14 +137,28 @@ func TestRoutesTLS(t *testing.T) {
 	if _, err := sub.Subscribe("x"); err != nil {
 		t.Fatal(err)
 	}
-	got := collect(t, sub, 1)
+	got := collect(t, sub, 100) // room for the repeats below
 	pub, err := bus.Connect(first.URL(), bus.ConnOptions{Token: token, TLS: clientTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	pub.Publish("x", []byte("routed"))
-	if m := recv(t, got); string(m.Data) != "routed" {
+	// The subscription reaches the first server over the route a moment
+	// after the second has it: publish until it is there (bounded).
+	var m bus.Message
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		pub.Publish("x", []byte("routed"))
+		select {
+		case m = <-got:
+		case <-time.After(100 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("no routed message within 10s")
+			}
+			continue
+		}
+		break
+	}
+	if string(m.Data) != "routed" {
 		t.Fatalf("got %q", m.Data)
 	}
 
