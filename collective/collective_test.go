@@ -234,10 +234,16 @@ func TestAllReduceFloat32(t *testing.T) {
 }
 
 // TestOthers: reduce-scatter, all-gather and broadcast over each
-// dimension.
+// dimension, on each backend.
 func TestOthers(t *testing.T) {
+	for _, backend := range []string{"shm", "tcp"} {
+		t.Run(backend, func(t *testing.T) { testOthers(t, backend) })
+	}
+}
+
+func testOthers(t *testing.T, backend string) {
 	ctx := testCtx(t)
-	c, w, procs := setup(t, actorrt.Dims{{"hosts", 3}, {"gpus", 2}}, "shm")
+	c, w, procs := setup(t, actorrt.Dims{{"hosts", 3}, {"gpus", 2}}, backend)
 	ext := procs.Extent()
 	for _, dim := range []string{"hosts", "gpus"} {
 		size, _ := ext.Size(dim)
@@ -258,14 +264,14 @@ func TestOthers(t *testing.T) {
 				}
 			}
 		}
-		ag, err := actorrt.Method1((*Worker).AllGather).Call(w, Job{Comm: *c, Dim: dim, N: 10}).Get(ctx)
+		ag, err := actorrt.Method1((*Worker).AllGather).Call(w, Job{Comm: *c, Dim: dim, N: 1000}).Get(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for p, vals := range ag.Items() {
 			var expect []float64
 			for _, r := range group(ext, p, dim) {
-				for i := range 10 {
+				for i := range 1000 {
 					expect = append(expect, value(r, i))
 				}
 			}

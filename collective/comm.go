@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/monarch-go/monarch/actorrt"
 	"github.com/monarch-go/monarch/ibverbs"
@@ -61,7 +63,8 @@ func (m *member) Init(ctx *actorrt.Context, id string, slot int) error {
 	}
 	nd := len(ext.Names())
 	m.local = &local{id: id, rank: ctx.ActorInstance().Rank().Rank(), buf: buf, slot: slot,
-		sent: make([]uint64, nd), received: make([]uint64, nd), rounds: make([]uint64, nd), streams: make([]*ibverbs.Stream, nd)}
+		sent: make([]uint64, nd), received: make([]uint64, nd), rounds: make([]uint64, nd),
+		outs: make([]net.Conn, nd), ins: make([]net.Conn, nd)}
 	locals.Store(id, m.local)
 	return nil
 }
@@ -75,9 +78,9 @@ func (m *member) Handle(ctx *actorrt.Context) (ibverbs.Handle, error) {
 func (m *member) Close(ctx *actorrt.Context) error {
 	locals.Delete(m.local.id)
 	m.local.mu.Lock()
-	for _, s := range m.local.streams {
-		if s != nil {
-			s.Close()
+	for _, c := range append(m.local.outs, m.local.ins...) {
+		if c != nil {
+			c.Close()
 		}
 	}
 	m.local.mu.Unlock()
@@ -102,9 +105,10 @@ type local struct {
 	received []uint64   // messages consumed from the predecessor, by dimension
 	rounds   []uint64   // direct rounds done, by dimension
 	stage    [][]byte   // the direct messages being sent, by place
-	// streams to the ring successor, by dimension, for links that
-	// stream (link.go)
-	streams []*ibverbs.Stream
+	// the connections to the ring successor and from the predecessor,
+	// by dimension, for links through connections (link.go)
+	outs, ins []net.Conn
+	scratch   []byte // where a piece to combine is read (recvConn)
 }
 
 // locals holds the members of this process, by communicator id.
@@ -155,6 +159,9 @@ type group struct {
 	me   int // this member's place in it
 	// ranks of the ring's members, by place
 	ranks []int
+	// last is when data last moved on a connection, for the guard of a
+	// collective that moves data on them (guarded), else nil.
+	last *atomic.Int64
 }
 
 // groupOf finds this process's member of c and its ring along dim.

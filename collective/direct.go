@@ -163,9 +163,9 @@ func (g *group) receive(ctx context.Context, me call, k uint64, q int, own []byt
 		switch {
 		case theirs != me:
 			bad = append(bad, fmt.Errorf("%w: %s calls %s, %s calls %s", ErrMismatch, g.name(from), theirs, g.name(g.ranks[g.me]), me))
-		case from == g.pred() && binary.LittleEndian.Uint64(hdr[24:]) != uint64(g.linkTo(from).size):
-			bad = append(bad, fmt.Errorf("collective: %s sends ring pieces of %d bytes to %s, which takes pieces of %d (they reach each other through different backends: %s)",
-				g.name(from), binary.LittleEndian.Uint64(hdr[24:]), g.name(g.ranks[g.me]), g.linkTo(from).size, ibverbs.EnvBackend))
+		case from == g.pred() && binary.LittleEndian.Uint64(hdr[24:]) != g.linkTo(from).word():
+			bad = append(bad, fmt.Errorf("collective: %s sends on %s to %s, which takes %s (they reach each other through different backends: %s)",
+				g.name(from), linkOf(binary.LittleEndian.Uint64(hdr[24:])), g.name(g.ranks[g.me]), g.linkTo(from), ibverbs.EnvBackend))
 		case n > uint64(directBytes(g.c.SlotBytes)):
 			bad = append(bad, fmt.Errorf("collective: %s sent a message of %d bytes, larger than a slot", g.name(from), n))
 		case len(bad) == 0:

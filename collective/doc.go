@@ -49,20 +49,23 @@
 //     receiver consumes it from its own memory and acknowledges by a
 //     fetch-and-add on the sender's counter, so that at most two messages
 //     are in flight per link. Messages larger than a slot go in pieces.
-//     A link through tcp streams instead (link.go): its two slots are
-//     cut in 8 parts, each piece written and announced in one request
-//     (ibverbs Handle.WriteAdd) sent on the member's stream to its
-//     successor (ibverbs Stream: one connection, kept across
-//     collectives, on which the sender does not wait for each answer,
-//     only for all of them at the end), up to 8 in flight, the receiver
-//     acknowledging what it consumed in batches in the background, so
-//     neither end waits for a round trip per piece; and the ring's
-//     steps are pipelined (link.go, pipeline): each piece of a step goes
-//     on as soon as the step before has brought it in, rather than when
-//     all that step's chunk is in. Both ends of a link
-//     pick its pieces alike (by the backend between them); every
+//     A link through tcp is a connection instead (link.go): the sender
+//     opens it to the receiver's buffer (ibverbs Handle.Connect, taken
+//     by Buffer.Accept) at the first collective and keeps it; it writes
+//     its pieces (256 KiB) one after the other, and the receiver reads
+//     each straight where it goes (all-gather) or into scratch memory it
+//     combines from (reduce-scatter), paced by TCP's flow control: no
+//     slot to copy out of, no counter, no acknowledgement, nothing to
+//     wait for but the data. The ring's steps are pipelined there
+//     (link.go, pipeline): each piece of a step goes on as soon as the
+//     step before has brought it in, rather than when all that step's
+//     chunk is in. A guard checks on both neighbours every 100 ms meanwhile
+//     and closes the connections when one is gone, ctx ends or nothing
+//     moved for WaitBound, so no read or write stays blocked. Both ends
+//     of a link pick it alike (by the backend between them); every
 //     header says its sender's, and a member whose predecessor's
-//     differs fails the collective saying so.
+//     differs fails the collective saying so. Sums of float32 and
+//     float64 are combined with SSE (sum_amd64.s).
 //     All-reduce is ring reduce-scatter then ring all-gather: each member
 //     sends and receives 2(N-1)/N of the data.
 //

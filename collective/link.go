@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,24 +26,46 @@ const probeEvery = 100 * time.Millisecond
 func (g *group) succ() int { return g.ranks[(g.me+1)%g.size] }
 func (g *group) pred() int { return g.ranks[(g.me+g.size-1)%g.size] }
 
-// streamPieces is how many pieces a link through tcp cuts its two slots
-// in: so many messages in flight, each announced with its write.
-const streamPieces = 8
+// streamPiece is what a link through tcp moves at a time (or a slot, if
+// smaller): the grain of
+// the ring's pipeline (a piece goes on as soon as it is in) and of its
+// reads (a piece to combine is read into scratch memory, still in cache
+// when it is combined).
+const streamPiece = 256 << 10
 
-// link is how a ring link moves messages through the receiver's two
-// slots: in pieces of size bytes, each in its own part of the slots, at
-// most pieces of them in flight. A link through shared memory (or verbs)
-// keeps a message a slot (two in flight), written then announced by a
-// fetch-and-add, each acknowledged before the next is taken: two copies,
-// no round trip. A link through tcp streams: smaller pieces, up to
-// streamPieces in flight, each written and announced in one request
-// (Handle.WriteAdd), acknowledged in batches in the background, so that
-// the sender never waits for the receiver's round trip and the receiver
-// combines a piece while the next ones arrive.
+// link is how a ring link moves messages. Through shared memory (or
+// verbs), through the receiver's two slots: a message a slot (pieces of
+// a slot's size), written then announced by a fetch-and-add, each
+// acknowledged before its slot is taken again: two copies, no round
+// trip. Through tcp, on a connection from the sender to the receiver
+// (ibverbs Handle.Connect, Buffer.Accept), kept across collectives: the
+// sender writes its pieces one after the other and the receiver reads
+// each straight where it goes (into scratch memory when it combines it),
+// paced by TCP's flow control: one copy each way, as a socket costs, and
+// nothing else to wait for.
 type link struct {
-	pieces int
-	size   int
-	stream bool
+	size int  // a piece's bytes
+	conn bool // on a connection, else through the receiver's slots
+}
+
+// word is the link as the headers of the direct rounds say it.
+func (l link) word() uint64 {
+	if l.conn {
+		return 1<<62 | uint64(l.size)
+	}
+	return uint64(l.size)
+}
+
+// linkOf is the link a header's word says.
+func linkOf(word uint64) link {
+	return link{size: int(word &^ (1 << 62)), conn: word&(1<<62) != 0}
+}
+
+func (l link) String() string {
+	if l.conn {
+		return fmt.Sprintf("a stream of %d-byte pieces", l.size)
+	}
+	return fmt.Sprintf("slots of %d bytes", l.size)
 }
 
 // linkTo is the link to or from the member rank: both ends of a link
@@ -50,125 +73,126 @@ type link struct {
 // between hosts, or the one MONARCH_RDMA_BACKEND forces), so both pick
 // the same; the ring's header round checks that they do (linkWord).
 func (g *group) linkTo(rank int) link {
-	slot := g.c.SlotBytes
-	if g.c.Handles[rank].Backend() == "tcp" && slot%(8*streamPieces/2) == 0 {
-		return link{pieces: streamPieces, size: 2 * slot / streamPieces, stream: true}
+	if g.c.Handles[rank].Backend() == "tcp" {
+		return link{size: min(streamPiece, g.c.SlotBytes), conn: true}
 	}
-	return link{pieces: 2, size: slot}
+	return link{size: g.c.SlotBytes}
 }
 
 // linkWord says what link this member sends to its successor on, for
-// the headers of the direct rounds: its pieces' size.
+// the headers of the direct rounds.
 func (g *group) linkWord() uint64 {
 	if g.size < 2 {
 		return 0
 	}
-	return uint64(g.linkTo(g.succ()).size)
+	return g.linkTo(g.succ()).word()
 }
 
-// send writes msgs, one after the other, into the successor's slots, a
-// piece at a time: on a link that streams, through the member's stream
-// to it, answered at the end.
+// send sends msgs, one after the other, to the successor, a piece at a
+// time.
 //
 // ready, if not nil, is called before each piece with the message's index
 // and where the piece ends in it, and may hold it back (pipeline).
-func (g *group) send(ctx context.Context, msgs [][]byte, ready func(k, end int) error) (err error) {
+func (g *group) send(ctx context.Context, msgs [][]byte, ready func(k, end int) error) error {
 	to := g.succ()
-	h, area, ln := g.c.Handles[to], g.area, g.linkTo(to)
-	writeAdd := h.WriteAdd
-	if ln.stream {
-		s, err := g.stream(to)
-		if err != nil {
+	ln := g.linkTo(to)
+	if ln.conn {
+		return g.sendConn(ctx, to, ln, msgs, ready)
+	}
+	h, area := g.c.Handles[to], g.area
+	return eachPiece(msgs, ln.size, ready, func(piece []byte) error {
+		m := g.l.sent[g.dim]
+		// At most two messages in flight: a slot is free once the
+		// message that was in it is consumed.
+		if m >= 2 {
+			if err := g.wait(ctx, area+offAcked, m-1, to, "waiting for the successor to consume"); err != nil {
+				return err
+			}
+		}
+		if err := h.WriteAdd(ctx, piece, area+ctlBytes+int(m%2)*ln.size, area+offReceived, 1); err != nil {
 			return g.peerErr("sending to", to, err)
 		}
-		writeAdd = s.WriteAdd
-		defer func() {
-			if err == nil {
-				if ferr := s.Flush(ctx); ferr != nil {
-					err = g.peerErr("sending to", to, ferr)
-				}
-			}
-			if err != nil {
-				s.Close() // the next collective dials anew
-			}
-		}()
-	}
+		g.l.sent[g.dim]++
+		return nil
+	})
+}
+
+// eachPiece hands msgs, one after the other, to send in pieces of size
+// bytes, each after ready (if not nil) let it go: ready is told the
+// message's index and where the piece ends in it.
+func eachPiece(msgs [][]byte, size int, ready func(k, end int) error, send func(piece []byte) error) error {
 	for k, data := range msgs {
 		for end := 0; end < len(data); {
-			piece := data[end:min(len(data), end+ln.size)]
+			piece := data[end:min(len(data), end+size)]
 			end += len(piece)
 			if ready != nil {
 				if err := ready(k, end); err != nil {
 					return err
 				}
 			}
-			m := g.l.sent[g.dim]
-			// At most ln.pieces messages in flight: the part is free
-			// once the message that was in it is consumed.
-			if m >= uint64(ln.pieces) {
-				if err := g.wait(ctx, area+offAcked, m-uint64(ln.pieces)+1, to, "waiting for the successor to consume"); err != nil {
-					return err
-				}
+			if err := send(piece); err != nil {
+				return err
 			}
-			if err := writeAdd(ctx, piece, area+ctlBytes+int(m%uint64(ln.pieces))*ln.size, area+offReceived, 1); err != nil {
-				return g.peerErr("sending to", to, err)
-			}
-			g.l.sent[g.dim]++
 		}
 	}
 	return nil
 }
 
-// stream is this member's stream to its successor rank, opened at first
-// use.
-func (g *group) stream(rank int) (*ibverbs.Stream, error) {
-	if s := g.l.streams[g.dim]; s != nil {
-		return s, nil
+// sendConn is send on a link through a connection.
+func (g *group) sendConn(ctx context.Context, to int, ln link, msgs [][]byte, ready func(k, end int) error) (err error) {
+	c := g.l.outs[g.dim]
+	if c == nil {
+		if c, err = g.c.Handles[to].Connect(ctx, g.connTag(g.ranks[g.me])); err != nil {
+			return g.failed(ctx, g.peerErr("connecting to", to, err))
+		}
+		g.l.outs[g.dim] = c
 	}
-	s, err := g.c.Handles[rank].NewStream()
-	if err != nil {
-		return nil, err
-	}
-	g.l.streams[g.dim] = s
-	return s, nil
+	stop := context.AfterFunc(ctx, func() { c.Close() }) // a write blocked on it returns
+	defer func() {
+		if !stop() || err != nil {
+			c.Close() // the next collective connects anew
+			g.l.outs[g.dim] = nil
+		}
+	}()
+	return eachPiece(msgs, ln.size, ready, func(piece []byte) error {
+		if _, err := c.Write(piece); err != nil {
+			return g.failed(ctx, g.peerErr("sending to", to, err))
+		}
+		g.moved()
+		return nil
+	})
 }
 
+// connTag is the tag of the connection from the member rank to its ring
+// successor along this group's dimension.
+func (g *group) connTag(rank int) uint64 { return uint64(g.dim)<<32 | uint64(rank) }
+
 // recv takes len(into) bytes from the predecessor, a piece at a time,
-// each handed to consume with the piece of into it is for; then done, if
-// not nil, is told where the piece ends in into.
-func (g *group) recv(ctx context.Context, into []byte, consume func(dst, piece []byte), done func(end int)) (err error) {
+// each combined into the piece of into it is for by combine, or copied
+// there if combine is nil; then done, if not nil, is told where the
+// piece ends in into.
+func (g *group) recv(ctx context.Context, into []byte, combine func(dst, piece []byte), done func(end int)) error {
 	from := g.pred()
-	h, area, ln := g.c.Handles[from], g.area, g.linkTo(from)
+	ln := g.linkTo(from)
+	if ln.conn {
+		return g.recvConn(ctx, from, ln, into, combine, done)
+	}
+	h, area := g.c.Handles[from], g.area
 	mem := g.l.buf.Bytes()
-	ack := func(n uint64) error {
-		if _, err := h.FetchAdd(ctx, area+offAcked, n); err != nil {
-			return g.peerErr("acknowledging", from, err)
-		}
-		return nil
-	}
-	var acks *acker
-	if ln.stream {
-		acks = startAcker(ack)
-		defer func() {
-			if aerr := acks.stop(); err == nil {
-				err = aerr
-			}
-		}()
-	}
 	for off := 0; off < len(into); {
 		n := min(len(into)-off, ln.size)
 		r := g.l.received[g.dim]
 		if err := g.wait(ctx, area+offReceived, r+1, from, "waiting for the predecessor's data"); err != nil {
 			return err
 		}
-		at := area + ctlBytes + int(r%uint64(ln.pieces))*ln.size
-		consume(into[off:off+n], mem[at:at+n])
-		if acks != nil {
-			if err := acks.add(); err != nil {
-				return err
-			}
-		} else if err := ack(1); err != nil {
-			return err
+		at := area + ctlBytes + int(r%2)*ln.size
+		if combine == nil {
+			copy(into[off:off+n], mem[at:at+n])
+		} else {
+			combine(into[off:off+n], mem[at:at+n])
+		}
+		if _, err := h.FetchAdd(ctx, area+offAcked, 1); err != nil {
+			return g.peerErr("acknowledging", from, err)
 		}
 		g.l.received[g.dim]++
 		off += n
@@ -179,68 +203,122 @@ func (g *group) recv(ctx context.Context, into []byte, consume func(dst, piece [
 	return nil
 }
 
-// acker acknowledges a streaming link's pieces in the background: all
-// those consumed since its last acknowledgement in one fetch-and-add, so
-// that the receiver goes on to the next piece at once.
-type acker struct {
-	ack     func(n uint64) error
-	pending atomic.Uint64 // consumed, not yet acknowledged
-	wake    chan struct{} // a token when pending may be > 0
-	done    chan error    // the first failure, when the acker ends
-	failed  atomic.Bool
-}
-
-func startAcker(ack func(n uint64) error) *acker {
-	wake := make(chan struct{}, 1)
-	a := &acker{ack: ack, wake: wake, done: make(chan error, 1)}
-	go func() {
-		var err error
-		for range wake {
-			if n := a.pending.Swap(0); n > 0 && err == nil {
-				if err = a.ack(n); err != nil {
-					a.failed.Store(true)
-				}
-			}
+// recvConn is recv on a link through a connection: a piece to copy is
+// read where it goes, one to combine into scratch memory first.
+func (g *group) recvConn(ctx context.Context, from int, ln link, into []byte, combine func(dst, piece []byte), done func(end int)) (err error) {
+	c := g.l.ins[g.dim]
+	if c == nil {
+		if c, err = g.l.buf.Accept(ctx, g.connTag(from)); err != nil {
+			return g.failed(ctx, fmt.Errorf("collective: waiting for %s to connect: %w", g.name(from), err))
 		}
-		if n := a.pending.Swap(0); n > 0 && err == nil {
-			err = a.ack(n)
-		}
-		a.done <- err
-	}()
-	return a
-}
-
-// add counts a piece consumed; an error once an acknowledgement failed.
-func (a *acker) add() error {
-	if a.failed.Load() {
-		return a.stop()
+		g.l.ins[g.dim] = c
 	}
-	a.pending.Add(1)
-	select {
-	case a.wake <- struct{}{}:
-	default:
+	stop := context.AfterFunc(ctx, func() { c.Close() }) // a read blocked on it returns
+	defer func() {
+		if !stop() || err != nil {
+			c.Close()
+			g.l.ins[g.dim] = nil
+		}
+	}()
+	var scratch []byte
+	if combine != nil {
+		if len(g.l.scratch) < ln.size {
+			g.l.scratch = make([]byte, ln.size)
+		}
+		scratch = g.l.scratch
+	}
+	for off := 0; off < len(into); {
+		n := min(len(into)-off, ln.size)
+		dst := into[off : off+n]
+		if combine == nil {
+			_, err = io.ReadFull(c, dst)
+		} else if _, err = io.ReadFull(c, scratch[:n]); err == nil {
+			combine(dst, scratch[:n])
+		}
+		if err != nil {
+			return g.failed(ctx, g.peerErr("receiving from", from, err))
+		}
+		g.moved()
+		off += n
+		if done != nil {
+			done(off)
+		}
 	}
 	return nil
 }
 
-// stop acknowledges what is left, ends the acker and returns its first
-// failure; once.
-func (a *acker) stop() error {
-	if a.wake == nil {
-		return nil
+// guarded runs f, which moves data on this member's links. Where one of
+// them is a connection, it runs under a guard: every probeEvery it checks
+// that the peers it streams with are still there, and it ends ctx, whose
+// end closes the connections (so that a read or write blocked on one
+// returns), when a peer fails its check or nothing moved for WaitBound.
+// f's failure is then the guard's reason (failed). (Links through slots
+// check on their peer as they wait: wait.)
+func (g *group) guarded(ctx context.Context, f func(ctx context.Context) error) error {
+	if !g.linkTo(g.pred()).conn && !g.linkTo(g.succ()).conn {
+		return f(ctx)
 	}
-	close(a.wake)
-	a.wake = nil
-	return <-a.done
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	g.last = &last
+	defer func() { g.last = nil }()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(probeEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if idle := time.Since(time.Unix(0, last.Load())); idle > WaitBound {
+				cancel(fmt.Errorf("collective: nothing from %s or to %s for %v", g.name(g.pred()), g.name(g.succ()), WaitBound))
+				return
+			}
+			for _, peer := range []int{g.pred(), g.succ()} {
+				var probe [8]byte
+				if err := g.c.Handles[peer].ReadAt(ctx, probe[:], 0); err != nil {
+					cancel(g.peerErr("checking on", peer, err))
+					return
+				}
+			}
+		}
+	}()
+	err := g.failed(ctx, f(ctx))
+	cancel(nil)
+	<-ended
+	return err
+}
+
+// moved notes, for the guard, that data moved.
+func (g *group) moved() {
+	if g.last != nil {
+		g.last.Store(time.Now().UnixNano())
+	}
+}
+
+// failed is err, or why ctx ended if it did: a failure that closing the
+// connections caused says the cause, not the closing.
+func (g *group) failed(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		if cause := context.Cause(ctx); !errors.Is(err, cause) {
+			return fmt.Errorf("collective: %w", cause)
+		}
+	}
+	return err
 }
 
 // exchange sends out to the successor while it receives into from the
 // predecessor: every member sends first, so sends must not wait for
 // receives.
-func (g *group) exchange(ctx context.Context, out, into []byte, consume func(dst, piece []byte)) error {
+func (g *group) exchange(ctx context.Context, out, into []byte, combine func(dst, piece []byte)) error {
 	sent := make(chan error, 1)
 	go func() { sent <- g.send(ctx, [][]byte{out}, nil) }()
-	err := g.recv(ctx, into, consume, nil)
+	err := g.recv(ctx, into, combine, nil)
 	if serr := <-sent; err == nil {
 		err = serr
 	}
@@ -323,24 +401,30 @@ func as[T Number](b []byte) []T {
 }
 
 // step is one step of the ring: out to the successor while in comes from
-// the predecessor, each piece of it handed to consume.
+// the predecessor, each piece of it combined into in by combine, or
+// copied there if combine is nil.
 type step struct {
 	out, in []byte
-	consume func(dst, piece []byte)
+	combine func(dst, piece []byte)
 }
 
 // ring runs steps one after the other, except where both of this
-// member's links stream (tcp): there it pipelines them.
+// member's links are connections (tcp): there it pipelines them. Moving
+// data on connections, it runs guarded.
 func (g *group) ring(ctx context.Context, steps []step) error {
-	if g.linkTo(g.succ()).stream && g.linkTo(g.pred()).stream {
-		return g.pipeline(ctx, steps)
-	}
-	for _, s := range steps {
-		if err := g.exchange(ctx, s.out, s.in, s.consume); err != nil {
-			return err
+	pred, succ := g.linkTo(g.pred()), g.linkTo(g.succ())
+	run := func(ctx context.Context) error {
+		if pred.conn && succ.conn {
+			return g.pipeline(ctx, steps)
 		}
+		for _, s := range steps {
+			if err := g.exchange(ctx, s.out, s.in, s.combine); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return nil
+	return g.guarded(ctx, run)
 }
 
 // pipeline runs steps as one stream: what a step sends is what the step
@@ -388,7 +472,7 @@ func (g *group) pipeline(ctx context.Context, steps []step) error {
 	}
 	var err error
 	for k, s := range steps {
-		if err = g.recv(ctx, s.in, s.consume, func(end int) { mark(k, end) }); err != nil {
+		if err = g.recv(ctx, s.in, s.combine, func(end int) { mark(k, end) }); err != nil {
 			break
 		}
 		mark(k, len(s.in))

@@ -35,12 +35,20 @@ func (op Op) String() string {
 }
 
 // reduce combines src into dst, element by element (as far as both go).
+// Sums of float32 and float64, the common case and the costliest part
+// of a large all-reduce after the copies, take a vector loop (addFloat32s).
 func reduce[T Number](op Op, dst, src []T) {
 	src = src[:min(len(src), len(dst))]
 	switch op {
 	case Sum, Mean:
-		for i, v := range src {
-			dst[i] += v
+		var zero T
+		switch any(zero).(type) {
+		case float32:
+			addFloat32s(as[float32](bytesOf(dst)), as[float32](bytesOf(src)))
+		case float64:
+			addFloat64s(as[float64](bytesOf(dst)), as[float64](bytesOf(src)))
+		default:
+			addLoop(dst, src)
 		}
 	case Max:
 		for i, v := range src {
@@ -50,6 +58,14 @@ func reduce[T Number](op Op, dst, src []T) {
 		for i, v := range src {
 			dst[i] = min(dst[i], v)
 		}
+	}
+}
+
+// addLoop adds src into dst, element by element, as far as both go.
+func addLoop[T Number](dst, src []T) {
+	src = src[:min(len(src), len(dst))]
+	for i, v := range src {
+		dst[i] += v
 	}
 }
 
@@ -187,15 +203,17 @@ func Broadcast[T Number](ctx context.Context, c *Comm, dim string, root int, dat
 	b := bytesOf(data)
 	// Down the ring from root: each receives, then passes it on, but the
 	// last.
-	if g.me != root {
-		if err := g.recv(ctx, b, func(dst, piece []byte) { copy(dst, piece) }, nil); err != nil {
-			return err
+	return g.guarded(ctx, func(ctx context.Context) error {
+		if g.me != root {
+			if err := g.recv(ctx, b, nil, nil); err != nil {
+				return err
+			}
 		}
-	}
-	if mod(g.me+1, g.size) == root {
-		return nil
-	}
-	return g.send(ctx, [][]byte{b}, nil)
+		if mod(g.me+1, g.size) == root {
+			return nil
+		}
+		return g.send(ctx, [][]byte{b}, nil)
+	})
 }
 
 // reduceScatterSteps are the ring's first half: after size-1 steps
@@ -219,7 +237,7 @@ func allGatherSteps[T Number](g *group, data []T) []step {
 	for k := 0; k < g.size-1; k++ {
 		slo, shi := chunk(len(data), g.size, mod(g.me-k, g.size))
 		rlo, rhi := chunk(len(data), g.size, mod(g.me-k-1, g.size))
-		steps = append(steps, step{bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), func(dst, piece []byte) { copy(dst, piece) }})
+		steps = append(steps, step{bytesOf(data[slo:shi]), bytesOf(data[rlo:rhi]), nil})
 	}
 	return steps
 }

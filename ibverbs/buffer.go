@@ -58,6 +58,10 @@ type Buffer struct {
 	memfd  *os.File // nil for memory the program registered (Register)
 	handle Handle
 	once   sync.Once
+	// parked holds the streams peers opened to the buffer (Connect)
+	// until Accept takes them; made at first use.
+	parkOnce sync.Once
+	parked   *parking
 }
 
 // NewBuffer allocates size bytes of shared memory and registers them. The
@@ -129,6 +133,7 @@ func (b *Buffer) Handle() Handle { return b.handle }
 func (b *Buffer) Close() error {
 	b.once.Do(func() {
 		thisProcess().disown(b)
+		b.parking().close()
 		b.mu.Lock()
 		if b.memfd != nil {
 			freeShared(b.mem, b.memfd)

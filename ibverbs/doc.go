@@ -13,8 +13,8 @@
 //	err := h.ReadAt(ctx, local[8:16], 4096)   // a span on both sides
 //	old, err := h.FetchAdd(ctx, 0, 1)         // atomics on 8-byte words
 //	err := h.WriteAdd(ctx, msg, 64, 0, 1)     // a write, then an add that announces it
-//	s, err := h.NewStream()                   // WriteAdds in order, answers not awaited
-//	err := s.WriteAdd(ctx, msg, 64, 0, 1)     // ... then s.Flush(ctx), s.Close()
+//	c, err := h.Connect(ctx, tag)             // a byte stream to the owner, which
+//	c, err := buf.Accept(ctx, tag)            // takes it here (two-sided)
 //	err := ibverbs.Do(ctx, ops...)            // a batch, submitted at once
 //
 // Typed: View[float32](buf) is the buffer as a []float32 (no copy), and
@@ -79,6 +79,16 @@
 //     connection for a minute at most, and sends a request again, once,
 //     on a new connection when an idle one turns out closed before the
 //     owner answered any of it (so an atomic is never applied twice).
+//
+// Beside the one-sided transfers, a peer can open a plain byte stream to
+// a buffer's owner (Handle.Connect with a tag, taken by the owner's
+// Buffer.Accept with the same tag), through the owner's TCP server
+// whatever the backend: for data both ends agree on the order of, which
+// the owner reads straight where it goes, paced by TCP's flow control
+// (the collective package's ring links between hosts). The server hands
+// the connection over after the request and no longer bounds it; at
+// most 256 wait per buffer to be accepted, and closing the buffer closes
+// those.
 //
 // Atomics (FetchAdd, CompareAndSwap) are the processor's on the owner's
 // memory, whichever backend issues them (shm on the mapping, tcp in the

@@ -30,6 +30,10 @@ func FuzzServeConn(f *testing.F) {
 	f.Add(req('W', 1, 16, 4, append(make([]byte, 16), 1, 2, 3, 4)...))
 	f.Add(req('W', 1, 16, 4, append([]byte{16, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 12)...)...))
 	f.Add(req('W', 1, 16, 1<<40, make([]byte, 16)...))
+	f.Add(req('k', 1, 7, 0))                     // handed over: waits for Accept
+	f.Add(req('k', 1, 7, 0, 'r'))                // bytes after it: hang up
+	f.Add(req('k', 1, 7, 8, make([]byte, 8)...)) // a length: hang up
+	f.Add(req('k', 2, 7, 0))                     // no such buffer: refused
 	// Requests back to back (the next already buffered when the server
 	// waits for it), a header cut short, a write's body cut short.
 	f.Add(append(req('r', 1, 0, 8), req('a', 1, 8, 16, make([]byte, 16)...)...))

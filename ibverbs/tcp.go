@@ -28,7 +28,8 @@ import (
 //	op(1) key(8) off(8) len(8) [len bytes for 'w'; a(8) b(8) for 'a', 'c']
 //
 // with op 'r' (read), 'w' (write), 'a' (fetch-and-add a) or 'c'
-// (compare a, swap b) (and 'W', a write then an add: writeadd.go),
+// (compare a, swap b) (and 'W', a write then an add: writeadd.go; 'k',
+// which hands the connection over to the owner: connect.go),
 // answered by status(1: 0 ok, 1 no such buffer, 2
 // out of range) and, for a read, len bytes, for an atomic the word as it
 // was (8). Connections are kept and reused. A large read or write is cut
@@ -219,7 +220,12 @@ func tcpStreams() int {
 // serveConn serves c's requests, one after another, until the peer hangs
 // up, breaks the protocol or the server's limits.
 func (s *tcpServer) serveConn(c net.Conn) {
-	defer c.Close()
+	handed := false
+	defer func() {
+		if !handed {
+			c.Close()
+		}
+	}()
 	sc := &servedConn{Conn: c, limits: s.limits}
 	r := bufio.NewReaderSize(sc, serveReadBuffer)
 	var hdr [headerLen]byte
@@ -244,6 +250,10 @@ func (s *tcpServer) serveConn(c net.Conn) {
 			err = s.p.serveHandshake(sc, r, key, n)
 		case writeAddOp:
 			err = s.p.serveWriteAdd(sc, r, key, off, n)
+		case connectOp:
+			if handed, err = s.p.serveConnect(sc, c, r, key, off, n); handed {
+				return
+			}
 		default:
 			return // not this protocol: nothing after it can be trusted
 		}
