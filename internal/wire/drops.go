@@ -1,8 +1,9 @@
 package wire
 
 import (
-	"fmt"
 	"sync/atomic"
+
+	"github.com/monarch-go/monarch/bus"
 )
 
 // DropKind is a kind of malformed message a receiver drops. Any process
@@ -26,23 +27,13 @@ const (
 	numDropKinds
 )
 
-var dropKindNames = [numDropKinds]string{"frame", "kind", "region", "body", "ids", "op", "sender", "args", "payload"}
+// dropKinds has a name for each kind (the array's length checks it).
+var dropKinds = bus.DropKindNames[DropKind]((&[numDropKinds]string{"frame", "kind", "region", "body", "ids", "op", "sender", "args", "payload"})[:])
 
-func (k DropKind) String() string {
-	if k < numDropKinds {
-		return dropKindNames[k]
-	}
-	return fmt.Sprintf("DropKind(%d)", uint8(k))
-}
+func (k DropKind) String() string { return dropKinds.Name(k) }
 
 // DropKinds lists every kind, for reporting.
-func DropKinds() []DropKind {
-	out := make([]DropKind, numDropKinds)
-	for i := range out {
-		out[i] = DropKind(i)
-	}
-	return out
-}
+func DropKinds() []DropKind { return dropKinds.All() }
 
 // Drops counts dropped messages by kind. The zero value is ready to use;
 // it is safe for concurrent use.
