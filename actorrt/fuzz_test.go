@@ -1,12 +1,11 @@
 package actorrt
 
 import (
-	"math"
 	"reflect"
-	"runtime/metrics"
 	"testing"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -16,26 +15,6 @@ import (
 // messages and regions. `go test` runs their seed corpora
 // (testdata/fuzz/FuzzX) as plain tests; `go test -fuzz '^FuzzX$'` explores
 // further.
-
-// allocSlack is what allocatedBy may count beyond what fn allocated:
-// runtime/metrics counts small objects a span at a time (large ones as
-// they are made), and the runtime's own goroutines allocate meanwhile.
-const allocSlack = 256 << 10
-
-// allocatedBy is the smallest number of heap bytes fn allocated over
-// three runs.
-func allocatedBy(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	best := uint64(math.MaxUint64)
-	for range 3 {
-		metrics.Read(sample)
-		before := sample[0].Value.Uint64()
-		fn()
-		metrics.Read(sample)
-		best = min(best, sample[0].Value.Uint64()-before)
-	}
-	return best
-}
 
 // FuzzRegionJoin parses one frame and joins its region to a mesh: a
 // region that fits the mesh is one the sender can write.
@@ -137,8 +116,8 @@ func FuzzControl(f *testing.F) {
 		fr := &wire.Frame{Header: wire.Header{Kind: wire.KindControl, Method: op, Port: port, ReplyTo: replyTo, Rank: -1}, Payload: body}
 		var got any
 		var err error
-		n := allocatedBy(func() { got, _, err = readControl(fr) })
-		if limit := uint64(64*len(body)) + allocSlack; n > limit {
+		n := alloc.By(func() { got, _, err = readControl(fr) })
+		if limit := uint64(64*len(body)) + alloc.Slack; n > limit {
 			t.Fatalf("a body of %d bytes allocated %d", len(body), n)
 		}
 		if err != nil {

@@ -5,14 +5,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 )
 
 // tooLargeLimit is the largest message of the "toolarge" helper's client.
@@ -30,22 +29,6 @@ func init() {
 	if err := actorrt.Register[BigInit](); err != nil {
 		panic(err)
 	}
-}
-
-// allocated is the smallest number of heap bytes fn allocated over three
-// runs (see bus's allocated: runtime/metrics counts small objects a span
-// at a time, large ones as they are made).
-func allocated(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	best := uint64(math.MaxUint64)
-	for range 3 {
-		metrics.Read(sample)
-		before := sample[0].Value.Uint64()
-		fn()
-		metrics.Read(sample)
-		best = min(best, sample[0].Value.Uint64()-before)
-	}
-	return best
 }
 
 // helperTooLarge is a client whose largest message is tooLargeLimit: it
@@ -80,7 +63,7 @@ func helperTooLarge() int {
 			{"spawn", func() error { _, err := actorrt.Spawn[BigInit](ctx, procs, "big-init", arg); return err }},
 		} {
 			var err error
-			n := allocated(func() { err = s.send() })
+			n := alloc.By(func() { err = s.send() })
 			fmt.Printf("REFUSED %s %d %v\n", s.what, n, err)
 		}
 		// Just under the limit, a call goes through.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 	"github.com/nats-io/nats.go"
 )
 
@@ -21,8 +22,8 @@ func FuzzBatch(f *testing.F) {
 	f.Add("2", packBatch(bytes.Repeat([]byte{1}, 300), nil))
 	f.Fuzz(func(t *testing.T, count string, data []byte) {
 		tc := newTestConn(DefaultMaxMessage, DefaultMaxReassembly)
-		n := allocated(func() { tc.deliver(batchMsg(count, data)) })
-		if n > allocSlack {
+		n := alloc.By(func() { tc.deliver(batchMsg(count, data)) })
+		if n > alloc.Slack {
 			t.Fatalf("a batch of %d bytes allocated %d", len(data), n)
 		}
 		total := 0
@@ -77,14 +78,14 @@ func FuzzChunks(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v1 string, d1 []byte, v2 string, d2 []byte, v3 string, d3 []byte, size uint16) {
 		in := []*nats.Msg{chunkMsg(v1, d1), chunkMsg(v2, d2), chunkMsg(v3, d3)}
 		var tc *testConn
-		n := allocated(func() {
+		n := alloc.By(func() {
 			tc = newTestConn(1<<20, 2<<20)
 			for _, m := range in {
 				tc.deliver(m)
 				tc.checkHeld(t)
 			}
 		})
-		if limit := uint64(2*(len(d1)+len(d2)+len(d3))) + allocSlack; n > limit {
+		if limit := uint64(2*(len(d1)+len(d2)+len(d3))) + alloc.Slack; n > limit {
 			t.Fatalf("parts of %d, %d and %d bytes allocated %d", len(d1), len(d2), len(d3), n)
 		}
 		for _, m := range tc.got {

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
-	"runtime/metrics"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 	"github.com/nats-io/nats.go"
 )
 
@@ -40,29 +39,6 @@ func chunkMsg(value string, data []byte) *nats.Msg {
 
 func batchMsg(count string, data []byte) *nats.Msg {
 	return &nats.Msg{Subject: "s", Data: data, Header: nats.Header{batchHeader: []string{count}}}
-}
-
-// allocated is the smallest number of heap bytes fn allocated over three
-// runs: the minimum filters out what another goroutine allocated
-// meanwhile. It reads runtime/metrics, which unlike ReadMemStats does not
-// stop the world, but counts small objects a span at a time: a bound on
-// it needs allocSlack on top. Large objects, the ones that matter here,
-// are counted as they are made.
-//
-// allocSlack is that margin: a span for each of a few size classes.
-const allocSlack = 256 << 10
-
-func allocated(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	best := uint64(math.MaxUint64)
-	for range 3 {
-		metrics.Read(sample)
-		before := sample[0].Value.Uint64()
-		fn()
-		metrics.Read(sample)
-		best = min(best, sample[0].Value.Uint64()-before)
-	}
-	return best
 }
 
 // checkHeld checks the books of reassembly: held is the sum of what the
@@ -97,14 +73,14 @@ func TestChunkHeadersCheckedBeforeAllocating(t *testing.T) {
 	tc := newTestConn(DefaultMaxMessage, DefaultMaxReassembly)
 	const ids = 64
 	run := 0
-	n := allocated(func() {
+	n := alloc.By(func() {
 		run++
 		for i := range ids {
 			tc.deliver(chunkMsg(fmt.Sprintf("bad%d.%d 0 2 %d", run, i, DefaultMaxMessage), []byte("tiny")))
 			tc.deliver(chunkMsg(fmt.Sprintf("fits%d.%d 0 %d %d", run, i, DefaultMaxMessage/4, DefaultMaxMessage), []byte("tiny")))
 		}
 	})
-	if n > 3*2*ids*(partialOverhead+64)+allocSlack {
+	if n > 3*2*ids*(partialOverhead+64)+alloc.Slack {
 		t.Fatalf("%d first parts of 4 bytes allocated %d bytes", 2*ids, n)
 	}
 	tc.checkHeld(t)
@@ -282,7 +258,7 @@ func TestBatchDrops(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tc := newTestConn(DefaultMaxMessage, DefaultMaxReassembly)
-			n := allocated(func() { tc.deliver(batchMsg(tt.count, tt.data)) })
+			n := alloc.By(func() { tc.deliver(batchMsg(tt.count, tt.data)) })
 			if len(tc.got) != 3*tt.want {
 				t.Errorf("handled %d messages, want %d", len(tc.got)/3, tt.want)
 			}
@@ -292,7 +268,7 @@ func TestBatchDrops(t *testing.T) {
 			if len(tc.reports) != 1 {
 				t.Errorf("%d reports, want 1", len(tc.reports))
 			}
-			if n > allocSlack {
+			if n > alloc.Slack {
 				t.Errorf("a batch of %d bytes allocated %d", len(tt.data), n)
 			}
 		})

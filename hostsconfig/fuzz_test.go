@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 )
 
 // FuzzDecode: on any input every loader returns, without panicking,
@@ -40,7 +41,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		for name, load := range loaders {
 			var err error
-			if n := allocated(func() { err = load(path) }); n > maxDecodeAlloc {
+			if n := alloc.By(func() { err = load(path) }); n > maxDecodeAlloc {
 				t.Errorf("%s allocated %d MiB, want at most %d", name, n>>20, maxDecodeAlloc>>20)
 			}
 			var ce *ConfigError

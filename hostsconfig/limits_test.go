@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 )
 
 // maxDecodeAlloc bounds what loading one file may allocate, whatever the
@@ -17,15 +18,6 @@ import (
 // mostly the library's copies of them; a 1 MiB comment takes 5). A job
 // that names a hosts file loads two files, so twice that.
 const maxDecodeAlloc = 16 << 20
-
-// allocated returns the bytes f allocated (runtime.MemStats.TotalAlloc).
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // lines returns n lines made by line(i).
 func lines(n int, line func(i int) string) string {
@@ -111,7 +103,7 @@ func TestPathological(t *testing.T) {
 			}
 			for name, load := range loaders {
 				var err error
-				if n := allocated(func() { err = load("x.toml") }); n > maxDecodeAlloc {
+				if n := alloc.By(func() { err = load("x.toml") }); n > maxDecodeAlloc {
 					t.Errorf("%s allocated %d MiB, want at most %d", name, n>>20, maxDecodeAlloc>>20)
 				}
 				if err == nil || err.Error() != tt.want {
@@ -162,7 +154,7 @@ func TestFileSizeLimit(t *testing.T) {
 
 	t.Run("at the limit", func(t *testing.T) {
 		var err error
-		if n := allocated(func() { _, err = LoadHosts(atLimit) }); n > maxDecodeAlloc {
+		if n := alloc.By(func() { _, err = LoadHosts(atLimit) }); n > maxDecodeAlloc {
 			t.Errorf("allocated %d MiB, want at most %d", n>>20, maxDecodeAlloc>>20)
 		}
 		if err != nil {
@@ -179,7 +171,7 @@ func TestFileSizeLimit(t *testing.T) {
 				t.Skip(err)
 			}
 			var err error
-			if n := allocated(func() { _, err = Load(tt.path) }); n > 4<<20 {
+			if n := alloc.By(func() { _, err = Load(tt.path) }); n > 4<<20 {
 				t.Errorf("allocated %d MiB, want at most 4", n>>20)
 			}
 			want := tt.path + ": larger than 1 MiB, the limit for a configuration file"
@@ -244,7 +236,7 @@ func TestLimitsAllow(t *testing.T) {
 			}
 			for name, load := range loaders {
 				var err error
-				n := allocated(func() { err = load(path) })
+				n := alloc.By(func() { err = load(path) })
 				t.Logf("%s: %d KiB file, allocated %d KiB", name, len(tt.src)>>10, n>>10)
 				bound := uint64(maxDecodeAlloc)
 				if strings.HasPrefix(tt.src, jobHead) && name != "LoadHosts" {

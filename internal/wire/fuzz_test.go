@@ -2,37 +2,16 @@ package wire
 
 import (
 	"bytes"
-	"math"
 	"reflect"
-	"runtime/metrics"
 	"testing"
 
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Fuzz targets for what a peer can send: frames and payloads. `go test`
 // runs their seed corpora (testdata/fuzz/FuzzX) as plain tests;
 // `go test -fuzz '^FuzzX$'` explores further.
-
-// allocSlack is what allocatedBy may count beyond what fn allocated:
-// runtime/metrics counts small objects a span at a time (large ones as
-// they are made), and the runtime's own goroutines allocate meanwhile.
-const allocSlack = 256 << 10
-
-// allocatedBy is the smallest number of heap bytes fn allocated over
-// three runs.
-func allocatedBy(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	best := uint64(math.MaxUint64)
-	for range 3 {
-		metrics.Read(sample)
-		before := sample[0].Value.Uint64()
-		fn()
-		metrics.Read(sample)
-		best = min(best, sample[0].Value.Uint64()-before)
-	}
-	return best
-}
 
 // seedFrames are frames as the runtime writes them.
 func seedFrames() [][]byte {
@@ -73,9 +52,9 @@ func FuzzParseFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var fr Frame
 		var err error
-		n := allocatedBy(func() { fr, err = Parse(data) })
+		n := alloc.By(func() { fr, err = Parse(data) })
 		checkCommonForm(t, data)
-		if limit := uint64(8*len(data)) + allocSlack; n > limit {
+		if limit := uint64(8*len(data)) + alloc.Slack; n > limit {
 			t.Fatalf("a frame of %d bytes allocated %d", len(data), n)
 		}
 		if err != nil {
@@ -118,7 +97,7 @@ func FuzzCheckMsgpack(f *testing.F) {
 		var err error
 		// (Its stack grows with the nesting past 16 levels: 8 bytes a
 		// level, at most a level a byte.)
-		if n := allocatedBy(func() { _, err = CheckMsgpack(b) }); n > uint64(16*len(b))+allocSlack {
+		if n := alloc.By(func() { _, err = CheckMsgpack(b) }); n > uint64(16*len(b))+alloc.Slack {
 			t.Fatalf("checking %d bytes allocated %d", len(b), n)
 		}
 		if err != nil {
@@ -132,12 +111,12 @@ func FuzzCheckMsgpack(f *testing.F) {
 		}
 		// Accepted: decoding, into any or into types that hold maps and
 		// slices, allocates in proportion.
-		limit := uint64(64*len(b)) + allocSlack
-		if n := allocatedBy(func() { decodeAll(b) }); n > limit {
+		limit := uint64(64*len(b)) + alloc.Slack
+		if n := alloc.By(func() { decodeAll(b) }); n > limit {
 			t.Fatalf("decoding %d accepted bytes into any allocated %d", len(b), n)
 		}
 		for _, v := range []any{new(map[string][]int), new(map[string]any), new([]map[string][]string), new(SpawnProcsReq)} {
-			n := allocatedBy(func() {
+			n := alloc.By(func() {
 				DecodePayload(b, []reflect.Type{reflect.TypeOf(v)}, func(d *msgpack.Decoder) error { return d.Decode(v) })
 			})
 			if n > limit {

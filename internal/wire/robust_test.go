@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -43,11 +44,11 @@ func TestHeaderChecked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var err error
-			n := allocatedBy(func() { _, err = Parse(tt.data) })
+			n := alloc.By(func() { _, err = Parse(tt.data) })
 			if !errors.Is(err, ErrDecode) {
 				t.Fatalf("Parse = %v, want ErrDecode", err)
 			}
-			if n > allocSlack {
+			if n > alloc.Slack {
 				t.Fatalf("a frame of %d bytes allocated %d", len(tt.data), n)
 			}
 		})
@@ -95,7 +96,7 @@ func TestPayloadBombs(t *testing.T) {
 	for _, tt := range bombs {
 		t.Run(tt.name, func(t *testing.T) {
 			var err error
-			n := allocatedBy(func() {
+			n := alloc.By(func() {
 				err = DecodePayload(tt.b, []reflect.Type{reflect.TypeOf(tt.into)}, func(d *msgpack.Decoder) error { return d.Decode(tt.into) })
 			})
 			if err == nil {
@@ -103,7 +104,7 @@ func TestPayloadBombs(t *testing.T) {
 			}
 			// (The check's own stack grows with the nesting: 8 bytes a
 			// level, at most one level a byte.)
-			if n > uint64(16*len(tt.b))+allocSlack {
+			if n > uint64(16*len(tt.b))+alloc.Slack {
 				t.Fatalf("%d bytes allocated %d", len(tt.b), n)
 			}
 		})

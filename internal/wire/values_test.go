@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -103,10 +104,10 @@ func TestValuesNotRead(t *testing.T) {
 			}
 		}
 	}
-	if n := allocatedBy(func() {
+	if n := alloc.By(func() {
 		v := ReadValues([]byte{0xc6, 0x7f, 0xff, 0xff, 0xff, 'x'}, false)
 		v.Bytes()
-	}); n > allocSlack {
+	}); n > alloc.Slack {
 		t.Errorf("a bin32 claiming 2 GiB allocated %d bytes", n)
 	}
 }
