@@ -109,6 +109,11 @@ func startTree(t *testing.T) (*exec.Cmd, []int) {
 	if len(pids) != 4 {
 		t.Fatalf("helper reported pids %v, want 4", pids)
 	}
+	for _, p := range pids {
+		if !alive(p) {
+			t.Fatalf("proc %d not running before the client ends", p)
+		}
+	}
 	return cmd, pids
 }
 
@@ -134,7 +139,8 @@ func waitGone(t *testing.T, pids []int) time.Duration {
 }
 
 // TestNoOrphansAfterSIGKILL: kill the client of a two-level tree of procs;
-// every proc, grandchildren included, exits.
+// every proc exits: its children, children of a thread that is gone, get
+// their Pdeathsig, and the grandchildren theirs in turn.
 func TestNoOrphansAfterSIGKILL(t *testing.T) {
 	cmd, pids := startTree(t)
 	cmd.Process.Signal(syscall.SIGKILL)

@@ -1,7 +1,6 @@
 package actorrt_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,31 +19,6 @@ import (
 // that need a client they can kill.
 func runHelper(name string) int {
 	switch name {
-	case "orphans":
-		// Spawn procs, print their pids, then wait to be killed.
-		return actorrt.Run(func(ctx context.Context) error {
-			procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 3}})
-			if err != nil {
-				return err
-			}
-			echo, err := actorrt.Spawn[Echo](ctx, procs, "pids")
-			if err != nil {
-				return err
-			}
-			pids, err := actorrt.Method((*Echo).PID).Call(echo).Get(ctx)
-			if err != nil {
-				return err
-			}
-			for _, p := range pids.Values() {
-				fmt.Println("PID", p)
-			}
-			fmt.Println("READY")
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Minute):
-			}
-			return nil
-		})
 	case "loglines":
 		return helperLogLines()
 	case "tree":
@@ -98,44 +71,6 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
-}
-
-// TestProcsDieWithTheirClient kills the client with SIGKILL: its procs,
-// children of a thread that is gone, get their Pdeathsig.
-func TestProcsDieWithTheirClient(t *testing.T) {
-	cmd := helperCmd(t, "orphans")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	var pids []int
-	lines := bufio.NewScanner(out)
-	deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
-	defer deadline.Stop()
-	for lines.Scan() {
-		if p, ok := strings.CutPrefix(lines.Text(), "PID "); ok {
-			pid, _ := strconv.Atoi(p)
-			pids = append(pids, pid)
-		}
-		if lines.Text() == "READY" {
-			break
-		}
-	}
-	if len(pids) != 3 {
-		t.Fatalf("helper reported pids %v", pids)
-	}
-	for _, p := range pids {
-		if !alive(p) {
-			t.Fatalf("proc %d not running before the kill", p)
-		}
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	t.Logf("all procs gone %v after the client was killed", waitGone(t, pids).Round(time.Millisecond))
 }
 
 // TestProcExitsWhenBusGoes starts a proc by hand against a bus of this
