@@ -422,15 +422,13 @@ func editDistance(a, b string) int {
 // it does not follow it skips to the end of the line.
 
 func indexLines(src string) map[string]int {
-	s := &lineScanner{src: src, line: 1, lines: map[string]int{}}
+	s := &lineScanner{scanner: scanner{src: src, line: 1}, lines: map[string]int{}}
 	s.document()
 	return s.lines
 }
 
 type lineScanner struct {
-	src   string
-	i     int // next byte
-	line  int // line of src[i]
+	scanner
 	lines map[string]int
 }
 
@@ -471,20 +469,8 @@ func (s *lineScanner) value(path toml.Key) {
 	s.skip(false)
 	rest := s.src[s.i:]
 	switch {
-	case strings.HasPrefix(rest, `"""`):
-		s.i += 3
-		s.until(`"""`, true)
-		s.extraQuotes('"')
-	case strings.HasPrefix(rest, "'''"):
-		s.i += 3
-		s.until("'''", false)
-		s.extraQuotes('\'')
-	case strings.HasPrefix(rest, `"`):
-		s.i++
-		s.until(`"`, true)
-	case strings.HasPrefix(rest, "'"):
-		s.i++
-		s.until("'", false)
+	case strings.HasPrefix(rest, `"`), strings.HasPrefix(rest, "'"):
+		s.str()
 	case strings.HasPrefix(rest, "["):
 		s.i++
 		for n := 0; ; {
@@ -563,28 +549,19 @@ func (s *lineScanner) key() toml.Key {
 
 func (s *lineScanner) keyPart() (string, bool) {
 	start := s.i
-	switch s.peek() {
-	case '"':
-		s.i++
-		raw := s.src[start+1 : s.i]
-		if s.until(`"`, true) {
-			raw = s.src[start+1 : s.i-1]
-		}
-		if u, err := strconv.Unquote(`"` + raw + `"`); err == nil {
-			return u, true
+	switch q := s.peek(); q {
+	case '"', '\'':
+		n := s.str()
+		raw := s.src[start+1 : start+1+n]
+		if q == '"' {
+			if u, err := strconv.Unquote(`"` + raw + `"`); err == nil {
+				return u, true
+			}
 		}
 		return raw, true
-	case '\'':
-		s.i++
-		if s.until("'", false) {
-			return s.src[start+1 : s.i-1], true
-		}
-		return s.src[start+1 : s.i], true
 	}
-	for s.i < len(s.src) && isBareKeyByte(s.src[s.i]) {
-		s.i++
-	}
-	return s.src[start:s.i], s.i > start
+	n := s.bare(true)
+	return s.src[start:s.i], n > 0
 }
 
 // note records the line of key and of each key that contains it, or of
@@ -606,72 +583,6 @@ func (s *lineScanner) note(key toml.Key, elem string) {
 		}
 		s.lines[name] = s.line
 	}
-}
-
-// until moves past the next delim, counting lines; with escapes, a
-// backslash escapes the next byte. It reports whether delim was found.
-func (s *lineScanner) until(delim string, escapes bool) bool {
-	for s.i < len(s.src) {
-		if strings.HasPrefix(s.src[s.i:], delim) {
-			s.i += len(delim)
-			return true
-		}
-		if escapes && s.src[s.i] == '\\' && s.i+1 < len(s.src) {
-			s.i++
-		}
-		if s.src[s.i] == '\n' {
-			s.line++
-		}
-		s.i++
-	}
-	return false
-}
-
-// extraQuotes moves past the up to two quotes a multi-line string may
-// end with before its closing delimiter.
-func (s *lineScanner) extraQuotes(q byte) {
-	for n := 0; n < 2 && s.peek() == q; n++ {
-		s.i++
-	}
-}
-
-// skip moves past blanks and comments, and with newlines past line ends.
-func (s *lineScanner) skip(newlines bool) {
-	for s.i < len(s.src) {
-		switch c := s.src[s.i]; {
-		case c == ' ' || c == '\t':
-			s.i++
-		case c == '#':
-			for s.i < len(s.src) && s.src[s.i] != '\n' {
-				s.i++
-			}
-		case newlines && c == '\r':
-			s.i++
-		case newlines && c == '\n':
-			s.i++
-			s.line++
-		default:
-			return
-		}
-	}
-}
-
-func (s *lineScanner) skipLine() {
-	for s.i < len(s.src) && s.src[s.i] != '\n' {
-		s.i++
-	}
-	if s.i < len(s.src) {
-		s.i++
-		s.line++
-	}
-}
-
-// peek returns the next byte, or 0 at the end.
-func (s *lineScanner) peek() byte {
-	if s.i < len(s.src) {
-		return s.src[s.i]
-	}
-	return 0
 }
 
 func isBareKeyByte(c byte) bool {

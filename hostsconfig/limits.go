@@ -103,7 +103,7 @@ func checkLimits(src string) *limitError {
 	if strings.Count(src, "\n") > maxLines { // a last line may follow the last newline
 		return &limitError{line: maxLines + 1, err: errLines}
 	}
-	s := &limitScanner{src: src, line: 1}
+	s := &limitScanner{scanner: scanner{src: src, line: 1}}
 	if err := s.document(); err != nil {
 		return &limitError{line: s.errLine, err: err}
 	}
@@ -113,9 +113,7 @@ func checkLimits(src string) *limitError {
 // limitScanner is the state of checkLimits. The nesting within one value
 // is a stack of at most maxDepth frames, held in place.
 type limitScanner struct {
-	src     string
-	i       int // next byte
-	line    int // line of src[i]
+	scanner
 	errLine int // line of the limit gone over
 
 	keys, values int
@@ -336,97 +334,4 @@ func (s *limitScanner) key(depth int) (int, error) {
 		}
 		s.i++
 	}
-}
-
-// bare moves past an unquoted key part (stopping at a dot) or value,
-// and returns its length.
-func (s *limitScanner) bare(key bool) int {
-	start := s.i
-	for s.i < len(s.src) {
-		switch s.src[s.i] {
-		case ' ', '\t', '\r', '\n', '#', ',', '=', '[', ']', '{', '}', '"', '\'':
-			return s.i - start
-		case '.':
-			if key {
-				return s.i - start
-			}
-		}
-		s.i++
-	}
-	return s.i - start
-}
-
-// str moves past a string of any of TOML's four kinds and returns the
-// length of its content. A one-line string ends at its line's end even
-// unclosed.
-func (s *limitScanner) str() int {
-	q := s.src[s.i]
-	escapes := q == '"'
-	if s.i+2 < len(s.src) && s.src[s.i+1] == q && s.src[s.i+2] == q {
-		s.i += 3
-		start := s.i
-		for s.i < len(s.src) {
-			c := s.src[s.i]
-			if c == q && s.i+2 < len(s.src) && s.src[s.i+1] == q && s.src[s.i+2] == q {
-				n := s.i - start
-				s.i += 3
-				for k := 0; k < 2 && s.peek() == q; k++ { // a string may end in up to two quotes
-					s.i++
-					n++
-				}
-				return n
-			}
-			if escapes && c == '\\' && s.i+1 < len(s.src) {
-				s.i++
-				c = s.src[s.i]
-			}
-			if c == '\n' {
-				s.line++
-			}
-			s.i++
-		}
-		return s.i - start
-	}
-	s.i++
-	start := s.i
-	for s.i < len(s.src) {
-		switch c := s.src[s.i]; {
-		case c == q:
-			s.i++
-			return s.i - 1 - start
-		case c == '\n':
-			return s.i - start
-		case escapes && c == '\\' && s.i+1 < len(s.src) && s.src[s.i+1] != '\n':
-			s.i++
-		}
-		s.i++
-	}
-	return s.i - start
-}
-
-// skip moves past blanks and comments, and with newlines past line ends.
-func (s *limitScanner) skip(newlines bool) {
-	for s.i < len(s.src) {
-		switch c := s.src[s.i]; {
-		case c == ' ' || c == '\t' || c == '\r':
-			s.i++
-		case c == '#':
-			for s.i < len(s.src) && s.src[s.i] != '\n' {
-				s.i++
-			}
-		case newlines && c == '\n':
-			s.i++
-			s.line++
-		default:
-			return
-		}
-	}
-}
-
-// peek returns the next byte, or 0 at the end.
-func (s *limitScanner) peek() byte {
-	if s.i < len(s.src) {
-		return s.src[s.i]
-	}
-	return 0
 }
