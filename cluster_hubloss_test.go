@@ -22,7 +22,7 @@ func TestClusterHubServerKilled(t *testing.T) {
 	c := testcluster.Get(t)
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "hubloss")
-	if out, err := exec.Command("go", "build", "-o", prog, "./internal/testprog/hubloss").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", prog, "./testprogs/hubloss").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	hosts := fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n[bus]\nhubs = 2\n", c.Hosts[0], c.Hosts[1], c.SSHConfig)

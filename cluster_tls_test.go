@@ -52,7 +52,7 @@ func (r *secretRun) found() []string {
 func runSecret(t *testing.T, c *testcluster.Cluster, hosts string) *secretRun {
 	t.Helper()
 	prog := filepath.Join(t.TempDir(), "secret")
-	if out, err := exec.Command("go", "build", "-o", prog, "./internal/testprog/secret").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", prog, "./testprogs/secret").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	dir := t.TempDir()

@@ -21,7 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// The dashboard's tests run a real job (internal/testprog/feed, as
+// The dashboard's tests run a real job (testprogs/feed, as
 // TestFeed) and look at its dashboard with a real browser: headless
 // Chromium, driven by chromedp. Debian's chromium is installed by
 // testdata/browser/setup.sh when missing (root); where it cannot be, the

@@ -30,7 +30,7 @@ import (
 func TestRunHubServerKilled(t *testing.T) {
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "hubloss")
-	if out, err := exec.Command("go", "build", "-o", prog, "./internal/testprog/hubloss").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", prog, "./testprogs/hubloss").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 3\n[bus]\nhubs = 2\n")

@@ -30,10 +30,10 @@ func build(t testing.TB) string {
 			return
 		}
 		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
-			"./examples/multihost": "multihost", "./internal/testprog/hold": "hold", "./internal/testprog/race": "race",
-			"./internal/testprog/scale": "scale", "./internal/testprog/cut": "cut", "./internal/testprog/inspect": "inspect",
-			"./internal/testprog/feed": "feed",
-			"./examples/checkpoint":    "checkpoint", "./examples/ddp": "ddp", "./examples/pipeline": "pipeline",
+			"./examples/multihost": "multihost", "./testprogs/hold": "hold", "./testprogs/race": "race",
+			"./testprogs/scale": "scale", "./testprogs/cut": "cut", "./testprogs/inspect": "inspect",
+			"./testprogs/feed":      "feed",
+			"./examples/checkpoint": "checkpoint", "./examples/ddp": "ddp", "./examples/pipeline": "pipeline",
 			"./examples/controller": "controller"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
 			if err != nil {

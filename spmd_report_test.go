@@ -25,13 +25,13 @@ var (
 	meshesErr  error
 )
 
-// meshesProgram builds internal/testprog/meshes (two named proc meshes)
+// meshesProgram builds testprogs/meshes (two named proc meshes)
 // beside the monarch binary.
 func meshesProgram(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(build(t), "meshes")
 	meshesOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", path, "./internal/testprog/meshes").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", path, "./testprogs/meshes").CombinedOutput()
 		if err != nil {
 			meshesErr = err
 			t.Logf("%s", out)
