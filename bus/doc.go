@@ -29,23 +29,27 @@
 //
 // Delivery is at most once, and never silently lossy: a message that could
 // not be queued (slow consumer) or a lost link is reported to
-// ConnOptions.OnError and, for a lost link, ends Run with ErrClosed. By
-// default a Conn does not reconnect: a lost link is final and the caller
-// decides what that means (a worker process exits, the client fails its
-// pending calls).
+// ConnOptions.OnError and, for a lost link, ends Run with ErrClosed; the
+// caller decides what that means (a worker process exits, the client
+// fails its pending calls).
 //
-// With ConnOptions.ReconnectFor a link that drops comes back, to its
-// server or, when that one died, to another server of the hub. The order
-// above then holds within each link, not across a drop: what was on the
-// way when the link dropped, and what was sent to this Conn while it was
-// down, is lost (never reported one by one: OnLink hears of the drop);
-// and once it has moved to another server, a message it published before
-// the drop can still be on its way through the old server (one that
-// lives, a link cut between them) and arrive after messages published
-// since. Nothing arrives twice. A caller that needs every message in
-// order across a drop numbers them and asks again for what is missing:
-// the runtime's delivery layer (internal/reliable) does, holding what
-// comes early and dropping what it already has.
+// A Conn made with ConnOptions.ReconnectFor (the runtime sets it, to the
+// host timeout, on the links of its procs, its host agents and the client
+// of a launched job) reconnects when its link drops, to its server or,
+// when that one died, to another server of the hub, keeping its
+// subscriptions and buffering what is published meanwhile
+// (ReconnectBuffer); its link is lost, as above, only when it stays down
+// past ReconnectFor. Without ReconnectFor (the zero value) the first drop
+// is final. The order above holds within each link, not across a drop:
+// what was on the way when the link dropped, and what was sent to this
+// Conn while it was down, is lost (never reported one by one: OnLink hears
+// of the drop and of the return); and once it has moved to another server,
+// a message it published before the drop can still be on its way through
+// the old server (one that lives, a link cut between them) and arrive
+// after messages published since. Nothing arrives twice. A caller that
+// needs every message in order across a drop numbers them and asks again
+// for what is missing: the runtime's delivery layer (internal/reliable)
+// does, holding what comes early and dropping what it already has.
 //
 // # Hubs, leaves and clusters
 //
@@ -100,8 +104,9 @@
 // host goes down) while the job goes on:
 //
 //   - its peers drop their routes to it at once when its process ends
-//     (the kernel resets the connections), or within RouteStale (4 s:
-//     a ping each second, three unanswered) when its host goes silent;
+//     (the kernel resets the connections), or within RouteStale (2 s:
+//     a ping each half second, three unanswered) when its host goes
+//     silent;
 //   - its leaves dial the next server of their list within about 200 ms
 //     of noticing (at once for a reset link; a silent one is noticed by
 //     pings, 10 unanswered each 2 s: see LeafMaxPingsOut), and their

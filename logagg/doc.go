@@ -2,7 +2,7 @@
 // captures each proc's stdout and stderr line by line, groups similar
 // lines so that hundreds of ranks printing the same thing read as one
 // line, and keeps every line of a job in a file that `monarch logs` can
-// replay or follow.
+// replay or follow. It also writes monarch's own system logs.
 //
 // # Capture
 //
@@ -51,6 +51,17 @@
 // writer closes it or its process is gone ([Follow] also says when it
 // has caught up); [Jobs] lists the jobs with a log, newest first. A
 // [Filter] selects by time, host, mesh, rank, stream and text.
+//
+// # System logs
+//
+// monarch's own messages, never the user's output: [SystemLogger] gives
+// each process of a job a logger that writes to [SystemLogPath]
+// (/tmp/$USER/monarch_<job>_<role>.log, in a 0700 folder;
+// [EnvSystemLogDir] moves them) at the level of [EnvFileLevel] (default
+// INFO), and the more urgent messages to stderr at [EnvStderrLevel]
+// (default WARN). A file is made only when something is written to it;
+// [PruneSystemLogs] removes those not written for SystemLogRetention (a
+// week) whose job no longer runs.
 //
 // # Concurrency
 //

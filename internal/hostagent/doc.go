@@ -6,8 +6,10 @@
 //
 // An agent is addressed like a proc, by its id, with control messages on
 // its proc subject (internal/wire): spawnprocs, respawnproc, stopprocs,
-// synclogs. Each new proc reports ready straight to whoever asked; an
-// agent answers a stop or a log sync once it is done. It also runs the
+// synclogs, signalprocs, ended, alive and freeport, each served by the
+// Agent method of that name (SpawnProcs, RespawnProc, StopProcs, ...).
+// Each new proc reports ready straight to whoever asked; an agent answers
+// a stop, a signal or a log sync once it is done. It also runs the
 // commands of `monarch exec` (exec, execstop: exec.go), which are not
 // procs: their output goes to whoever asked, not to the job's log.
 //
@@ -15,9 +17,10 @@
 //
 //   - Embedded (New): every process of a job that hosts actors (the
 //     client and every proc) has an agent for its own host, so that
-//     ThisHost().SpawnProcs works anywhere. Its process's runtime hands it
-//     the control messages addressed to it (Handle) and hears of every
-//     child that ends (Config.OnEnd).
+//     ThisHost().SpawnProcs works anywhere. Its process's runtime reads
+//     the control messages addressed to it (wire's checks) and calls the
+//     Agent's method for each, and hears of every child that ends
+//     (Config.OnEnd).
 //   - Standalone (Run): `monarch agent`, started by a launcher on each
 //     host (an srun step, an ssh session, a local process). It first
 //     holds its link to the launcher's link watcher (internal/hostlink:
@@ -25,10 +28,9 @@
 //     admitted (admit.go: over TLS when the bus is; the token, if it
 //     came without, and its host's certificate from the job's CA), then
 //     runs its host's bus and connects to it, reports to the client,
-//     heartbeats every
-//     [health] heartbeat, announces the ends of its procs to the job,
-//     and exits when the job
-//     is gone: its host's link to the hub down for LinkGrace, SIGTERM
+//     heartbeats every [health] heartbeat, announces the ends of its
+//     procs to the job, and exits when the job is gone: its host's link
+//     to the hub down for LinkGrace, SIGTERM
 //     (srun's teardown), or EOF on its stdin (the ssh session closed),
 //     taking its procs along.
 //

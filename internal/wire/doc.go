@@ -11,12 +11,20 @@
 //
 //	[4-byte big-endian header length][msgpack header][msgpack payload]
 //
-// The header (Header) is what a receiver routes by: a msgpack array of
-// eight fields, kind, target, port, replyTo, method, rank, flags and
-// region, and three more when the frame is numbered (from, seq, fences;
-// see internal/reliable), written and read by hand (it is on every
+// The header (Header) is what a receiver routes by: a msgpack array of 8
+// fields, or of 11 when the frame is sequenced (Seq not 0; see
+// internal/reliable):
+//
+//	[kind, target, port, replyTo, method, rank, flags, region]
+//	[kind, target, port, replyTo, method, rank, flags, region, from, seq, fences]
+//
+// region is nil (the whole mesh) or a flat array of three numbers per
+// dimension (start, size, kept); fences is nil or a flat array of pairs
+// (key, seq), at most MaxFences; a sequenced header with seq 0 is
+// malformed. The header is written and read by hand (it is on every
 // message; the generic encoder's reflection was most of the per-message
-// cost). The payload (call arguments, a reply value, an error reply, a
+// cost), with a fast path for its commonest forms (short names, one-byte
+// numbers, no region). The payload (call arguments, a reply value, an error reply, a
 // control body) is encoded straight after it into the same buffer by
 // NewPayload's Writer, and Parse leaves it in place: payload bytes are
 // never copied on either side. A large []byte is not even copied into the
