@@ -12,7 +12,7 @@ import (
 func TestLayering(t *testing.T) {
 	const mod = "github.com/monarch-go/monarch"
 	allowed := map[string][]string{
-		"bus":         {},
+		"bus":         {"internal/dropnames"},
 		"hostsconfig": {},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv"},
@@ -28,7 +28,8 @@ func TestLayering(t *testing.T) {
 		"internal/jobenv":    {"hostsconfig", "logagg"},
 		"internal/child":     {},
 		"internal/procstat":  {},
-		"internal/wire":      {"bus"}, // bus.DropKindNames: one String and list for both layers' drop kinds
+		"internal/wire":      {"internal/dropnames"},
+		"internal/dropnames": {},
 		"internal/reliable":  {},
 		"internal/delivery":  {"bus", "ibverbs", "internal/jobenv", "internal/reliable", "internal/wire"},
 		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child", "internal/procstat", "internal/hostlink", "internal/jobca", "internal/munge"},

@@ -3,6 +3,8 @@ package bus
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/monarch-go/monarch/internal/dropnames"
 )
 
 // DropKind is a kind of received message that a Conn drops instead of
@@ -31,36 +33,12 @@ const (
 )
 
 // dropKinds has a name for each kind (the array's length checks it).
-var dropKinds = DropKindNames[DropKind]((&[numDropKinds]string{"batch", "chunk", "chunk-expired", "chunk-limit", "header"})[:])
+var dropKinds = dropnames.Names[DropKind]((&[numDropKinds]string{"batch", "chunk", "chunk-expired", "chunk-limit", "header"})[:])
 
 func (k DropKind) String() string { return dropKinds.Name(k) }
 
 // DropKinds lists every kind, for reporting.
 func DropKinds() []DropKind { return dropKinds.All() }
-
-// DropKindNames names the kinds of an enumeration of dropped messages K,
-// numbered from 0: DropKind's, or those of a layer above the bus that
-// drops messages of its own after a Conn hands them over (the runtime's
-// malformed frames). One definition of String and of the list of kinds
-// serves every such enumeration.
-type DropKindNames[K ~uint8] []string
-
-// Name is k's name, or "DropKind(n)" past the names.
-func (n DropKindNames[K]) Name(k K) string {
-	if int(k) < len(n) {
-		return n[k]
-	}
-	return fmt.Sprintf("DropKind(%d)", uint8(k))
-}
-
-// All lists every kind, in order.
-func (n DropKindNames[K]) All() []K {
-	out := make([]K, len(n))
-	for i := range out {
-		out[i] = K(i)
-	}
-	return out
-}
 
 // DropError describes a dropped message. The first drop of each kind
 // reaches ConnOptions.OnError as a *DropError; later ones are only

@@ -3,7 +3,7 @@ package wire
 import (
 	"sync/atomic"
 
-	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/dropnames"
 )
 
 // DropKind is a kind of malformed message a receiver drops. Any process
@@ -28,7 +28,7 @@ const (
 )
 
 // dropKinds has a name for each kind (the array's length checks it).
-var dropKinds = bus.DropKindNames[DropKind]((&[numDropKinds]string{"frame", "kind", "region", "body", "ids", "op", "sender", "args", "payload"})[:])
+var dropKinds = dropnames.Names[DropKind]((&[numDropKinds]string{"frame", "kind", "region", "body", "ids", "op", "sender", "args", "payload"})[:])
 
 func (k DropKind) String() string { return dropKinds.Name(k) }
 
