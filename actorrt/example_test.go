@@ -130,6 +130,46 @@ func ExampleEndpoint_Broadcast() {
 	// {gpus: 3} 1
 }
 
+// Position tells where its actor is: its rank in the whole mesh, and its
+// place in the slice a message went to (the guide's "Actor Context").
+type Position struct{}
+
+func (p *Position) Where(ctx *actorrt.Context) (string, error) {
+	return fmt.Sprintf("rank %v, message rank %v", ctx.ActorInstance().Rank(), ctx.MessageRank()), nil
+}
+
+var whereEp = actorrt.Method((*Position).Where)
+
+func init() { mustRegister(actorrt.Register[Position]()) }
+
+// A slice is a view: its members keep their rank in the mesh, and each
+// message tells a member its place in the slice it was sent to.
+func ExampleContext_MessageRank() {
+	ctx, cancel := exampleCtx()
+	defer cancel()
+
+	// Four members on this proc, along gpus.
+	positions, err := actorrt.SpawnPerProc[Position](ctx, actorrt.ThisProc(), "example-positions", actorrt.Dims{{"gpus", 4}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer positions.Stop(ctx)
+
+	// gpus 2 and 3 only.
+	answers, err := whereEp.Call(positions.Slice("gpus", 2, 4)).Get(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range answers.Values() {
+		fmt.Println(a)
+	}
+	// Output:
+	// rank {gpus: 2}, message rank {gpus: 0}
+	// rank {gpus: 3}, message rank {gpus: 1}
+}
+
 // Shard stands for a member holding a part of a data set.
 type Shard struct{ rows int }
 
