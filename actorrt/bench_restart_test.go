@@ -33,7 +33,7 @@ func restartingPhoenix(b *testing.B, name string) (m *actorrt.ActorMesh[Phoenix]
 	b.Cleanup(func() { procs.Stop(ctx) })
 	policy := actorrt.RestartPolicy{MaxRestarts: 1 << 20, Window: time.Second}
 	dir = b.TempDir()
-	m, err = actorrt.SpawnWith[Phoenix](ctx, procs, name, actorrt.SpawnOptions{Restart: &policy}, dir)
+	m, err = actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, name, actorrt.SpawnOptions{Restart: &policy}, dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func freshMesh(b *testing.B, dir string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fresh, err := actorrt.Spawn[Phoenix](ctx, p, "bench-fresh", dir)
+	fresh, err := actorrt.Init1((*Phoenix).Init).Spawn(ctx, p, "bench-fresh", dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestCleanupAfterGoroutines(t *testing.T) {
 	ctx := testCtx(t)
 	path := filepath.Join(t.TempDir(), "log")
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
-	l, err := actorrt.Spawn[Lingerer](ctx, procs, "lingerer", path)
+	l, err := actorrt.Init1((*Lingerer).Init).Spawn(ctx, procs, "lingerer", path)
 	if err != nil {
 		t.Fatal(err)
 	}

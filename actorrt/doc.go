@@ -5,7 +5,7 @@
 //
 // An actor is an ordinary Go type. Its endpoints are the exported methods
 // of its pointer type that take *Context first and return (R, error) or
-// just error; an optional Init receives the arguments of Spawn:
+// just error; an optional Init receives the arguments of the spawn:
 //
 //	type Counter struct{ value int }
 //
@@ -23,7 +23,7 @@
 //		actorrt.Main(func(ctx context.Context) error {
 //			procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 //			...
-//			counters, err := actorrt.Spawn[Counter](ctx, procs, "counters", 0)
+//			counters, err := actorrt.Init1((*Counter).Init).Spawn(ctx, procs, "counters", 0)
 //			increment.Broadcast(counters)
 //			increment.Broadcast(counters.Slice("gpus", 0, 4))
 //			values, err := getValue.Call(counters).Get(ctx) // [2 2 2 2 1 1 1 1]
@@ -74,6 +74,24 @@
 // returns only error, so VoidMethod is the one; "(cannot infer A and R)"
 // on a method with arguments means the numbered form.
 //
+// # Spawn and Init arguments
+//
+// Init1, Init2 and Init3 bind an actor type's Init from its method
+// expression, as Method1 binds an endpoint. The result (a Spawner1, ...)
+// has Spawn, SpawnWith and GetOrSpawn, which take Init's arguments with
+// the types Init declares, so the compiler checks them, and a constant
+// takes the parameter's type (1 for a float64):
+//
+//	counters, err := actorrt.Init1((*Counter).Init).Spawn(ctx, procs, "counters", 0)
+//
+// Spawn[T], SpawnWith, SpawnPerProc and GetOrSpawn take Init's arguments
+// as ...any: for an actor without Init, or an Init of more than three
+// arguments (better, one struct). They compare the arguments' types with
+// Init's parameters at the call, in the caller, before any proc does
+// work, and refuse a mismatch with ErrBadArgs naming the parameter and
+// both types; a constant there has its default type (1 is an int, which a
+// float64 parameter refuses).
+//
 // # Contexts and ownership
 //
 // Every call that blocks, or creates something owned, takes a
@@ -105,7 +123,7 @@
 // and GetOrSpawn gives a singleton of the job, spawned at the name's first
 // use (Monarch's get_or_spawn_controller):
 //
-//	ctrl, err := actorrt.GetOrSpawn[Controller](ctx, "controller", cfg)
+//	ctrl, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, "controller", cfg)
 //
 // The singleton is one actor on the client's own proc, owned by the
 // client: it lives as long as the job, whichever actor asked first, and

@@ -21,7 +21,7 @@ var (
 	ErrNotRegistered = errors.New("actorrt: actor type not registered")
 	// ErrBadEndpoint: a method the runtime cannot serve, refused at Register,
 	// or a function given to an adverb that is not an endpoint of the mesh's
-	// actor type.
+	// actor type (or to Init1, Init2 or Init3 that is not its Init).
 	ErrBadEndpoint = errors.New("actorrt: bad endpoint")
 	// ErrBadArgs: Spawn arguments that do not match the actor's Init.
 	ErrBadArgs = errors.New("actorrt: bad arguments")

@@ -41,7 +41,7 @@ func race(ctx context.Context, hosts *actorrt.HostMesh, rounds int, who string) 
 		if err != nil {
 			return checked, err
 		}
-		counters, err := actorrt.Spawn[Counter](ctx, procs, fmt.Sprint("race", i), 0)
+		counters, err := actorrt.Init1((*Counter).Init).Spawn(ctx, procs, fmt.Sprint("race", i), 0)
 		if err != nil {
 			procs.Stop(ctx)
 			return checked, err

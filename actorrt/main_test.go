@@ -73,6 +73,7 @@ func registerTestActors() {
 		actorrt.Register[Phoenix](),
 		actorrt.Register[Lingerer](),
 		actorrt.Register[PhoenixHolder](),
+		actorrt.Register[Marker](),
 	} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -378,6 +378,9 @@ func (m *ActorMesh[A]) target() meshTarget {
 // proc of procs, and calls each actor's Init with args. It returns when
 // every Init has returned, or the first error, or when ctx ends (at most
 // the spawn timeout); on error no actor of the mesh is left running.
+// The types of args are checked against Init's parameters first, in the
+// caller, before any proc does work (ErrBadArgs); Init1, Init2 and Init3
+// spawn with arguments the compiler checks.
 //
 // The mesh's owner, which hears of its failures (see Supervise), comes
 // from ctx: the actor whose endpoint ctx is (or is derived from), else the
@@ -522,31 +525,4 @@ func stopOn(rt *core, mesh string, procs []string) {
 	for _, p := range procs {
 		rt.sendControl(p, wire.OpStop, 0, &stopReq{Mesh: mesh})
 	}
-}
-
-// checkInitArgs matches Spawn's arguments to the actor's Init.
-func checkInitArgs(at *actorType, args []any) error {
-	if at.init == nil {
-		if len(args) > 0 {
-			return fmt.Errorf("%w: %d arguments, but %s has no Init method to take them", ErrBadArgs, len(args), shortName(at.name))
-		}
-		return nil
-	}
-	want := at.init.args
-	if len(args) != len(want) {
-		return fmt.Errorf("%w: %d arguments for %s.Init, which takes %d", ErrBadArgs, len(args), shortName(at.name), len(want))
-	}
-	for i, a := range args {
-		if a == nil {
-			switch want[i].Kind() {
-			case reflect.Pointer, reflect.Slice, reflect.Map:
-				continue
-			}
-			return fmt.Errorf("%w: argument %d of %s.Init is nil, want %s", ErrBadArgs, i+1, shortName(at.name), want[i])
-		}
-		if t := reflect.TypeOf(a); !t.AssignableTo(want[i]) {
-			return fmt.Errorf("%w: argument %d of %s.Init is %s, want %s", ErrBadArgs, i+1, shortName(at.name), t, want[i])
-		}
-	}
-	return nil
 }

@@ -77,7 +77,7 @@ type Asker struct{}
 
 // Race gets the controller of name and registers with it.
 func (a *Asker) Race(ctx *actorrt.Context, name string) (Ticket, error) {
-	c, err := actorrt.GetOrSpawn[Controller](ctx, name, "asked by "+ctx.ActorInstance().ID())
+	c, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, name, "asked by "+ctx.ActorInstance().ID())
 	if err != nil {
 		return Ticket{}, err
 	}
@@ -273,7 +273,7 @@ func TestGetOrSpawnRace(t *testing.T) {
 		t.Fatalf("the controller's Init ran %d times in the client, want once", n)
 	}
 	// The client's own use: the same controller, no new spawn.
-	c, err := actorrt.GetOrSpawn[Controller](ctx, name, "asked by the client")
+	c, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, name, "asked by the client")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestGetOrSpawnFailed(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = actorrt.GetOrSpawn[Controller](ctx, name, "fail")
+			_, errs[i] = actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, name, "fail")
 		}()
 	}
 	wg.Wait() // each GetOrSpawn is bounded by ctx and the spawn timeout
@@ -351,7 +351,7 @@ func TestGetOrSpawnFailed(t *testing.T) {
 	if _, err := actorrt.Lookup[Controller](ctx, name); !errors.Is(err, actorrt.ErrNotFound) {
 		t.Fatalf("after a failed first spawn: %v, want ErrNotFound", err)
 	}
-	c, err := actorrt.GetOrSpawn[Controller](ctx, name, "ok")
+	c, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, name, "ok")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestGetOrSpawnContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	const name = "controller-never-asked"
-	_, err := actorrt.GetOrSpawn[Controller](ctx, name, "x")
+	_, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, name, "x")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("with an ended ctx: %v", err)
 	}

@@ -224,7 +224,7 @@ func TestMeshReferences(t *testing.T) {
 		t.Fatalf("SpawnHere = %d, %v", n, err)
 	}
 	// A mesh of the wrong actor type does not decode into a mesh of another.
-	if _, err := actorrt.Spawn[Trainer](ctx, procs, "wrong", loaders.Slice("gpus", 0, 1)); err == nil {
+	if _, err := actorrt.Init1((*Trainer).Init).Spawn(ctx, procs, "wrong", loaders.Slice("gpus", 0, 1)); err == nil {
 		t.Fatal("Init with a slice of the wrong shape succeeded")
 	}
 }

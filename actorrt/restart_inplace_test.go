@@ -98,7 +98,7 @@ func TestRestartInPlace(t *testing.T) {
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	policy := actorrt.DefaultRestartPolicy()
 	policy.Backoff = 0
-	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix", actorrt.SpawnOptions{Restart: &policy}, dir)
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "phoenix", actorrt.SpawnOptions{Restart: &policy}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestRestartAlong(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
 	policy := actorrt.RestartPolicy{MaxRestarts: 2, Window: time.Minute, Scope: actorrt.RestartAlong("gpus")}
-	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-row", actorrt.SpawnOptions{Restart: &policy}, t.TempDir())
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "phoenix-row", actorrt.SpawnOptions{Restart: &policy}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestRestartLimit(t *testing.T) {
 	dir := t.TempDir()
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	policy := actorrt.RestartPolicy{MaxRestarts: 2, Window: time.Minute, Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}
-	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-limit", actorrt.SpawnOptions{Restart: &policy}, dir)
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "phoenix-limit", actorrt.SpawnOptions{Restart: &policy}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestRestartBadPolicy(t *testing.T) {
 		{MaxRestarts: 1, Window: time.Minute, Backoff: -1},
 		{MaxRestarts: 1, Window: time.Minute, Scope: actorrt.RestartAlong("hosts")},
 	} {
-		_, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-bad", actorrt.SpawnOptions{Restart: &p}, t.TempDir())
+		_, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "phoenix-bad", actorrt.SpawnOptions{Restart: &p}, t.TempDir())
 		if !errors.Is(err, actorrt.ErrBadArgs) || !strings.Contains(err.Error(), "restart policy") {
 			t.Errorf("policy %+v: %v, want ErrBadArgs naming the restart policy", p, err)
 		}
@@ -307,7 +307,7 @@ func TestRestartAfterProcDeath(t *testing.T) {
 	dir := t.TempDir()
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
-	m, err := actorrt.SpawnWith[Phoenix](ctx, procs, "phoenix-proc", actorrt.SpawnOptions{Restart: &policy}, dir)
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "phoenix-proc", actorrt.SpawnOptions{Restart: &policy}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

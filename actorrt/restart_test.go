@@ -41,7 +41,7 @@ func (r *Restarter) Init(ctx *actorrt.Context, procs *actorrt.ProcMesh) error {
 // actor owns them.
 func (r *Restarter) start(ctx *actorrt.Context) error {
 	r.generation++
-	w, err := actorrt.Spawn[Flaky](ctx, r.procs, fmt.Sprintf("flaky-%d", r.generation), r.generation)
+	w, err := actorrt.Init1((*Flaky).Init).Spawn(ctx, r.procs, fmt.Sprintf("flaky-%d", r.generation), r.generation)
 	if err != nil {
 		return err
 	}

@@ -126,7 +126,7 @@ func NewWithSlot(ctx context.Context, procs *actorrt.ProcMesh, slot int) (*Comm,
 		return nil, fmt.Errorf("collective: a slot of %d bytes (want a positive multiple of 8)", slot)
 	}
 	id := fmt.Sprintf("comm-%d", nextID())
-	members, err := actorrt.Spawn[member](ctx, procs, id, id, slot)
+	members, err := actorrt.Init2((*member).Init).Spawn(ctx, procs, id, id, slot)
 	if err != nil {
 		return nil, fmt.Errorf("collective: start the members: %w", err)
 	}

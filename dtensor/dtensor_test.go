@@ -190,7 +190,7 @@ func TestShardsToActors(t *testing.T) {
 	ctx, procs, m := setup(t)
 	x := must[*dtensor.Tensor](t)(m.Rand(2, 3))
 	xs := shards(t, ctx, x)
-	lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Spawn[Linear](ctx, procs, "linear", 3))
+	lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Init1((*Linear).Init).Spawn(ctx, procs, "linear", 3))
 	sums := must[actorrt.ValueMesh[float64]](t)(actorrt.Method1((*Linear).Sum).Call(lin, x.Shard()).Get(ctx))
 	for i, s := range sums.Values() {
 		want := 0.0

@@ -266,7 +266,7 @@ func TestEveryOp(t *testing.T) {
 			expect(t, ctx, tt(x.Row(1)), func(i int) []float64 { return xs[i].Float64s()[3:6] })
 		},
 		"rref": func(t *testing.T) {
-			lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Spawn[Linear](ctx, procs, "linear", 3))
+			lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Init1((*Linear).Init).Spawn(ctx, procs, "linear", 3))
 			expect(t, ctx, tt(forward.RRef(lin, x)), func(i int) []float64 { return vals(tensor.Mul(xs[i], 2.0)) })
 		},
 		"drop": func(t *testing.T) {

@@ -77,7 +77,7 @@ func TestStep(t *testing.T) {
 
 	// An op that fails on the procs (an endpoint's error) is the step's
 	// error at its Fetch.
-	lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Spawn[Linear](ctx, procs, "linear", 3))
+	lin := must[*actorrt.ActorMesh[Linear]](t)(actorrt.Init1((*Linear).Init).Spawn(ctx, procs, "linear", 3))
 	var e dtensor.Step
 	y := e.Relu(e.Take(broken.RRef(lin, x)))
 	e.Fetch(ctx, y, p0)

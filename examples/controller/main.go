@@ -83,7 +83,7 @@ type Trainer struct {
 
 // Init gets the job's controller, made by whichever trainer asks first.
 func (t *Trainer) Init(ctx *actorrt.Context, shards int) error {
-	ctl, err := actorrt.GetOrSpawn[Controller](ctx, "controller", shards)
+	ctl, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, "controller", shards)
 	t.ctl = ctl
 	return err
 }
@@ -129,7 +129,7 @@ func run(ctx context.Context, trainers, shards int) error {
 		return err
 	}
 	// Every trainer's Init asks for the controller at the same time.
-	ts, err := actorrt.Spawn[Trainer](ctx, procs, "trainers", shards)
+	ts, err := actorrt.Init1((*Trainer).Init).Spawn(ctx, procs, "trainers", shards)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ var (
 // Slicing Meshes.
 func counters(ctx context.Context) error {
 	heading("Spawning an actor in the local process")
-	counter, err := actorrt.Spawn[Counter](ctx, actorrt.ThisProc(), "counter", 0)
+	counter, err := actorrt.Init1((*Counter).Init).Spawn(ctx, actorrt.ThisProc(), "counter", 0)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func counters(ctx context.Context) error {
 		return err
 	}
 	defer procs.Stop(ctx)
-	counters, err := actorrt.Spawn[Counter](ctx, procs, "counters", 0)
+	counters, err := actorrt.Init1((*Counter).Init).Spawn(ctx, procs, "counters", 0)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ func references(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	if err != nil {
 		return err
 	}
-	dtrainers, err := actorrt.Spawn[DataTrainer](ctx, trainerProcs, "dtrainers", dataloaders)
+	dtrainers, err := actorrt.Init1((*DataTrainer).Init).Spawn(ctx, trainerProcs, "dtrainers", dataloaders)
 	if err != nil {
 		return err
 	}

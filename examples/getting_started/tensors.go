@@ -82,7 +82,7 @@ func tensors(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	if err != nil {
 		return err
 	}
-	dtrainers, err := actorrt.Spawn[DataTrainer](ctx, trainerProcs, "tensor_trainers", loaders)
+	dtrainers, err := actorrt.Init1((*DataTrainer).Init).Spawn(ctx, trainerProcs, "tensor_trainers", loaders)
 	if err != nil {
 		return err
 	}

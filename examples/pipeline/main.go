@@ -159,12 +159,12 @@ func run(ctx context.Context, batches, size, poison, crashAt int, dir string) er
 	defer procs.Stop(context.WithoutCancel(ctx))
 	// Restart in place, at once, at most 5 times a minute.
 	policy := actorrt.RestartPolicy{MaxRestarts: 5, Window: time.Minute, MaxBackoff: time.Second}
-	summer, err := actorrt.SpawnWith[Summer](ctx, procs.Slice("stages", 0, 1), "summer",
+	summer, err := actorrt.Init1((*Summer).Init).SpawnWith(ctx, procs.Slice("stages", 0, 1), "summer",
 		actorrt.SpawnOptions{Restart: &policy}, filepath.Join(dir, "summer.json"))
 	if err != nil {
 		return err
 	}
-	parsers, err := actorrt.SpawnWith[Parser](ctx, procs.Slice("stages", 1, 3), "parsers",
+	parsers, err := actorrt.Init1((*Parser).Init).SpawnWith(ctx, procs.Slice("stages", 1, 3), "parsers",
 		actorrt.SpawnOptions{Restart: &policy}, summer)
 	if err != nil {
 		return err
