@@ -29,7 +29,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		counters, err := actorrt.Spawn[Counter](ctx, procs, "counters", 0)
+		counters, err := actorrt.Init1((*Counter).Init).Spawn(ctx, procs, "counters", 0)
 		if err != nil {
 			return err
 		}
