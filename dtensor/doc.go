@@ -35,7 +35,9 @@
 // client's own data, carried in the op), allreduce and reducescatter (Reduce and
 // ReduceScatter, run as collectives on the procs), pack and unpack
 // (ReduceEach: several tensors reduced as one vector, pack.go), grad (Grad, see
-// grad.go: gorgonia differentiates each proc's graph), import (ToMesh:
+// grad.go: gorgonia differentiates each proc's graph, which travels and
+// is compiled once, gradcache.go) and gradfree (a graph the mesh no
+// longer keeps), import (ToMesh:
 // each proc reads its shard from the source proc's registered memory,
 // one-sided), matmul, add, sub, mul,
 // div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh, Softplus), softmax

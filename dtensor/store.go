@@ -79,19 +79,20 @@ func get(id uint64) (*tensor.Dense, error) {
 // parameters (each op reads those it needs).
 type op struct {
 	Kind   string           `msgpack:"k"`
-	Out    uint64           `msgpack:"o"` // 0: the op makes no tensor
-	In     []uint64         `msgpack:"i"`
-	Shape  []int            `msgpack:"s"`
-	Seed   uint64           `msgpack:"seed"`
-	Rank   int              `msgpack:"r"` // the rank of the proc it is sent to (rand, rref)
-	Index  int              `msgpack:"x"` // row: which row
-	Value  float64          `msgpack:"v"`
-	Name   string           `msgpack:"n"`              // rref: the endpoint's name
-	Mesh   []byte           `msgpack:"m"`              // rref: the actor mesh, encoded
+	Out    uint64           `msgpack:"o,omitempty"` // 0: the op makes no tensor
+	In     []uint64         `msgpack:"i,omitempty"`
+	Shape  []int            `msgpack:"s,omitempty"`
+	Seed   uint64           `msgpack:"seed,omitempty"` // rand: the seed; optimize, optfree: the optimizer; grad, gradfree: the graph
+	Rank   int              `msgpack:"r,omitempty"`    // the rank of the proc it is sent to (rand, rref)
+	Index  int              `msgpack:"x,omitempty"`    // row: which row
+	Value  float64          `msgpack:"v,omitempty"`
+	Name   string           `msgpack:"n,omitempty"`    // rref: the endpoint's name
+	Mesh   []byte           `msgpack:"m,omitempty"`    // rref: the actor mesh, encoded
 	Dims   []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
 	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
-	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
-	Wrt    []int            `msgpack:"wrt,omitempty"`  // grad: the graph's nodes of every parameter of the same Grad (Index is one)
+	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order, the first time (Seed names it)
+	Wrt    []int            `msgpack:"wrt,omitempty"`  // grad: with Graph, its nodes of every parameter of the same Grad (Index is one)
+	Leaves []uint64         `msgpack:"lv,omitempty"`   // grad: the tensors of the graph's leaves, in order
 	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
 	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import, data: the element type ("" float64)
 	Raw    []byte           `msgpack:"raw,omitempty"`  // data: the shard's raw little-endian bytes

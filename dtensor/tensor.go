@@ -31,6 +31,12 @@ type Mesh struct {
 	outBytes int
 	timer    *time.Timer
 	outErr   error
+
+	// The graphs Grad sent the procs (gradcache.go): their ids by
+	// structure, oldest first in graphOrder.
+	gradMu     sync.Mutex
+	graphs     map[string]uint64
+	graphOrder []string
 }
 
 // Activate makes procs hold distributed tensors: tensors created on the

@@ -69,9 +69,14 @@ func (t *trainer) step(ctx context.Context) (float64, error) {
 	loss := s.Mean(s.Sub(s.Softplus(z), s.Mul(t.y, z)), 0) // this proc's rows' mean
 	grads := s.Grad(ctx, loss, t.params...)
 	// Equal shares of rows: the mean of the procs' means is the mean over
-	// all rows, and the mean of their gradients its gradient.
-	s.Update(t.opt, s.ReduceAll(ctx, grads, dtensor.Mean))
-	l := s.Fetch(ctx, s.Reduce(ctx, loss, nil, dtensor.Mean), t.first)
+	// all rows, and the mean of their gradients its gradient. The
+	// gradients and the loss are averaged together, in one collective.
+	avg := s.ReduceAll(ctx, append(grads, loss), dtensor.Mean)
+	if err := s.Err(); err != nil {
+		return 0, err
+	}
+	s.Update(t.opt, avg[:len(grads)])
+	l := s.Fetch(ctx, avg[len(grads)], t.first)
 	s.Drop(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...)
 	if err := s.Err(); err != nil {
 		return 0, err
