@@ -89,7 +89,8 @@ type op struct {
 	Name   string           `msgpack:"n,omitempty"`    // rref: the endpoint's name
 	Mesh   []byte           `msgpack:"m,omitempty"`    // rref: the actor mesh, encoded
 	Dims   []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
-	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
+	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce, reducescatter: the procs' communicator, the first time (Name is the reduction)
+	CommID string           `msgpack:"cid,omitempty"`  // allreduce, reducescatter: the communicator's id
 	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order, the first time (Seed names it)
 	Wrt    []int            `msgpack:"wrt,omitempty"`  // grad: with Graph, its nodes of every parameter of the same Grad (Index is one)
 	Leaves []uint64         `msgpack:"lv,omitempty"`   // grad: the tensors of the graph's leaves, in order

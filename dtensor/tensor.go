@@ -20,8 +20,9 @@ var ErrShape = errors.New("dtensor: shapes do not fit")
 type Mesh struct {
 	procs *actorrt.ProcMesh
 
-	commMu sync.Mutex
-	c      *collective.Comm // made at the first collective (Reduce)
+	commMu   sync.Mutex
+	c        *collective.Comm // made at the first collective (Reduce)
+	commSent bool             // an op that carries c was queued (reduce.go)
 
 	// The outbox (outbox.go): ops kept to go together, their data's
 	// bytes, the timer that sends them, and the error of a batch that
