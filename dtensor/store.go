@@ -76,28 +76,29 @@ func get(id uint64) (*tensor.Dense, error) {
 
 // op is one instruction for every proc (or one proc) of a mesh: the name
 // of an op of the table (ops), the tensors it reads and makes, and its
-// parameters (each op reads those it needs).
+// parameters (each op reads those it needs). It travels as the array of
+// its fields, in this order (opwire.go).
 type op struct {
-	Kind   string           `msgpack:"k"`
-	Out    uint64           `msgpack:"o,omitempty"` // 0: the op makes no tensor
-	In     []uint64         `msgpack:"i,omitempty"`
-	Shape  []int            `msgpack:"s,omitempty"`
-	Seed   uint64           `msgpack:"seed,omitempty"` // rand: the seed; optimize, optfree: the optimizer; grad, gradfree: the graph
-	Rank   int              `msgpack:"r,omitempty"`    // the rank of the proc it is sent to (rand, rref)
-	Index  int              `msgpack:"x,omitempty"`    // row: which row
-	Value  float64          `msgpack:"v,omitempty"`
-	Name   string           `msgpack:"n,omitempty"`    // rref: the endpoint's name
-	Mesh   []byte           `msgpack:"m,omitempty"`    // rref: the actor mesh, encoded
-	Dims   []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
-	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce, reducescatter: the procs' communicator, the first time (Name is the reduction)
-	CommID string           `msgpack:"cid,omitempty"`  // allreduce, reducescatter: the communicator's id
-	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order, the first time (Seed names it)
-	Wrt    []int            `msgpack:"wrt,omitempty"`  // grad: with Graph, its nodes of every parameter of the same Grad (Index is one)
-	Leaves []uint64         `msgpack:"lv,omitempty"`   // grad: the tensors of the graph's leaves, in order
-	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
-	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import, data: the element type ("" float64)
-	Raw    []byte           `msgpack:"raw,omitempty"`  // data: the shard's raw little-endian bytes
-	Hyper  []float64        `msgpack:"hp,omitempty"`   // optimize: the rule's hyperparameters (Name the rule, Seed the optimizer, Index the parameter)
+	Kind   string
+	Out    uint64 // 0: the op makes no tensor
+	In     []uint64
+	Shape  []int
+	Seed   uint64 // rand: the seed; optimize, optfree: the optimizer; grad, gradfree: the graph
+	Rank   int    // the rank of the proc it is sent to (rand, rref)
+	Index  int    // row: which row
+	Value  float64
+	Name   string           // rref: the endpoint's name
+	Mesh   []byte           // rref: the actor mesh, encoded
+	Dims   []string         // allreduce: over these dimensions
+	Comm   *collective.Comm // allreduce, reducescatter: the procs' communicator, the first time (Name is the reduction)
+	CommID string           // allreduce, reducescatter: the communicator's id
+	Graph  []gradNode       // grad: the graph from the leaves to the loss, in order, the first time (Seed names it)
+	Wrt    []int            // grad: with Graph, its nodes of every parameter of the same Grad (Index is one)
+	Leaves []uint64         // grad: the tensors of the graph's leaves, in order
+	Handle *ibverbs.Handle  // import: the source proc's shard
+	DType  string           // rand, full, import, data: the element type ("" float64)
+	Raw    []byte           // data: the shard's raw little-endian bytes
+	Hyper  []float64        // optimize: the rule's hyperparameters (Name the rule, Seed the optimizer, Index the parameter)
 }
 
 // opFn runs an op on this proc.
