@@ -211,9 +211,10 @@ func runGrad(_ context.Context, o op, params []*tensor.Dense) (*tensor.Dense, er
 	if err != nil {
 		return nil, err
 	}
-	d := g.Clone().(*tensor.Dense)
 	// The parameter's shape, which gorgonia may have written otherwise
-	// (a column for (n, 1)).
+	// (a column for (n, 1)), on the memory of the run's copy of the
+	// gradient, which nothing writes into (no op writes into its inputs).
+	d := g.ShallowClone()
 	if err := d.Reshape(params[1].Shape()...); err != nil {
 		return nil, fmt.Errorf("dtensor: grad: a gradient of shape %v for a parameter of %v", d.Shape(), params[1].Shape())
 	}

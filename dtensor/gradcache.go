@@ -111,6 +111,9 @@ type compiledGrad struct {
 	// other shard takes their address), and out its gradients.
 	bound []*tensor.Dense
 	out   []*tensor.Dense
+	// values are the leaves' values the tape reads, copies of the
+	// shards, made at the first run and written over at each.
+	values []any
 }
 
 // gradient is the gradient of the loss of o's graph (its last node) by
@@ -262,12 +265,18 @@ func placeholder(g *gorgonia.ExprGraph, t *tensor.Dense, name string) *gorgonia.
 // are copied out (the next run writes over the tape's own).
 func (c *compiledGrad) run(leaves []*tensor.Dense) error {
 	c.bound, c.out = nil, nil
+	if c.values == nil {
+		c.values = make([]any, len(leaves))
+	}
 	for i, t := range leaves {
-		var v any = t.Clone() // the tape must not write into a shard
-		if t.Shape().IsScalar() {
-			v = t.Data() // a scalar placeholder takes a scalar
+		// The tape reads copies: it must not write into a shard.
+		switch d, _ := c.values[i].(*tensor.Dense); {
+		case t.Shape().IsScalar():
+			c.values[i] = t.Data() // a scalar placeholder takes a scalar
+		case d == nil || t.CopyTo(d) != nil:
+			c.values[i] = t.Clone()
 		}
-		if err := gorgonia.Let(c.inputs[i], v); err != nil {
+		if err := gorgonia.Let(c.inputs[i], c.values[i]); err != nil {
 			return fmt.Errorf("dtensor: grad: %w", err)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 var store = struct {
 	sync.Mutex
 	m       map[uint64]entry
-	changed chan struct{} // closed and replaced at every put
-}{m: map[uint64]entry{}, changed: make(chan struct{})}
+	changed chan struct{} // made when a shard is awaited, closed at the next put
+}{m: map[uint64]entry{}}
 
 type entry struct {
 	t   *tensor.Dense
@@ -32,8 +32,10 @@ func put(id uint64, t *tensor.Dense, err error) {
 	}
 	store.Lock()
 	store.m[id] = e
-	close(store.changed)
-	store.changed = make(chan struct{})
+	if store.changed != nil {
+		close(store.changed)
+		store.changed = nil
+	}
 	store.Unlock()
 }
 
@@ -48,6 +50,9 @@ func await(id uint64) (*tensor.Dense, error) {
 	for {
 		store.Lock()
 		_, ok := store.m[id]
+		if !ok && store.changed == nil {
+			store.changed = make(chan struct{})
+		}
 		changed := store.changed
 		store.Unlock()
 		if ok {
