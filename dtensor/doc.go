@@ -63,7 +63,11 @@
 // the ops every proc runs alike in an outbox and sends them together, one
 // message per proc, when something waits for the procs (a fetch, ToMesh,
 // a shard handed to an actor) or 2 ms after the first (outbox.go): an
-// error sending a batch is returned by the next op or fetch. An op that
+// error sending a batch is returned by the next op or fetch. Grad takes
+// along the ops of its graph not sent yet: each proc keeps them and runs
+// one when its result is read, the loss taking its value from the
+// gradient's run (deferred.go), so that a training step computes its
+// forward pass once. An op that
 // fails on a proc (an endpoint's error, say) leaves an error in place of
 // its result; ops that use it fail the same way, and FetchShard (or
 // Reduce) returns that error.

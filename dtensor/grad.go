@@ -17,7 +17,9 @@ import (
 // depends on through an op Grad does not differentiate, such as data),
 // differentiates it symbolically (gorgonia.Grad) and keeps the gradient
 // as a new tensor. The gradients are each proc's own; combine them across
-// procs with Reduce (data parallelism: their mean).
+// procs with Reduce (data parallelism: their mean). The ops of the graph
+// not sent yet travel with the gradient, and run only if their results
+// are read (deferred.go).
 
 // ErrNoGradient: a parameter the loss does not depend on.
 var ErrNoGradient = errors.New("dtensor: the loss does not depend on the parameter")
@@ -129,6 +131,15 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 	// graph before the ops that name it.
 	m.gradMu.Lock()
 	defer m.gradMu.Unlock()
+	// The ops that make the graph's nodes, not sent yet, go with the
+	// first grad op, kept on the procs until read (deferred.go).
+	made := map[uint64]bool{}
+	for t, i := range index {
+		if graph[i].Kind != "" {
+			made[t.id] = true
+		}
+	}
+	deferred := m.takeOut(made)
 	key := graphKey(graph, leaves, wrt)
 	id, fresh, err := m.graphID(key)
 	if err != nil {
@@ -139,6 +150,9 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 		o := op{Kind: "grad", Seed: id, Leaves: ids, Index: wrt[i], DType: p.dtype}
 		if i == 0 && fresh {
 			o.Graph, o.Wrt = graph, wrt
+		}
+		if i == 0 && deferred != nil {
+			o.Defer, o.Shape = deferred, loss.shape
 		}
 		g, err := m.record(o, []*Tensor{loss, p}, nil)
 		if err != nil {
@@ -207,7 +221,7 @@ func gradShape(o op, in []tensor.Shape) (tensor.Shape, error) {
 // once, and every parameter of the same Grad, o.Wrt, from one run) and
 // returns the gradient.
 func runGrad(_ context.Context, o op, params []*tensor.Dense) (*tensor.Dense, error) {
-	g, err := gradient(o)
+	g, _, err := gradient(o)
 	if err != nil {
 		return nil, err
 	}

@@ -107,25 +107,28 @@ type compiledGrad struct {
 	inputs []*gorgonia.Node // the leaves' nodes, in the graph's order
 	wrt    []int            // graph indices differentiated for
 	grads  []*gorgonia.Node // their gradients, in that order
+	loss   *gorgonia.Node   // the loss, a scalar (its sum if it was not)
 	// bound are the shards of the last run's leaves, kept (so that no
 	// other shard takes their address), and out its gradients.
 	bound []*tensor.Dense
 	out   []*tensor.Dense
+	lossV any // the loss's value in that run: a float64 or float32, or nil
 	// values are the leaves' values the tape reads, copies of the
 	// shards, made at the first run and written over at each.
 	values []any
 }
 
 // gradient is the gradient of the loss of o's graph (its last node) by
-// its node o.Index, on this proc's shards of o.Leaves: from the last run
-// of the compiled graph if that run bound the same shards, else from a
-// new run. The graph is compiled when o carries it.
-func gradient(o op) (*tensor.Dense, error) {
+// its node o.Index, on this proc's shards of o.Leaves, and the loss's
+// value (a float64 or float32, or nil): from the last run of the
+// compiled graph if that run bound the same shards, else from a new run.
+// The graph is compiled when o carries it.
+func gradient(o op) (*tensor.Dense, any, error) {
 	leaves := make([]*tensor.Dense, len(o.Leaves))
 	for i, id := range o.Leaves {
 		t, err := get(id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		leaves[i] = t
 	}
@@ -134,33 +137,33 @@ func gradient(o op) (*tensor.Dense, error) {
 	c := compiled.m[o.Seed]
 	if c == nil {
 		if o.Graph == nil {
-			return nil, fmt.Errorf("dtensor: grad: graph %d is not on this proc (freed, or the op that carried it did not arrive)", o.Seed)
+			return nil, nil, fmt.Errorf("dtensor: grad: graph %d is not on this proc (freed, or the op that carried it did not arrive)", o.Seed)
 		}
 		c = compile(o.Graph, leaves, o.Wrt)
 		compiled.m[o.Seed] = c
 	}
 	if c.err != nil {
-		return nil, c.err
+		return nil, nil, c.err
 	}
 	if len(leaves) != len(c.inputs) {
-		return nil, fmt.Errorf("dtensor: grad: %d leaves for a graph of %d", len(leaves), len(c.inputs))
+		return nil, nil, fmt.Errorf("dtensor: grad: %d leaves for a graph of %d", len(leaves), len(c.inputs))
 	}
 	for i, t := range leaves {
 		in := c.inputs[i]
 		if t.Dtype() != in.Dtype() || !t.Shape().Eq(in.Shape()) {
-			return nil, fmt.Errorf("dtensor: grad: leaf %d is %v %v, the graph's is %v %v", i, t.Dtype(), t.Shape(), in.Dtype(), in.Shape())
+			return nil, nil, fmt.Errorf("dtensor: grad: leaf %d is %v %v, the graph's is %v %v", i, t.Dtype(), t.Shape(), in.Dtype(), in.Shape())
 		}
 	}
 	at := slices.Index(c.wrt, o.Index)
 	if at < 0 {
-		return nil, fmt.Errorf("dtensor: grad: node %d is not one the graph is differentiated for (%v)", o.Index, c.wrt)
+		return nil, nil, fmt.Errorf("dtensor: grad: node %d is not one the graph is differentiated for (%v)", o.Index, c.wrt)
 	}
 	if !slices.Equal(c.bound, leaves) {
 		if err := c.run(leaves); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return c.out[at], nil
+	return c.out[at], c.lossV, nil
 }
 
 // gradFree is the op "gradfree": the graph o.Seed goes.
@@ -241,7 +244,7 @@ func (c *compiledGrad) compile(graph []gradNode, leaves []*tensor.Dense) error {
 	if err != nil {
 		return fmt.Errorf("dtensor: grad: %w", err)
 	}
-	c.grads = grads
+	c.grads, c.loss = grads, loss
 	c.vm = gorgonia.NewTapeMachine(g)
 	return nil
 }
@@ -264,7 +267,7 @@ func placeholder(g *gorgonia.ExprGraph, t *tensor.Dense, name string) *gorgonia.
 // run binds leaves to the placeholders and runs the tape; the gradients
 // are copied out (the next run writes over the tape's own).
 func (c *compiledGrad) run(leaves []*tensor.Dense) error {
-	c.bound, c.out = nil, nil
+	c.bound, c.out, c.lossV = nil, nil, nil
 	if c.values == nil {
 		c.values = make([]any, len(leaves))
 	}
@@ -296,5 +299,8 @@ func (c *compiledGrad) run(leaves []*tensor.Dense) error {
 		}
 	}
 	c.bound, c.out = leaves, out
+	if v, ok := c.loss.Value().(gorgonia.Scalar); ok {
+		c.lossV = v.Data()
+	}
 	return nil
 }

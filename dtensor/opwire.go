@@ -11,10 +11,11 @@ import (
 // (opFields of them, in the order of the struct), each nil or zero when
 // empty, read and written by hand rather than by msgpack's reflection
 // over a map of the fields' names. The fields an op rarely carries (a
-// communicator, a graph, a handle) go through msgpack as values.
+// communicator, a graph, a handle, deferred ops) go through msgpack as
+// values.
 
 // opFields is how many fields an op's array has.
-const opFields = 20
+const opFields = 21
 
 // EncodeMsgpack writes o as its array of fields.
 func (o op) EncodeMsgpack(e *msgpack.Encoder) error {
@@ -40,6 +41,7 @@ func (o op) EncodeMsgpack(e *msgpack.Encoder) error {
 	w.check(e.EncodeString(o.DType))
 	w.check(e.EncodeBytes(o.Raw))
 	w.floats(o.Hyper)
+	w.check(e.Encode(o.Defer))
 	return w.err
 }
 
@@ -75,6 +77,7 @@ func (o *op) DecodeMsgpack(d *msgpack.Decoder) error {
 	o.DType = r.string()
 	o.Raw = r.bytes()
 	o.Hyper = r.floats()
+	r.value(&o.Defer)
 	return r.err
 }
 

@@ -22,6 +22,7 @@ func TestOpWire(t *testing.T) {
 		Comm:   &collective.Comm{ID: "comm-1", Handles: []ibverbs.Handle{{Size: 8, Key: 3, Boot: "b", PID: 4, FD: 5}}, SlotBytes: 64},
 		CommID: "comm-1", Graph: []gradNode{{}, {Kind: "relu", In: []int{0}, Shape: []int{2}}}, Wrt: []int{0}, Leaves: []uint64{11},
 		Handle: &ibverbs.Handle{Size: 16, Addr: "h:1"}, DType: Float32, Raw: []byte{0, 1, 2}, Hyper: []float64{0.1, 0.9},
+		Defer: []op{{Kind: "relu", Out: 3, In: []uint64{2}}},
 	}
 	for _, o := range []op{{}, {Kind: "drop", In: []uint64{}}, full} {
 		b, err := msgpack.Marshal(o)

@@ -13,7 +13,8 @@ import (
 )
 
 // Every proc keeps the shards of the tensors of its meshes, by tensor id:
-// either the shard or the error that took its place.
+// either the shard, the error that took its place, or the op that makes
+// it when it is read (deferred.go).
 var store = struct {
 	sync.Mutex
 	m       map[uint64]entry
@@ -23,6 +24,21 @@ var store = struct {
 type entry struct {
 	t   *tensor.Dense
 	err string
+	p   *pending
+}
+
+// shard is the shard of entry e of tensor id (ok: the store has one), or
+// its error; a pending op runs here, once.
+func (e entry) shard(id uint64, ok bool) (*tensor.Dense, error) {
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("dtensor: no tensor %d on this proc", id)
+	case e.p != nil:
+		return e.p.result(id)
+	case e.err != "":
+		return nil, fmt.Errorf("dtensor: tensor %d: %s", id, e.err)
+	}
+	return e.t, nil
 }
 
 func put(id uint64, t *tensor.Dense, err error) {
@@ -31,12 +47,18 @@ func put(id uint64, t *tensor.Dense, err error) {
 		e = entry{err: err.Error()}
 	}
 	store.Lock()
+	keepLocked(id, e)
+	store.Unlock()
+}
+
+// keepLocked stores e as tensor id's and wakes those awaiting a shard.
+// Called with the store locked.
+func keepLocked(id uint64, e entry) {
 	store.m[id] = e
 	if store.changed != nil {
 		close(store.changed)
 		store.changed = nil
 	}
-	store.Unlock()
 }
 
 // awaitTimeout bounds how long a shard passed to an actor may take to
@@ -70,13 +92,7 @@ func get(id uint64) (*tensor.Dense, error) {
 	store.Lock()
 	e, ok := store.m[id]
 	store.Unlock()
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("dtensor: no tensor %d on this proc", id)
-	case e.err != "":
-		return nil, fmt.Errorf("dtensor: tensor %d: %s", id, e.err)
-	}
-	return e.t, nil
+	return e.shard(id, ok)
 }
 
 // op is one instruction for every proc (or one proc) of a mesh: the name
@@ -104,6 +120,7 @@ type op struct {
 	DType  string           // rand, full, import, data: the element type ("" float64)
 	Raw    []byte           // data: the shard's raw little-endian bytes
 	Hyper  []float64        // optimize: the rule's hyperparameters (Name the rule, Seed the optimizer, Index the parameter)
+	Defer  []op             // grad: the ops that make the graph's nodes, kept to run when read (Shape is the loss's)
 }
 
 // opFn runs an op on this proc.
@@ -113,6 +130,9 @@ var opFn = actorrt.Remote1("monarch_dtensor_op", runAndKeep)
 // unknown op among them) is kept in place of the result, since ops are
 // broadcast and nobody is there to receive an error.
 func runAndKeep(ctx context.Context, o op) (actorrt.Void, error) {
+	if len(o.Defer) > 0 {
+		deferOps(o)
+	}
 	t, err := run(ctx, o)
 	if o.Out != 0 {
 		put(o.Out, t, err)
@@ -131,10 +151,17 @@ func run(ctx context.Context, o op) (*tensor.Dense, error) {
 	if k.refs {
 		return k.run(ctx, o, nil)
 	}
+	return compute(ctx, k, o, func(i int) (*tensor.Dense, error) { return get(o.In[i]) })
+}
+
+// compute runs o, of kind k, on the shards input gives for its inputs,
+// once its shape rule has passed on them.
+func compute(ctx context.Context, k opKind, o op, input func(i int) (*tensor.Dense, error)) (*tensor.Dense, error) {
 	in := make([]*tensor.Dense, len(o.In))
 	shapes := make([]tensor.Shape, len(o.In))
-	for i, id := range o.In {
-		if in[i], err = get(id); err != nil {
+	for i := range o.In {
+		var err error
+		if in[i], err = input(i); err != nil {
 			return nil, err
 		}
 		shapes[i] = in[i].Shape()
