@@ -13,6 +13,7 @@
 //	tt, err := t.T()                       // ops run on every proc, on its shard
 //	d, err := t.MatMul(tt)                 // (3x4)(4x3): 3x3 per proc
 //	s, err := dtensor.FetchShard(ctx, d, point)  // one proc's shard, here
+//	f := dtensor.FetchShardLater(d, point)       // ... sent for now, f.Get(ctx) later
 //	sum, err := dtensor.Reduce(ctx, d, []string{"gpus"}, dtensor.Sum)  // on the procs
 //	text, err := dtensor.Show(ctx, sum)    // every shard, under its point (Inspect: as tensors)
 //	gs, err := dtensor.Grad(ctx, loss, w)  // d loss / d w on every proc, by gorgonia
