@@ -11,8 +11,8 @@ import (
 // (opFields of them, in the order of the struct), each nil or zero when
 // empty, read and written by hand rather than by msgpack's reflection
 // over a map of the fields' names. The fields an op rarely carries (a
-// communicator, a graph, a handle, deferred ops) go through msgpack as
-// values.
+// communicator, a graph, a handle) go through msgpack as values. A batch
+// of ops (and a grad op's deferred ops) is an array of ops, or nil.
 
 // opFields is how many fields an op's array has.
 const opFields = 21
@@ -41,7 +41,7 @@ func (o op) EncodeMsgpack(e *msgpack.Encoder) error {
 	w.check(e.EncodeString(o.DType))
 	w.check(e.EncodeBytes(o.Raw))
 	w.floats(o.Hyper)
-	w.check(e.Encode(o.Defer))
+	w.check(batch(o.Defer).EncodeMsgpack(e))
 	return w.err
 }
 
@@ -77,8 +77,52 @@ func (o *op) DecodeMsgpack(d *msgpack.Decoder) error {
 	o.DType = r.string()
 	o.Raw = r.bytes()
 	o.Hyper = r.floats()
-	r.value(&o.Defer)
+	if r.err == nil {
+		var b batch
+		r.err = b.DecodeMsgpack(d)
+		o.Defer = b
+	}
 	return r.err
+}
+
+// batch is ops as they travel together: a batch of the outbox, the ops
+// a grad op carries.
+type batch []op
+
+// EncodeMsgpack writes b as an array of ops (nil as nil).
+func (b batch) EncodeMsgpack(e *msgpack.Encoder) error {
+	if b == nil {
+		return e.EncodeNil()
+	}
+	if err := e.EncodeArrayLen(len(b)); err != nil {
+		return err
+	}
+	for _, o := range b {
+		if err := o.EncodeMsgpack(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DecodeMsgpack reads b from its array of ops; its room grows with the
+// ops it holds, not with the length the array claims.
+func (b *batch) DecodeMsgpack(d *msgpack.Decoder) error {
+	n, err := d.DecodeArrayLen()
+	if err != nil || n < 0 {
+		*b = nil
+		return err
+	}
+	ops := make(batch, 0, min(n, maxBatch))
+	for range n {
+		var o op
+		if err := o.DecodeMsgpack(d); err != nil {
+			return err
+		}
+		ops = append(ops, o)
+	}
+	*b = ops
+	return nil
 }
 
 // opWriter writes an op's fields, keeping the first error.
