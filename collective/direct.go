@@ -109,17 +109,14 @@ func (g *group) round(ctx context.Context, me call, msg func(p int) []byte, own 
 		g.l.stage[p] = m
 		to := g.ranks[p]
 		send := func() error {
-			h := g.c.Handles[to]
-			if err := h.WriteAt(ctx, m, g.slotOff(g.me, q)); err != nil {
-				return g.peerErr("sending to", to, err)
-			}
-			if _, err := h.FetchAdd(ctx, g.seqOff(g.me), 1); err != nil {
+			// The message, then the word that announces it.
+			if err := g.c.Handles[to].WriteAdd(ctx, m, g.slotOff(g.me, q), g.seqOff(g.me), 1); err != nil {
 				return g.peerErr("sending to", to, err)
 			}
 			return nil
 		}
-		// Through shared memory a send is two copies: made here. Over a
-		// network each peer's goes on its own, in parallel.
+		// Through shared memory a send is a copy and an atomic: made
+		// here. Over a network each peer's goes on its own, in parallel.
 		if g.c.Handles[to].Backend() == "shm" {
 			if err := send(); err != nil && serr == nil {
 				serr = err

@@ -13,6 +13,7 @@
 //	tt, err := t.T()                       // ops run on every proc, on its shard
 //	d, err := t.MatMul(tt)                 // (3x4)(4x3): 3x3 per proc
 //	s, err := dtensor.FetchShard(ctx, d, point)  // one proc's shard, here
+//	f := dtensor.FetchShardLater(d, point)       // ... sent for now, f.Get(ctx) later
 //	sum, err := dtensor.Reduce(ctx, d, []string{"gpus"}, dtensor.Sum)  // on the procs
 //	text, err := dtensor.Show(ctx, sum)    // every shard, under its point (Inspect: as tensors)
 //	gs, err := dtensor.Grad(ctx, loss, w)  // d loss / d w on every proc, by gorgonia
@@ -35,7 +36,9 @@
 // client's own data, carried in the op), allreduce and reducescatter (Reduce and
 // ReduceScatter, run as collectives on the procs), pack and unpack
 // (ReduceEach: several tensors reduced as one vector, pack.go), grad (Grad, see
-// grad.go: gorgonia differentiates each proc's graph), import (ToMesh:
+// grad.go: gorgonia differentiates each proc's graph, which travels and
+// is compiled once, gradcache.go) and gradfree (a graph the mesh no
+// longer keeps), import (ToMesh:
 // each proc reads its shard from the source proc's registered memory,
 // one-sided), matmul, add, sub, mul,
 // div, scale, shift (AddScalar), unary (Exp, Log, Sigmoid, Tanh, Softplus), softmax
@@ -61,7 +64,11 @@
 // the ops every proc runs alike in an outbox and sends them together, one
 // message per proc, when something waits for the procs (a fetch, ToMesh,
 // a shard handed to an actor) or 2 ms after the first (outbox.go): an
-// error sending a batch is returned by the next op or fetch. An op that
+// error sending a batch is returned by the next op or fetch. Grad takes
+// along the ops of its graph not sent yet: each proc keeps them and runs
+// one when its result is read, the loss taking its value from the
+// gradient's run (deferred.go), so that a training step computes its
+// forward pass once. An op that
 // fails on a proc (an endpoint's error, say) leaves an error in place of
 // its result; ops that use it fail the same way, and FetchShard (or
 // Reduce) returns that error.

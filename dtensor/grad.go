@@ -17,17 +17,19 @@ import (
 // depends on through an op Grad does not differentiate, such as data),
 // differentiates it symbolically (gorgonia.Grad) and keeps the gradient
 // as a new tensor. The gradients are each proc's own; combine them across
-// procs with Reduce (data parallelism: their mean).
+// procs with Reduce (data parallelism: their mean). The ops of the graph
+// not sent yet travel with the gradient, and run only if their results
+// are read (deferred.go).
 
 // ErrNoGradient: a parameter the loss does not depend on.
 var ErrNoGradient = errors.New("dtensor: the loss does not depend on the parameter")
 
-// gradNode is one node of the graph a proc builds: a leaf (a tensor of
-// the store, by ID) or an op (Kind and its parameters) on earlier nodes.
+// gradNode is one node of the graph a proc builds: a leaf (no Kind: a
+// tensor of the store, named by the grad op's Leaves in the order of the
+// leaves) or an op (Kind and its parameters) on earlier nodes.
 type gradNode struct {
-	ID    uint64  `msgpack:"id,omitempty"` // a leaf: the tensor
-	Kind  string  `msgpack:"k,omitempty"`  // an op of differentiable
-	In    []int   `msgpack:"i,omitempty"`  // its inputs: earlier nodes
+	Kind  string  `msgpack:"k,omitempty"` // an op of differentiable
+	In    []int   `msgpack:"i,omitempty"` // its inputs: earlier nodes
 	Name  string  `msgpack:"n,omitempty"`
 	Value float64 `msgpack:"v,omitempty"`
 	Index int     `msgpack:"x,omitempty"`
@@ -111,7 +113,7 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 	if loss.shape.TotalSize() != 1 {
 		return nil, fmt.Errorf("%w: the loss of a gradient must have one element per proc, not %v (Sum or Mean it)", ErrShape, loss.shape)
 	}
-	graph, index := gradGraph(loss, params)
+	graph, index, leaves := gradGraph(loss, params)
 	wrt := make([]int, len(params))
 	for i, p := range params {
 		at, ok := index[p]
@@ -120,10 +122,43 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 		}
 		wrt[i] = at
 	}
+	ids := make([]uint64, len(leaves))
+	for i, t := range leaves {
+		ids[i] = t.id
+	}
+	m := loss.mesh
+	// The graph's ops and theirs are queued in order: a proc learns a
+	// graph before the ops that name it.
+	m.gradMu.Lock()
+	defer m.gradMu.Unlock()
+	// The ops that make the graph's nodes, not sent yet, go with the
+	// first grad op, kept on the procs until read (deferred.go).
+	made := map[uint64]bool{}
+	for t, i := range index {
+		if graph[i].Kind != "" {
+			made[t.id] = true
+		}
+	}
+	deferred := m.takeOut(made)
+	key := graphKey(graph, leaves, wrt)
+	id, fresh, err := m.graphID(key)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*Tensor, len(params))
 	for i, p := range params {
-		g, err := loss.mesh.record(op{Kind: "grad", Graph: graph, Index: wrt[i], Wrt: wrt, DType: p.dtype}, []*Tensor{loss, p}, nil)
+		o := op{Kind: "grad", Seed: id, Leaves: ids, Index: wrt[i], DType: p.dtype}
+		if i == 0 && fresh {
+			o.Graph, o.Wrt = graph, wrt
+		}
+		if i == 0 && deferred != nil {
+			o.Defer, o.Shape = deferred, loss.shape
+		}
+		g, err := m.record(o, []*Tensor{loss, p}, nil)
 		if err != nil {
+			if i == 0 && fresh {
+				m.forgetGraph(key) // the procs may not have it
+			}
 			return nil, err
 		}
 		out[i] = g
@@ -131,29 +166,33 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 	return out, nil
 }
 
-// gradGraph lists the nodes from the leaves to loss (the last), and where
-// each tensor is among them. Parameters are leaves, whatever made them.
-func gradGraph(loss *Tensor, params []*Tensor) ([]gradNode, map[*Tensor]int) {
+// gradGraph lists the nodes from the leaves to loss (the last), where
+// each tensor is among them, and the leaves' tensors in the order of
+// their nodes. Parameters are leaves, whatever made them.
+func gradGraph(loss *Tensor, params []*Tensor) ([]gradNode, map[*Tensor]int, []*Tensor) {
 	var nodes []gradNode
+	var leaves []*Tensor
 	index := map[*Tensor]int{}
 	var visit func(t *Tensor) int
 	visit = func(t *Tensor) int {
 		if i, ok := index[t]; ok {
 			return i
 		}
-		n := gradNode{ID: t.id}
+		n := gradNode{}
 		if _, ok := differentiable[t.src.Kind]; ok && !slices.Contains(params, t) {
 			n = gradNode{Kind: t.src.Kind, Name: t.src.Name, Value: t.src.Value, Index: t.src.Index, Shape: t.src.Shape}
 			for _, in := range t.ins {
 				n.In = append(n.In, visit(in))
 			}
+		} else {
+			leaves = append(leaves, t)
 		}
 		nodes = append(nodes, n)
 		index[t] = len(nodes) - 1
 		return len(nodes) - 1
 	}
 	visit(loss)
-	return nodes, index
+	return nodes, index, leaves
 }
 
 // dependsOn reports whether node from reads node at, through the graph.
@@ -171,8 +210,8 @@ func dependsOn(graph []gradNode, from, at int) bool {
 
 // gradShape: the parameter's shape (the op's second input).
 func gradShape(o op, in []tensor.Shape) (tensor.Shape, error) {
-	if o.Index < 0 || o.Index >= len(o.Graph) {
-		return nil, fmt.Errorf("dtensor: grad of node %d of %d", o.Index, len(o.Graph))
+	if o.Index < 0 {
+		return nil, fmt.Errorf("dtensor: grad of node %d", o.Index)
 	}
 	return in[1].Clone(), nil
 }
@@ -182,17 +221,14 @@ func gradShape(o op, in []tensor.Shape) (tensor.Shape, error) {
 // once, and every parameter of the same Grad, o.Wrt, from one run) and
 // returns the gradient.
 func runGrad(_ context.Context, o op, params []*tensor.Dense) (*tensor.Dense, error) {
-	wrt := o.Wrt
-	if !slices.Contains(wrt, o.Index) {
-		wrt = []int{o.Index}
-	}
-	gs, err := gradients(o.Graph, wrt)
+	g, _, err := gradient(o)
 	if err != nil {
 		return nil, err
 	}
-	d := gs[o.Index].Clone().(*tensor.Dense)
 	// The parameter's shape, which gorgonia may have written otherwise
-	// (a column for (n, 1)).
+	// (a column for (n, 1)), on the memory of the run's copy of the
+	// gradient, which nothing writes into (no op writes into its inputs).
+	d := g.ShallowClone()
 	if err := d.Reshape(params[1].Shape()...); err != nil {
 		return nil, fmt.Errorf("dtensor: grad: a gradient of shape %v for a parameter of %v", d.Shape(), params[1].Shape())
 	}

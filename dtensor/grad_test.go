@@ -3,6 +3,7 @@ package dtensor_test
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/monarch-go/monarch/dtensor"
@@ -188,5 +189,56 @@ func TestGradFloat32(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestGradDefers: the ops that made a loss, not sent yet when Grad is
+// called, go with its first grad op and run on the procs only when read.
+// The loss (from the gradient's run) and a tensor of the forward pass read
+// afterwards, after the parameter it read was replaced by an update,
+// have the values the ops give; a deferred op whose input was dropped
+// fails when read, as it would have at once.
+func TestGradDefers(t *testing.T) {
+	ctx, _, m := setup(t)
+	tt := must[*dtensor.Tensor](t)
+	const n, d = 4, 3
+	x, y, w := tt(m.Rand(n, d)), tt(m.Rand(n, 1)), tt(m.Full(0.1, d, 1))
+	xs, ys := shards(t, ctx, x), shards(t, ctx, y) // sent: the outbox is empty
+	pred := tt(x.MatMul(w))
+	r := tt(pred.Sub(y))
+	loss := tt(tt(r.Mul(r)).Mean(0))
+	grads, err := dtensor.Grad(ctx, loss, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := must[*dtensor.Optimizer](t)(dtensor.NewOptimizer(dtensor.SGD{LR: 0.5}, w))
+	if err := opt.Update(grads); err != nil {
+		t.Fatal(err)
+	}
+	ls, ps := shards(t, ctx, loss), shards(t, ctx, pred)
+	for p := range ls {
+		want, mse := make([]float64, n), 0.0
+		for i := range n {
+			for j := range d {
+				want[i] += xs[p].Float64s()[i*d+j] * 0.1
+			}
+			e := want[i] - ys[p].Float64s()[i]
+			mse += e * e / n
+		}
+		if !near(ps[p].Float64s(), want) || !near(ls[p].Float64s(), []float64{mse}) {
+			t.Fatalf("proc %d: prediction %v, loss %v; want %v, %v", p, ps[p].Float64s(), ls[p].Float64s(), want, mse)
+		}
+	}
+
+	gone := tt(m.Rand(n, d))
+	if err := gone.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	z := tt(gone.MatMul(w))
+	if _, err := dtensor.Grad(ctx, tt(tt(z.Mul(z)).Mean(0)), w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dtensor.FetchShard(ctx, z, m.Extent().Points()[0]); err == nil || !strings.Contains(err.Error(), "no tensor") {
+		t.Fatalf("a deferred op of a dropped tensor: %v, want no tensor", err)
 	}
 }

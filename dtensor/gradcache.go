@@ -1,6 +1,7 @@
 package dtensor
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,40 +14,26 @@ import (
 // Compiled gradients. A training loop sends the same graph every step
 // (new tensors, the same ops on the same shapes), and Grad sends one
 // grad op per parameter over that graph. Building, differentiating and
-// compiling it in gorgonia is most of a small step's time, so each proc
-// keeps the graphs it compiled, by their structure (the ops, their
-// parameters and inputs, the leaves' shapes and element types, the
-// parameters differentiated for: op.Wrt): a step binds the new leaves'
-// values (gorgonia.Let) and runs the tape again. The gradients of every
-// parameter of one Grad come from one run: the grad ops after the first
-// find the leaves they would bind already bound (the same stored shards)
-// and take their gradient from that run.
+// compiling it in gorgonia is most of a small step's time, and decoding
+// it on every proc at every op is much of the rest, so the graph travels
+// once. The client's mesh names each graph it sent by an id (op.Seed),
+// by its structure (the ops, their parameters and inputs, the leaves'
+// shapes and element types, the parameters differentiated for: op.Wrt);
+// a grad op carries the graph (op.Graph) only the first time, and always
+// the id and its leaves' tensors (op.Leaves). Each proc compiles the
+// graph when it arrives and keeps it under that id: a step binds the new
+// leaves' values (gorgonia.Let) and runs the tape again. The gradients of
+// every parameter of one Grad come from one run: the grad ops after the
+// first find the leaves they would bind already bound (the same stored
+// shards) and take their gradient from that run. A mesh keeps at most
+// maxGraphs graphs on its procs: past that the oldest is freed there
+// (the op gradfree).
 
-// maxCompiled bounds the graphs a proc keeps: past it, the oldest goes.
-const maxCompiled = 16
+// maxGraphs bounds the graphs a mesh keeps on its procs.
+const maxGraphs = 16
 
-// compiled is the proc's compiled graphs, newest last.
-var compiled struct {
-	sync.Mutex
-	graphs []*compiledGrad
-}
-
-// compiledGrad is one graph, compiled, with its last run.
-type compiledGrad struct {
-	key    string
-	vm     gorgonia.VM
-	leaves []int            // graph indices of the leaves
-	inputs []*gorgonia.Node // the leaves' nodes, in that order
-	wrt    []int            // graph indices differentiated for
-	grads  []*gorgonia.Node // their gradients, in that order
-	// bound are the shards of the last run's leaves, kept (so that no
-	// other shard takes their address), and out its gradients.
-	bound []*tensor.Dense
-	out   []*tensor.Dense
-}
-
-// graphKey is the structure of graph, with its leaves' shards, and wrt.
-func graphKey(graph []gradNode, leaves []*tensor.Dense, wrt []int) string {
+// graphKey is the structure of graph, with its leaves' tensors, and wrt.
+func graphKey(graph []gradNode, leaves []*Tensor, wrt []int) string {
 	b := make([]byte, 0, 32*len(graph))
 	ints := func(xs []int) {
 		for _, x := range xs {
@@ -59,8 +46,8 @@ func graphKey(graph []gradNode, leaves []*tensor.Dense, wrt []int) string {
 		if n.Kind == "" {
 			t := leaves[li]
 			li++
-			b = append(append(b, 'L'), t.Dtype().Name()...)
-			ints(t.Shape())
+			b = append(append(b, 'L'), t.dtype...)
+			ints(t.shape)
 			continue
 		}
 		b = append(append(append(append(b, n.Kind...), ' '), n.Name...), ' ')
@@ -74,86 +61,163 @@ func graphKey(graph []gradNode, leaves []*tensor.Dense, wrt []int) string {
 	return string(b)
 }
 
-// gradients are the gradients of graph's loss (its last node) with
-// respect to its nodes wrt, on this proc's shards: from the last run of
-// its compiled graph if that run bound the same shards, else from a new
-// run (compiling the graph first if it is new here).
-func gradients(graph []gradNode, wrt []int) (map[int]*tensor.Dense, error) {
-	var leafAt []int
-	var leaves []*tensor.Dense
-	for i, n := range graph {
-		for _, in := range n.In {
-			if in < 0 || in >= i {
-				return nil, fmt.Errorf("dtensor: grad: node %d reads node %d", i, in)
-			}
+// graphID is the id of the graph of structure key on m's procs, and
+// whether it is new: then the first op that names it must carry it. The
+// oldest graph past maxGraphs is freed on the procs. Called with m.gradMu
+// held, which keeps the ops that send a graph before those that name it.
+func (m *Mesh) graphID(key string) (id uint64, fresh bool, err error) {
+	if id, ok := m.graphs[key]; ok {
+		return id, false, nil
+	}
+	if len(m.graphOrder) >= maxGraphs {
+		old := m.graphOrder[0]
+		if _, err := m.record(op{Kind: "gradfree", Seed: m.graphs[old]}, nil, nil); err != nil {
+			return 0, false, err
 		}
-		if n.Kind != "" {
-			continue
-		}
-		t, err := get(n.ID)
+		m.forgetGraph(old)
+	}
+	if m.graphs == nil {
+		m.graphs = map[string]uint64{}
+	}
+	id = newID()
+	m.graphs[key] = id
+	m.graphOrder = append(m.graphOrder, key)
+	return id, true, nil
+}
+
+// forgetGraph drops the graph of structure key from m's list. Called
+// with m.gradMu held.
+func (m *Mesh) forgetGraph(key string) {
+	delete(m.graphs, key)
+	m.graphOrder = slices.DeleteFunc(m.graphOrder, func(k string) bool { return k == key })
+}
+
+// compiled is this proc's compiled graphs, by id.
+var compiled = struct {
+	sync.Mutex
+	m map[uint64]*compiledGrad
+}{m: map[uint64]*compiledGrad{}}
+
+// compiledGrad is one graph, compiled, with its last run; or, for a
+// graph that could not be compiled, why (err), for every op that names
+// it.
+type compiledGrad struct {
+	err    error
+	vm     gorgonia.VM
+	inputs []*gorgonia.Node // the leaves' nodes, in the graph's order
+	wrt    []int            // graph indices differentiated for
+	grads  []*gorgonia.Node // their gradients, in that order
+	loss   *gorgonia.Node   // the loss, a scalar (its sum if it was not)
+	// bound are the shards of the last run's leaves, kept (so that no
+	// other shard takes their address), and out its gradients.
+	bound []*tensor.Dense
+	out   []*tensor.Dense
+	lossV any // the loss's value in that run: a float64 or float32, or nil
+	// values are the leaves' values the tape reads, copies of the
+	// shards, made at the first run and written over at each.
+	values []any
+}
+
+// gradient is the gradient of the loss of o's graph (its last node) by
+// its node o.Index, on this proc's shards of o.Leaves, and the loss's
+// value (a float64 or float32, or nil): from the last run of the
+// compiled graph if that run bound the same shards, else from a new run.
+// The graph is compiled when o carries it.
+func gradient(o op) (*tensor.Dense, any, error) {
+	leaves := make([]*tensor.Dense, len(o.Leaves))
+	for i, id := range o.Leaves {
+		t, err := get(id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		leafAt, leaves = append(leafAt, i), append(leaves, t)
+		leaves[i] = t
 	}
-	for _, w := range wrt {
-		if w < 0 || w >= len(graph) {
-			return nil, fmt.Errorf("dtensor: grad of node %d of %d", w, len(graph))
-		}
-	}
-	key := graphKey(graph, leaves, wrt)
 	compiled.Lock()
 	defer compiled.Unlock()
-	var c *compiledGrad
-	for _, g := range compiled.graphs {
-		if g.key == key {
-			c = g
-			break
+	c := compiled.m[o.Seed]
+	if c == nil {
+		if o.Graph == nil {
+			return nil, nil, fmt.Errorf("dtensor: grad: graph %d is not on this proc (freed, or the op that carried it did not arrive)", o.Seed)
+		}
+		c = compile(o.Graph, leaves, o.Wrt)
+		compiled.m[o.Seed] = c
+	}
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	if len(leaves) != len(c.inputs) {
+		return nil, nil, fmt.Errorf("dtensor: grad: %d leaves for a graph of %d", len(leaves), len(c.inputs))
+	}
+	for i, t := range leaves {
+		in := c.inputs[i]
+		if t.Dtype() != in.Dtype() || !t.Shape().Eq(in.Shape()) {
+			return nil, nil, fmt.Errorf("dtensor: grad: leaf %d is %v %v, the graph's is %v %v", i, t.Dtype(), t.Shape(), in.Dtype(), in.Shape())
 		}
 	}
-	if c == nil {
-		var err error
-		if c, err = compile(graph, leafAt, leaves, wrt); err != nil {
-			return nil, err
-		}
-		c.key = key
-		if len(compiled.graphs) >= maxCompiled {
-			old := compiled.graphs[0]
-			old.vm.Close()
-			compiled.graphs = slices.Delete(compiled.graphs, 0, 1)
-		}
-		compiled.graphs = append(compiled.graphs, c)
+	at := slices.Index(c.wrt, o.Index)
+	if at < 0 {
+		return nil, nil, fmt.Errorf("dtensor: grad: node %d is not one the graph is differentiated for (%v)", o.Index, c.wrt)
 	}
 	if !slices.Equal(c.bound, leaves) {
 		if err := c.run(leaves); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	out := make(map[int]*tensor.Dense, len(wrt))
-	for i, w := range c.wrt {
-		out[w] = c.out[i]
-	}
-	return out, nil
+	return c.out[at], c.lossV, nil
 }
 
-// compile builds graph in gorgonia with a placeholder for each leaf,
-// differentiates its loss by the nodes wrt and compiles it.
-func compile(graph []gradNode, leafAt []int, leaves []*tensor.Dense, wrt []int) (*compiledGrad, error) {
+// gradFree is the op "gradfree": the graph o.Seed goes.
+func gradFree(_ context.Context, o op, _ []*tensor.Dense) (*tensor.Dense, error) {
+	compiled.Lock()
+	defer compiled.Unlock()
+	if c := compiled.m[o.Seed]; c != nil {
+		if c.vm != nil {
+			c.vm.Close()
+		}
+		delete(compiled.m, o.Seed)
+	}
+	return nil, nil
+}
+
+// compile builds graph in gorgonia with a placeholder for each leaf (of
+// the shape and type of leaves, in order), differentiates its loss by
+// the nodes wrt and compiles it. A graph that cannot be compiled gives
+// its error in err.
+func compile(graph []gradNode, leaves []*tensor.Dense, wrt []int) *compiledGrad {
+	c := &compiledGrad{wrt: wrt}
+	c.err = c.compile(graph, leaves)
+	return c
+}
+
+func (c *compiledGrad) compile(graph []gradNode, leaves []*tensor.Dense) error {
+	if len(graph) == 0 {
+		return fmt.Errorf("dtensor: grad: an empty graph")
+	}
+	for _, w := range c.wrt {
+		if w < 0 || w >= len(graph) {
+			return fmt.Errorf("dtensor: grad of node %d of %d", w, len(graph))
+		}
+	}
 	g := gorgonia.NewGraph()
-	c := &compiledGrad{leaves: leafAt, wrt: wrt}
 	nodes := make([]*gorgonia.Node, len(graph))
-	li := 0
 	for i, n := range graph {
+		for _, in := range n.In {
+			if in < 0 || in >= i {
+				return fmt.Errorf("dtensor: grad: node %d reads node %d", i, in)
+			}
+		}
 		if n.Kind == "" {
-			t := leaves[li]
-			li++
-			nodes[i] = placeholder(g, t, "t"+strconv.Itoa(i))
+			li := len(c.inputs)
+			if li >= len(leaves) {
+				return fmt.Errorf("dtensor: grad: a graph of more leaves than the %d given", len(leaves))
+			}
+			nodes[i] = placeholder(g, leaves[li], "t"+strconv.Itoa(i))
 			c.inputs = append(c.inputs, nodes[i])
 			continue
 		}
 		build, ok := differentiable[n.Kind]
 		if !ok {
-			return nil, fmt.Errorf("dtensor: grad: no gradient of op %q", n.Kind)
+			return fmt.Errorf("dtensor: grad: no gradient of op %q", n.Kind)
 		}
 		in := make([]*gorgonia.Node, len(n.In))
 		for j, k := range n.In {
@@ -161,7 +225,7 @@ func compile(graph []gradNode, leafAt []int, leaves []*tensor.Dense, wrt []int) 
 		}
 		node, err := build(n, in)
 		if err != nil {
-			return nil, fmt.Errorf("dtensor: grad: %s: %w", n.Kind, err)
+			return fmt.Errorf("dtensor: grad: %s: %w", n.Kind, err)
 		}
 		nodes[i] = node
 	}
@@ -169,20 +233,20 @@ func compile(graph []gradNode, leafAt []int, leaves []*tensor.Dense, wrt []int) 
 	if !loss.IsScalar() {
 		var err error
 		if loss, err = gorgonia.Sum(loss); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	by := make([]*gorgonia.Node, len(wrt))
-	for i, w := range wrt {
+	by := make([]*gorgonia.Node, len(c.wrt))
+	for i, w := range c.wrt {
 		by[i] = nodes[w]
 	}
 	grads, err := gorgonia.Grad(loss, by...)
 	if err != nil {
-		return nil, fmt.Errorf("dtensor: grad: %w", err)
+		return fmt.Errorf("dtensor: grad: %w", err)
 	}
-	c.grads = grads
+	c.grads, c.loss = grads, loss
 	c.vm = gorgonia.NewTapeMachine(g)
-	return c, nil
+	return nil
 }
 
 // placeholder is a leaf of t's element type and shape, bound to a value
@@ -203,13 +267,19 @@ func placeholder(g *gorgonia.ExprGraph, t *tensor.Dense, name string) *gorgonia.
 // run binds leaves to the placeholders and runs the tape; the gradients
 // are copied out (the next run writes over the tape's own).
 func (c *compiledGrad) run(leaves []*tensor.Dense) error {
-	c.bound, c.out = nil, nil
+	c.bound, c.out, c.lossV = nil, nil, nil
+	if c.values == nil {
+		c.values = make([]any, len(leaves))
+	}
 	for i, t := range leaves {
-		var v any = t.Clone() // the tape must not write into a shard
-		if t.Shape().IsScalar() {
-			v = t.Data() // a scalar placeholder takes a scalar
+		// The tape reads copies: it must not write into a shard.
+		switch d, _ := c.values[i].(*tensor.Dense); {
+		case t.Shape().IsScalar():
+			c.values[i] = t.Data() // a scalar placeholder takes a scalar
+		case d == nil || t.CopyTo(d) != nil:
+			c.values[i] = t.Clone()
 		}
-		if err := gorgonia.Let(c.inputs[i], v); err != nil {
+		if err := gorgonia.Let(c.inputs[i], c.values[i]); err != nil {
 			return fmt.Errorf("dtensor: grad: %w", err)
 		}
 	}
@@ -229,5 +299,8 @@ func (c *compiledGrad) run(leaves []*tensor.Dense) error {
 		}
 	}
 	c.bound, c.out = leaves, out
+	if v, ok := c.loss.Value().(gorgonia.Scalar); ok {
+		c.lossV = v.Data()
+	}
 	return nil
 }

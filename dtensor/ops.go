@@ -112,6 +112,7 @@ var ops = map[string]opKind{
 	"pack":          {inputs: -1, shape: packShape, run: pack},
 	"unpack":        {inputs: 1, shape: unpackShape, run: unpack},
 	"grad":          {inputs: 2, shape: gradShape, run: runGrad},
+	"gradfree":      {shape: noResult, run: gradFree},
 	"import":        {shape: created, run: importShard},
 	"data":          {shape: created, run: fromData},
 	"optimize":      {inputs: 2, shape: optimizeShape, run: optimize},

@@ -42,6 +42,10 @@ func TestProcRefusesBadOps(t *testing.T) {
 		{"misfit", op{Kind: "row", In: []uint64{in}, Index: 2}, `dtensor: shapes do not fit: row 2 of (2, 2)`, true},
 		{"bad shape", op{Kind: "full", Shape: []int{-2, -3}}, `dtensor: shapes do not fit: full of shape (-2, -3)`, true},
 		{"allreduce without a communicator", op{Kind: "allreduce", In: []uint64{in}, Name: Sum}, `dtensor: allreduce without a communicator`, false},
+		{"allreduce of an unknown communicator", op{Kind: "allreduce", In: []uint64{in}, Name: Sum, CommID: "comm-x"},
+			`dtensor: allreduce: communicator comm-x is not known on this proc (the op that carried it did not arrive)`, false},
+		{"grad of an unknown graph", op{Kind: "grad", In: []uint64{in, in}, Seed: 7, Leaves: []uint64{in}},
+			`dtensor: grad: graph 7 is not on this proc (freed, or the op that carried it did not arrive)`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

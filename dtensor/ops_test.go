@@ -120,6 +120,16 @@ func TestEveryOp(t *testing.T) {
 				return []float64{d[0] + d[3], d[1] + d[4], d[2] + d[5]}
 			})
 		},
+		"gradfree": func(t *testing.T) { // more graphs than a mesh keeps: the oldest go, and come back
+			w := tt(m.Rand(3, 1))
+			for _, k := range []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 1, 2} {
+				g := must[[]*dtensor.Tensor](t)(dtensor.Grad(ctx, tt(tt(tt(x.Scale(k)).MatMul(w)).Sum(0)), w))[0]
+				expect(t, ctx, g, func(i int) []float64 {
+					d := xs[i].Float64s()
+					return []float64{k * (d[0] + d[3]), k * (d[1] + d[4]), k * (d[2] + d[5])}
+				})
+			}
+		},
 		"import": func(t *testing.T) { // ToMesh, onto the same procs here
 			moved, err := dtensor.ToMesh(ctx, x, dtensor.Activate(procs))
 			if err != nil {

@@ -29,7 +29,7 @@ const (
 )
 
 // opsFn runs a batch of ops on this proc, in order.
-var opsFn = actorrt.Remote1("monarch_dtensor_ops", func(ctx context.Context, ops []op) (actorrt.Void, error) {
+var opsFn = actorrt.Remote1("monarch_dtensor_ops", func(ctx context.Context, ops batch) (actorrt.Void, error) {
 	for _, o := range ops {
 		runAndKeep(ctx, o)
 	}
@@ -91,7 +91,7 @@ func (m *Mesh) sendLocked() {
 		if len(m.out) == 1 {
 			err = opFn.Broadcast(m.procs, m.out[0])
 		} else {
-			err = opsFn.Broadcast(m.procs, m.out)
+			err = opsFn.Broadcast(m.procs, batch(m.out))
 		}
 		m.out, m.outBytes = nil, 0
 		if err != nil && m.outErr == nil {

@@ -83,3 +83,26 @@ func TestReduceEach(t *testing.T) {
 		t.Errorf("tensors of two meshes: %v, want ErrMesh", err)
 	}
 }
+
+// TestFetchShardLater: a fetch sent without waiting sees the ops recorded
+// before it and none after (a drop, here), in order on the proc; Get
+// gives the shard. A nil tensor is an error at Get.
+func TestFetchShardLater(t *testing.T) {
+	ctx, _, m := setup(t)
+	x := must[*dtensor.Tensor](t)(m.Full(1, 2, 2))
+	y := must[*dtensor.Tensor](t)(x.AddScalar(1))
+	f := dtensor.FetchShardLater(y, m.Extent().Points()[0])
+	if err := y.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Float64s(); len(got) != 4 || got[0] != 2 || got[3] != 2 {
+		t.Fatalf("fetched %v, want 2s", got)
+	}
+	if _, err := dtensor.FetchShardLater(nil, m.Extent().Points()[0]).Get(ctx); err == nil {
+		t.Fatal("a fetch of a nil tensor: no error")
+	}
+}

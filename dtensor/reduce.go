@@ -3,6 +3,7 @@ package dtensor
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/monarch-go/monarch/collective"
 	"gorgonia.org/tensor"
@@ -38,11 +39,7 @@ func Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) (*T
 			return nil, fmt.Errorf("%w: no dimension %q in %v", ErrShape, d, ext)
 		}
 	}
-	comm, err := t.mesh.comm(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return t.apply(op{Kind: "allreduce", Name: reduction, Dims: dims, Comm: comm})
+	return t.collectiveOp(ctx, op{Kind: "allreduce", Name: reduction, Dims: dims})
 }
 
 // ReduceScatter combines the shards along dim with reduction, as Reduce
@@ -56,11 +53,7 @@ func ReduceScatter(ctx context.Context, t *Tensor, dim string, reduction string)
 	if _, ok := t.mesh.Extent().Size(dim); !ok {
 		return nil, fmt.Errorf("%w: no dimension %q in %v", ErrShape, dim, t.mesh.Extent())
 	}
-	comm, err := t.mesh.comm(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return t.apply(op{Kind: "reducescatter", Name: reduction, Dims: []string{dim}, Comm: comm, Index: t.mesh.size(dim)})
+	return t.collectiveOp(ctx, op{Kind: "reducescatter", Name: reduction, Dims: []string{dim}, Index: t.mesh.size(dim)})
 }
 
 // size is the size of dim of the mesh (0 if it has none).
@@ -82,8 +75,9 @@ func scatterShape(o op, in []tensor.Shape) (tensor.Shape, error) {
 
 // reduceScatter is the op "reducescatter" on a proc.
 func reduceScatter(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
-	if o.Comm == nil {
-		return nil, fmt.Errorf("dtensor: reducescatter without a communicator")
+	comm, err := commOf(o)
+	if err != nil {
+		return nil, err
 	}
 	c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
 	shape, err := scatterShape(o, []tensor.Shape{c.Shape()})
@@ -92,9 +86,9 @@ func reduceScatter(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense
 	}
 	var backing any
 	if c.Dtype() == tensor.Float32 {
-		backing, err = collective.ReduceScatter(ctx, o.Comm, o.Dims[0], c.Float32s(), reductions[o.Name])
+		backing, err = collective.ReduceScatter(ctx, comm, o.Dims[0], c.Float32s(), reductions[o.Name])
 	} else {
-		backing, err = collective.ReduceScatter(ctx, o.Comm, o.Dims[0], c.Float64s(), reductions[o.Name])
+		backing, err = collective.ReduceScatter(ctx, comm, o.Dims[0], c.Float64s(), reductions[o.Name])
 	}
 	if err != nil {
 		return nil, err
@@ -102,8 +96,16 @@ func reduceScatter(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing)), nil
 }
 
-// comm is the mesh's communicator, made at its first collective.
-func (m *Mesh) comm(ctx context.Context) (*collective.Comm, error) {
+// collectiveOp records o, a collective among the procs of t's mesh, on
+// t. The mesh's communicator is made at its first collective; o names it
+// by its id (op.CommID), and carries it (op.Comm) until an op that does
+// is queued: each proc keeps it from that op on (comms), and the ops
+// after it need not carry it again.
+func (t *Tensor) collectiveOp(ctx context.Context, o op) (*Tensor, error) {
+	if t == nil {
+		return nil, fmt.Errorf("dtensor: %s of a nil tensor", o.Kind)
+	}
+	m := t.mesh
 	m.commMu.Lock()
 	defer m.commMu.Unlock()
 	if m.c == nil {
@@ -113,22 +115,51 @@ func (m *Mesh) comm(ctx context.Context) (*collective.Comm, error) {
 		}
 		m.c = c
 	}
-	return m.c, nil
+	o.CommID = m.c.ID
+	if !m.commSent {
+		o.Comm = m.c
+	}
+	out, err := t.apply(o)
+	if err == nil {
+		m.commSent = true
+	}
+	return out, err
+}
+
+// comms are the communicators the collective ops on this proc carried,
+// by id.
+var comms sync.Map
+
+// commOf is the communicator of o, a collective op on this proc: the one
+// it carries (kept for the ops after it), or the one it names.
+func commOf(o op) (*collective.Comm, error) {
+	if o.Comm != nil {
+		comms.Store(o.Comm.ID, o.Comm)
+		return o.Comm, nil
+	}
+	if c, ok := comms.Load(o.CommID); ok {
+		return c.(*collective.Comm), nil
+	}
+	if o.CommID == "" {
+		return nil, fmt.Errorf("dtensor: %s without a communicator", o.Kind)
+	}
+	return nil, fmt.Errorf("dtensor: %s: communicator %s is not known on this proc (the op that carried it did not arrive)", o.Kind, o.CommID)
 }
 
 // allReduce is the op "allreduce" on a proc: its shard all-reduced with
 // the others of its group, along each of o.Dims in turn.
 func allReduce(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense, error) {
-	if o.Comm == nil {
-		return nil, fmt.Errorf("dtensor: allreduce without a communicator")
+	comm, err := commOf(o)
+	if err != nil {
+		return nil, err
 	}
 	c := in[0].Materialize().(*tensor.Dense).Clone().(*tensor.Dense)
 	for _, d := range o.Dims {
 		var err error
 		if c.Dtype() == tensor.Float32 {
-			err = collective.AllReduce(ctx, o.Comm, d, c.Float32s(), reductions[o.Name])
+			err = collective.AllReduce(ctx, comm, d, c.Float32s(), reductions[o.Name])
 		} else {
-			err = collective.AllReduce(ctx, o.Comm, d, c.Float64s(), reductions[o.Name])
+			err = collective.AllReduce(ctx, comm, d, c.Float64s(), reductions[o.Name])
 		}
 		if err != nil {
 			return nil, err

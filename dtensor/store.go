@@ -13,16 +13,32 @@ import (
 )
 
 // Every proc keeps the shards of the tensors of its meshes, by tensor id:
-// either the shard or the error that took its place.
+// either the shard, the error that took its place, or the op that makes
+// it when it is read (deferred.go).
 var store = struct {
 	sync.Mutex
 	m       map[uint64]entry
-	changed chan struct{} // closed and replaced at every put
-}{m: map[uint64]entry{}, changed: make(chan struct{})}
+	changed chan struct{} // made when a shard is awaited, closed at the next put
+}{m: map[uint64]entry{}}
 
 type entry struct {
 	t   *tensor.Dense
 	err string
+	p   *pending
+}
+
+// shard is the shard of entry e of tensor id (ok: the store has one), or
+// its error; a pending op runs here, once.
+func (e entry) shard(id uint64, ok bool) (*tensor.Dense, error) {
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("dtensor: no tensor %d on this proc", id)
+	case e.p != nil:
+		return e.p.result(id)
+	case e.err != "":
+		return nil, fmt.Errorf("dtensor: tensor %d: %s", id, e.err)
+	}
+	return e.t, nil
 }
 
 func put(id uint64, t *tensor.Dense, err error) {
@@ -31,10 +47,18 @@ func put(id uint64, t *tensor.Dense, err error) {
 		e = entry{err: err.Error()}
 	}
 	store.Lock()
-	store.m[id] = e
-	close(store.changed)
-	store.changed = make(chan struct{})
+	keepLocked(id, e)
 	store.Unlock()
+}
+
+// keepLocked stores e as tensor id's and wakes those awaiting a shard.
+// Called with the store locked.
+func keepLocked(id uint64, e entry) {
+	store.m[id] = e
+	if store.changed != nil {
+		close(store.changed)
+		store.changed = nil
+	}
 }
 
 // awaitTimeout bounds how long a shard passed to an actor may take to
@@ -48,6 +72,9 @@ func await(id uint64) (*tensor.Dense, error) {
 	for {
 		store.Lock()
 		_, ok := store.m[id]
+		if !ok && store.changed == nil {
+			store.changed = make(chan struct{})
+		}
 		changed := store.changed
 		store.Unlock()
 		if ok {
@@ -65,37 +92,35 @@ func get(id uint64) (*tensor.Dense, error) {
 	store.Lock()
 	e, ok := store.m[id]
 	store.Unlock()
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("dtensor: no tensor %d on this proc", id)
-	case e.err != "":
-		return nil, fmt.Errorf("dtensor: tensor %d: %s", id, e.err)
-	}
-	return e.t, nil
+	return e.shard(id, ok)
 }
 
 // op is one instruction for every proc (or one proc) of a mesh: the name
 // of an op of the table (ops), the tensors it reads and makes, and its
-// parameters (each op reads those it needs).
+// parameters (each op reads those it needs). It travels as the array of
+// its fields, in this order (opwire.go).
 type op struct {
-	Kind   string           `msgpack:"k"`
-	Out    uint64           `msgpack:"o"` // 0: the op makes no tensor
-	In     []uint64         `msgpack:"i"`
-	Shape  []int            `msgpack:"s"`
-	Seed   uint64           `msgpack:"seed"`
-	Rank   int              `msgpack:"r"` // the rank of the proc it is sent to (rand, rref)
-	Index  int              `msgpack:"x"` // row: which row
-	Value  float64          `msgpack:"v"`
-	Name   string           `msgpack:"n"`              // rref: the endpoint's name
-	Mesh   []byte           `msgpack:"m"`              // rref: the actor mesh, encoded
-	Dims   []string         `msgpack:"dims,omitempty"` // allreduce: over these dimensions
-	Comm   *collective.Comm `msgpack:"comm,omitempty"` // allreduce: the procs' communicator, and Name the reduction
-	Graph  []gradNode       `msgpack:"g,omitempty"`    // grad: the graph from the leaves to the loss, in order
-	Wrt    []int            `msgpack:"wrt,omitempty"`  // grad: the graph's nodes of every parameter of the same Grad (Index is one)
-	Handle *ibverbs.Handle  `msgpack:"h,omitempty"`    // import: the source proc's shard
-	DType  string           `msgpack:"dt,omitempty"`   // rand, full, import, data: the element type ("" float64)
-	Raw    []byte           `msgpack:"raw,omitempty"`  // data: the shard's raw little-endian bytes
-	Hyper  []float64        `msgpack:"hp,omitempty"`   // optimize: the rule's hyperparameters (Name the rule, Seed the optimizer, Index the parameter)
+	Kind   string
+	Out    uint64 // 0: the op makes no tensor
+	In     []uint64
+	Shape  []int
+	Seed   uint64 // rand: the seed; optimize, optfree: the optimizer; grad, gradfree: the graph
+	Rank   int    // the rank of the proc it is sent to (rand, rref)
+	Index  int    // row: which row
+	Value  float64
+	Name   string           // rref: the endpoint's name
+	Mesh   []byte           // rref: the actor mesh, encoded
+	Dims   []string         // allreduce: over these dimensions
+	Comm   *collective.Comm // allreduce, reducescatter: the procs' communicator, the first time (Name is the reduction)
+	CommID string           // allreduce, reducescatter: the communicator's id
+	Graph  []gradNode       // grad: the graph from the leaves to the loss, in order, the first time (Seed names it)
+	Wrt    []int            // grad: with Graph, its nodes of every parameter of the same Grad (Index is one)
+	Leaves []uint64         // grad: the tensors of the graph's leaves, in order
+	Handle *ibverbs.Handle  // import: the source proc's shard
+	DType  string           // rand, full, import, data: the element type ("" float64)
+	Raw    []byte           // data: the shard's raw little-endian bytes
+	Hyper  []float64        // optimize: the rule's hyperparameters (Name the rule, Seed the optimizer, Index the parameter)
+	Defer  []op             // grad: the ops that make the graph's nodes, kept to run when read (Shape is the loss's)
 }
 
 // opFn runs an op on this proc.
@@ -105,6 +130,9 @@ var opFn = actorrt.Remote1("monarch_dtensor_op", runAndKeep)
 // unknown op among them) is kept in place of the result, since ops are
 // broadcast and nobody is there to receive an error.
 func runAndKeep(ctx context.Context, o op) (actorrt.Void, error) {
+	if len(o.Defer) > 0 {
+		deferOps(o)
+	}
 	t, err := run(ctx, o)
 	if o.Out != 0 {
 		put(o.Out, t, err)
@@ -123,10 +151,17 @@ func run(ctx context.Context, o op) (*tensor.Dense, error) {
 	if k.refs {
 		return k.run(ctx, o, nil)
 	}
+	return compute(ctx, k, o, func(i int) (*tensor.Dense, error) { return get(o.In[i]) })
+}
+
+// compute runs o, of kind k, on the shards input gives for its inputs,
+// once its shape rule has passed on them.
+func compute(ctx context.Context, k opKind, o op, input func(i int) (*tensor.Dense, error)) (*tensor.Dense, error) {
 	in := make([]*tensor.Dense, len(o.In))
 	shapes := make([]tensor.Shape, len(o.In))
-	for i, id := range o.In {
-		if in[i], err = get(id); err != nil {
+	for i := range o.In {
+		var err error
+		if in[i], err = input(i); err != nil {
 			return nil, err
 		}
 		shapes[i] = in[i].Shape()

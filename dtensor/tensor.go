@@ -20,8 +20,9 @@ var ErrShape = errors.New("dtensor: shapes do not fit")
 type Mesh struct {
 	procs *actorrt.ProcMesh
 
-	commMu sync.Mutex
-	c      *collective.Comm // made at the first collective (Reduce)
+	commMu   sync.Mutex
+	c        *collective.Comm // made at the first collective (Reduce)
+	commSent bool             // an op that carries c was queued (reduce.go)
 
 	// The outbox (outbox.go): ops kept to go together, their data's
 	// bytes, the timer that sends them, and the error of a batch that
@@ -31,6 +32,12 @@ type Mesh struct {
 	outBytes int
 	timer    *time.Timer
 	outErr   error
+
+	// The graphs Grad sent the procs (gradcache.go): their ids by
+	// structure, oldest first in graphOrder.
+	gradMu     sync.Mutex
+	graphs     map[string]uint64
+	graphOrder []string
 }
 
 // Activate makes procs hold distributed tensors: tensors created on the
@@ -264,14 +271,40 @@ func (t *Tensor) Drop() error {
 
 // FetchShard copies the shard at point p of the tensor's mesh here.
 func FetchShard(ctx context.Context, t *Tensor, p actorrt.Point) (*tensor.Dense, error) {
+	return FetchShardLater(t, p).Get(ctx)
+}
+
+// ShardFuture is a shard on its way here (FetchShardLater).
+type ShardFuture struct {
+	f   *actorrt.Future[actorrt.ValueMesh[shardData]]
+	err error
+}
+
+// FetchShardLater is FetchShard without the wait: the ops recorded
+// before it go to the procs now, and so does the request for the shard
+// at point p, which Get waits for. A training loop that fetches each
+// step's loss this way, and records the next step before it waits, keeps
+// the procs at work while it records.
+func FetchShardLater(t *Tensor, p actorrt.Point) *ShardFuture {
+	if t == nil {
+		return &ShardFuture{err: errors.New("dtensor: fetch of a nil tensor")}
+	}
 	one := t.mesh.procs.SliceAt(p)
 	if err := one.Err(); err != nil {
-		return nil, err
+		return &ShardFuture{err: err}
 	}
 	if err := t.mesh.flush(); err != nil {
-		return nil, err
+		return &ShardFuture{err: err}
 	}
-	v, err := fetchFn.Call(one, t.id).Get(ctx)
+	return &ShardFuture{f: fetchFn.Call(one, t.id)}
+}
+
+// Get waits for the shard, as long as ctx lets it.
+func (f *ShardFuture) Get(ctx context.Context) (*tensor.Dense, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	v, err := f.f.Get(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -175,8 +176,34 @@ func (s *shmBackend) atomic(_ context.Context, h Handle, off int, op atomicOp, a
 	return atomicAt(m.mem, off, op, a, b)
 }
 
+// writeAdd is WriteAdd through shared memory: the copy and the add on
+// one mapping, found (and its owner checked) once.
+func (s *shmBackend) writeAdd(h Handle, off int, src []byte, word int, delta uint64) error {
+	if h.PID == s.p.pid {
+		buf := s.p.lookup(h.Key)
+		if buf == nil {
+			return ErrClosed
+		}
+		if err := buf.copyAt(off, src, true); err != nil {
+			return err
+		}
+		_, err := buf.atomicAt(word, opFetchAdd, delta, 0)
+		return err
+	}
+	m, err := s.peerMap(h)
+	if err != nil {
+		return err
+	}
+	defer s.release(m)
+	if err := copyAt(m.mem, off, src, true); err != nil {
+		return err
+	}
+	_, err = atomicAt(m.mem, word, opFetchAdd, delta, 0)
+	return err
+}
+
 // fdPath is where the owner's memfd shows on this machine.
-func fdPath(h Handle) string { return fmt.Sprintf("/proc/%d/fd/%d", h.PID, h.FD) }
+func fdPath(h Handle) string { return "/proc/" + strconv.Itoa(h.PID) + "/fd/" + strconv.Itoa(h.FD) }
 
 func ownerInode(h Handle) (uint64, error) {
 	var st unix.Stat_t

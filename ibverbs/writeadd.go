@@ -13,8 +13,9 @@ import (
 // to the 8-byte word at byte word (a multiple of 8), waking its waiters
 // (Buffer.Wait): a message and its announcement. A peer that sees the
 // word's new value sees src in place. Through tcp it is one request
-// ('W', see writeAddOp), one round trip instead of two; through the
-// other backends a write, then a fetch-and-add. The word must lie
+// ('W', see writeAddOp), one round trip instead of two; through shm a
+// copy and an atomic on one mapping of the owner's memory, whose owner is
+// checked once; through verbs a write, then a fetch-and-add. The word must lie
 // outside the written span.
 func (h Handle) WriteAdd(ctx context.Context, src []byte, off, word int, delta uint64) error {
 	if !fits(h.Size, off, len(src)) {
@@ -30,6 +31,8 @@ func (h Handle) WriteAdd(ctx context.Context, src []byte, off, word int, delta u
 	}
 	if t, ok := be.(*tcpBackend); ok {
 		err = t.onConn(ctx, h, func(c net.Conn) error { return exchangeWriteAdd(c, h, off, src, word, delta) })
+	} else if s, ok := be.(*shmBackend); ok {
+		err = s.writeAdd(h, off, src, word, delta)
 	} else if err = be.write(ctx, h, off, src); err == nil {
 		_, err = be.atomic(ctx, h, word, opFetchAdd, delta, 0)
 	}

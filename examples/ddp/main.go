@@ -59,9 +59,11 @@ func newTrainer(m *dtensor.Mesh, x, y []float64, start [][]float64, lr float64) 
 	return t, err
 }
 
-// step is one training step; it returns the mean loss over all rows
-// before the update.
-func (t *trainer) step(ctx context.Context) (float64, error) {
+// step records one training step and sends for its loss, the mean over
+// all rows before the update, without waiting for it: the caller records
+// the next step meanwhile, and the procs, running the steps in order,
+// need not wait for it.
+func (t *trainer) step(ctx context.Context) (*dtensor.ShardFuture, error) {
 	var s dtensor.Step
 	w1, b1, w2, b2 := t.params[0], t.params[1], t.params[2], t.params[3]
 	h := s.Relu(s.Add(s.MatMul(t.x, w1), b1)) // b1 (hidden) broadcasts over the rows
@@ -69,14 +71,16 @@ func (t *trainer) step(ctx context.Context) (float64, error) {
 	loss := s.Mean(s.Sub(s.Softplus(z), s.Mul(t.y, z)), 0) // this proc's rows' mean
 	grads := s.Grad(ctx, loss, t.params...)
 	// Equal shares of rows: the mean of the procs' means is the mean over
-	// all rows, and the mean of their gradients its gradient.
-	s.Update(t.opt, s.ReduceAll(ctx, grads, dtensor.Mean))
-	l := s.Fetch(ctx, s.Reduce(ctx, loss, nil, dtensor.Mean), t.first)
-	s.Drop(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...)
+	// all rows, and the mean of their gradients its gradient. The
+	// gradients and the loss are averaged together, in one collective.
+	avg := s.ReduceAll(ctx, append(grads, loss), dtensor.Mean)
 	if err := s.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return l.Float64s()[0], nil
+	s.Update(t.opt, avg[:len(grads)])
+	l := s.FetchLater(avg[len(grads)], t.first)
+	s.Drop(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...) // after the fetch, on the procs
+	return l, s.Err()
 }
 
 func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error {
@@ -92,13 +96,26 @@ func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error 
 	}
 	var ddp float64
 	t0 := time.Now()
-	for s := 1; s <= steps; s++ {
-		if ddp, err = tr.step(ctx); err != nil {
-			return fmt.Errorf("step %d: %w", s, err)
+	// Each step's loss is waited for once the next step is sent.
+	var last *dtensor.ShardFuture
+	for s := 1; s <= steps+1; s++ {
+		var next *dtensor.ShardFuture
+		if s <= steps {
+			if next, err = tr.step(ctx); err != nil {
+				return fmt.Errorf("step %d: %w", s, err)
+			}
 		}
-		if s == 1 || s%20 == 0 {
-			fmt.Printf("step %d loss %.10f\n", s, ddp)
+		if last != nil {
+			l, err := last.Get(ctx)
+			if err != nil {
+				return fmt.Errorf("step %d: %w", s-1, err)
+			}
+			ddp = l.Float64s()[0]
+			if s-1 == 1 || (s-1)%20 == 0 {
+				fmt.Printf("step %d loss %.10f\n", s-1, ddp)
+			}
 		}
+		last = next
 	}
 	perDDP := time.Since(t0) / time.Duration(steps)
 

@@ -1,0 +1,38 @@
+package dtensor
+
+import (
+	"slices"
+	"testing"
+)
+
+// takeOut takes the ops that make the tensors asked for, but those an op
+// left in the outbox reads, directly or through another it keeps; and
+// only ops a proc may keep pending.
+func TestTakeOut(t *testing.T) {
+	m := &Mesh{out: []op{
+		{Kind: "drop", In: []uint64{9}},
+		{Kind: "matmul", Out: 1, In: []uint64{8, 7}},
+		{Kind: "relu", Out: 2, In: []uint64{1}},
+		{Kind: "add", Out: 3, In: []uint64{2, 6}},
+		{Kind: "unary", Name: "exp", Out: 4, In: []uint64{1}},
+		{Kind: "pack", Out: 5, In: []uint64{4}}, // not asked for: 4 stays, and 1 it reads
+		{Kind: "rand", Out: 10},
+		{Kind: "relu", Out: 11, In: []uint64{3}},
+	}}
+	taken := m.takeOut(map[uint64]bool{1: true, 2: true, 3: true, 4: true, 10: true, 11: true})
+	var got, left []uint64
+	for _, o := range taken {
+		got = append(got, o.Out)
+	}
+	for _, o := range m.out {
+		left = append(left, o.Out)
+	}
+	// 2 reads 1, which stays: 2 can go (the proc keeps 1's result); 10 is
+	// not an op Grad differentiates.
+	if want := []uint64{2, 3, 11}; !slices.Equal(got, want) {
+		t.Fatalf("took %v, want %v", got, want)
+	}
+	if want := []uint64{0, 1, 4, 5, 10}; !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
+	}
+}

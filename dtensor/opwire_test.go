@@ -1,0 +1,49 @@
+package dtensor
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/monarch-go/monarch/collective"
+	"github.com/monarch-go/monarch/ibverbs"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// An op crosses the wire as it was, every field set or none; a payload
+// cut short, or an array of another length, is an error, not a panic.
+func TestOpWire(t *testing.T) {
+	if n := reflect.TypeFor[op]().NumField(); n != opFields {
+		t.Fatalf("op has %d fields, its wire form %d: EncodeMsgpack and DecodeMsgpack must write and read every one", n, opFields)
+	}
+	full := op{
+		Kind: "grad", Out: 1<<63 + 5, In: []uint64{1, 2}, Shape: []int{3, -4}, Seed: 9, Rank: -2, Index: 7, Value: -0.25,
+		Name: "mean", Mesh: []byte{1, 2}, Dims: []string{"procs", "gpus"},
+		Comm:   &collective.Comm{ID: "comm-1", Handles: []ibverbs.Handle{{Size: 8, Key: 3, Boot: "b", PID: 4, FD: 5}}, SlotBytes: 64},
+		CommID: "comm-1", Graph: []gradNode{{}, {Kind: "relu", In: []int{0}, Shape: []int{2}}}, Wrt: []int{0}, Leaves: []uint64{11},
+		Handle: &ibverbs.Handle{Size: 16, Addr: "h:1"}, DType: Float32, Raw: []byte{0, 1, 2}, Hyper: []float64{0.1, 0.9},
+		Defer: []op{{Kind: "relu", Out: 3, In: []uint64{2}}},
+	}
+	for _, o := range []op{{}, {Kind: "drop", In: []uint64{}}, full} {
+		b, err := msgpack.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got op
+		if err := msgpack.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		if !reflect.DeepEqual(got, o) {
+			t.Fatalf("sent %+v, got %+v", o, got)
+		}
+		for n := range len(b) {
+			if err := msgpack.Unmarshal(b[:n], &got); err == nil {
+				t.Fatalf("%d of %d bytes decoded", n, len(b))
+			}
+		}
+	}
+	b, _ := msgpack.Marshal([]any{"relu", 1})
+	if err := msgpack.Unmarshal(b, new(op)); err == nil || !strings.Contains(err.Error(), "an op of 2 fields") {
+		t.Fatalf("an array of 2: %v", err)
+	}
+}
