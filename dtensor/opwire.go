@@ -46,7 +46,12 @@ func (o op) EncodeMsgpack(e *msgpack.Encoder) error {
 }
 
 // DecodeMsgpack reads o from its array of fields.
-func (o *op) DecodeMsgpack(d *msgpack.Decoder) error {
+func (o *op) DecodeMsgpack(d *msgpack.Decoder) error { return o.decode(d, true) }
+
+// decode reads o; its deferred ops, if mayDefer, else none: a grad op
+// carries ops, which carry none, so a payload cannot nest them deeper
+// (and grow the decoder's stack with its length).
+func (o *op) decode(d *msgpack.Decoder, mayDefer bool) error {
 	n, err := d.DecodeArrayLen()
 	if err != nil {
 		return err
@@ -77,10 +82,16 @@ func (o *op) DecodeMsgpack(d *msgpack.Decoder) error {
 	o.DType = r.string()
 	o.Raw = r.bytes()
 	o.Hyper = r.floats()
-	if r.err == nil {
+	if r.err == nil && mayDefer {
 		var b batch
-		r.err = b.DecodeMsgpack(d)
+		r.err = b.decode(d, false)
 		o.Defer = b
+	} else if r.err == nil {
+		if n, err := d.DecodeArrayLen(); err != nil {
+			r.err = err
+		} else if n > 0 {
+			r.err = fmt.Errorf("dtensor: deferred ops within deferred ops")
+		}
 	}
 	return r.err
 }
@@ -107,7 +118,10 @@ func (b batch) EncodeMsgpack(e *msgpack.Encoder) error {
 
 // DecodeMsgpack reads b from its array of ops; its room grows with the
 // ops it holds, not with the length the array claims.
-func (b *batch) DecodeMsgpack(d *msgpack.Decoder) error {
+func (b *batch) DecodeMsgpack(d *msgpack.Decoder) error { return b.decode(d, true) }
+
+// decode reads b; its ops may carry deferred ops if mayDefer.
+func (b *batch) decode(d *msgpack.Decoder, mayDefer bool) error {
 	n, err := d.DecodeArrayLen()
 	if err != nil || n < 0 {
 		*b = nil
@@ -116,7 +130,7 @@ func (b *batch) DecodeMsgpack(d *msgpack.Decoder) error {
 	ops := make(batch, 0, min(n, maxBatch))
 	for range n {
 		var o op
-		if err := o.DecodeMsgpack(d); err != nil {
+		if err := o.decode(d, mayDefer); err != nil {
 			return err
 		}
 		ops = append(ops, o)

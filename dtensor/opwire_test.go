@@ -42,8 +42,44 @@ func TestOpWire(t *testing.T) {
 			}
 		}
 	}
-	b, _ := msgpack.Marshal([]any{"relu", 1})
+	nested := full
+	nested.Defer = []op{{Kind: "grad", Defer: []op{{Kind: "relu"}}}}
+	b, err := msgpack.Marshal(nested)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msgpack.Unmarshal(b, new(op)); err == nil || !strings.Contains(err.Error(), "deferred ops within deferred ops") {
+		t.Fatalf("deferred ops nested twice: %v", err)
+	}
+	b, _ = msgpack.Marshal([]any{"relu", 1})
 	if err := msgpack.Unmarshal(b, new(op)); err == nil || !strings.Contains(err.Error(), "an op of 2 fields") {
 		t.Fatalf("an array of 2: %v", err)
 	}
+}
+
+// FuzzBatchWire: whatever bytes arrive as a batch of ops, decoding ends
+// with ops or an error, never a panic; what decodes encodes again to
+// the same ops.
+func FuzzBatchWire(f *testing.F) {
+	for _, b := range []batch{nil, {}, {{Kind: "relu", Out: 2, In: []uint64{1}}}, {{Kind: "grad", Graph: []gradNode{{Kind: "relu", In: []int{0}}}, Defer: []op{{Kind: "mul", In: []uint64{1, 2}}}}}} {
+		raw, err := msgpack.Marshal(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var b batch
+		if err := msgpack.Unmarshal(raw, &b); err != nil {
+			return
+		}
+		again, err := msgpack.Marshal(b)
+		if err != nil {
+			t.Fatalf("%+v decoded but does not encode: %v", b, err)
+		}
+		var b2 batch
+		if err := msgpack.Unmarshal(again, &b2); err != nil || !reflect.DeepEqual(b, b2) {
+			t.Fatalf("%+v encodes to what decodes to %+v, %v", b, b2, err)
+		}
+	})
 }
