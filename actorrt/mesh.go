@@ -397,6 +397,7 @@ func SpawnPerProc[T any](ctx context.Context, procs *ProcMesh, name string, perP
 }
 
 func spawnTyped[T any](ctx context.Context, procs *ProcMesh, name string, opts SpawnOptions, args []any) (*ActorMesh[T], error) {
+	prepareWire(reflect.TypeFor[ActorMesh[T]]())
 	at, err := lookupType(reflect.TypeFor[T]())
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: Spawn %q: %w", name, err)
