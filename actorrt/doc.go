@@ -78,7 +78,7 @@
 //
 // Every call that blocks, or creates something owned, takes a
 // context.Context first: Spawn, SpawnPerProc, SpawnProcs, Stop,
-// HostsFromConfig, FlushLogs, LoggingOption. The context also says who
+// HostsFromConfig, FlushLogs, SetLogOptions. The context also says who
 // owns a new mesh: an endpoint's *Context (or a context derived from it)
 // makes the running actor the owner; any other context, the client (or,
 // in a proc, the proc itself, whose failures go up to the client).

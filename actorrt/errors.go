@@ -66,7 +66,7 @@ var (
 
 // Codes of ActorError.Code.
 const (
-	CodeError  = ""       // the endpoint returned an error
+	CodeError  = "error"  // the endpoint returned an error
 	CodePanic  = "panic"  // the endpoint panicked
 	CodeDecode = "decode" // the arguments could not be decoded
 	CodeNoSuch = "nosuch" // no such endpoint on the actor
