@@ -22,7 +22,10 @@ import (
 // Port[T]) is registered for each of its instances as it is met: by
 // prepareWire, which Register and Remote call on the types of arguments
 // and results, and which the paths that encode or decode a value of a
-// caller's type call on that type first.
+// caller's type call on that type first. Register[A] also registers
+// ActorMesh[A], so that a mesh reference travels in msgpack of a
+// package's own (dtensor's RRef sends one so) in every proc that
+// registered its type.
 
 // wireEncoder and wireDecoder are a wire value's codec. decodeWire has a
 // pointer receiver; encodeWire either kind.
