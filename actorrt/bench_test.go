@@ -329,7 +329,7 @@ func BenchmarkLogsEndToEnd(b *testing.B) {
 	}
 	defer procs.Stop(ctx)
 	// Recorded, not printed: the benchmark's own output stays readable.
-	if err := procs.LoggingOption(ctx, actorrt.LogOptions{StreamToClient: false}); err != nil {
+	if err := procs.SetLogOptions(ctx, actorrt.LogOptions{StreamToClient: false}); err != nil {
 		b.Fatal(err)
 	}
 	f, err := actorrt.Spawn[Flooder](ctx, procs, "flooders")

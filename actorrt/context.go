@@ -77,22 +77,22 @@ func (i *ActorInstance) String() string {
 	return fmt.Sprintf("%s %v on proc %s (%s)", i.a.id, i.a.rank, i.Proc(), i.Host())
 }
 
-// OwnMesh is the whole mesh the running actor belongs to, as a reference
+// MyMesh is the whole mesh the running actor belongs to, as a reference
 // it can message (its siblings, or itself with SliceAt(Rank())). It fails
 // if A is not the actor's type. The first call in a proc asks the mesh's
 // owner where the members are (a proc is told only of its own): it
 // waits, at most the spawn timeout or until ctx ends.
-func OwnMesh[A any](ctx *Context) (*ActorMesh[A], error) {
+func MyMesh[A any](ctx *Context) (*ActorMesh[A], error) {
 	lm := ctx.actor.mesh
 	if want := typeName(reflect.TypeFor[A]()); want != lm.typ.name {
-		return nil, fmt.Errorf("%w: OwnMesh[%s] in an actor of %s", ErrBadArgs, shortName(want), lm.typ.name)
+		return nil, fmt.Errorf("%w: MyMesh[%s] in an actor of %s", ErrBadArgs, shortName(want), lm.typ.name)
 	}
 	if isSystemMesh(lm.id) {
 		return nil, fmt.Errorf("%w: the system actor has no mesh", ErrBadArgs)
 	}
 	info, err := lm.memberInfo(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("actorrt: OwnMesh: %w", err)
+		return nil, fmt.Errorf("actorrt: MyMesh: %w", err)
 	}
 	rt := lm.rt
 	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: info.Procs, agents: info.Agents, all: uniq(info.Procs),

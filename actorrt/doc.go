@@ -38,6 +38,11 @@
 // with side effects (flags that start something, files, banners) inside
 // Main's function, or after an IsProc check.
 //
+// Main exits the process with the job's status once it is done. Run is
+// the same entry point without the exit: it returns the status, for a
+// TestMain (os.Exit(actorrt.Run(fn)), fn running the tests) or a main
+// with work left after the job. A program calls one of them.
+//
 // # Endpoints and adverbs
 //
 // An endpoint is bound once from its method expression, by the function
@@ -96,7 +101,7 @@
 //
 // Every call that blocks, or creates something owned, takes a
 // context.Context first: Spawn, SpawnPerProc, SpawnProcs, Stop,
-// HostsFromConfig, FlushLogs, LoggingOption. The context also says who
+// HostsFromConfig, FlushLogs, SetLogOptions. The context also says who
 // owns a new mesh: an endpoint's *Context (or a context derived from it)
 // makes the running actor the owner; any other context, the client (or,
 // in a proc, the proc itself, whose failures go up to the client).
@@ -312,7 +317,7 @@
 // # Processes
 //
 // Every process of a job that hosts actors (the client, and each proc) has
-// a host agent of its own (internal/hostagent) serving ThisHost(): it
+// a host agent of its own serving ThisHost(): it
 // starts procs, captures their output and watches them. Procs are started
 // with a parent-death signal from a thread that lives as long as the
 // process, so they die with their parent, and they exit when their bus
@@ -337,7 +342,7 @@
 //
 // # Seeing inside a running job
 //
-// The client serves the job's control socket (internal/jobctl) while Main
+// The client serves the job's control socket while Main
 // runs, in the state dir beside the job's record, and removes it at the
 // end; `monarch stacks` asks it for the goroutine stacks of the procs of
 // the proc meshes the client started (and its own). Every process has,
@@ -359,26 +364,25 @@
 // asks the host agent of each (the launcher's, then its own host's) and
 // passes their output on as it comes (exec.go).
 //
-// The job state feed (`jobctl.OpState`, `jobctl.OpWatch`) is the client's
-// live model of the job (feed.go): hosts, proc and actor meshes with each
-// member's state, message counts, supervision events, each proc's CPU and
-// memory, bus traffic, the last log lines, and per actor mesh and
-// endpoint the calls handled, their errors and a histogram of handler
-// times (internal/metrics serves it all to Prometheus). A member's state
-// comes from the client's supervision, or, for a mesh an actor elsewhere
-// owns, from the member's proc. Counting costs
-// the message path an atomic add per call sent and, per message handled,
-// a store (and, for one in jobctl.TimedEvery, a clock read and two stores
-// more); the procs' counts and figures are asked for
-// only while the feed is read. MONARCH_FEED=off (or the job file's [feed]
-// enabled = false) turns the counting off, read once at start.
+// The job state feed (what `monarch top` and the dashboard read) is the
+// client's live model of the job (feed.go): hosts, proc and actor meshes
+// with each member's state, message counts, supervision events, each proc's
+// CPU and memory, bus traffic, the last log lines, and per actor mesh and
+// endpoint the calls handled, their errors and a histogram of handler times
+// (all of it also served to Prometheus). A member's state comes from the
+// client's supervision, or, for a mesh an actor elsewhere owns, from the
+// member's proc. Counting costs the message path an atomic add per call
+// sent and, per message handled, a store (and, for one call in eight, a
+// clock read and two stores more); the procs' counts and figures are asked
+// for only while the feed is read. MONARCH_FEED=off (or the job file's
+// [feed] enabled = false) turns the counting off, read once at start.
 //
-// The client also serves the job's dashboard (internal/dashboard,
-// dashboard.go), a web page of that feed with the stacks of a member's
-// proc and the tail of the job's log, on the address the job file's
-// [dashboard] or $MONARCH_DASHBOARD gives (default a free loopback port),
-// behind a token it makes; it prints the URL once on stderr and answers
-// `monarch dashboard` with it (jobctl.OpDashboard).
+// The client also serves the job's dashboard, a web page of that feed
+// with the stacks of a member's proc and the tail of the job's log, on
+// the address the job file's [dashboard] or $MONARCH_DASHBOARD gives
+// (default a free loopback port), behind a token it makes; it prints the
+// URL once on stderr and gives it to `monarch dashboard` when asked on
+// the control socket.
 //
 // # Inside
 //

@@ -8,7 +8,15 @@ import (
 )
 
 // The sentinels a host agent also sends (ErrDecode, ErrStopped,
-// ErrProcFailed, ErrTooLarge) are wire's: one value on both sides.
+// ErrProcFailed, ErrTooLarge) are the wire layer's: one value on both
+// sides, under names of this package.
+var (
+	errDecode     = wire.ErrDecode
+	errStopped    = wire.ErrStopped
+	errProcFailed = wire.ErrProcFailed
+	errTooLarge   = wire.ErrTooLarge
+)
+
 var (
 	// ErrNotStarted: the runtime is used before Main started it.
 	ErrNotStarted = errors.New("actorrt: not started (call actorrt.Main first)")
@@ -31,24 +39,24 @@ var (
 	// the procs.
 	ErrNameTaken = errors.New("actorrt: name already used")
 	// ErrDecode: a message or argument that could not be decoded.
-	ErrDecode = wire.ErrDecode
+	ErrDecode = errDecode
 	// ErrPanic: an endpoint panicked.
 	ErrPanic = errors.New("actorrt: endpoint panicked")
 	// ErrStopped: the mesh, actor or proc is stopped, or the runtime shut
 	// down, before the message could be handled.
-	ErrStopped = wire.ErrStopped
+	ErrStopped = errStopped
 	// ErrActorFailed: the actor failed (an error nobody received, a
 	// failure it did not supervise, or its proc ended) and answers no more.
 	ErrActorFailed = errors.New("actorrt: actor failed")
 	// ErrProcFailed: a proc exited or was lost.
-	ErrProcFailed = wire.ErrProcFailed
+	ErrProcFailed = errProcFailed
 	// ErrNoHostsConfig: HostsFromConfig found neither a hosts file nor host
 	// agents started by a launcher.
 	ErrNoHostsConfig = errors.New("actorrt: no hosts configured")
 	// ErrTooLarge: a message (call arguments, a reply, a value sent to a
 	// port) that would pass the largest message (WithMaxMessage). It
 	// is refused before it is copied.
-	ErrTooLarge = wire.ErrTooLarge
+	ErrTooLarge = errTooLarge
 	// ErrMailboxFull: an actor's mailbox is at its bound (WithMailboxLimit):
 	// a call is refused with it; a message nobody waits for fails the
 	// actor instead, so that its loss is reported to the owner.
@@ -66,7 +74,7 @@ var (
 
 // Codes of ActorError.Code.
 const (
-	CodeError  = ""       // the endpoint returned an error
+	CodeError  = "error"  // the endpoint returned an error
 	CodePanic  = "panic"  // the endpoint panicked
 	CodeDecode = "decode" // the arguments could not be decoded
 	CodeNoSuch = "nosuch" // no such endpoint on the actor

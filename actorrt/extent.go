@@ -211,8 +211,8 @@ func (p Point) String() string {
 // as its names and sizes, a point as its extent and coordinates. What
 // arrives is checked as NewExtent and NewPoint check it.
 
-// EncodeMsgpack sends the extent as [name, size, name, size, ...].
-func (e Extent) EncodeMsgpack(enc *msgpack.Encoder) error {
+// encodeWire sends the extent as [name, size, name, size, ...].
+func (e Extent) encodeWire(enc *msgpack.Encoder) error {
 	if err := enc.EncodeArrayLen(2 * len(e.dims)); err != nil {
 		return err
 	}
@@ -227,8 +227,8 @@ func (e Extent) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return nil
 }
 
-// DecodeMsgpack reads an extent sent by EncodeMsgpack.
-func (e *Extent) DecodeMsgpack(dec *msgpack.Decoder) error {
+// decodeWire reads an extent sent by encodeWire.
+func (e *Extent) decodeWire(dec *msgpack.Decoder) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
 		return err
@@ -260,12 +260,12 @@ func (e *Extent) DecodeMsgpack(dec *msgpack.Decoder) error {
 	return nil
 }
 
-// EncodeMsgpack sends the point as [extent, [coordinates]].
-func (p Point) EncodeMsgpack(enc *msgpack.Encoder) error {
+// encodeWire sends the point as [extent, [coordinates]].
+func (p Point) encodeWire(enc *msgpack.Encoder) error {
 	if err := enc.EncodeArrayLen(2); err != nil {
 		return err
 	}
-	if err := p.ext.EncodeMsgpack(enc); err != nil {
+	if err := p.ext.encodeWire(enc); err != nil {
 		return err
 	}
 	if err := enc.EncodeArrayLen(len(p.coords)); err != nil {
@@ -279,14 +279,14 @@ func (p Point) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return nil
 }
 
-// DecodeMsgpack reads a point sent by EncodeMsgpack.
-func (p *Point) DecodeMsgpack(dec *msgpack.Decoder) error {
+// decodeWire reads a point sent by encodeWire.
+func (p *Point) decodeWire(dec *msgpack.Decoder) error {
 	if ok, err := decodeTuple(dec, "point", 2); !ok {
 		*p = Point{}
 		return err
 	}
 	var ext Extent
-	if err := ext.DecodeMsgpack(dec); err != nil {
+	if err := ext.decodeWire(dec); err != nil {
 		return err
 	}
 	n, err := dec.DecodeArrayLen()

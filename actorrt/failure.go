@@ -24,7 +24,11 @@ import (
 type Failure = jobstate.Failure
 
 // MaxTail bounds Failure.Tail.
-const MaxTail = jobstate.MaxTail
+const MaxTail = 20
+
+// The job record keeps as many lines: this fails to compile if the two
+// bounds differ.
+const _ = uint(MaxTail-jobstate.MaxTail) + uint(jobstate.MaxTail-MaxTail)
 
 // failureOf is the Failure of a client that ends with status code
 // because of err (its function's error, or the unhandled failure the

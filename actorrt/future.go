@@ -135,8 +135,8 @@ func (v ValueMesh[T]) String() string {
 // [values...]]; the zero ValueMesh as nil. T must travel too: Register
 // checks it.
 
-// EncodeMsgpack sends the extent and the values.
-func (v ValueMesh[T]) EncodeMsgpack(e *msgpack.Encoder) error {
+// encodeWire sends the extent and the values.
+func (v ValueMesh[T]) encodeWire(e *msgpack.Encoder) error {
 	if v.vals == nil && len(v.ext.dims) == 0 {
 		return e.EncodeNil()
 	}
@@ -146,7 +146,7 @@ func (v ValueMesh[T]) EncodeMsgpack(e *msgpack.Encoder) error {
 	if err := e.EncodeArrayLen(2); err != nil {
 		return err
 	}
-	if err := v.ext.EncodeMsgpack(e); err != nil {
+	if err := v.ext.encodeWire(e); err != nil {
 		return err
 	}
 	if err := e.EncodeArrayLen(len(v.vals)); err != nil {
@@ -160,15 +160,15 @@ func (v ValueMesh[T]) EncodeMsgpack(e *msgpack.Encoder) error {
 	return nil
 }
 
-// DecodeMsgpack reads a ValueMesh sent by EncodeMsgpack: one value per
+// decodeWire reads a ValueMesh sent by encodeWire: one value per
 // point of its extent.
-func (v *ValueMesh[T]) DecodeMsgpack(d *msgpack.Decoder) error {
+func (v *ValueMesh[T]) decodeWire(d *msgpack.Decoder) error {
 	if ok, err := decodeTuple(d, "ValueMesh", 2); !ok {
 		*v = ValueMesh[T]{}
 		return err
 	}
 	var ext Extent
-	if err := ext.DecodeMsgpack(d); err != nil {
+	if err := ext.decodeWire(d); err != nil {
 		return err
 	}
 	n, err := d.DecodeArrayLen()

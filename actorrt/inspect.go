@@ -29,7 +29,7 @@ import (
 const inspectMesh = "sys-inspect"
 
 // isSystemMesh reports whether id is one of a proc's system actors, which
-// no spawn, restart, reference or OwnMesh may name.
+// no spawn, restart, reference or MyMesh may name.
 func isSystemMesh(id string) bool { return id == sysMesh || id == inspectMesh }
 
 // superviseMethod stands for Supervise in an actor's running endpoint.

@@ -72,7 +72,7 @@ type localMesh struct {
 
 	// The proc and agent of every member, by base rank: not in the spawn
 	// request (each proc gets only its own members), fetched from the
-	// owner the first time OwnMesh needs them.
+	// owner the first time MyMesh needs them.
 	infoMu sync.Mutex
 	info   *meshInfo
 

@@ -39,9 +39,9 @@ type LogOptions struct {
 	AggregateWindow time.Duration
 }
 
-// LoggingOption sets how the client shows the output of these procs
+// SetLogOptions sets how the client shows the output of these procs
 // (every proc of the mesh, slices included). Call it from the client.
-func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
+func (p *ProcMesh) SetLogOptions(ctx context.Context, o LogOptions) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -51,7 +51,7 @@ func (p *ProcMesh) LoggingOption(ctx context.Context, o LogOptions) error {
 	}
 	c := rt.client()
 	if c == nil {
-		return fmt.Errorf("actorrt: LoggingOption is the client's: call it from Main's function")
+		return fmt.Errorf("actorrt: SetLogOptions is the client's: call it from Main's function")
 	}
 	if o.AggregateWindow < 0 {
 		return fmt.Errorf("%w: aggregate window %v", ErrBadArgs, o.AggregateWindow)

@@ -39,7 +39,7 @@ func helperLogLines() int {
 		}
 		if w := os.Getenv("LOG_WINDOW"); w != "" {
 			d, _ := time.ParseDuration(w)
-			if err := procs.LoggingOption(ctx, actorrt.LogOptions{StreamToClient: true, AggregateWindow: d}); err != nil {
+			if err := procs.SetLogOptions(ctx, actorrt.LogOptions{StreamToClient: true, AggregateWindow: d}); err != nil {
 				return err
 			}
 		}

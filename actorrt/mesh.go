@@ -78,34 +78,50 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
 }
 
-// Stop stops the procs of the (sliced) mesh: each is asked to exit, and
-// killed if it has not within the stop timeout; their actors stop with
-// them, and later calls to those actors fail with ErrStopped. Stopping a
-// proc that already ended is not an error, and stops the proc a restart
-// started in its place (RestartPolicy), if any; stopping this process
-// (ThisProc) is. Every line the procs wrote is printed (or recorded)
-// before Stop returns. It waits for the procs' agents, at most the stop
-// timeout and a margin, or until ctx ends.
-func (p *ProcMesh) Stop(ctx context.Context) error {
+// Stop stops the procs of the (sliced) mesh: each is asked to exit
+// (SIGTERM, for a command), and killed if it has not within the stop
+// timeout (WithStopTimeout), or the grace given by WithGrace; their actors
+// stop with them, and later calls to those actors fail with ErrStopped.
+// Stopping a proc that already ended is not an error, and stops the proc
+// a restart started in its place (RestartPolicy), if any; stopping this
+// process (ThisProc) is. Every line the procs wrote is printed (or
+// recorded) before Stop returns. It waits for the procs' agents, at most
+// the stop timeout (or the grace) and a margin, or until ctx ends.
+func (p *ProcMesh) Stop(ctx context.Context, opts ...StopOption) error {
 	rt, err := getRuntime()
 	if err != nil {
 		return err
 	}
-	return p.askAgents(ctx, rt, wire.OpStopProcs, 0, rt.opts.stopTimeout+10*time.Second)
-}
-
-// StopWithin is Stop with grace, not the stop timeout, between each
-// proc's SIGTERM and its SIGKILL (at most wire.MaxStopGrace): time for a
-// command that catches SIGTERM (an SPMD job's, a training script) to
-// checkpoint.
-func (p *ProcMesh) StopWithin(ctx context.Context, grace time.Duration) error {
-	rt, err := getRuntime()
-	if err != nil {
-		return err
+	var o stopOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
-	grace = min(max(grace, time.Millisecond), wire.MaxStopGrace)
+	if !o.graced {
+		return p.askAgents(ctx, rt, wire.OpStopProcs, 0, rt.opts.stopTimeout+10*time.Second)
+	}
+	grace := min(max(o.grace, time.Millisecond), maxStopGrace)
 	return p.askAgents(ctx, rt, wire.OpStopProcs, grace, grace+10*time.Second)
 }
+
+// StopOption is an option of ProcMesh.Stop.
+type StopOption func(*stopOptions)
+
+type stopOptions struct {
+	grace  time.Duration
+	graced bool // WithGrace was given
+}
+
+// WithGrace gives each proc grace, instead of the stop timeout, between
+// its SIGTERM and its SIGKILL: time for a command that catches SIGTERM
+// (an SPMD job's, a training script) to checkpoint. The grace is taken
+// as at least a millisecond and at most an hour. Without WithGrace, Stop
+// leaves the stop timeout.
+func WithGrace(grace time.Duration) StopOption {
+	return func(o *stopOptions) { o.grace, o.graced = grace, true }
+}
+
+// maxStopGrace is the longest grace a host agent accepts.
+const maxStopGrace = wire.MaxStopGrace
 
 // FlushLogs returns once every line the procs wrote before the call has
 // reached the client and been printed (or recorded): a flush barrier for
@@ -400,6 +416,7 @@ func SpawnPerProc[T any](ctx context.Context, procs *ProcMesh, name string, perP
 }
 
 func spawnTyped[T any](ctx context.Context, procs *ProcMesh, name string, opts SpawnOptions, args []any) (*ActorMesh[T], error) {
+	prepareWire(reflect.TypeFor[ActorMesh[T]]())
 	at, err := lookupType(reflect.TypeFor[T]())
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: Spawn %q: %w", name, err)

@@ -44,18 +44,19 @@ func (p Port[T]) Send(v T) error {
 	if err != nil {
 		return err
 	}
+	prepareWire(reflect.TypeFor[T]())
 	return rt.sendToPort(p.ref, 0, func(e *msgpack.Encoder) error { return wire.EncodeArg(e, v) })
 }
 
 // String prints the port's address.
 func (p Port[T]) String() string { return fmt.Sprintf("Port(%s#%d)", p.ref.proc, p.ref.id) }
 
-// EncodeMsgpack and DecodeMsgpack make a Port an endpoint argument.
-func (p Port[T]) EncodeMsgpack(e *msgpack.Encoder) error {
+// encodeWire and decodeWire make a Port an endpoint argument.
+func (p Port[T]) encodeWire(e *msgpack.Encoder) error {
 	return e.EncodeMulti(p.ref.proc, p.ref.id, p.ref.rank, p.ref.once)
 }
 
-func (p *Port[T]) DecodeMsgpack(d *msgpack.Decoder) error {
+func (p *Port[T]) decodeWire(d *msgpack.Decoder) error {
 	return d.DecodeMulti(&p.ref.proc, &p.ref.id, &p.ref.rank, &p.ref.once)
 }
 
@@ -75,6 +76,7 @@ var portIface = reflect.TypeFor[portType]()
 // received in arrival order from the PortReceiver. Values from one sender
 // arrive in the order sent.
 func OpenChannel[T any]() (Port[T], *PortReceiver[T]) {
+	prepareWire(reflect.TypeFor[Port[T]]())
 	r := &PortReceiver[T]{}
 	rt, err := getRuntime()
 	if err != nil {

@@ -56,9 +56,9 @@ func (r *meshRef) toWire(reg region) actorMeshWire {
 		Owner: r.owner, Restart: r.restartable, Moved: r.moves.Load().wire()}
 }
 
-// EncodeMsgpack sends the mesh reference; a mesh holding an error (a bad
+// encodeWire sends the mesh reference; a mesh holding an error (a bad
 // slice) cannot be sent.
-func (m *ActorMesh[A]) EncodeMsgpack(e *msgpack.Encoder) error {
+func (m *ActorMesh[A]) encodeWire(e *msgpack.Encoder) error {
 	if m.err != nil {
 		return m.err
 	}
@@ -69,8 +69,8 @@ func (m *ActorMesh[A]) EncodeMsgpack(e *msgpack.Encoder) error {
 	return e.Encode(&w)
 }
 
-// DecodeMsgpack rebinds a received mesh reference in this proc.
-func (m *ActorMesh[A]) DecodeMsgpack(d *msgpack.Decoder) error {
+// decodeWire rebinds a received mesh reference in this proc.
+func (m *ActorMesh[A]) decodeWire(d *msgpack.Decoder) error {
 	var w actorMeshWire
 	if err := d.Decode(&w); err != nil {
 		return err
@@ -162,16 +162,16 @@ type procMeshWire struct {
 	Name    string     `msgpack:"name,omitempty"`
 }
 
-// EncodeMsgpack sends the proc mesh reference.
-func (p *ProcMesh) EncodeMsgpack(e *msgpack.Encoder) error {
+// encodeWire sends the proc mesh reference.
+func (p *ProcMesh) encodeWire(e *msgpack.Encoder) error {
 	if p.err != nil {
 		return p.err
 	}
 	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: p.procs, Command: p.command, Name: p.name})
 }
 
-// DecodeMsgpack rebinds a received proc mesh reference.
-func (p *ProcMesh) DecodeMsgpack(d *msgpack.Decoder) error {
+// decodeWire rebinds a received proc mesh reference.
+func (p *ProcMesh) decodeWire(d *msgpack.Decoder) error {
 	var w procMeshWire
 	if err := d.Decode(&w); err != nil {
 		return err
@@ -197,17 +197,17 @@ type hostMeshWire struct {
 	Hosts  []hostInfo `msgpack:"hosts"`
 }
 
-// EncodeMsgpack sends the host mesh reference.
-func (h *HostMesh) EncodeMsgpack(e *msgpack.Encoder) error {
+// encodeWire sends the host mesh reference.
+func (h *HostMesh) encodeWire(e *msgpack.Encoder) error {
 	if h.err != nil {
 		return h.err
 	}
 	return e.Encode(&hostMeshWire{Region: toRegionWire(h.reg), Hosts: h.hosts})
 }
 
-// DecodeMsgpack rebinds a received host mesh reference: SpawnProcs from
+// decodeWire rebinds a received host mesh reference: SpawnProcs from
 // here starts procs through the same host agents.
-func (h *HostMesh) DecodeMsgpack(d *msgpack.Decoder) error {
+func (h *HostMesh) decodeWire(d *msgpack.Decoder) error {
 	var w hostMeshWire
 	if err := d.Decode(&w); err != nil {
 		return err

@@ -97,6 +97,9 @@ var registry = struct {
 // Register with ErrBadEndpoint, as a bad method does.
 func Register[T any](opts ...RegisterOption) error {
 	t := reflect.TypeFor[T]()
+	// A mesh of T can then be decoded in every proc, whatever brings it
+	// (wirevalue.go).
+	prepareWire(reflect.TypeFor[ActorMesh[T]]())
 	name := typeName(t)
 	at, err := inspect(t)
 	if err == nil {

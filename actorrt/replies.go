@@ -18,6 +18,7 @@ func decodeReply[T any](f *wire.Frame, v *T) error {
 	if _, void := any(v).(*Void); void || readPlainReply(f.Payload, v) {
 		return nil
 	}
+	prepareWire(reflect.TypeFor[T]())
 	if err := wire.DecodePayload(f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
 		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
 	}

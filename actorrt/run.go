@@ -20,13 +20,32 @@ import (
 //
 // Started as a proc of a job (by SpawnProcs, in the same binary), Main
 // serves actors and never calls fn. Register every actor type before Main.
+//
+// Main or Run: a program's main calls Main. Run does the same and
+// returns the exit status instead of exiting, for a caller that has
+// something to do after it: a TestMain ends with os.Exit(actorrt.Run(fn))
+// (its fn runs the tests), a main that runs deferred work before it
+// exits.
 func Main(fn func(ctx context.Context) error, opts ...Option) {
 	os.Exit(Run(fn, opts...))
 }
 
-// Run is Main without the exit: it returns the exit status. It suits a
-// TestMain, which must run its tests inside the client and exit with their
-// status: os.Exit(actorrt.Run(...)).
+// Run is Main without the exit: it does what Main does, in the client
+// or in a proc, and returns the exit status Main would exit with. Use it
+// where the caller must act on the status itself, above all in a
+// TestMain, which runs its tests inside the client and exits with their
+// status:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(actorrt.Run(func(ctx context.Context) error {
+//			if m.Run() != 0 {
+//				return &actorrt.ExitError{Code: 1}
+//			}
+//			return nil
+//		}))
+//	}
+//
+// Elsewhere use Main.
 func Run(fn func(ctx context.Context) error, opts ...Option) int {
 	env, err := jobenv.FromEnviron()
 	if err != nil {

@@ -137,7 +137,7 @@ type Whoami struct{}
 
 func (w *Whoami) Info(ctx *actorrt.Context) (string, error) {
 	ai := ctx.ActorInstance()
-	self, err := actorrt.OwnMesh[Whoami](ctx)
+	self, err := actorrt.MyMesh[Whoami](ctx)
 	if err != nil {
 		return "", err
 	}

@@ -22,6 +22,7 @@ import (
 // wireProblems lists why values of t cannot travel in a message, one
 // problem each; none if they can.
 func wireProblems(t reflect.Type) []string {
+	prepareWire(t)
 	c := wireChecker{seen: map[wireSeen]bool{}}
 	c.check(t, false, "")
 	return c.problems
@@ -229,6 +230,12 @@ func hasCodec(t reflect.Type) bool {
 // codec checks a type that msgpack encodes by a method of its own, and
 // reports whether it does (its fields are then its own business).
 func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
+	if isWireValue(t) { // a type of this package (wirevalue.go)
+		if elem, ok := carried(t); ok {
+			c.check(elem, true, index(path, "[i]"))
+		}
+		return true
+	}
 	enc, encOnPtr := codecOf(t, false)
 	dec, _ := codecOf(t, true)
 	switch {

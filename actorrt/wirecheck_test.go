@@ -267,9 +267,10 @@ func TestSDKWireTypesPass(t *testing.T) {
 			t.Errorf("%s: %q", typ, ps)
 		}
 	}
-	// By value they cannot be encoded at all: their codecs take pointers.
+	// By value too: their codecs are registered by type (wirevalue.go),
+	// and work on a copy of a value that is not addressable.
 	for _, typ := range []reflect.Type{reflect.TypeFor[ActorMesh[wcActor]](), reflect.TypeFor[ProcMesh](), reflect.TypeFor[HostMesh]()} {
-		if ps := wireProblems(typ); len(ps) != 1 || !strings.Contains(ps[0], "use *"+typ.String()) {
+		if ps := wireProblems(typ); len(ps) > 0 {
 			t.Errorf("%s: %q", typ, ps)
 		}
 	}
@@ -296,6 +297,7 @@ func tripOnce(v reflect.Value) (ok bool, why string) {
 			ok, why = false, fmt.Sprintf("panics: %v", r)
 		}
 	}()
+	prepareWire(v.Type())
 	b, err := msgpack.Marshal(v.Interface())
 	if err != nil {
 		return false, "fails to encode: " + err.Error()
@@ -411,6 +413,7 @@ func TestValueCodecs(t *testing.T) {
 		VV:    ValueMesh[ValueMesh[int]]{ext: one, vals: []ValueMesh[int]{ints}},
 		Bytes: ValueMesh[byte]{ext: ext, vals: []byte{1, 2, 3, 4, 5, 6}},
 	}
+	prepareWire(reflect.TypeOf(in))
 	b, err := msgpack.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -470,6 +473,7 @@ func TestValueCodecsRefuseBadBytes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			prepareWire(reflect.TypeOf(tt.into))
 			err := msgpack.Unmarshal(tt.data, tt.into)
 			if err == nil {
 				t.Fatalf("decoded %v", reflect.ValueOf(tt.into).Elem())

@@ -162,7 +162,7 @@ func (r *run) stop(ctx context.Context) error {
 	if n != nil && r.notify(ctx, *n) > 0 {
 		r.waitEnds(time.Now().Add(time.Until(deadline) / 2))
 	}
-	r.procs.StopWithin(context.WithoutCancel(ctx), time.Until(deadline))
+	r.procs.Stop(context.WithoutCancel(ctx), actorrt.WithGrace(time.Until(deadline)))
 	return cause
 }
 

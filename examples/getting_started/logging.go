@@ -22,7 +22,7 @@ func (t *Trainer) Train(ctx *actorrt.Context, steps int) error {
 // window, similar lines are collapsed into one line with a count.
 func logging(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	heading("Logging")
-	if err := trainerProcs.LoggingOption(ctx, actorrt.LogOptions{StreamToClient: true, AggregateWindow: 3 * time.Second}); err != nil {
+	if err := trainerProcs.SetLogOptions(ctx, actorrt.LogOptions{StreamToClient: true, AggregateWindow: 3 * time.Second}); err != nil {
 		return err
 	}
 	trainers, err := actorrt.Spawn[Trainer](ctx, trainerProcs, "logging_trainers")
@@ -33,5 +33,5 @@ func logging(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 		return err
 	}
 	// Back to raw lines; the lines of the window so far are printed first.
-	return trainerProcs.LoggingOption(ctx, actorrt.LogOptions{StreamToClient: true})
+	return trainerProcs.SetLogOptions(ctx, actorrt.LogOptions{StreamToClient: true})
 }
