@@ -223,7 +223,9 @@
 //
 // Arguments and results travel as msgpack, and Register refuses a type
 // whose values would not arrive as sent (an unexported field, say), listing
-// every problem of the actor type at once; see Register.
+// every problem of the actor type at once; see Register. A type whose
+// fields should not travel as they are gets a codec of two functions
+// with RegisterCodec, which keeps it off the type's method set.
 //
 // # Supervision
 //

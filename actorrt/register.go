@@ -82,7 +82,8 @@ var registry = struct {
 // were sent. Register refuses a type that would not: a channel, function
 // or interface; a struct field that is unexported (unless it is tagged
 // `msgpack:"-"`, or the struct has a msgpack codec of its own: EncodeMsgpack
-// and DecodeMsgpack, or MarshalMsgpack and UnmarshalMsgpack, ...); two
+// and DecodeMsgpack, or MarshalMsgpack and UnmarshalMsgpack, ..., or one
+// given by RegisterCodec); two
 // fields msgpack would send under one name; a codec only an embedded field
 // lends; a map keyed by pointers. Meshes (by pointer: *ActorMesh, *ProcMesh,
 // *HostMesh), ports, points, extents, value meshes and errors all travel.

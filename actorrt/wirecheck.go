@@ -154,9 +154,9 @@ func (c *wireChecker) structFields(holder, t reflect.Type, addr bool, path strin
 
 func codecHint(t reflect.Type) string {
 	if t.Name() == "" {
-		return "make it a named type with a msgpack codec (EncodeMsgpack and DecodeMsgpack)"
+		return "make it a named type with a msgpack codec (EncodeMsgpack and DecodeMsgpack, or RegisterCodec)"
 	}
-	return "give " + t.Name() + " a msgpack codec (EncodeMsgpack and DecodeMsgpack)"
+	return "give " + t.Name() + " a msgpack codec (EncodeMsgpack and DecodeMsgpack, or RegisterCodec)"
 }
 
 // mapKey checks a map's key type: the keys must decode to equal keys.
@@ -234,6 +234,9 @@ func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
 		if elem, ok := carried(t); ok {
 			c.check(elem, true, index(path, "[i]"))
 		}
+		return true
+	}
+	if hasRegisteredCodec(t) {
 		return true
 	}
 	enc, encOnPtr := codecOf(t, false)

@@ -469,7 +469,7 @@ func TestRegisterRefusesLossyTypes(t *testing.T) {
 		"LossyStore.Index, parameter 1 (map[*int]string): map key type *int holds pointers",
 		"LossyStore.Means, parameter 1 (actorrt.ValueMesh[github.com/monarch-go/monarch/actorrt_test.Config]): field Config.inner.secret (int) is unexported",
 		"LossyStore.Named, parameter 1 (struct { Name string; secret int }): field secret (int) is unexported",
-		"LossyStore.Put, parameter 1 (actorrt_test.Config): field Config.inner.secret (int) is unexported, so it would arrive as its zero value: export it, tag it `msgpack:\"-\"` to leave it out, or give Config a msgpack codec (EncodeMsgpack and DecodeMsgpack)",
+		"LossyStore.Put, parameter 1 (actorrt_test.Config): field Config.inner.secret (int) is unexported, so it would arrive as its zero value: export it, tag it `msgpack:\"-\"` to leave it out, or give Config a msgpack codec (EncodeMsgpack and DecodeMsgpack, or RegisterCodec)",
 		"LossyStore.Stamp, parameter 1 (actorrt_test.Stamped): actorrt_test.Stamped gets MarshalBinary from its embedded field Time, so msgpack would send that field alone",
 	}
 	lines := strings.Split(err.Error(), "\n")

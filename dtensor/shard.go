@@ -2,6 +2,7 @@ package dtensor
 
 import (
 	"fmt"
+	"github.com/monarch-go/monarch/actorrt"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"gorgonia.org/tensor"
@@ -33,8 +34,11 @@ type shardWire struct {
 	Raw   []byte `msgpack:"d"` // the data's raw little-endian bytes
 }
 
-// EncodeMsgpack sends a reference, or the data of a local shard.
-func (s Shard) EncodeMsgpack(e *msgpack.Encoder) error {
+func init() { actorrt.RegisterCodec(encodeShard, decodeShard) }
+
+// encodeShard sends a reference, or the data of a local shard: Shard's
+// codec (RegisterCodec keeps it off Shard's method set).
+func encodeShard(e *msgpack.Encoder, s Shard) error {
 	if s.id != 0 {
 		return e.Encode(&shardWire{ID: s.id})
 	}
@@ -45,9 +49,9 @@ func (s Shard) EncodeMsgpack(e *msgpack.Encoder) error {
 	return e.Encode(&shardWire{Shape: s.T.Shape().Clone(), DType: dt, Raw: raw})
 }
 
-// DecodeMsgpack resolves a reference to this proc's shard, or rebuilds a
+// decodeShard resolves a reference to this proc's shard, or rebuilds a
 // shard from its data.
-func (s *Shard) DecodeMsgpack(d *msgpack.Decoder) error {
+func decodeShard(d *msgpack.Decoder, s *Shard) error {
 	var w shardWire
 	if err := d.Decode(&w); err != nil {
 		return err
