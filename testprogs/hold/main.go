@@ -13,15 +13,20 @@ import (
 	"github.com/monarch-go/monarch/actorrt"
 )
 
-// where reports the proc it runs on: a free function, as a proc needs
-// no actor to answer it.
-var where = actorrt.Remote("where", func(ctx context.Context) (string, error) {
+// Holder reports its proc.
+type Holder struct{}
+
+func (h *Holder) Where(ctx *actorrt.Context) (string, error) {
 	host, _ := os.Hostname()
 	fmt.Printf("holding on %s\n", host) // a line for the job's log
 	return fmt.Sprintf("%s/%d", host, os.Getpid()), nil
-})
+}
 
 func main() {
+	if err := actorrt.Register[Holder](); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	actorrt.Main(func(ctx context.Context) error {
 		hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 		if err != nil {
@@ -31,11 +36,15 @@ func main() {
 		if err != nil {
 			return err
 		}
-		here, err := where.Call(procs).Get(ctx)
+		h, err := actorrt.Spawn[Holder](ctx, procs, "holders")
 		if err != nil {
 			return err
 		}
-		for _, w := range here.Values() {
+		where, err := actorrt.Method((*Holder).Where).Call(h).Get(ctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range where.Values() {
 			fmt.Println("PROC", w)
 		}
 		fmt.Println("READY")
