@@ -679,7 +679,6 @@ func decodeArgs(p []byte, types []reflect.Type, into []reflect.Value) error {
 			return fmt.Errorf("got %d arguments, want %d", n, len(types))
 		}
 		for i, t := range types {
-			prepareWire(t)
 			v := reflect.New(t).Elem()
 			if err := d.DecodeValue(v); err != nil {
 				return fmt.Errorf("argument %d (%s): %v", i+1, t, err)

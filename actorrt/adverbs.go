@@ -3,7 +3,6 @@ package actorrt
 import (
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 
 	"github.com/monarch-go/monarch/internal/delivery"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -84,7 +83,6 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 		return err
 	}
 	for i, a := range args {
-		prepareWire(reflect.TypeOf(a))
 		if err := wire.EncodeArg(w.Enc, a); err != nil {
 			what := fmt.Sprintf("%s.%s argument %d", ref.name, m.name, i+1)
 			if tl := w.TooLarge(what, err); tl != nil {

@@ -21,8 +21,10 @@ import (
 // registered at init. A generic type (ActorMesh[A], ValueMesh[T],
 // Port[T]) is registered for each of its instances as it is met: by
 // prepareWire, which Register and Remote call on the types of arguments
-// and results, and which the paths that encode or decode a value of a
-// caller's type call on that type first. Register[A] also registers
+// and results (so a call's arguments, typed by its endpoint or function,
+// need nothing more on the message path), and which the paths that
+// encode or decode a value of a caller's own type (a port's, a reply's,
+// a channel's) call on that type first. Register[A] also registers
 // ActorMesh[A], so that a mesh reference travels in msgpack of a
 // package's own (dtensor's RRef sends one so) in every proc that
 // registered its type.

@@ -106,9 +106,10 @@ func BenchmarkAllReduce64MiB(b *testing.B) {
 }
 
 // benchProcs spawns 4 procs on this host, forced to backend, with a
-// communicator and a worker each.
+// communicator and a worker each (within 2 minutes).
 func benchProcs(b *testing.B, backend string) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}},
 		actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"MONARCH_RDMA_BACKEND=" + backend} }))
 	if err != nil {

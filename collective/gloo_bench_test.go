@@ -178,22 +178,8 @@ type vsGlooProcs struct {
 }
 
 func spawnVsGloo(b *testing.B, backend string) *vsGlooProcs {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}},
-		actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"MONARCH_RDMA_BACKEND=" + backend} }))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, w, procs := benchProcs(b, backend)
 	b.Cleanup(func() { procs.Stop(context.Background()) })
-	c, err := collective.New(ctx, procs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	w, err := actorrt.Spawn[Worker](ctx, procs, "vsgloo")
-	if err != nil {
-		b.Fatal(err)
-	}
 	return &vsGlooProcs{backend, c, w}
 }
 
