@@ -147,10 +147,9 @@ func TestCLILogsFollowEndsCleanlyOnSignal(t *testing.T) {
 func TestCLIRunAndLocalTearDownOnSignal(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
-	hold := filepath.Join(build(t), "hold")
 	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n")
-	job := writeFile(t, dir, "job.toml", "program = \""+hold+"\"\nhosts = \"hosts.toml\"\n[procs]\ngpus = 1\n")
-	for _, args := range [][]string{{"local", "--hosts", "1", "--", hold}, {"run", job}} {
+	job := writeFile(t, dir, "job.toml", holdLines(t)+"hosts = \"hosts.toml\"\n[procs]\ngpus = 1\n")
+	for _, args := range [][]string{append([]string{"local", "--hosts", "1", "--"}, holdArgv(t)...), {"run", job}} {
 		for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {
 			cmd := exec.Command(filepath.Join(build(t), "monarch"), args...)
 			var stderr syncBuilder
@@ -164,7 +163,7 @@ func TestCLIRunAndLocalTearDownOnSignal(t *testing.T) {
 			}
 			timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
 			sc := bufio.NewScanner(out)
-			for sc.Scan() && sc.Text() != "READY" {
+			for sc.Scan() && !isHolding(sc.Text()) {
 			}
 			cmd.Process.Signal(sig)
 			for sc.Scan() {

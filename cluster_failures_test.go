@@ -149,8 +149,8 @@ func waitNodeResponds(t *testing.T, c *testcluster.Cluster, node string) {
 // one.
 func TestSlurmKilledAgentNamesHost(t *testing.T) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
-	job := clusterJob(t, program, slurmHosts(2, "time = \"00:05:00\""), "gpus = 1")
+	program := filepath.Join(build(t), "multihost")
+	job := heldJob(t, slurmHosts(2, "time = \"00:05:00\""), "gpus = 1")
 	cmd, stderr, _ := startHeld(t, c, job)
 	pid := agentOn(t, c.Hosts[1])
 	syscall.Kill(pid, syscall.SIGKILL)

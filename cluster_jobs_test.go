@@ -55,9 +55,9 @@ func followLogs(t *testing.T, c *testcluster.Cluster, ref string) follower {
 // so in status and at the end of logs -f.
 func TestSlurmQueuedThenCancelled(t *testing.T) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
+	program := filepath.Join(build(t), "multihost")
 	// Exclusive: the second job cannot share the nodes.
-	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\nsbatch_args = [\"--exclusive\"]\n", c.Partition), "gpus = 1")
+	job := heldJob(t, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\nsbatch_args = [\"--exclusive\"]\n", c.Partition), "gpus = 1")
 	first, firstSlurm := detachSlurm(t, c, job)
 	waitSlurmStatus(t, c, first, "running")
 	second, _ := detachSlurm(t, c, job, "--job-name", "second")
@@ -83,7 +83,7 @@ func TestSlurmQueuedThenCancelled(t *testing.T) {
 	}
 	waitSlurmStatus(t, c, first, "cancelled by scancel")
 	out, stderr, code := waitFirst.wait(time.Minute)
-	if code != 0 || strings.Count(out, "holding on") != 2 || !strings.Contains(stderr, "monarch: job "+first+" ended: cancelled by scancel") {
+	if code != 0 || strings.Count(out, "stepping on") != 2 || !strings.Contains(stderr, "monarch: job "+first+" ended: cancelled by scancel") {
 		t.Errorf("logs -f of the cancelled job: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	outFile, _ := os.ReadFile(filepath.Join(stateDir(t), first+".out"))
@@ -97,12 +97,12 @@ func TestSlurmQueuedThenCancelled(t *testing.T) {
 // minute) is told as ended by it, not as failed.
 func TestSlurmTimeLimit(t *testing.T) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
+	program := filepath.Join(build(t), "multihost")
 	dir := t.TempDir()
 	writeFile(t, dir, "hosts.toml", fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 1\npartition = %q\nsignal_before = \"0s\"\n", c.Partition))
 	// A stop grace within Slurm's KillWait (5 s here): the launcher ends
 	// the job and records it before Slurm kills what is left.
-	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\nstop_grace = \"2s\"\n[procs]\ngpus = 1\n", program))
+	job := writeFile(t, dir, "job.toml", holdLines(t)+"hosts = \"hosts.toml\"\nstop_grace = \"2s\"\n[procs]\ngpus = 1\n")
 	id, _ := detachSlurm(t, c, job, "--time", "1")
 	t.Cleanup(func() { waitNodeResponds(t, c, c.Hosts[0]) })
 	waitSlurmStatus(t, c, id, "running")
@@ -121,8 +121,8 @@ func TestSlurmTimeLimit(t *testing.T) {
 // here, under the id it prints, as on Slurm.
 func TestSSHDetach(t *testing.T) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
-	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 1")
+	program := filepath.Join(build(t), "multihost")
+	job := heldJob(t, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 1")
 	out, stderr, code := runMonarch(t, c, time.Minute, nil, "run", "--detach", job)
 	id := strings.TrimSpace(out)
 	if code != 0 || !strings.Contains(stderr, "monarch stop "+id) {
@@ -132,7 +132,7 @@ func TestSSHDetach(t *testing.T) {
 	waitSlurmStatus(t, c, id, "running")
 	waitUntil(t, time.Minute, "both hosts' procs in the log", func() bool {
 		out, _, _ := runMonarch(t, c, 30*time.Second, nil, "logs", id)
-		return strings.Count(out, "holding on") == 2
+		return strings.Count(out, "stepping on") == 2
 	})
 	if _, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id); code != 0 {
 		t.Fatalf("stop: exit %d: %s", code, stderr)

@@ -44,6 +44,14 @@ func clusterJob(t *testing.T, program, hosts string, procs string) string {
 	return writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nhosts = \"hosts.toml\"\n\n[procs]\n%s\n", program, procs))
 }
 
+// heldJob writes a held job (see holdArgs) on hosts, with procs.
+func heldJob(t *testing.T, hosts string, procs string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "hosts.toml", hosts)
+	return writeFile(t, dir, "job.toml", fmt.Sprintf("%shosts = \"hosts.toml\"\n\n[procs]\n%s\n", holdLines(t), procs))
+}
+
 // runMonarch runs monarch with a bound, in env, and returns its output.
 func runMonarch(t *testing.T, c *testcluster.Cluster, d time.Duration, env []string, args ...string) (string, string, int) {
 	t.Helper()
@@ -96,7 +104,10 @@ func checkNothingLeft(t *testing.T, program string) {
 	}
 }
 
-var trainerLine = regexp.MustCompile(`^\{hosts: (\d), gpus: (\d)\}: Trainer \{hosts: \d, gpus: \d\} taking a step on (\S+) \[RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) LOCAL_WORLD_SIZE=(\d+) MASTER_ADDR=(\S*) MASTER_PORT=(\d+) CUDA_VISIBLE_DEVICES=(\d*)\]$`)
+// stepOn finds the host and pid in a line of the multihost example.
+var stepOn = regexp.MustCompile(`taking a step on (\S+) \(pid (\d+)\)`)
+
+var trainerLine = regexp.MustCompile(`^\{hosts: (\d), gpus: (\d)\}: Trainer \{hosts: \d, gpus: \d\} taking a step on (\S+) \(pid \d+\) \[RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) LOCAL_WORLD_SIZE=(\d+) MASTER_ADDR=(\S*) MASTER_PORT=(\d+) CUDA_VISIBLE_DEVICES=(\d*)\]$`)
 
 // checkTrainers checks the multihost example's output: 2 hosts x 4 procs,
 // on h1 and h2, with consistent torchrun variables; MASTER_ADDR is h1's
@@ -205,8 +216,8 @@ func TestSSHUnreachableHost(t *testing.T) {
 	checkNothingLeft(t, program)
 }
 
-// startHeld starts monarch run of the hold program and returns once it
-// reports its procs.
+// startHeld starts monarch run of a held job and returns once it holds,
+// with its procs as host/pid.
 func startHeld(t *testing.T, c *testcluster.Cluster, job string) (*exec.Cmd, *strings.Builder, []string) {
 	t.Helper()
 	cmd, stderr, out := startRun(t, c, job)
@@ -214,9 +225,9 @@ func startHeld(t *testing.T, c *testcluster.Cluster, job string) (*exec.Cmd, *st
 	defer timer.Stop()
 	var procs []string
 	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "READY" {
-		if p, ok := strings.CutPrefix(sc.Text(), "PROC "); ok {
-			procs = append(procs, p)
+	for sc.Scan() && !isHolding(sc.Text()) {
+		if m := stepOn.FindStringSubmatch(sc.Text()); m != nil {
+			procs = append(procs, m[1]+"/"+m[2])
 		}
 	}
 	if len(procs) == 0 {
@@ -253,8 +264,8 @@ func startRun(t *testing.T, c *testcluster.Cluster, job string) (*exec.Cmd, *str
 // reports the lost host and exits 1, and nothing of the job is left.
 func TestKilledAgent(t *testing.T) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
-	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 2")
+	program := filepath.Join(build(t), "multihost")
+	job := heldJob(t, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 2")
 	cmd, stderr, procs := startHeld(t, c, job)
 	if len(procs) != 4 {
 		t.Fatalf("procs %v", procs)
@@ -290,8 +301,8 @@ func TestKilledAgent(t *testing.T) {
 // stops it, and sees it stopped with nothing left.
 func TestDetachStatusStop(t *testing.T) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
-	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\n", c.Partition), "gpus = 1")
+	program := filepath.Join(build(t), "multihost")
+	job := heldJob(t, fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 2\npartition = %q\n", c.Partition), "gpus = 1")
 	id, sid := detachSlurm(t, c, job)
 	// The batch job's monarch run takes over the record; one row. The
 	// stop below is of a program that runs: its 2 procs are up (a stop
@@ -368,8 +379,8 @@ func waitSlurmProcs(t *testing.T, c *testcluster.Cluster, job string, n int) {
 // ssh sessions, agents, procs) and exits 130.
 func TestCtrlCRun(t *testing.T) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
-	job := clusterJob(t, program, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 2")
+	program := filepath.Join(build(t), "multihost")
+	job := heldJob(t, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 2")
 	cmd, stderr, _ := startHeld(t, c, job)
 	start := time.Now()
 	interruptWait(t, cmd, stderr, 15*time.Second)

@@ -344,7 +344,7 @@ func TestDashboardConfig(t *testing.T) {
 	}
 	defer ln.Close()
 	taken := ln.Addr().String()
-	hold := filepath.Join(build(t), "hold")
+	hold := holdArgv(t)
 	bin := filepath.Join(build(t), "monarch")
 
 	run := func(env []string, args ...string) (string, int) {
@@ -360,22 +360,22 @@ func TestDashboardConfig(t *testing.T) {
 		}
 		return stderr.String(), cmd.ProcessState.ExitCode()
 	}
-	stderr, code := run([]string{"MONARCH_DASHBOARD=" + taken}, "local", "--", hold)
+	stderr, code := run([]string{"MONARCH_DASHBOARD=" + taken}, append([]string{"local", "--"}, hold...)...)
 	if code == 0 || !strings.Contains(stderr, "dashboard cannot listen on "+taken+" (set by $MONARCH_DASHBOARD)") || !strings.Contains(stderr, "address already in use") {
 		t.Errorf("MONARCH_DASHBOARD=%s, taken: exit %d; want a failure naming it:\n%s", taken, code, stderr)
 	}
 	dir := t.TempDir()
-	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\n\n[dashboard]\naddress = %q\n", hold, taken))
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("%s\n[dashboard]\naddress = %q\n", holdLines(t), taken))
 	stderr, code = run(nil, "local", job)
-	if code == 0 || !strings.Contains(stderr, "dashboard cannot listen on "+taken+" (set by "+job+":4)") {
+	if code == 0 || !strings.Contains(stderr, "dashboard cannot listen on "+taken+" (set by "+job+":5)") {
 		t.Errorf("job file with [dashboard] address = %s, taken: exit %d; want a failure naming it and the file's line:\n%s", taken, code, stderr)
 	}
-	stderr, code = run([]string{"MONARCH_DASHBOARD=nowhere"}, "local", "--", hold)
+	stderr, code = run([]string{"MONARCH_DASHBOARD=nowhere"}, append([]string{"local", "--"}, hold...)...)
 	if code == 0 || !strings.Contains(stderr, `$MONARCH_DASHBOARD="nowhere": want an address host:port or off`) {
 		t.Errorf("MONARCH_DASHBOARD=nowhere: exit %d; want a failure saying what it wants:\n%s", code, stderr)
 	}
 
-	h := startHold(t, []string{"MONARCH_DASHBOARD=off"}, bin, "local", "--hosts", "1", "--", hold)
+	h := startHold(t, []string{"MONARCH_DASHBOARD=off"}, append([]string{bin, "local", "--hosts", "1", "--"}, hold...)...)
 	if strings.Contains(h.stderr.load(), "monarch: dashboard") {
 		t.Errorf("MONARCH_DASHBOARD=off, yet the job printed a dashboard:\n%s", h.stderr.load())
 	}

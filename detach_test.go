@@ -20,7 +20,7 @@ func TestDetachLocal(t *testing.T) {
 	t.Setenv("MONARCH_STATE_DIR", state)
 	dir := t.TempDir()
 	writeFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 2\n")
-	job := writeFile(t, dir, "job.toml", "program = \""+filepath.Join(build(t), "hold")+"\"\nhosts = \"hosts.toml\"\n[procs]\ngpus = 2\n")
+	job := writeFile(t, dir, "job.toml", holdLines(t)+"hosts = \"hosts.toml\"\n[procs]\ngpus = 2\n")
 	out, stderr, code := monarch(t, "run", job, "--detach")
 	id := strings.TrimSpace(out)
 	if code != 0 || !regexp.MustCompile(`^[A-Za-z0-9_-]+$`).MatchString(id) {
@@ -55,7 +55,7 @@ func TestDetachLocal(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("logs -f %s still following 30s after the job was stopped", id)
 	}
-	if strings.Count(fout.String(), "holding on") != 4 || !strings.Contains(ferr.String(), "monarch: job "+id+" ended: stopped by monarch stop") {
+	if strings.Count(fout.String(), "stepping on") != 4 || !strings.Contains(ferr.String(), "monarch: job "+id+" ended: stopped by monarch stop") {
 		t.Errorf("logs -f %s:\nstdout:\n%s\nstderr:\n%s", id, fout.String(), ferr.String())
 	}
 	out, _, _ = monarch(t, "status", id)

@@ -182,9 +182,10 @@ func TestMonarchStopGraceful(t *testing.T) {
 // stop_grace has its procs stopped and the job ends (143), nothing left.
 func TestStopGraceExpires(t *testing.T) {
 	dir := t.TempDir()
-	hold := filepath.Join(build(t), "hold")
-	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nstop_grace = \"1s\"\nenv = { HOLD_IGNORE_STOP = \"1\" }\n[procs]\ngpus = 2\n", hold))
-	h := startHold(t, []string{"MONARCH_STATE_DIR=" + stateDir(t)}, filepath.Join(build(t), "monarch"), "local", "--hosts", "1", job)
+	nostop := filepath.Join(build(t), "nostop")
+	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nstop_grace = \"1s\"\n[procs]\ngpus = 2\n", nostop))
+	h := startUntil(t, []string{"MONARCH_STATE_DIR=" + stateDir(t)}, []string{filepath.Join(build(t), "monarch"), "local", "--hosts", "1", job},
+		func(line string) bool { return line == "READY" })
 	t0 := time.Now()
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -198,7 +199,7 @@ func TestStopGraceExpires(t *testing.T) {
 		!strings.Contains(h.stderr.load(), "did not return within the stop grace (1s)") {
 		t.Errorf("exit %d after %v, want 143 after the 1s grace; stderr:\n%s", code, took, h.stderr.load())
 	}
-	checkNothingLeft(t, hold)
+	checkNothingLeft(t, nostop)
 }
 
 // slurmJob writes a job file running the checkpoint example on 2 Slurm

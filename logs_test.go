@@ -50,7 +50,7 @@ func TestLogsOfAJob(t *testing.T) {
 func TestLogsFollow(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
-	job := exec.Command(filepath.Join(build(t), "monarch"), "local", "--hosts", "1", "--", filepath.Join(build(t), "hold"))
+	job := exec.Command(filepath.Join(build(t), "monarch"), append([]string{"local", "--hosts", "1", "--"}, holdArgv(t)...)...)
 	var jobErr syncBuilder
 	job.Stderr = &jobErr
 	out, err := job.StdoutPipe()
@@ -65,7 +65,7 @@ func TestLogsFollow(t *testing.T) {
 	sc := bufio.NewScanner(out)
 	timer := time.AfterFunc(60*time.Second, func() { job.Process.Kill() })
 	defer timer.Stop()
-	for sc.Scan() && sc.Text() != "READY" {
+	for sc.Scan() && !isHolding(sc.Text()) {
 	}
 	go func() {
 		for sc.Scan() {
@@ -86,7 +86,7 @@ func TestLogsFollow(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- follow.Wait() }()
 	// The replay comes first; then the job ends and so does the follow.
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(fout.load(), "holding on") < 2; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(fout.load(), "stepping on") < 2; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the follow printed no replay within 20s:\n%s", fout.load())
 		}
@@ -106,7 +106,7 @@ func TestLogsFollow(t *testing.T) {
 		follow.Process.Kill()
 		t.Fatal("follow still running 30s after the job was stopped")
 	}
-	if n := strings.Count(fout.load(), "holding on"); n != 2 {
+	if n := strings.Count(fout.load(), "stepping on"); n != 2 {
 		t.Fatalf("followed %d lines, want 2 (2 procs):\n%s", n, fout.load())
 	}
 }
@@ -135,9 +135,9 @@ func (s *syncBuilder) load() string {
 // follow mode, once the job has ended: hosts may still come).
 func TestLogsSimulatedHosts(t *testing.T) {
 	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
-	h := startHold(t, nil, filepath.Join(build(t), "monarch"), "local", "--hosts", "2", "--", filepath.Join(build(t), "hold"))
+	h := startHold(t, nil, append([]string{filepath.Join(build(t), "monarch"), "local", "--hosts", "2", "--"}, holdArgv(t)...)...)
 	var out string
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(out, "holding on") < 2; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out, "stepping on") < 2; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("logs --host h0 printed no 2 lines within 20s:\n%s", out)
 		}
@@ -145,7 +145,7 @@ func TestLogsSimulatedHosts(t *testing.T) {
 		// line yet.)
 		out, _, _ = monarch(t, "logs", h.job, "--host", "h0")
 	}
-	if n := strings.Count(out, "\n"); n != 2 || !strings.Contains(out, "[0] holding on") || !strings.Contains(out, "[1] holding on") {
+	if n := strings.Count(out, "\n"); n != 2 || !strings.Contains(out, "[0] stepping on") || !strings.Contains(out, "[1] stepping on") {
 		t.Fatalf("logs --host h0:\n%s", out)
 	}
 	has := "job " + h.job + " has hosts h0 (ranks 0-1), h1 (ranks 2-3)"

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +31,7 @@ func build(t testing.TB) string {
 			return
 		}
 		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
-			"./examples/multihost": "multihost", "./testprogs/hold": "hold", "./testprogs/race": "race",
+			"./examples/multihost": "multihost", "./testprogs/nostop": "nostop", "./testprogs/race": "race",
 			"./testprogs/scale": "scale", "./testprogs/cut": "cut", "./testprogs/inspect": "inspect",
 			"./testprogs/feed":      "feed",
 			"./examples/checkpoint": "checkpoint", "./examples/ddp": "ddp", "./examples/pipeline": "pipeline",
@@ -48,6 +49,24 @@ func build(t testing.TB) string {
 	}
 	return binDir
 }
+
+// A held job is the multihost example keeping its trainers (2 procs a
+// host unless the job's [procs] says) until it is stopped, at most ten
+// minutes. Its trainers each print a line with "stepping on" in their
+// logs; the program prints a line that isHolding reports once they hold.
+var holdArgs = []string{"-gpus", "2", "-hold", "10m"}
+
+// holdArgv is the command line of a held job's program.
+func holdArgv(t testing.TB) []string {
+	return append([]string{filepath.Join(build(t), "multihost")}, holdArgs...)
+}
+
+// holdLines are a job file's lines that make it a held job.
+func holdLines(t testing.TB) string {
+	return fmt.Sprintf("program = %q\nargs = [%q, %q, %q, %q]\n", filepath.Join(build(t), "multihost"), holdArgs[0], holdArgs[1], holdArgs[2], holdArgs[3])
+}
+
+func isHolding(line string) bool { return strings.HasPrefix(line, "holding the trainers") }
 
 func TestMain(m *testing.M) {
 	// The hosts of the test cluster run ssh sessions with a HOME of their

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// held is a run of the hold test program: it starts procs, prints READY
-// and holds them until stopped.
+// held is a run of a held job (see holdArgs): its procs stay until it is
+// stopped.
 type held struct {
 	cmd    *exec.Cmd
 	stderr *syncBuilder
@@ -22,11 +22,11 @@ type held struct {
 	done   chan struct{} // closed once the process has been waited for
 }
 
-// startHold runs argv (monarch local ... hold, or hold itself) with extra
-// environment and waits (bounded) for READY (see startUntil).
+// startHold runs argv (monarch local -- holdArgv, or holdArgv itself) with
+// extra environment and waits (bounded) until it holds (see startUntil).
 func startHold(t *testing.T, env []string, argv ...string) *held {
 	t.Helper()
-	return startUntil(t, env, argv, func(line string) bool { return line == "READY" })
+	return startUntil(t, env, argv, isHolding)
 }
 
 // startUntil runs argv with env added, reads its stdout until ready says
@@ -147,7 +147,7 @@ func waitStatus(t *testing.T, job string, want map[string]string) map[string]str
 // hosts and procs it had.
 func TestStatusLocalJob(t *testing.T) {
 	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
-	h := startHold(t, nil, filepath.Join(build(t), "monarch"), "local", "--hosts", "2", "--", filepath.Join(build(t), "hold"))
+	h := startHold(t, nil, append([]string{filepath.Join(build(t), "monarch"), "local", "--hosts", "2", "--"}, holdArgv(t)...)...)
 	waitStatus(t, h.job, map[string]string{"STATE": "running", "SCHEDULER": "local", "HOSTS": "2", "PROCS": "4"})
 	if _, stderr, code := monarch(t, "stop", h.job); code != 0 {
 		t.Fatalf("stop: exit %d: %s", code, stderr)
@@ -165,9 +165,8 @@ func TestStatusDirectRun(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
 	hosts := writeFile(t, t.TempDir(), "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 1\n")
-	hold := filepath.Join(build(t), "hold")
-	a := startHold(t, []string{"MONARCH_JOB=directa", "MONARCH_HOSTS=" + hosts}, hold)
-	b := startHold(t, []string{"MONARCH_JOB=directb", "MONARCH_HOSTS=" + hosts}, hold)
+	a := startHold(t, []string{"MONARCH_JOB=directa", "MONARCH_HOSTS=" + hosts}, holdArgv(t)...)
+	b := startHold(t, []string{"MONARCH_JOB=directb", "MONARCH_HOSTS=" + hosts}, holdArgv(t)...)
 	waitStatus(t, "directa", map[string]string{"STATE": "running", "SCHEDULER": "direct", "HOSTS": "1", "PROCS": "2",
 		"PID": strconv.Itoa(a.cmd.Process.Pid)})
 	out, _, code := monarch(t, "status", "directa")
@@ -176,7 +175,7 @@ func TestStatusDirectRun(t *testing.T) {
 		t.Errorf("status directa: exit %d:\n%s", code, out)
 	}
 	// The simulated host of a hosts file run directly is h0 in the log.
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(out, "holding on") < 2; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(out, "stepping on") < 2; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("logs directa --host h0 printed no 2 lines within 20s:\n%s", out)
 		}
@@ -200,7 +199,7 @@ func TestClean(t *testing.T) {
 	t.Setenv("MONARCH_STATE_DIR", state)
 	t.Setenv("MONARCH_SYSLOG_DIR", syslogs)
 	hosts := writeFile(t, t.TempDir(), "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 1\n")
-	running := startHold(t, []string{"MONARCH_JOB=stillrunning", "MONARCH_HOSTS=" + hosts}, filepath.Join(build(t), "hold"))
+	running := startHold(t, []string{"MONARCH_JOB=stillrunning", "MONARCH_HOSTS=" + hosts}, holdArgv(t)...)
 	if _, _, code := monarch(t, "local", "--", "sh", "-c", "exit 3"); code != 3 {
 		t.Fatalf("exit %d, want 3", code)
 	}

@@ -111,7 +111,7 @@ func listensOn(socks []tcpSock, port uint16) bool {
 	return false
 }
 
-// heldTopology starts the hold program on the two ssh hosts with two
+// heldTopology starts a held job on the two ssh hosts with two
 // procs each and [bus] hubs = hubs, and checks who holds which link:
 // every proc one connection, over loopback, to a server its host's agent
 // runs; the launcher no proc and no agent as a client; each host's agent
@@ -119,9 +119,9 @@ func listensOn(socks []tcpSock, port uint16) bool {
 // h1 with a hub of two, routes to the launcher and h2's leaf link in.
 func heldTopology(t *testing.T, hubs int) {
 	c := testcluster.Get(t)
-	program := filepath.Join(build(t), "hold")
+	program := filepath.Join(build(t), "multihost")
 	hosts := fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n[bus]\nhubs = %d\n", c.Hosts[0], c.Hosts[1], c.SSHConfig, hubs)
-	cmd, stderr, procs := startHeld(t, c, clusterJob(t, program, hosts, "gpus = 2"))
+	cmd, stderr, procs := startHeld(t, c, heldJob(t, hosts, "gpus = 2"))
 	if len(procs) != 4 {
 		t.Fatalf("procs %v; stderr:\n%s", procs, stderr)
 	}

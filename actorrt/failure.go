@@ -21,6 +21,16 @@ import (
 // last lines it wrote to stderr. A program sets it on the ExitError its
 // function returns (spmd does); an unhandled MeshFailure or another
 // error makes one of its own.
+//
+// Its fields, as the job's record keeps them (the type is the record's):
+//
+//	Summary string   // one line: "rank 3 on h2 exited with status 1"
+//	Mesh    string   // the mesh of the member that failed ("" for none)
+//	Rank    int      // its rank; -1 for none
+//	Host    string   // its host's name
+//	Exit    int      // its exit status
+//	Signal  string   // the signal that ended it ("" for none)
+//	Tail    []string // the last lines it wrote to stderr, at most MaxTail
 type Failure = jobstate.Failure
 
 // MaxTail bounds Failure.Tail.
