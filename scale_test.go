@@ -79,7 +79,8 @@ func TestScaleInterestGrowsWithHosts(t *testing.T) {
 	}
 	// Each host's agent subject and its procs' prefix, and the client's.
 	if counts[1]["hub-proc-subs"] != "9" || counts[8]["hub-proc-subs"] != "9" {
-		t.Errorf("proc subjects at the hub: %s at 4 x 1, %s at 4 x 8: want 9 (2 a host, the client's)", counts[1]["hub-proc-subs"], counts[8]["hub-proc-subs"])
+		t.Errorf("proc subjects at the hub: %s at 4 x 1 (%s), %s at 4 x 8 (%s): want 9 (2 a host, the client's)", counts[1]["hub-proc-subs"], counts[1]["hub-proc-subjects"],
+			counts[8]["hub-proc-subs"], counts[8]["hub-proc-subjects"])
 	}
 	t.Logf("hub subscriptions 4x1 %s, 4x8 %s (to proc subjects %s, %s); from the leaves %s, %s; told to the leaves %s, %s", counts[1]["hub-subs"], counts[8]["hub-subs"],
 		counts[1]["hub-proc-subs"], counts[8]["hub-proc-subs"], counts[1]["hub-leaf-subs"], counts[8]["hub-leaf-subs"], counts[1]["leaves-learned"], counts[8]["leaves-learned"])

@@ -5,10 +5,14 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
@@ -149,17 +153,26 @@ func (jb *jobBus) dial(url, leaf string) jobenv.Bus {
 // its leaves of, in all: bus.Interest.Told), and "METRIC hub-proc-subs
 // N": the job's proc subjects it held at any sample, each counted once
 // (a peak count at one sample could miss a subject that came just after
-// another went, or the short moment all were there).
+// another went, or the short moment all were there), and "METRIC
+// hub-proc-subjects S,..." those subjects.
 const MetricsVar = "MONARCH_METRICS"
 
-// watchInterest samples the hub server's subscriptions every 50 ms until
-// the returned function is called, which prints the peak to w.
-func (jb *jobBus) watchInterest(w io.Writer, job string) (stop func()) {
+// watchInterest samples the hub server's subscriptions every 50 ms, and
+// whenever sampleNow is called, until stop is called, which prints the
+// peak to w. The launcher calls sampleNow as it hears of each host that
+// comes up: a host's subjects are at the hub before its first
+// heartbeat leaves it (they travel on the same link, in order), so every
+// host's are seen, however short its run and however starved the
+// ticker.
+func (jb *jobBus) watchInterest(w io.Writer, job string) (sampleNow, stop func()) {
 	done, end := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
 	var peak, leafSubs, learned int
 	procs := map[string]bool{}
 	procPrefix := jobenv.SubjectsOf(job).Proc("")
 	sample := func() {
+		mu.Lock()
+		defer mu.Unlock()
 		in := jb.srv.Interest(procPrefix)
 		if in.Subs > peak {
 			peak, leafSubs, learned = in.Subs, in.OverLeaves, in.Told
@@ -181,9 +194,12 @@ func (jb *jobBus) watchInterest(w io.Writer, job string) (stop func()) {
 			}
 		}
 	}()
-	return func() {
+	return sample, func() {
 		close(end)
 		<-done
+		mu.Lock()
+		defer mu.Unlock()
 		fmt.Fprintf(w, "METRIC hub-subs %d\nMETRIC hub-leaf-subs %d\nMETRIC leaves-learned %d\nMETRIC hub-proc-subs %d\n", peak, leafSubs, learned, len(procs))
+		fmt.Fprintf(w, "METRIC hub-proc-subjects %s\n", strings.Join(slices.Sorted(maps.Keys(procs)), ","))
 	}
 }

@@ -164,8 +164,11 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		return 0, fmt.Errorf("launch: %w", err)
 	}
 	defer jb.srv.Shutdown()
+	var sampleNow func()
 	if os.Getenv(MetricsVar) != "" {
-		defer jb.watchInterest(cfg.Progress, jobID)()
+		var stop func()
+		sampleNow, stop = jb.watchInterest(cfg.Progress, jobID)
+		defer stop()
 	}
 	st, err := startRecord(cfg.StateDir, jobID, k.name, programOf(cfg.Job), cfg.Job.StopGrace)
 	if err != nil {
@@ -177,7 +180,7 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		progressTo = io.Discard // a program on this machine, no hosts to report
 	}
 	prog := newProgress(progressTo, jobID, batchText(st), k.name, len(p.hosts))
-	watch, err := watchJob(jb.srv, jobID, prog, st)
+	watch, err := watchJob(jb.srv, jobID, prog, st, sampleNow)
 	if err != nil {
 		fail(err)
 		return 0, err

@@ -31,7 +31,10 @@ type jobWatch struct {
 	failed *jobstate.Failure
 }
 
-func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer) (*jobWatch, error) {
+// watchJob follows the job's hosts and procs as they come up, and what its
+// client reports, on the bus; hostUp, if set, is called (from the
+// watch's goroutine) each time another host is up.
+func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer, hostUp func()) (*jobWatch, error) {
 	conn, err := bus.ConnectInProcess(srv, bus.ConnOptions{Name: "launcher"})
 	if err != nil {
 		return nil, err
@@ -46,6 +49,7 @@ func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer
 	ctx, cancel := context.WithCancel(context.Background())
 	w := newJobWatch(subj)
 	w.conn, w.stop = conn, cancel
+	hostsSeen := 0
 	go conn.Run(ctx, func(m bus.Message) {
 		switch m.Subject {
 		case subj.Counts():
@@ -60,6 +64,10 @@ func watchJob(srv *bus.Server, jobID string, prog *progress, st *jobstate.Writer
 			// What came up, however briefly: the client's counts of
 			// what is up now may never have shown it all.
 			st.Update(func(r *jobstate.Record) { r.MaxHosts, r.MaxProcs = max(r.MaxHosts, hosts), max(r.MaxProcs, procs) })
+			if hostUp != nil && hosts > hostsSeen {
+				hostUp()
+			}
+			hostsSeen = hosts
 		}
 	})
 	return w, nil
