@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,8 @@ import (
 
 // readmeShapes: each monarch command line of the README, as written
 // there, and command lines of that shape. JOB.toml, HOSTS.toml and JOB
-// stand for a local job file, its hosts file and a job with a log.
+// stand for a local job file, its hosts file and a job with a log,
+// MULTIHOST for the multihost example.
 var readmeShapes = map[string][][]string{
 	"monarch run JOB.toml [--detach] [-N N] [-t TIME] [-p PART] [-J NAME] [-o FILE]": {
 		{"run", "JOB.toml"}, {"run", "JOB.toml", "--detach"}, {"run", "--detach", "JOB.toml", "-o", "/dev/null"},
@@ -52,14 +54,16 @@ var readmeShapes = map[string][][]string{
 	"monarch dashboard [JOB]": {{"dashboard"}, {"dashboard", "JOB"}},
 	"monarch exec [JOB] (--host H | --all) [--timeout D] -- COMMAND [ARGS...]": {{"exec", "JOB", "--all", "--", "true"}, {"exec", "--host", "h", "--timeout", "5s", "--", "true"}},
 	"monarch top [JOB] [--interval D] [--once]":                                {{"top"}, {"top", "JOB", "--interval", "2s", "--once"}},
-	"monarch config check FILE":                                                {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
-	"monarch version":                                                          {{"version"}, {"--version"}},
-	"monarch help [COMMAND]":                                                   {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},
-	"monarch config check job.toml":                                            {{"config", "check", "JOB.toml"}},
-	"monarch run job.toml":                                                     {{"run", "JOB.toml"}},
-	"monarch run job.toml --detach":                                            {{"run", "JOB.toml", "--detach"}},
-	"monarch status":                                                           {{"status"}},
-	"monarch stop ID":                                                          {{"stop", "JOB"}},
+	"monarch top": {{"top"}},
+	"monarch local --hosts 2 -- bin/multihost -gpus 2 -hold 10m": {{"local", "--hosts", "2", "--", "MULTIHOST", "-gpus", "1", "-hold", "1ms"}},
+	"monarch config check FILE":                                  {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
+	"monarch version":                                            {{"version"}, {"--version"}},
+	"monarch help [COMMAND]":                                     {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},
+	"monarch config check job.toml":                              {{"config", "check", "JOB.toml"}},
+	"monarch run job.toml":                                       {{"run", "JOB.toml"}},
+	"monarch run job.toml --detach":                              {{"run", "JOB.toml", "--detach"}},
+	"monarch status":                                             {{"status"}},
+	"monarch stop ID":                                            {{"stop", "JOB"}},
 }
 
 // readmeCommands returns the monarch command lines of README.md's code
@@ -112,7 +116,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	subst := strings.NewReplacer("JOB.toml", job, "HOSTS.toml", hosts, "JOB", "j1")
+	subst := strings.NewReplacer("JOB.toml", job, "HOSTS.toml", hosts, "JOB", "j1", "MULTIHOST", filepath.Join(build(t), "multihost"))
 	for _, c := range cmds {
 		shapes, ok := readmeShapes[c]
 		if !ok {
@@ -124,7 +128,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 			for i, a := range shape {
 				args[i] = subst.Replace(a)
 			}
-			out, stderr, code := monarch(t, args...)
+			_, stderr, code := monarch(t, args...)
 			if code == 2 || strings.Contains(stderr, "usage:") {
 				t.Errorf("monarch %q (README: %s): a usage error: exit %d\n%s", args, c, code, stderr)
 			}
@@ -134,7 +138,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 			case args[0] == "help", strings.HasPrefix(args[0], "-"), slices.Contains(args, "--help"):
 				continue // help already
 			}
-			out, stderr, code = monarch(t, append(args, "--help")...)
+			out, stderr, code := monarch(t, append(args, "--help")...)
 			name := args[0]
 			if name == "config" {
 				name = "config check"

@@ -205,11 +205,11 @@ func TestMalformedLines(t *testing.T) {
 			if tt.request == "" {
 				c.(*net.TCPConn).CloseWrite()
 			}
-			line, err := r.ReadString('\n')
+			line, _ := r.ReadString('\n')
 			if line != "" && !strings.HasPrefix(line, "error ") {
 				t.Fatalf("answer %q", line)
 			}
-			if _, err = r.ReadByte(); err == nil {
+			if _, err := r.ReadByte(); err == nil {
 				t.Fatal("the conn stayed open")
 			}
 			t.Logf("%q", line)
