@@ -58,6 +58,11 @@ type Job struct {
 	N      int             `msgpack:"n"`
 	Root   int             `msgpack:"root"`
 	Victim int             `msgpack:"victim"` // a rank that exits instead, as a proc that dies mid-collective; -1 none
+	// VictimAtConnect: the victim exits inside the collective, after the
+	// round every member takes part in, as it would connect to its
+	// successor; its successor then waits for a connection that never
+	// comes.
+	VictimAtConnect bool `msgpack:"victim_at_connect"`
 	// NBy, if set, is N by rank: members that pass different lengths.
 	NBy []int `msgpack:"nby,omitempty"`
 }
@@ -73,7 +78,10 @@ func (j Job) n(ctx *actorrt.Context) int {
 // AllReduce all-reduces its input along the job's dimension.
 func (w *Worker) AllReduce(ctx *actorrt.Context, j Job) ([]float64, error) {
 	if ctx.ActorInstance().Rank().Rank() == j.Victim {
-		os.Exit(3)
+		if !j.VictimAtConnect {
+			os.Exit(3)
+		}
+		collective.SetConnectHook(func() { os.Exit(3) })
 	}
 	data := input(ctx, j.n(ctx))
 	err := collective.AllReduce(ctx, &j.Comm, j.Dim, data, collective.Op(j.Op))
@@ -307,16 +315,26 @@ func TestBadCalls(t *testing.T) {
 }
 
 // TestMemberDies: a proc that dies mid-collective fails the others with
-// an error naming it, within seconds, on each backend.
+// an error naming it, within seconds, on each backend. On tcp it dies
+// once before the collective's first round, once inside it, as it would
+// connect to its successor: the successor, waiting for that connection,
+// learns of the death only from the guard's checks (guarded).
 func TestMemberDies(t *testing.T) {
-	for _, backend := range []string{"shm", "tcp"} {
-		t.Run(backend, func(t *testing.T) {
+	for _, tt := range []struct {
+		backend   string
+		atConnect bool
+	}{{"shm", false}, {"tcp", false}, {"tcp", true}} {
+		name := tt.backend
+		if tt.atConnect {
+			name += "/at-connect"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx := testCtx(t)
-			c, w, _ := setup(t, actorrt.Dims{{"gpus", 3}}, backend)
+			c, w, _ := setup(t, actorrt.Dims{{"gpus", 3}}, tt.backend)
 			t0 := time.Now()
 			// Each its own call: a call to the three would fail as a whole
 			// when the victim's proc ends.
-			job := Job{Comm: *c, Dim: "gpus", N: 100000, Victim: 1}
+			job := Job{Comm: *c, Dim: "gpus", N: 100000, Victim: 1, VictimAtConnect: tt.atConnect}
 			ar := actorrt.Method1((*Worker).AllReduce)
 			first, last := ar.Call(w.Slice("gpus", 0, 1), job), ar.Call(w.Slice("gpus", 2, 3), job)
 			ar.Call(w.Slice("gpus", 1, 2), job) // it exits

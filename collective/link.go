@@ -16,6 +16,10 @@ import (
 // WaitBound bounds every wait of a collective, whatever ctx says.
 var WaitBound = 10 * time.Minute
 
+// testHookConnect, set by tests, runs before a member connects to its
+// successor.
+var testHookConnect func()
+
 // probeEvery is how often a waiting member checks that the peer it waits
 // for is still there.
 const probeEvery = 100 * time.Millisecond
@@ -142,6 +146,9 @@ func eachPiece(msgs [][]byte, size int, ready func(k, end int) error, send func(
 func (g *group) sendConn(ctx context.Context, to int, ln link, msgs [][]byte, ready func(k, end int) error) (err error) {
 	c := g.l.outs[g.dim]
 	if c == nil {
+		if testHookConnect != nil {
+			testHookConnect()
+		}
 		if c, err = g.c.Handles[to].Connect(ctx, g.connTag(g.ranks[g.me])); err != nil {
 			return g.failed(ctx, g.peerErr("connecting to", to, err))
 		}
