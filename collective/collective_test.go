@@ -60,9 +60,14 @@ type Job struct {
 	Victim int             `msgpack:"victim"` // a rank that exits instead, as a proc that dies mid-collective; -1 none
 	// VictimAtConnect: the victim exits inside the collective, after the
 	// round every member takes part in, as it would connect to its
-	// successor; its successor then waits for a connection that never
-	// comes.
+	// successor (the guard's tests).
 	VictimAtConnect bool `msgpack:"victim_at_connect"`
+	// StallRank stalls for StallAtConnect (if set) as it would connect
+	// to its successor, alive and answering; WaitBound, if set, is the
+	// collective's on every member.
+	StallRank      int           `msgpack:"stall_rank"`
+	StallAtConnect time.Duration `msgpack:"stall_at_connect"`
+	WaitBound      time.Duration `msgpack:"wait_bound"`
 	// NBy, if set, is N by rank: members that pass different lengths.
 	NBy []int `msgpack:"nby,omitempty"`
 }
@@ -77,11 +82,16 @@ func (j Job) n(ctx *actorrt.Context) int {
 
 // AllReduce all-reduces its input along the job's dimension.
 func (w *Worker) AllReduce(ctx *actorrt.Context, j Job) ([]float64, error) {
-	if ctx.ActorInstance().Rank().Rank() == j.Victim {
-		if !j.VictimAtConnect {
-			os.Exit(3)
-		}
+	if j.WaitBound > 0 {
+		collective.WaitBound = j.WaitBound
+	}
+	switch rank := ctx.ActorInstance().Rank().Rank(); {
+	case rank == j.Victim && j.VictimAtConnect:
 		collective.SetConnectHook(func() { os.Exit(3) })
+	case rank == j.Victim:
+		os.Exit(3)
+	case rank == j.StallRank && j.StallAtConnect > 0:
+		collective.SetConnectHook(func() { time.Sleep(j.StallAtConnect) })
 	}
 	data := input(ctx, j.n(ctx))
 	err := collective.AllReduce(ctx, &j.Comm, j.Dim, data, collective.Op(j.Op))
@@ -304,6 +314,51 @@ func testOthers(t *testing.T, backend string) {
 	}
 }
 
+// The guard of a member's links on connections (tcp): while data should
+// move, it checks both neighbours every 100 ms and ends the collective
+// when one is gone or nothing moved for WaitBound; a member waiting for
+// its predecessor to connect has no other way to learn either.
+
+// TestGuardNoticesADeadPeer: of two members, one dies inside the
+// collective, as it would connect; the other, its own connect held back,
+// waits for the dead one's connection, and fails at once on the guard's
+// check, naming it.
+func TestGuardNoticesADeadPeer(t *testing.T) {
+	ctx := testCtx(t)
+	c, w, _ := setup(t, actorrt.Dims{{"gpus", 2}}, "tcp")
+	job := Job{Comm: *c, Dim: "gpus", N: 100000, Victim: 1, VictimAtConnect: true, StallRank: 0, StallAtConnect: 2 * time.Second}
+	ar := actorrt.Method1((*Worker).AllReduce)
+	t0 := time.Now()
+	survivor := ar.Call(w.Slice("gpus", 0, 1), job)
+	ar.Call(w.Slice("gpus", 1, 2), job) // it exits
+	_, err := survivor.Get(ctx)
+	t.Logf("the survivor failed after %v: %v", time.Since(t0).Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), "checking on member {gpus: 1} (rank 1)") {
+		t.Fatalf("the survivor: %v; want it to fail on the guard's check of the member that died", err)
+	}
+}
+
+// TestMemberStalls: a member that stalls inside a collective, alive and
+// answering the guard's checks, fails its successor (which waits for its
+// connection) once nothing moved for WaitBound, naming it.
+func TestMemberStalls(t *testing.T) {
+	ctx := testCtx(t)
+	c, w, _ := setup(t, actorrt.Dims{{"gpus", 3}}, "tcp")
+	job := Job{Comm: *c, Dim: "gpus", N: 100000, Victim: -1, StallRank: 1, StallAtConnect: 10 * time.Second, WaitBound: 2 * time.Second}
+	ar := actorrt.Method1((*Worker).AllReduce)
+	t0 := time.Now()
+	futures := []*actorrt.Future[actorrt.ValueMesh[[]float64]]{
+		ar.Call(w.Slice("gpus", 0, 1), job), ar.Call(w.Slice("gpus", 1, 2), job), ar.Call(w.Slice("gpus", 2, 3), job)}
+	_, err := futures[2].Get(ctx)
+	t.Logf("the successor of a stalled member failed after %v: %v", time.Since(t0).Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), "nothing from member {gpus: 1} (rank 1)") || !strings.Contains(err.Error(), "for 2s") {
+		t.Fatalf("the successor of the stalled member: %v; want it to fail, naming it, after WaitBound", err)
+	}
+	for _, f := range futures[:2] {
+		f.Get(ctx) // they fail too, bounded by WaitBound and the stall
+	}
+}
+
 // TestBadCalls: a dimension the mesh does not have is refused at once.
 func TestBadCalls(t *testing.T) {
 	ctx := testCtx(t)
@@ -315,26 +370,16 @@ func TestBadCalls(t *testing.T) {
 }
 
 // TestMemberDies: a proc that dies mid-collective fails the others with
-// an error naming it, within seconds, on each backend. On tcp it dies
-// once before the collective's first round, once inside it, as it would
-// connect to its successor: the successor, waiting for that connection,
-// learns of the death only from the guard's checks (guarded).
+// an error naming it, within seconds, on each backend.
 func TestMemberDies(t *testing.T) {
-	for _, tt := range []struct {
-		backend   string
-		atConnect bool
-	}{{"shm", false}, {"tcp", false}, {"tcp", true}} {
-		name := tt.backend
-		if tt.atConnect {
-			name += "/at-connect"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, backend := range []string{"shm", "tcp"} {
+		t.Run(backend, func(t *testing.T) {
 			ctx := testCtx(t)
-			c, w, _ := setup(t, actorrt.Dims{{"gpus", 3}}, tt.backend)
+			c, w, _ := setup(t, actorrt.Dims{{"gpus", 3}}, backend)
 			t0 := time.Now()
 			// Each its own call: a call to the three would fail as a whole
 			// when the victim's proc ends.
-			job := Job{Comm: *c, Dim: "gpus", N: 100000, Victim: 1, VictimAtConnect: tt.atConnect}
+			job := Job{Comm: *c, Dim: "gpus", N: 100000, Victim: 1}
 			ar := actorrt.Method1((*Worker).AllReduce)
 			first, last := ar.Call(w.Slice("gpus", 0, 1), job), ar.Call(w.Slice("gpus", 2, 3), job)
 			ar.Call(w.Slice("gpus", 1, 2), job) // it exits

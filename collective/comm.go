@@ -159,9 +159,9 @@ type group struct {
 	me   int // this member's place in it
 	// ranks of the ring's members, by place
 	ranks []int
-	// last is when data last moved on a connection, for the guard of a
-	// collective that moves data on them (guarded), else nil.
-	last *atomic.Int64
+	// last is when data last moved on a connection (UnixNano), for the
+	// guard of a collective that moves data on them (guarded).
+	last atomic.Int64
 }
 
 // groupOf finds this process's member of c and its ring along dim.

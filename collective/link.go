@@ -267,10 +267,7 @@ func (g *group) guarded(ctx context.Context, f func(ctx context.Context) error) 
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var last atomic.Int64
-	last.Store(time.Now().UnixNano())
-	g.last = &last
-	defer func() { g.last = nil }()
+	g.moved()
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
@@ -282,16 +279,9 @@ func (g *group) guarded(ctx context.Context, f func(ctx context.Context) error) 
 				return
 			case <-t.C:
 			}
-			if idle := time.Since(time.Unix(0, last.Load())); idle > WaitBound {
-				cancel(fmt.Errorf("collective: nothing from %s or to %s for %v", g.name(g.pred()), g.name(g.succ()), WaitBound))
+			if err := g.checkPeers(ctx); err != nil {
+				cancel(err)
 				return
-			}
-			for _, peer := range []int{g.pred(), g.succ()} {
-				var probe [8]byte
-				if err := g.c.Handles[peer].ReadAt(ctx, probe[:], 0); err != nil {
-					cancel(g.peerErr("checking on", peer, err))
-					return
-				}
 			}
 		}
 	}()
@@ -301,12 +291,31 @@ func (g *group) guarded(ctx context.Context, f func(ctx context.Context) error) 
 	return err
 }
 
-// moved notes, for the guard, that data moved.
-func (g *group) moved() {
-	if g.last != nil {
-		g.last.Store(time.Now().UnixNano())
+// checkPeers is the guard's check: both neighbours answer a read of
+// their buffer, and data moved within WaitBound. A read may take no
+// longer than what is left of that bound (a peer whose host vanished
+// answers nothing at all).
+func (g *group) checkPeers(ctx context.Context) error {
+	idleEnd := time.Unix(0, g.last.Load()).Add(WaitBound)
+	pctx, cancel := context.WithDeadline(ctx, idleEnd)
+	defer cancel()
+	for _, peer := range []int{g.pred(), g.succ()} {
+		var probe [8]byte
+		if err := g.c.Handles[peer].ReadAt(pctx, probe[:], 0); err != nil {
+			if ctx.Err() != nil || time.Now().Before(idleEnd) {
+				return g.peerErr("checking on", peer, err)
+			}
+			break // out of time: whether data moved meanwhile decides
+		}
 	}
+	if time.Since(time.Unix(0, g.last.Load())) > WaitBound {
+		return fmt.Errorf("collective: nothing from %s or to %s for %v", g.name(g.pred()), g.name(g.succ()), WaitBound)
+	}
+	return nil
 }
+
+// moved notes, for the guard, that data moved.
+func (g *group) moved() { g.last.Store(time.Now().UnixNano()) }
 
 // failed is err, or why ctx ended if it did: a failure that closing the
 // connections caused says the cause, not the closing.
