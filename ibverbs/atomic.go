@@ -87,10 +87,10 @@ func atomicAt(mem []byte, off int, op atomicOp, a, b uint64) (uint64, error) {
 
 // atomicAt is atomicAt on the buffer's memory, holding off Close.
 func (b *Buffer) atomicAt(off int, op atomicOp, x, y uint64) (uint64, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.mem == nil {
-		return 0, ErrClosed
-	}
-	return atomicAt(b.mem, off, op, x, y)
+	var v uint64
+	err := b.withMem(func(mem []byte) (err error) {
+		v, err = atomicAt(mem, off, op, x, y)
+		return err
+	})
+	return v, err
 }

@@ -144,16 +144,15 @@ func (b *Buffer) Close() error {
 	return nil
 }
 
-// copyAt copies data into the buffer's memory from offset off on
-// (write), or that memory into data, holding off Close meanwhile.
-// ErrClosed if the buffer is closed, ErrRange if the span does not fit.
-func (b *Buffer) copyAt(off int, data []byte, write bool) error {
+// withMem runs f on the buffer's memory, holding off Close meanwhile;
+// ErrClosed once the buffer is closed.
+func (b *Buffer) withMem(f func(mem []byte) error) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.mem == nil {
 		return ErrClosed
 	}
-	return copyAt(b.mem, off, data, write)
+	return f(b.mem)
 }
 
 // copyAt copies b into mem from offset off on (write), or mem from off on

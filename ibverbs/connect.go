@@ -47,10 +47,7 @@ func (h Handle) Connect(ctx context.Context, tag uint64) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
 	}
-	if d, ok := ctx.Deadline(); ok {
-		c.SetDeadline(d)
-	}
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	stop := boundConn(ctx, c)
 	defer stop()
 	var req [headerLen]byte
 	req[0] = connectOp
@@ -126,17 +123,23 @@ func (p *parking) take(tag uint64) (net.Conn, <-chan struct{}, error) {
 func (p *parking) park(tag uint64, c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	old, replaces := p.conns[tag]
-	if p.closed || !replaces && len(p.conns) >= maxParked {
+	if p.full(tag) {
 		return false
 	}
-	if replaces {
+	if old, ok := p.conns[tag]; ok {
 		old.Close()
 	}
 	p.conns[tag] = c
 	close(p.wake)
 	p.wake = make(chan struct{})
 	return true
+}
+
+// full tells whether the buffer takes no connection under tag: it is
+// closed, or holds maxParked under other tags. p.mu is held.
+func (p *parking) full(tag uint64) bool {
+	_, replaces := p.conns[tag]
+	return p.closed || !replaces && len(p.conns) >= maxParked
 }
 
 // close closes the connections that wait and refuses more.
@@ -174,7 +177,7 @@ func (p *process) serveConnect(c, raw net.Conn, r *bufio.Reader, key, tag, n uin
 	}
 	pk := b.parking()
 	pk.mu.Lock()
-	full := pk.closed || len(pk.conns) >= maxParked && pk.conns[tag] == nil
+	full := pk.full(tag)
 	pk.mu.Unlock()
 	if full {
 		_, err := c.Write([]byte{statusRange})

@@ -141,65 +141,48 @@ func (s *shmBackend) write(_ context.Context, h Handle, off int, src []byte) err
 	return s.copy(h, off, src, true)
 }
 
-// copy is a memory copy and does not block, so it has no use for ctx.
-func (s *shmBackend) copy(h Handle, off int, b []byte, write bool) error {
+// onMem runs f on the memory of h's buffer: this process's own (no
+// mapping to make), or the owner's, mapped here, while f runs.
+func (s *shmBackend) onMem(h Handle, f func(mem []byte) error) error {
 	if h.PID == s.p.pid {
-		// This process's own buffer: no mapping to make.
 		buf := s.p.lookup(h.Key)
 		if buf == nil {
 			return ErrClosed
 		}
-		return buf.copyAt(off, b, write)
+		return buf.withMem(f)
 	}
 	m, err := s.peerMap(h)
 	if err != nil {
 		return err
 	}
 	defer s.release(m)
-	return copyAt(m.mem, off, b, write)
+	return f(m.mem)
+}
+
+// copy is a memory copy and does not block, so it has no use for ctx.
+func (s *shmBackend) copy(h Handle, off int, b []byte, write bool) error {
+	return s.onMem(h, func(mem []byte) error { return copyAt(mem, off, b, write) })
 }
 
 // atomic is a processor atomic on the owner's memory, shared with it.
-func (s *shmBackend) atomic(_ context.Context, h Handle, off int, op atomicOp, a, b uint64) (uint64, error) {
-	if h.PID == s.p.pid {
-		buf := s.p.lookup(h.Key)
-		if buf == nil {
-			return 0, ErrClosed
-		}
-		return buf.atomicAt(off, op, a, b)
-	}
-	m, err := s.peerMap(h)
-	if err != nil {
-		return 0, err
-	}
-	defer s.release(m)
-	return atomicAt(m.mem, off, op, a, b)
+func (s *shmBackend) atomic(_ context.Context, h Handle, off int, op atomicOp, a, b uint64) (v uint64, err error) {
+	err = s.onMem(h, func(mem []byte) error {
+		v, err = atomicAt(mem, off, op, a, b)
+		return err
+	})
+	return v, err
 }
 
 // writeAdd is WriteAdd through shared memory: the copy and the add on
 // one mapping, found (and its owner checked) once.
 func (s *shmBackend) writeAdd(h Handle, off int, src []byte, word int, delta uint64) error {
-	if h.PID == s.p.pid {
-		buf := s.p.lookup(h.Key)
-		if buf == nil {
-			return ErrClosed
-		}
-		if err := buf.copyAt(off, src, true); err != nil {
+	return s.onMem(h, func(mem []byte) error {
+		if err := copyAt(mem, off, src, true); err != nil {
 			return err
 		}
-		_, err := buf.atomicAt(word, opFetchAdd, delta, 0)
+		_, err := atomicAt(mem, word, opFetchAdd, delta, 0)
 		return err
-	}
-	m, err := s.peerMap(h)
-	if err != nil {
-		return err
-	}
-	defer s.release(m)
-	if err := copyAt(m.mem, off, src, true); err != nil {
-		return err
-	}
-	_, err = atomicAt(m.mem, word, opFetchAdd, delta, 0)
-	return err
+	})
 }
 
 // fdPath is where the owner's memfd shows on this machine.

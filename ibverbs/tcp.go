@@ -622,15 +622,22 @@ func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) err
 	return t.request(ctx, k, c, fn)
 }
 
-// request runs fn on c, kept under k afterwards if fn succeeds and
-// closed if not.
-func (t *tcpBackend) request(ctx context.Context, k string, c net.Conn, fn func(net.Conn) error) error {
+// boundConn bounds what is done on c: its deadline is ctx's, at most
+// transferBound away, and moves to now if ctx ends first (so that a read
+// or write blocked on c returns). stop is context.AfterFunc's.
+func boundConn(ctx context.Context, c net.Conn) (stop func() bool) {
 	deadline := time.Now().Add(transferBound)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	c.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	return context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+}
+
+// request runs fn on c, kept under k afterwards if fn succeeds and
+// closed if not.
+func (t *tcpBackend) request(ctx context.Context, k string, c net.Conn, fn func(net.Conn) error) error {
+	stop := boundConn(ctx, c)
 	defer stop()
 	if err := fn(c); err != nil {
 		c.Close()

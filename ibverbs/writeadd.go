@@ -21,7 +21,7 @@ func (h Handle) WriteAdd(ctx context.Context, src []byte, off, word int, delta u
 	if !fits(h.Size, off, len(src)) {
 		return fmt.Errorf("%w: write of %d bytes at offset %d of a buffer of %d", ErrRange, len(src), off, h.Size)
 	}
-	if word%8 != 0 || !fits(h.Size, word, 8) || word+8 > off && word < off+len(src) {
+	if word < 0 || !wordFits(uint64(h.Size), uint64(off), uint64(len(src)), uint64(word)) {
 		return fmt.Errorf("%w: an add at offset %d after a write of %d bytes at %d, of a buffer of %d bytes (a whole 8-byte word, at a multiple of 8, outside the write)", ErrRange, word, len(src), off, h.Size)
 	}
 	p := thisProcess()
@@ -64,11 +64,9 @@ func (p *process) serveWriteAdd(c net.Conn, r *bufio.Reader, key, off, n uint64)
 		return fmt.Errorf("a write of %d bytes", n) // more than any stream holds: hang up
 	}
 	b, status, release := p.lockSpan(key, off, n)
-	defer func() { release() }()
-	if status == statusOK && (word%8 != 0 || uint64(len(b.mem)) < 8 || word > uint64(len(b.mem))-8 || word+8 > off && word < off+n) {
-		status = statusRange
+	if status == statusOK && !wordFits(uint64(len(b.mem)), off, n, word) {
 		release() // refused, as lockSpan's refusals are: the body drains unlocked
-		release = func() {}
+		status = statusRange
 	}
 	if status != statusOK {
 		if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
@@ -77,6 +75,7 @@ func (p *process) serveWriteAdd(c net.Conn, r *bufio.Reader, key, off, n uint64)
 		_, err := c.Write([]byte{status})
 		return err
 	}
+	defer release()
 	if _, err := io.ReadFull(r, b.mem[off:off+n]); err != nil {
 		return err
 	}
@@ -87,8 +86,15 @@ func (p *process) serveWriteAdd(c net.Conn, r *bufio.Reader, key, off, n uint64)
 	return err
 }
 
-// writeAddRequest is a writeAddOp request's bytes.
-func writeAddRequest(h Handle, off int, src []byte, word int, delta uint64) net.Buffers {
+// wordFits reports whether an add at byte word of a buffer of size bytes
+// is on a whole 8-byte word, at a multiple of 8, outside the span of n
+// bytes at off that WriteAdd writes.
+func wordFits(size, off, n, word uint64) bool {
+	return word%8 == 0 && size >= 8 && word <= size-8 && !(word+8 > off && word < off+n)
+}
+
+// exchangeWriteAdd sends one writeAddOp request and reads its answer.
+func exchangeWriteAdd(c net.Conn, h Handle, off int, src []byte, word int, delta uint64) error {
 	hdr := make([]byte, headerLen+16)
 	hdr[0] = writeAddOp
 	binary.LittleEndian.PutUint64(hdr[1:9], h.Key)
@@ -96,12 +102,7 @@ func writeAddRequest(h Handle, off int, src []byte, word int, delta uint64) net.
 	binary.LittleEndian.PutUint64(hdr[17:25], uint64(len(src)))
 	binary.LittleEndian.PutUint64(hdr[25:33], uint64(word))
 	binary.LittleEndian.PutUint64(hdr[33:41], delta)
-	return net.Buffers{hdr, src}
-}
-
-// exchangeWriteAdd sends one writeAddOp request and reads its answer.
-func exchangeWriteAdd(c net.Conn, h Handle, off int, src []byte, word int, delta uint64) error {
-	bufs := writeAddRequest(h, off, src, word, delta)
+	bufs := net.Buffers{hdr, src}
 	if _, err := bufs.WriteTo(c); err != nil {
 		return fmt.Errorf("ibverbs: send to %s: %w", h.Addr, hungUp(err, 0))
 	}
