@@ -99,7 +99,7 @@ func (p *ProcMesh) Stop(ctx context.Context, opts ...StopOption) error {
 	if !o.graced {
 		return p.askAgents(ctx, rt, wire.OpStopProcs, 0, rt.opts.stopTimeout+10*time.Second)
 	}
-	grace := min(max(o.grace, time.Millisecond), maxStopGrace)
+	grace := min(max(o.grace, time.Millisecond), wire.MaxStopGrace) // the most a host agent accepts
 	return p.askAgents(ctx, rt, wire.OpStopProcs, grace, grace+10*time.Second)
 }
 
@@ -120,8 +120,9 @@ func WithGrace(grace time.Duration) StopOption {
 	return func(o *stopOptions) { o.grace, o.graced = grace, true }
 }
 
-// maxStopGrace is the longest grace a host agent accepts.
-const maxStopGrace = wire.MaxStopGrace
+// WithGrace's doc says an hour, the most a host agent accepts: this fails
+// to compile if the two differ.
+const _ = uint(wire.MaxStopGrace-time.Hour) + uint(time.Hour-wire.MaxStopGrace)
 
 // FlushLogs returns once every line the procs wrote before the call has
 // reached the client and been printed (or recorded): a flush barrier for
