@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/testenv"
 	"github.com/monarch-go/monarch/logagg"
 )
 
@@ -26,7 +27,7 @@ func TestCLISignalEndsAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(filepath.Join(build(t), "monarch"), "config", "check", fifo)
-			var stderr syncBuilder
+			var stderr testenv.SyncBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -49,7 +50,7 @@ func TestCLISignalEndsAtOnce(t *testing.T) {
 					t.Fatalf("monarch config check: %v after %v, want killed by it", err, sig)
 				}
 				if ws := ee.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != sig {
-					t.Fatalf("monarch config check: %v after %v, want killed by it; stderr %q", err, sig, stderr.load())
+					t.Fatalf("monarch config check: %v after %v, want killed by it; stderr %q", err, sig, stderr.String())
 				}
 				done <- err // for the deferred wait
 			case <-time.After(10 * time.Second):
@@ -112,7 +113,7 @@ func TestCLILogsFollowEndsCleanlyOnSignal(t *testing.T) {
 			w.Flush()
 			cmd := exec.Command(filepath.Join(build(t), "monarch"), "logs", "-f", "live")
 			cmd.Env = append(os.Environ(), "MONARCH_STATE_DIR="+state)
-			var stderr syncBuilder
+			var stderr testenv.SyncBuffer
 			cmd.Stderr = &stderr
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -127,7 +128,7 @@ func TestCLILogsFollowEndsCleanlyOnSignal(t *testing.T) {
 			if !sc.Scan() || sc.Text() != "[0] hello" {
 				cmd.Process.Kill()
 				cmd.Wait()
-				t.Fatalf("logs -f printed %q first, want [0] hello; stderr %q", sc.Text(), stderr.load())
+				t.Fatalf("logs -f printed %q first, want [0] hello; stderr %q", sc.Text(), stderr.String())
 			}
 			cmd.Process.Signal(sig)
 			var rest strings.Builder
@@ -135,7 +136,7 @@ func TestCLILogsFollowEndsCleanlyOnSignal(t *testing.T) {
 				rest.WriteString(sc.Text() + "\n")
 			}
 			if err := cmd.Wait(); err != nil || rest.Len() != 0 {
-				t.Fatalf("logs -f after %v: %v, more output %q, stderr %q; want exit 0", sig, err, rest.String(), stderr.load())
+				t.Fatalf("logs -f after %v: %v, more output %q, stderr %q; want exit 0", sig, err, rest.String(), stderr.String())
 			}
 		})
 	}
@@ -152,7 +153,7 @@ func TestCLIRunAndLocalTearDownOnSignal(t *testing.T) {
 	for _, args := range [][]string{append([]string{"local", "--hosts", "1", "--"}, holdArgv(t)...), {"run", job}} {
 		for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {
 			cmd := exec.Command(filepath.Join(build(t), "monarch"), args...)
-			var stderr syncBuilder
+			var stderr testenv.SyncBuffer
 			cmd.Stderr = &stderr
 			out, err := cmd.StdoutPipe()
 			if err != nil {
@@ -171,7 +172,7 @@ func TestCLIRunAndLocalTearDownOnSignal(t *testing.T) {
 			err = cmd.Wait()
 			timer.Stop()
 			if code := cmd.ProcessState.ExitCode(); code != want {
-				t.Errorf("monarch %q after %v: %v, want exit status %d; stderr:\n%s", args, sig, err, want, stderr.load())
+				t.Errorf("monarch %q after %v: %v, want exit status %d; stderr:\n%s", args, sig, err, want, stderr.String())
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // A detached Slurm job's life as monarch status and logs -f tell it: queued
@@ -30,7 +31,7 @@ func followLogs(t *testing.T, c *testcluster.Cluster, ref string) follower {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(build(t), "monarch"), "logs", "-f", ref)
 	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
-	var out, errOut syncBuilder
+	var out, errOut testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -38,14 +39,14 @@ func followLogs(t *testing.T, c *testcluster.Cluster, ref string) follower {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-done })
-	return follower{stderr: errOut.load, wait: func(d time.Duration) (string, string, int) {
+	return follower{stderr: errOut.String, wait: func(d time.Duration) (string, string, int) {
 		t.Helper()
 		select {
 		case <-done:
 		case <-time.After(d):
-			t.Fatalf("monarch logs -f %s still following after %v\nstdout:\n%s\nstderr:\n%s", ref, d, out.load(), errOut.load())
+			t.Fatalf("monarch logs -f %s still following after %v\nstdout:\n%s\nstderr:\n%s", ref, d, out.String(), errOut.String())
 		}
-		return out.load(), errOut.load(), cmd.ProcessState.ExitCode()
+		return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
 	}}
 }
 

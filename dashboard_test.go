@@ -196,9 +196,9 @@ func TestDashboardBrowser(t *testing.T) {
 	browser := requireBrowser(t)
 	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
 	run, pids := startFeedJob(t)
-	m := dashboardURL.FindStringSubmatch(run.stderr.load())
+	m := dashboardURL.FindStringSubmatch(run.stderr.String())
 	if m == nil {
-		t.Fatalf("the job printed no dashboard URL on stderr:\n%s", run.stderr.load())
+		t.Fatalf("the job printed no dashboard URL on stderr:\n%s", run.stderr.String())
 	}
 	withToken := m[1]
 	u, err := url.Parse(withToken)
@@ -376,8 +376,8 @@ func TestDashboardConfig(t *testing.T) {
 	}
 
 	h := startHold(t, []string{"MONARCH_DASHBOARD=off"}, append([]string{bin, "local", "--hosts", "1", "--"}, hold...)...)
-	if strings.Contains(h.stderr.load(), "monarch: dashboard") {
-		t.Errorf("MONARCH_DASHBOARD=off, yet the job printed a dashboard:\n%s", h.stderr.load())
+	if strings.Contains(h.stderr.String(), "monarch: dashboard") {
+		t.Errorf("MONARCH_DASHBOARD=off, yet the job printed a dashboard:\n%s", h.stderr.String())
 	}
 	if _, stderr, code := monarch(t, "dashboard", h.job); code != 1 || !strings.Contains(stderr, "has no dashboard: it is turned off by $MONARCH_DASHBOARD") {
 		t.Errorf("monarch dashboard of a job without one: exit %d, %q", code, stderr)

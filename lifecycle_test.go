@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // The job lifecycle: a stop (SIGTERM, monarch stop) gives the program its
@@ -25,7 +26,7 @@ import (
 type trainRun struct {
 	cmd    *exec.Cmd
 	lines  chan string // its stdout, line by line; closed at its end
-	stderr *syncBuilder
+	stderr *testenv.SyncBuffer
 	ckpt   string
 }
 
@@ -38,7 +39,7 @@ func startTrain(t *testing.T, dir string, args ...string) *trainRun {
 	argv := append(args, filepath.Join(build(t), "checkpoint"), "-steps", "1000000", "-work", "5ms", "-checkpoint", ckpt)
 	cmd := exec.Command(filepath.Join(build(t), "monarch"), argv...)
 	cmd.Env = append(os.Environ(), "MONARCH_STATE_DIR="+stateDir(t))
-	r := &trainRun{cmd: cmd, lines: make(chan string, 1024), stderr: &syncBuilder{}, ckpt: ckpt}
+	r := &trainRun{cmd: cmd, lines: make(chan string, 1024), stderr: &testenv.SyncBuffer{}, ckpt: ckpt}
 	cmd.Stderr = r.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -67,13 +68,13 @@ func (r *trainRun) waitFor(t *testing.T, prefix string, d time.Duration) string 
 		select {
 		case line, ok := <-r.lines:
 			if !ok {
-				t.Fatalf("ended before a line %q; stderr:\n%s", prefix, r.stderr.load())
+				t.Fatalf("ended before a line %q; stderr:\n%s", prefix, r.stderr.String())
 			}
 			if strings.HasPrefix(line, prefix) {
 				return line
 			}
 		case <-timeout:
-			t.Fatalf("no line %q within %v; stderr:\n%s", prefix, d, r.stderr.load())
+			t.Fatalf("no line %q within %v; stderr:\n%s", prefix, d, r.stderr.String())
 		}
 	}
 }
@@ -92,7 +93,7 @@ func (r *trainRun) finish(t *testing.T, d time.Duration) (rest []string, code in
 			r.cmd.Wait()
 			return rest, r.cmd.ProcessState.ExitCode()
 		case <-timeout:
-			t.Fatalf("still running %v on; stderr:\n%s", d, r.stderr.load())
+			t.Fatalf("still running %v on; stderr:\n%s", d, r.stderr.String())
 		}
 	}
 }
@@ -131,7 +132,7 @@ func TestStopGraceful(t *testing.T) {
 	rest, code := r.finish(t, time.Minute)
 	t.Logf("SIGTERM to exit, the program checkpointing on the way: %v", time.Since(t0).Round(time.Millisecond))
 	if code != 143 {
-		t.Fatalf("exit %d, want 143; stderr:\n%s", code, r.stderr.load())
+		t.Fatalf("exit %d, want 143; stderr:\n%s", code, r.stderr.String())
 	}
 	step := checkCheckpointed(t, rest, "stop requested (SIGTERM)", 4)
 	if out, _, _ := localMonarch(t, time.Minute, nil, "status"); !regexp.MustCompile(`(?m)^\S+\s+stopped by SIGTERM\s+local`).MatchString(out) {
@@ -156,7 +157,7 @@ func TestTimeLimitWarning(t *testing.T) {
 	rest, code := r.finish(t, time.Minute)
 	t.Logf("SIGUSR1 to exit: %v", time.Since(t0).Round(time.Millisecond))
 	if code != 0 {
-		t.Fatalf("exit %d, want 0; stderr:\n%s", code, r.stderr.load())
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, r.stderr.String())
 	}
 	checkCheckpointed(t, rest, "time limit", 2)
 }
@@ -164,16 +165,16 @@ func TestTimeLimitWarning(t *testing.T) {
 // TestMonarchStopGraceful: monarch stop JOB goes the same way as SIGTERM.
 func TestMonarchStopGraceful(t *testing.T) {
 	r := startTrain(t, t.TempDir(), "local", "--hosts", "1", "--")
-	m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(r.stderr.load())
+	m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(r.stderr.String())
 	if m == nil {
-		t.Fatalf("no job id in:\n%s", r.stderr.load())
+		t.Fatalf("no job id in:\n%s", r.stderr.String())
 	}
 	if out, stderr, code := localMonarch(t, time.Minute, nil, "stop", m[1]); code != 0 {
 		t.Fatalf("monarch stop: exit %d\n%s%s", code, out, stderr)
 	}
 	rest, code := r.finish(t, time.Minute)
 	if code != 143 {
-		t.Fatalf("exit %d, want 143; stderr:\n%s", code, r.stderr.load())
+		t.Fatalf("exit %d, want 143; stderr:\n%s", code, r.stderr.String())
 	}
 	checkCheckpointed(t, rest, "stop requested (SIGTERM)", 2)
 }
@@ -191,13 +192,13 @@ func TestStopGraceExpires(t *testing.T) {
 	select {
 	case <-h.done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30s after SIGTERM with a stop grace of 1s; stderr:\n%s", h.stderr.load())
+		t.Fatalf("still running 30s after SIGTERM with a stop grace of 1s; stderr:\n%s", h.stderr.String())
 	}
 	took := time.Since(t0)
 	t.Logf("SIGTERM to exit with a stop grace of 1s: %v", took.Round(time.Millisecond))
 	if code := h.cmd.ProcessState.ExitCode(); code != 143 || took < time.Second ||
-		!strings.Contains(h.stderr.load(), "did not return within the stop grace (1s)") {
-		t.Errorf("exit %d after %v, want 143 after the 1s grace; stderr:\n%s", code, took, h.stderr.load())
+		!strings.Contains(h.stderr.String(), "did not return within the stop grace (1s)") {
+		t.Errorf("exit %d after %v, want 143 after the 1s grace; stderr:\n%s", code, took, h.stderr.String())
 	}
 	checkNothingLeft(t, nostop)
 }

@@ -6,10 +6,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // TestLogsOfAJob runs the example as a job with a known id, then attaches
@@ -51,7 +52,7 @@ func TestLogsFollow(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
 	job := exec.Command(filepath.Join(build(t), "monarch"), append([]string{"local", "--hosts", "1", "--"}, holdArgv(t)...)...)
-	var jobErr syncBuilder
+	var jobErr testenv.SyncBuffer
 	job.Stderr = &jobErr
 	out, err := job.StdoutPipe()
 	if err != nil {
@@ -73,12 +74,12 @@ func TestLogsFollow(t *testing.T) {
 		job.Wait()
 		close(jobDone)
 	}()
-	id := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(jobErr.load())
+	id := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(jobErr.String())
 	if id == nil {
-		t.Fatalf("no job id on stderr:\n%s", jobErr.load())
+		t.Fatalf("no job id on stderr:\n%s", jobErr.String())
 	}
 	follow := exec.Command(filepath.Join(build(t), "monarch"), "logs", "-f", id[1])
-	var fout syncBuilder
+	var fout testenv.SyncBuffer
 	follow.Stdout = &fout
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
@@ -86,9 +87,9 @@ func TestLogsFollow(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- follow.Wait() }()
 	// The replay comes first; then the job ends and so does the follow.
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(fout.load(), "stepping on") < 2; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(fout.String(), "stepping on") < 2; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the follow printed no replay within 20s:\n%s", fout.load())
+			t.Fatalf("the follow printed no replay within 20s:\n%s", fout.String())
 		}
 	}
 	select {
@@ -106,27 +107,9 @@ func TestLogsFollow(t *testing.T) {
 		follow.Process.Kill()
 		t.Fatal("follow still running 30s after the job was stopped")
 	}
-	if n := strings.Count(fout.load(), "stepping on"); n != 2 {
-		t.Fatalf("followed %d lines, want 2 (2 procs):\n%s", n, fout.load())
+	if n := strings.Count(fout.String(), "stepping on"); n != 2 {
+		t.Fatalf("followed %d lines, want 2 (2 procs):\n%s", n, fout.String())
 	}
-}
-
-// syncBuilder is a strings.Builder safe to read while a process writes it.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) load() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestLogsSimulatedHosts: the simulated hosts of monarch local are h0,
@@ -164,7 +147,7 @@ func TestLogsSimulatedHosts(t *testing.T) {
 	}
 	// Following: no error while the job runs; once it has ended, the same.
 	follow := exec.Command(filepath.Join(build(t), "monarch"), "logs", "-f", h.job, "--host", "h9")
-	var fout, ferr syncBuilder
+	var fout, ferr testenv.SyncBuffer
 	follow.Stdout, follow.Stderr = &fout, &ferr
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
@@ -177,15 +160,15 @@ func TestLogsSimulatedHosts(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		t.Fatalf("logs -f --host h9 ended while the job runs: %v: %s", err, ferr.load())
+		t.Fatalf("logs -f --host h9 ended while the job runs: %v: %s", err, ferr.String())
 	default:
 	}
 	h.cmd.Process.Signal(syscall.SIGTERM)
 	h.wait(t)
 	select {
 	case err := <-done:
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(ferr.load(), "logs: no lines from host h9; "+has) {
-			t.Errorf("logs -f --host h9 after the end: %v, stdout %q, stderr %q", err, fout.load(), ferr.load())
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(ferr.String(), "logs: no lines from host h9; "+has) {
+			t.Errorf("logs -f --host h9 after the end: %v, stdout %q, stderr %q", err, fout.String(), ferr.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("logs -f still running 30s after the job ended")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // The notice an SPMD job's ranks get when the job is about to end: a
@@ -19,11 +20,11 @@ import (
 
 // startMonarch starts monarch with args in the test's state dir; it is
 // killed at the end of the test if still running.
-func startMonarch(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncBuilder, *syncBuilder) {
+func startMonarch(t *testing.T, env []string, args ...string) (*exec.Cmd, *testenv.SyncBuffer, *testenv.SyncBuffer) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(build(t), "monarch"), args...)
 	cmd.Env = append(append(os.Environ(), "MONARCH_STATE_DIR="+stateDir(t)), env...)
-	var stdout, stderr syncBuilder
+	var stdout, stderr testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -33,14 +34,14 @@ func startMonarch(t *testing.T, env []string, args ...string) (*exec.Cmd, *syncB
 }
 
 // waitExit waits (at most d) for cmd and returns its exit status.
-func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration, stderr *syncBuilder) int {
+func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration, stderr *testenv.SyncBuffer) int {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(d):
-		t.Fatalf("still running %v after the signal; stderr:\n%s", d, stderr.load())
+		t.Fatalf("still running %v after the signal; stderr:\n%s", d, stderr.String())
 	}
 	return cmd.ProcessState.ExitCode()
 }
@@ -59,32 +60,32 @@ func TestSPMDNoticeTorch(t *testing.T) {
 	job := writeFile(t, t.TempDir(), "job.toml", fmt.Sprintf("stop_grace = \"10s\"\n\n[spmd]\ncommand = [%q, %q]\n\n[procs]\ngpus = 2\n\n[env]\nCKPT_DIR = %q\n",
 		python, script, ckpt))
 	cmd, stdout, stderr := startMonarch(t, nil, "run", job)
-	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.String(), " ready") == 2 })
 
 	cmd.Process.Signal(syscall.SIGUSR1)
 	waitUntil(t, 30*time.Second, "both ranks checkpointed on SIGUSR1", func() bool {
-		return strings.Count(stdout.load(), "(SIGUSR1)") == 2
+		return strings.Count(stdout.String(), "(SIGUSR1)") == 2
 	})
 	for r := range 2 {
 		if _, err := os.Stat(filepath.Join(ckpt, fmt.Sprintf("rank%d.pt", r))); err != nil {
 			t.Errorf("rank %d's checkpoint: %v", r, err)
 		}
 	}
-	if !strings.Contains(stderr.load(), "monarch: job ending, time limit: SIGUSR1 sent to 2 of 2 ranks") {
-		t.Errorf("the client does not say it passed the warning on:\n%s", stderr.load())
+	if !strings.Contains(stderr.String(), "monarch: job ending, time limit: SIGUSR1 sent to 2 of 2 ranks") {
+		t.Errorf("the client does not say it passed the warning on:\n%s", stderr.String())
 	}
 	time.Sleep(500 * time.Millisecond)
-	if cmd.ProcessState != nil || strings.Contains(stdout.load(), "stopping") {
-		t.Fatalf("the warning stopped the job:\n%s\n%s", stdout.load(), stderr.load())
+	if cmd.ProcessState != nil || strings.Contains(stdout.String(), "stopping") {
+		t.Fatalf("the warning stopped the job:\n%s\n%s", stdout.String(), stderr.String())
 	}
 
 	t0 := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	code := waitExit(t, cmd, time.Minute, stderr)
-	out := stdout.load()
+	out := stdout.String()
 	t.Logf("SIGTERM to exit, notice first, SIGTERM half the 10s grace later: %v", time.Since(t0).Round(time.Millisecond))
 	if code != 143 {
-		t.Errorf("exit %d, want 143\n%s\n%s", code, out, stderr.load())
+		t.Errorf("exit %d, want 143\n%s\n%s", code, out, stderr.String())
 	}
 	for r := range 2 {
 		if got, want := rankEvents(out, r), "SIGUSR1 SIGUSR1 SIGTERM stopping"; got != want {
@@ -101,18 +102,18 @@ func TestSPMDNoticeTorch(t *testing.T) {
 // running.
 func TestSPMDNoticeNotCaught(t *testing.T) {
 	cmd, stdout, stderr := startMonarch(t, nil, "local", "--procs", "gpus=2", "--", "sh", "-c", `echo "rank $RANK ready"; while :; do sleep 0.1; done`)
-	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.String(), " ready") == 2 })
 	cmd.Process.Signal(syscall.SIGUSR1)
 	waitUntil(t, 30*time.Second, "the client passing the warning on", func() bool {
-		return strings.Contains(stderr.load(), "sent to 0 of 2 ranks")
+		return strings.Contains(stderr.String(), "sent to 0 of 2 ranks")
 	})
 	time.Sleep(500 * time.Millisecond)
-	if strings.Contains(stderr.load(), "failed") {
-		t.Fatalf("a rank ended on the warning:\n%s", stderr.load())
+	if strings.Contains(stderr.String(), "failed") {
+		t.Fatalf("a rank ended on the warning:\n%s", stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGINT)
 	if code := waitExit(t, cmd, 30*time.Second, stderr); code != 130 {
-		t.Errorf("exit %d, want 130 after Ctrl-C\n%s", code, stderr.load())
+		t.Errorf("exit %d, want 130 after Ctrl-C\n%s", code, stderr.String())
 	}
 }
 
@@ -148,12 +149,12 @@ func TestSPMDNoticeSSH(t *testing.T) {
 command = ["sh", "-c", "trap 'echo rank $RANK noticed' USR1; echo rank $RANK ready; while :; do sleep 0.1; done"]
 `)
 	cmd, stdout, stderr := startMonarch(t, c.Env, "run", job)
-	waitUntil(t, 2*time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	waitUntil(t, 2*time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.String(), " ready") == 2 })
 	cmd.Process.Signal(syscall.SIGUSR1)
-	waitUntil(t, 30*time.Second, "both ranks noticed", func() bool { return strings.Count(stdout.load(), " noticed") == 2 })
+	waitUntil(t, 30*time.Second, "both ranks noticed", func() bool { return strings.Count(stdout.String(), " noticed") == 2 })
 	cmd.Process.Signal(syscall.SIGINT)
 	if code := waitExit(t, cmd, time.Minute, stderr); code != 130 {
-		t.Errorf("exit %d, want 130 after Ctrl-C\n%s", code, stderr.load())
+		t.Errorf("exit %d, want 130 after Ctrl-C\n%s", code, stderr.String())
 	}
 }
 
@@ -196,14 +197,14 @@ func TestSPMDCtrlCNoNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd, stdout, stderr := startMonarch(t, []string{"CKPT_DIR=" + t.TempDir()}, "local", "--procs", "gpus=2", "--", python, script)
-	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.String(), " ready") == 2 })
 	cmd.Process.Signal(syscall.SIGINT)
 	if code := waitExit(t, cmd, 30*time.Second, stderr); code != 130 {
-		t.Errorf("exit %d, want 130\n%s", code, stderr.load())
+		t.Errorf("exit %d, want 130\n%s", code, stderr.String())
 	}
 	for r := range 2 {
-		if got := rankEvents(stdout.load(), r); got != "SIGTERM stopping" {
-			t.Errorf("rank %d: %q, want SIGTERM alone:\n%s", r, got, stdout.load())
+		if got := rankEvents(stdout.String(), r); got != "SIGTERM stopping" {
+			t.Errorf("rank %d: %q, want SIGTERM alone:\n%s", r, got, stdout.String())
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/jobstate"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // The failure a job's client reports, and the job's logs by mesh and
@@ -158,7 +159,7 @@ func TestSDKFailureRecordDirect(t *testing.T) {
 
 // runBounded runs cmd, killed after d, and returns its combined output.
 func runBounded(cmd *exec.Cmd, d time.Duration) (string, error) {
-	var out syncBuilder
+	var out testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return "", err
@@ -166,7 +167,7 @@ func runBounded(cmd *exec.Cmd, d time.Duration) (string, error) {
 	timer := time.AfterFunc(d, func() { cmd.Process.Kill() })
 	defer timer.Stop()
 	err := cmd.Wait()
-	return out.load(), err
+	return out.String(), err
 }
 
 // TestLogsMeshesAndClient: a job with two proc meshes prints the lines of

@@ -242,13 +242,13 @@ func TestSPMDStopGrace(t *testing.T) {
 	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--procs", "gpus=2", "--", "sh", "-c",
 		`trap 'sleep 6; echo "rank $RANK saved"; exit 0' TERM; echo "rank $RANK ready"; while :; do sleep 0.1; done`)
 	cmd.Env = append(os.Environ(), "MONARCH_STATE_DIR="+stateDir(t))
-	var stdout, stderr syncBuilder
+	var stdout, stderr testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.load(), " ready") == 2 })
+	waitUntil(t, time.Minute, "both ranks ready", func() bool { return strings.Count(stdout.String(), " ready") == 2 })
 	t0 := time.Now()
 	cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
@@ -256,10 +256,10 @@ func TestSPMDStopGrace(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		t.Fatalf("still running a minute after SIGTERM; stderr:\n%s", stderr.load())
+		t.Fatalf("still running a minute after SIGTERM; stderr:\n%s", stderr.String())
 	}
 	t.Logf("SIGTERM to exit, the commands taking 6 s to save: %v", time.Since(t0).Round(time.Millisecond))
-	if code := cmd.ProcessState.ExitCode(); code != 143 || strings.Count(stdout.load(), " saved") != 2 {
-		t.Errorf("exit %d, want 143 with both ranks saved; stdout:\n%s\nstderr:\n%s", code, stdout.load(), stderr.load())
+	if code := cmd.ProcessState.ExitCode(); code != 143 || strings.Count(stdout.String(), " saved") != 2 {
+		t.Errorf("exit %d, want 143 with both ranks saved; stdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 }

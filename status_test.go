@@ -11,13 +11,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // held is a run of a held job (see holdArgs): its procs stay until it is
 // stopped.
 type held struct {
 	cmd    *exec.Cmd
-	stderr *syncBuilder
+	stderr *testenv.SyncBuffer
 	job    string
 	done   chan struct{} // closed once the process has been waited for
 }
@@ -37,7 +39,7 @@ func startUntil(t testing.TB, env, argv []string, ready func(line string) bool) 
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
-	h := &held{cmd: cmd, stderr: &syncBuilder{}, done: make(chan struct{})}
+	h := &held{cmd: cmd, stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = h.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -61,7 +63,7 @@ func startUntil(t testing.TB, env, argv []string, ready func(line string) bool) 
 		close(h.done)
 	}()
 	if !ok {
-		t.Fatalf("%v did not get ready; stderr:\n%s", argv, h.stderr.load())
+		t.Fatalf("%v did not get ready; stderr:\n%s", argv, h.stderr.String())
 	}
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "MONARCH_JOB="); ok {
@@ -69,9 +71,9 @@ func startUntil(t testing.TB, env, argv []string, ready func(line string) bool) 
 		}
 	}
 	if h.job == "" {
-		m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(h.stderr.load())
+		m := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(h.stderr.String())
 		if m == nil {
-			t.Fatalf("no job id on stderr:\n%s", h.stderr.load())
+			t.Fatalf("no job id on stderr:\n%s", h.stderr.String())
 		}
 		h.job = m[1]
 	}
@@ -84,7 +86,7 @@ func (h *held) wait(t *testing.T) int {
 	select {
 	case <-h.done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("job %s still running 30s after it was stopped; stderr:\n%s", h.job, h.stderr.load())
+		t.Fatalf("job %s still running 30s after it was stopped; stderr:\n%s", h.job, h.stderr.String())
 	}
 	return h.cmd.ProcessState.ExitCode()
 }
