@@ -3,6 +3,7 @@ package dtensor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"gorgonia.org/tensor"
@@ -12,8 +13,9 @@ import (
 // proc's gorgonia run of it computes them all again on the way to the
 // gradients: running them as ops first as well would be the forward pass
 // twice. So when Grad is recorded, the mesh takes out of its outbox the
-// ops that make the graph's nodes and that no op left there reads, and
-// the first grad op carries them (op.Defer). A proc keeps each as
+// ops that make the graph's nodes and that no op left there reads (nor
+// frees an input of, before they would run), and the first grad op
+// carries them (op.Defer). A proc keeps each as
 // pending, with its inputs as they were then: it runs when something
 // reads its result (get), once, as it would have run at once. The loss
 // is taken from the gradient's run. A training step reads nothing of
@@ -97,7 +99,9 @@ func deferOps(o op) {
 }
 
 // takeOut takes out of the outbox the ops that make the tensors ids and
-// that no op left in it reads, and returns them in order.
+// that no op left in it reads, and returns them in order. An op is left
+// too if one left after it frees one of its inputs (a drop, an update
+// of a parameter in place): kept pending, it would find it gone.
 func (m *Mesh) takeOut(ids map[uint64]bool) []op {
 	m.outMu.Lock()
 	defer m.outMu.Unlock()
@@ -107,18 +111,21 @@ func (m *Mesh) takeOut(ids map[uint64]bool) []op {
 			take[o.Out] = true
 		}
 	}
-	for again := len(take) > 0; again; {
-		again = false
-		for _, o := range m.out {
-			if take[o.Out] {
-				continue
-			}
-			for _, in := range o.In {
-				if take[in] {
-					delete(take, in) // read by an op that stays: it stays too
-					again = true
-				}
-			}
+	// From the last op back: an op that stays keeps the ops that make
+	// its inputs (before it), and those before it that read what it
+	// frees.
+	freed := map[uint64]bool{}
+	for i := len(m.out) - 1; i >= 0 && len(take) > 0; i-- {
+		o := m.out[i]
+		if take[o.Out] && !slices.ContainsFunc(o.In, func(id uint64) bool { return freed[id] }) {
+			continue
+		}
+		delete(take, o.Out)
+		for _, id := range freedBy(o) {
+			freed[id] = true
+		}
+		for _, in := range o.In {
+			delete(take, in) // read by an op that stays: it stays too
 		}
 	}
 	if len(take) == 0 {
@@ -134,4 +141,16 @@ func (m *Mesh) takeOut(ids map[uint64]bool) []op {
 	}
 	m.out = kept
 	return taken
+}
+
+// freedBy is the tensors op o takes out of the store as it runs: a
+// drop's inputs, the parameter an update replaces.
+func freedBy(o op) []uint64 {
+	switch {
+	case o.Kind == "drop":
+		return o.In
+	case o.Kind == "optimize" && len(o.In) > 0:
+		return o.In[:1]
+	}
+	return nil
 }

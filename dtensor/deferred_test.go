@@ -36,3 +36,34 @@ func TestTakeOut(t *testing.T) {
 		t.Fatalf("left %v, want %v", left, want)
 	}
 }
+
+// takeOut leaves an op whose input an op left after it frees (a drop, an
+// update in place), and with it the ops that make its inputs; an op that
+// reads it may go (the proc keeps its result).
+func TestTakeOutFreed(t *testing.T) {
+	m := &Mesh{out: []op{
+		{Kind: "matmul", Out: 1, In: []uint64{8, 7}},
+		{Kind: "unary", Name: "exp", Out: 2, In: []uint64{1}},
+		{Kind: "relu", Out: 3, In: []uint64{9}},
+		{Kind: "scale", Out: 4, In: []uint64{3}},
+		{Kind: "drop", In: []uint64{1}},
+		{Kind: "optimize", Out: 5, In: []uint64{9, 6}},
+		{Kind: "sum", Out: 10, In: []uint64{2}},
+	}}
+	taken := m.takeOut(map[uint64]bool{1: true, 2: true, 3: true, 4: true, 10: true})
+	var got, left []uint64
+	for _, o := range taken {
+		got = append(got, o.Out)
+	}
+	for _, o := range m.out {
+		left = append(left, o.Out)
+	}
+	// 2 reads 1, which the drop frees; 3 reads 9, which the update
+	// replaces; 4 reads 3, which stays.
+	if want := []uint64{4, 10}; !slices.Equal(got, want) {
+		t.Fatalf("took %v, want %v", got, want)
+	}
+	if want := []uint64{1, 2, 3, 0, 5}; !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
+	}
+}

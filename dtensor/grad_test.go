@@ -242,3 +242,35 @@ func TestGradDefers(t *testing.T) {
 		t.Fatalf("a deferred op of a dropped tensor: %v, want no tensor", err)
 	}
 }
+
+// TestGradDefersPastDrop: a forward op whose input is dropped after it
+// is made, before Grad, is not deferred: it has run by the time the
+// drop does, and its result is there to read, as it is without Grad.
+func TestGradDefersPastDrop(t *testing.T) {
+	ctx, _, m := setup(t)
+	tt := must[*dtensor.Tensor](t)
+	const n, d = 4, 3
+	x, w := tt(m.Rand(n, d)), tt(m.Full(0.1, d, 1))
+	xs := shards(t, ctx, x) // sent: the outbox is empty
+	a := tt(x.MatMul(w))
+	b := tt(a.Exp())
+	if err := a.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dtensor.Grad(ctx, tt(tt(b.Sum(0)).Mean(0)), w); err != nil {
+		t.Fatal(err)
+	}
+	for p, got := range shards(t, ctx, b) {
+		want := make([]float64, n)
+		for i := range n {
+			s := 0.0
+			for j := range d {
+				s += xs[p].Float64s()[i*d+j] * 0.1
+			}
+			want[i] = math.Exp(s)
+		}
+		if !near(got.Float64s(), want) {
+			t.Fatalf("proc %d: exp(x·w) %v, want %v", p, got.Float64s(), want)
+		}
+	}
+}
