@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"gorgonia.org/tensor"
 )
@@ -153,4 +154,22 @@ func freedBy(o op) []uint64 {
 		return o.In[:1]
 	}
 	return nil
+}
+
+// putBack returns to the outbox, at its end, ops takeOut took that no
+// grad op carries after all: no op left there reads them or frees their
+// inputs, so they run there as they would have.
+func (m *Mesh) putBack(ops []op) {
+	if len(ops) == 0 {
+		return
+	}
+	m.outMu.Lock()
+	defer m.outMu.Unlock()
+	m.out = append(m.out, ops...)
+	for _, o := range ops {
+		m.outBytes += len(o.Raw)
+	}
+	if m.timer == nil {
+		m.timer = time.AfterFunc(batchDelay, m.send)
+	}
 }

@@ -131,8 +131,14 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 	// graph before the ops that name it.
 	m.gradMu.Lock()
 	defer m.gradMu.Unlock()
+	key := graphKey(graph, leaves, wrt)
+	id, fresh, err := m.graphID(key)
+	if err != nil {
+		return nil, err
+	}
 	// The ops that make the graph's nodes, not sent yet, go with the
-	// first grad op, kept on the procs until read (deferred.go).
+	// first grad op, kept on the procs until read (deferred.go); back to
+	// the outbox if it cannot be recorded.
 	made := map[uint64]bool{}
 	for t, i := range index {
 		if graph[i].Kind != "" {
@@ -140,11 +146,6 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 		}
 	}
 	deferred := m.takeOut(made)
-	key := graphKey(graph, leaves, wrt)
-	id, fresh, err := m.graphID(key)
-	if err != nil {
-		return nil, err
-	}
 	out := make([]*Tensor, len(params))
 	for i, p := range params {
 		o := op{Kind: "grad", Seed: id, Leaves: ids, Index: wrt[i], DType: p.dtype}
@@ -158,6 +159,9 @@ func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, erro
 		if err != nil {
 			if i == 0 && fresh {
 				m.forgetGraph(key) // the procs may not have it
+			}
+			if i == 0 {
+				m.putBack(deferred)
 			}
 			return nil, err
 		}
