@@ -84,8 +84,8 @@ func deferOps(o op) {
 		return // the loss was made before
 	}
 	_, loss, err := gradient(o)
-	if err != nil || tensor.Shape(o.Shape).TotalSize() != 1 {
-		return // the loss's op runs when it is read
+	if err != nil || len(o.Shape) == 0 || slices.ContainsFunc(o.Shape, func(d int) bool { return d != 1 }) {
+		return // the loss's op runs when it is read (a shape off the wire: (-1, -1) is no shape of one element)
 	}
 	var t *tensor.Dense
 	switch v := loss.(type) {

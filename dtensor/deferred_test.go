@@ -1,8 +1,11 @@
 package dtensor
 
 import (
+	"context"
 	"slices"
 	"testing"
+
+	"gorgonia.org/tensor"
 )
 
 // takeOut takes the ops that make the tensors asked for, but those an op
@@ -65,5 +68,54 @@ func TestTakeOutFreed(t *testing.T) {
 	}
 	if want := []uint64{1, 2, 3, 0, 5}; !slices.Equal(left, want) {
 		t.Fatalf("left %v, want %v", left, want)
+	}
+}
+
+// deferredGrad is, on this process's store, the grad op Grad sends for
+// the loss sum(relu(x)) by x, x = (-1, 2, 3): its forward ops (relu,
+// then sum) deferred, the loss's shape given as shape. It returns the
+// op, and the ids of x, relu(x) and the loss.
+func deferredGrad(t *testing.T, shape []int) (o op, x, r, l uint64) {
+	x, r, l, graph := newID(), newID(), newID(), newID()
+	put(x, tensor.New(tensor.WithShape(3), tensor.WithBacking([]float64{-1, 2, 3})), nil)
+	t.Cleanup(func() {
+		gradFree(context.Background(), op{Seed: graph}, nil)
+		store.Lock()
+		delete(store.m, x)
+		delete(store.m, r)
+		delete(store.m, l)
+		store.Unlock()
+	})
+	o = op{
+		Kind: "grad", Out: newID(), In: []uint64{l, x}, Seed: graph, Leaves: []uint64{x}, Index: 0, Shape: shape,
+		Graph: []gradNode{{}, {Kind: "relu", In: []int{0}}, {Kind: "sum", In: []int{1}}}, Wrt: []int{0},
+		Defer: []op{{Kind: "relu", Out: r, In: []uint64{x}}, {Kind: "sum", Out: l, In: []uint64{r}}},
+	}
+	t.Cleanup(func() {
+		store.Lock()
+		delete(store.m, o.Out)
+		store.Unlock()
+	})
+	return o, x, r, l
+}
+
+// A loss shape off the wire of one element by its product but not of one
+// element ((-1, -1)) is not the shape of the loss taken from the
+// gradient's run: the loss's op runs when it is read, and nothing
+// panics.
+func TestDeferredLossShape(t *testing.T) {
+	for _, shape := range [][]int{{-1, -1}, {-1, 1, -1}, {1, 1}} {
+		o, _, _, l := deferredGrad(t, shape)
+		if _, err := runAndKeep(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		g, err := get(o.Out)
+		if err != nil || !slices.Equal(g.Float64s(), []float64{0, 1, 1}) {
+			t.Fatalf("loss of shape %v: gradient %v, %v", shape, g, err)
+		}
+		loss, err := get(l)
+		if err != nil || !slices.Equal(loss.Float64s(), []float64{5}) {
+			t.Fatalf("loss of shape %v: %v, %v", shape, loss, err)
+		}
 	}
 }
