@@ -2,7 +2,9 @@ package dtensor
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -117,5 +119,49 @@ func TestDeferredLossShape(t *testing.T) {
 		if err != nil || !slices.Equal(loss.Float64s(), []float64{5}) {
 			t.Fatalf("loss of shape %v: %v, %v", shape, loss, err)
 		}
+	}
+}
+
+// A proc keeps at most maxProcGraphs compiled graphs, whatever its
+// clients send: past that a new graph is refused, with an error that
+// names the bound, and the proc keeps no more; one it has still runs.
+func TestProcGraphsBounded(t *testing.T) {
+	o, _, _, _ := deferredGrad(t, nil)
+	o.Defer, o.In = nil, nil
+	if _, _, err := gradient(o); err != nil {
+		t.Fatal(err)
+	}
+	var ids []uint64
+	refused := 0
+	t.Cleanup(func() {
+		for _, id := range ids {
+			gradFree(context.Background(), op{Seed: id}, nil)
+		}
+	})
+	for range 2 * maxProcGraphs {
+		id := newID()
+		ids = append(ids, id)
+		fresh := o
+		fresh.Seed = id
+		_, _, err := gradient(fresh)
+		compiled.Lock()
+		n := len(compiled.m)
+		compiled.Unlock()
+		if n > maxProcGraphs {
+			t.Fatalf("a proc keeps %d compiled graphs, past %d", n, maxProcGraphs)
+		}
+		if err == nil {
+			continue
+		}
+		refused++
+		if !strings.Contains(err.Error(), fmt.Sprintf("keeps %d compiled graphs, its most (maxProcGraphs)", maxProcGraphs)) {
+			t.Fatalf("graph %d: %v", len(ids), err)
+		}
+	}
+	if refused < maxProcGraphs {
+		t.Fatalf("%d of %d graphs refused", refused, 2*maxProcGraphs)
+	}
+	if _, _, err := gradient(o); err != nil {
+		t.Fatalf("a graph kept: %v", err)
 	}
 }

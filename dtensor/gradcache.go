@@ -27,10 +27,16 @@ import (
 // first find the leaves they would bind already bound (the same stored
 // shards) and take their gradient from that run. A mesh keeps at most
 // maxGraphs graphs on its procs: past that the oldest is freed there
-// (the op gradfree).
+// (the op gradfree). A proc keeps at most maxProcGraphs, whatever its
+// clients send (one that abandons a mesh frees nothing): past that, a new
+// graph is refused.
 
-// maxGraphs bounds the graphs a mesh keeps on its procs.
-const maxGraphs = 16
+const (
+	// maxGraphs bounds the graphs a mesh keeps on its procs.
+	maxGraphs = 16
+	// maxProcGraphs bounds the graphs a proc keeps, of all its meshes.
+	maxProcGraphs = 4 * maxGraphs
+)
 
 // graphKey is the structure of graph, with its leaves' tensors, and wrt.
 func graphKey(graph []gradNode, leaves []*Tensor, wrt []int) string {
@@ -138,6 +144,9 @@ func gradient(o op) (*tensor.Dense, any, error) {
 	if c == nil {
 		if o.Graph == nil {
 			return nil, nil, fmt.Errorf("dtensor: grad: graph %d is not on this proc (freed, or the op that carried it did not arrive)", o.Seed)
+		}
+		if len(compiled.m) >= maxProcGraphs {
+			return nil, nil, fmt.Errorf("dtensor: grad: graph %d refused: this proc keeps %d compiled graphs, its most (maxProcGraphs); free some (gradfree)", o.Seed, len(compiled.m))
 		}
 		c = compile(o.Graph, leaves, o.Wrt)
 		compiled.m[o.Seed] = c
