@@ -247,11 +247,12 @@ func (s *Step) Fetch(ctx context.Context, t *Tensor, p actorrt.Point) *tensor.De
 	return d
 }
 
-// FetchLater is FetchShardLater; nil once the step has failed. Its Get
-// is where a failure on the procs shows.
+// FetchLater is FetchShardLater; once the step has failed, a future
+// whose Get is the step's error. Its Get is where a failure on the procs
+// shows.
 func (s *Step) FetchLater(t *Tensor, p actorrt.Point) *ShardFuture {
 	if s.err != nil {
-		return nil
+		return &ShardFuture{err: s.err}
 	}
 	return FetchShardLater(t, p)
 }

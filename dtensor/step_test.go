@@ -70,6 +70,9 @@ func TestStep(t *testing.T) {
 	if f.Take(after.Relu()) != nil { // a (T, error) call on the nil it left
 		t.Fatal("Take after a failure returned a tensor")
 	}
+	if d, err := f.FetchLater(after, p0).Get(ctx); d != nil || !errors.Is(err, dtensor.ErrShape) {
+		t.Fatalf("FetchLater after a failure: %v, %v; want the step's error", d, err)
+	}
 	f.Fail(errors.New("later"))
 	if err := f.Err(); !errors.Is(err, dtensor.ErrShape) || err.Error() != "dtensor: shapes do not fit: matmul of (4, 3) and (4, 3)" {
 		t.Fatalf("Err: %v", err)
