@@ -30,40 +30,38 @@ func TestEveryExportedIdentifierHasDoc(t *testing.T) {
 		}
 		files = append(files, f)
 	}
-	{
-		for _, f := range files {
-			for _, d := range f.Decls {
-				switch d := d.(type) {
-				case *ast.FuncDecl:
-					if !d.Name.IsExported() || (d.Recv != nil && !exportedRecv(d.Recv)) {
-						continue
-					}
-					if d.Doc == nil {
-						t.Errorf("%s: %s has no doc comment", fset.Position(d.Pos()), d.Name)
-					}
-				case *ast.GenDecl:
-					for _, s := range d.Specs {
-						var names []*ast.Ident
-						var doc *ast.CommentGroup
-						switch s := s.(type) {
-						case *ast.TypeSpec:
-							names, doc = []*ast.Ident{s.Name}, s.Doc
-							if st, ok := s.Type.(*ast.StructType); ok && s.Name.IsExported() {
-								for _, fl := range st.Fields.List {
-									for _, n := range fl.Names {
-										if n.IsExported() && fl.Doc == nil && fl.Comment == nil {
-											t.Errorf("%s: field %s.%s has no comment", fset.Position(n.Pos()), s.Name, n)
-										}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if !d.Name.IsExported() || (d.Recv != nil && !exportedRecv(d.Recv)) {
+					continue
+				}
+				if d.Doc == nil {
+					t.Errorf("%s: %s has no doc comment", fset.Position(d.Pos()), d.Name)
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					var names []*ast.Ident
+					var doc *ast.CommentGroup
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						names, doc = []*ast.Ident{s.Name}, s.Doc
+						if st, ok := s.Type.(*ast.StructType); ok && s.Name.IsExported() {
+							for _, fl := range st.Fields.List {
+								for _, n := range fl.Names {
+									if n.IsExported() && fl.Doc == nil && fl.Comment == nil {
+										t.Errorf("%s: field %s.%s has no comment", fset.Position(n.Pos()), s.Name, n)
 									}
 								}
 							}
-						case *ast.ValueSpec:
-							names, doc = s.Names, s.Doc
 						}
-						for _, n := range names {
-							if n.IsExported() && doc == nil && d.Doc == nil {
-								t.Errorf("%s: %s has no doc comment", fset.Position(n.Pos()), n)
-							}
+					case *ast.ValueSpec:
+						names, doc = s.Names, s.Doc
+					}
+					for _, n := range names {
+						if n.IsExported() && doc == nil && d.Doc == nil {
+							t.Errorf("%s: %s has no doc comment", fset.Position(n.Pos()), n)
 						}
 					}
 				}
