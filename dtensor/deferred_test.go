@@ -165,3 +165,31 @@ func TestProcGraphsBounded(t *testing.T) {
 		t.Fatalf("a graph kept: %v", err)
 	}
 }
+
+// A grad op's deferred ops run only when read: after it, the loss holds
+// the value of the gradient's run, its op never run, and the forward op
+// before it (relu) is still pending, its inputs held; read, it runs.
+func TestDeferredNotComputed(t *testing.T) {
+	o, _, r, l := deferredGrad(t, []int{1})
+	if _, err := runAndKeep(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := get(o.Out); err != nil || !slices.Equal(g.Float64s(), []float64{0, 1, 1}) {
+		t.Fatalf("gradient %v, %v", g, err)
+	}
+	store.Lock()
+	pe, le := store.m[r], store.m[l]
+	store.Unlock()
+	if pe.p == nil || le.p == nil {
+		t.Fatalf("relu(x) and the loss kept as %+v, %+v; want pending", pe, le)
+	}
+	if pe.p.t != nil || pe.p.err != nil || pe.p.ins == nil {
+		t.Fatalf("relu(x), read by nothing, was computed: %v, %v", pe.p.t, pe.p.err)
+	}
+	if le.p.t == nil || le.p.ins != nil || !slices.Equal(le.p.t.Float64s(), []float64{5}) {
+		t.Fatalf("the loss: %v, its inputs held %v; want 5 from the gradient's run", le.p.t, le.p.ins != nil)
+	}
+	if got, err := get(r); err != nil || !slices.Equal(got.Float64s(), []float64{0, 2, 3}) || pe.p.ins != nil {
+		t.Fatalf("relu(x) read: %v, %v", got, err)
+	}
+}
