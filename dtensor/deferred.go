@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"gorgonia.org/tensor"
 )
@@ -165,11 +164,5 @@ func (m *Mesh) putBack(ops []op) {
 	}
 	m.outMu.Lock()
 	defer m.outMu.Unlock()
-	m.out = append(m.out, ops...)
-	for _, o := range ops {
-		m.outBytes += len(o.Raw)
-	}
-	if m.timer == nil {
-		m.timer = time.AfterFunc(batchDelay, m.send)
-	}
+	m.keepLocked(ops...)
 }

@@ -50,15 +50,23 @@ func (m *Mesh) queue(o op) error {
 	if m.outErr != nil {
 		return m.takeErrLocked()
 	}
-	m.out = append(m.out, o)
-	m.outBytes += len(o.Raw)
-	switch {
-	case len(m.out) >= maxBatch || m.outBytes > maxBatchBytes:
+	m.keepLocked(o)
+	if len(m.out) >= maxBatch || m.outBytes > maxBatchBytes {
 		return m.flushLocked()
-	case m.timer == nil:
-		m.timer = time.AfterFunc(batchDelay, m.send)
 	}
 	return nil
+}
+
+// keepLocked adds ops to the batch kept, which the timer sends after
+// batchDelay at the latest.
+func (m *Mesh) keepLocked(ops ...op) {
+	m.out = append(m.out, ops...)
+	for _, o := range ops {
+		m.outBytes += len(o.Raw)
+	}
+	if m.timer == nil {
+		m.timer = time.AfterFunc(batchDelay, m.send)
+	}
 }
 
 // flush sends the ops kept; its error, or that of a batch the timer
