@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // An op's wire form. A training step is tens of ops, which every proc
@@ -30,7 +31,7 @@ func (o op) EncodeMsgpack(e *msgpack.Encoder) error {
 	w.check(e.EncodeInt(int64(o.Index)))
 	w.check(e.EncodeFloat64(o.Value))
 	w.check(e.EncodeString(o.Name))
-	w.check(e.EncodeBytes(o.Mesh))
+	w.raw(o.Mesh)
 	w.strings(o.Dims)
 	w.check(e.Encode(o.Comm))
 	w.check(e.EncodeString(o.CommID))
@@ -70,7 +71,7 @@ func (o *op) decode(d *msgpack.Decoder, mayDefer bool) error {
 		Index: r.int(),
 		Value: r.float(),
 		Name:  r.string(),
-		Mesh:  r.bytes(),
+		Mesh:  r.raw(),
 		Dims:  r.strings(),
 	}
 	r.value(&o.Comm)
@@ -175,6 +176,17 @@ func (w *opWriter) strings(xs []string) {
 	w.list(xs == nil, len(xs), func(i int) error { return w.e.EncodeString(xs[i]) })
 }
 
+// raw writes b, a msgpack value, as it is, in line (nil as msgpack's
+// nil): not as bytes, so that the payload's check on arrival
+// (wire.CheckMsgpack, for every call's arguments) walks its lengths too.
+func (w *opWriter) raw(b []byte) {
+	if b == nil {
+		w.check(w.e.EncodeNil())
+		return
+	}
+	w.check(w.e.Encode(msgpack.RawMessage(b)))
+}
+
 func (w *opWriter) floats(xs []float64) {
 	w.list(xs == nil, len(xs), func(i int) error { return w.e.EncodeFloat64(xs[i]) })
 }
@@ -200,6 +212,15 @@ func (r *opReader) uint() uint64   { return read(r, r.d.DecodeUint64) }
 func (r *opReader) int() int       { return read(r, r.d.DecodeInt) }
 func (r *opReader) float() float64 { return read(r, r.d.DecodeFloat64) }
 func (r *opReader) bytes() []byte  { return read(r, r.d.DecodeBytes) }
+
+// raw reads a value written by opWriter.raw, nil as nil.
+func (r *opReader) raw() []byte {
+	b := read(r, r.d.DecodeRaw)
+	if len(b) == 1 && b[0] == msgpcode.Nil {
+		return nil
+	}
+	return b
+}
 
 func (r *opReader) value(v any) {
 	if r.err == nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/monarch-go/monarch/collective"
 	"github.com/monarch-go/monarch/ibverbs"
+	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -18,7 +19,7 @@ func TestOpWire(t *testing.T) {
 	}
 	full := op{
 		Kind: "grad", Out: 1<<63 + 5, In: []uint64{1, 2}, Shape: []int{3, -4}, Seed: 9, Rank: -2, Index: 7, Value: -0.25,
-		Name: "mean", Mesh: []byte{1, 2}, Dims: []string{"procs", "gpus"},
+		Name: "mean", Mesh: []byte{0x92, 1, 2}, Dims: []string{"procs", "gpus"},
 		Comm:   &collective.Comm{ID: "comm-1", Handles: []ibverbs.Handle{{Size: 8, Key: 3, Boot: "b", PID: 4, FD: 5}}, SlotBytes: 64},
 		CommID: "comm-1", Graph: []gradNode{{}, {Kind: "relu", In: []int{0}, Shape: []int{2}}}, Wrt: []int{0}, Leaves: []uint64{11},
 		Handle: &ibverbs.Handle{Size: 16, Addr: "h:1"}, DType: Float32, Raw: []byte{0, 1, 2}, Hyper: []float64{0.1, 0.9},
@@ -82,4 +83,29 @@ func FuzzBatchWire(f *testing.F) {
 			t.Fatalf("%+v encodes to what decodes to %+v, %v", b, b2, err)
 		}
 	})
+}
+
+// TestRRefMeshChecked: an rref op's actor mesh travels in line, so the
+// check every call's arguments get on arrival (wire.CheckMsgpack) walks
+// its lengths too: one that claims more than the payload holds is
+// refused before anything decodes it, as a length anywhere else in a
+// batch is.
+func TestRRefMeshChecked(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mesh []byte
+		ok   bool
+	}{
+		{"a mesh", []byte{0x92, 0xa1, 'a', 0x01}, true},
+		{"an array claiming 2^30 elements", []byte{0xdd, 0x40, 0, 0, 0}, false},
+		{"a string claiming 1 GiB", []byte{0xdb, 0x40, 0, 0, 0}, false},
+	} {
+		b, err := msgpack.Marshal(batch{{Kind: "rref", Name: "f", Mesh: tt.mesh}, {Kind: "drop", In: []uint64{1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wire.CheckMsgpack(b); (err == nil) != tt.ok {
+			t.Errorf("%s: the arrival check says %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
 }

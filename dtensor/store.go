@@ -109,7 +109,7 @@ type op struct {
 	Index  int    // row: which row
 	Value  float64
 	Name   string           // rref: the endpoint's name
-	Mesh   []byte           // rref: the actor mesh, encoded
+	Mesh   []byte           // rref: the actor mesh, a msgpack value (in line on the wire)
 	Dims   []string         // allreduce: over these dimensions
 	Comm   *collective.Comm // allreduce, reducescatter: the procs' communicator, the first time (Name is the reduction)
 	CommID string           // allreduce, reducescatter: the communicator's id
