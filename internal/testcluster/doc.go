@@ -27,6 +27,14 @@
 // The hosts see this machine's filesystem but for their own mounts:
 // c.HostTmpfs(t, "h2", dir, "1m") gives h2 a disk of its own at dir.
 //
+// # Another user
+//
+// c.Other is an unprivileged user of the hosts who is not the job's (start.sh
+// creates it, stop.sh removes it). c.AsOther(ctx, "h2", "sh", "-c", ...)
+// runs a command as that user on a host ("" for this machine): what another
+// user of a shared cluster can do there, for tests that plant files, squat
+// folders, flood ports or read ps.
+//
 // # Packet capture
 //
 // c.Capture(t, "h1") records every frame on h1's link (its veth, from

@@ -41,13 +41,9 @@ func (c *Cluster) HostTmpfs(t testing.TB, host, dir, size string) {
 // inHost runs argv in host's mount namespace (its holder process's),
 // bounded.
 func (c *Cluster) inHost(host string, argv ...string) error {
-	b, err := os.ReadFile(filepath.Join(c.Base, "run", "holder-"+host+".pid"))
+	pid, err := c.holder(host)
 	if err != nil {
-		return fmt.Errorf("host %s: %w", host, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return fmt.Errorf("host %s: holder pid %q: %w", host, b, err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -56,4 +52,17 @@ func (c *Cluster) inHost(host string, argv ...string) error {
 		return fmt.Errorf("on %s: %s: %v: %s", host, strings.Join(argv, " "), err, out)
 	}
 	return nil
+}
+
+// holder is the pid of the process holding host's namespaces.
+func (c *Cluster) holder(host string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.Base, "run", "holder-"+host+".pid"))
+	if err != nil {
+		return 0, fmt.Errorf("host %s: %w", host, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("host %s: holder pid %q: %w", host, b, err)
+	}
+	return pid, nil
 }

@@ -31,6 +31,15 @@ type Cluster struct {
 	Hosts     []string
 	Addrs     []string // each host's address, as Hosts
 	Env       []string // environment for Slurm commands: SLURM_CONF=...
+	// Other is an unprivileged user of the hosts who is not the job's:
+	// security tests act as it (AsOther).
+	Other User
+}
+
+// User is an account of the hosts.
+type User struct {
+	Name     string
+	UID, GID int
 }
 
 // Proc is a running process.
@@ -397,10 +406,17 @@ func load(b string) (*Cluster, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{"BASE", "SLURM_CONF", "SSH_CONFIG", "SSH_KEY", "HOSTS", "ADDRS", "ADVERTISE", "PARTITION"} {
+	for _, k := range []string{"BASE", "SLURM_CONF", "SSH_CONFIG", "SSH_KEY", "HOSTS", "ADDRS", "ADVERTISE", "PARTITION", "OTHER_USER", "OTHER_UID", "OTHER_GID"} {
 		if kv[k] == "" {
 			return nil, fmt.Errorf("%s: no %s", path, k)
 		}
+	}
+	other := User{Name: kv["OTHER_USER"]}
+	var err1, err2 error
+	other.UID, err1 = strconv.Atoi(kv["OTHER_UID"])
+	other.GID, err2 = strconv.Atoi(kv["OTHER_GID"])
+	if err := errors.Join(err1, err2); err != nil || other.UID <= 0 {
+		return nil, fmt.Errorf("%s: OTHER_UID %q, OTHER_GID %q: want the ids of an unprivileged user", path, kv["OTHER_UID"], kv["OTHER_GID"])
 	}
 	return &Cluster{
 		Base:      kv["BASE"],
@@ -412,6 +428,7 @@ func load(b string) (*Cluster, error) {
 		Hosts:     strings.Fields(kv["HOSTS"]),
 		Addrs:     strings.Fields(kv["ADDRS"]),
 		Env:       []string{"SLURM_CONF=" + kv["SLURM_CONF"]},
+		Other:     other,
 	}, nil
 }
 

@@ -201,3 +201,33 @@ func TestProcs(t *testing.T) {
 		t.Fatalf("Procs listed this process: %+v", procs)
 	}
 }
+
+// TestOtherUser: AsOther runs as the unprivileged other user, on this
+// machine and inside a host, and that user cannot do what root can (write
+// root's private files, see a root-owned 0700 folder's entries).
+func TestOtherUser(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.Other.Name == "" || c.Other.UID <= 0 {
+		t.Fatalf("other user %+v", c.Other)
+	}
+	private := t.TempDir()
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"", "h2"} {
+		out, stderr, err := run(t, ctx, c.AsOther(ctx, host, "sh", "-c", `id -u; id -g; hostname; ls "$1" 2>/dev/null && echo readable || echo refused`, "sh", private))
+		if err != nil {
+			t.Fatalf("on %q: %v: %s", host, err, stderr)
+		}
+		want := []string{strconv.Itoa(c.Other.UID), strconv.Itoa(c.Other.GID)}
+		got := strings.Fields(string(out))
+		if len(got) != 4 || got[0] != want[0] || got[1] != want[1] || got[3] != "refused" {
+			t.Errorf("on %q: got %q, want uid %s gid %s, a hostname, refused", host, got, want[0], want[1])
+		}
+		if host != "" && got[2] != host {
+			t.Errorf("hostname %q, want %q", got[2], host)
+		}
+	}
+}

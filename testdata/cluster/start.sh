@@ -22,6 +22,8 @@ LO_SSH_PORT=${LO_SSH_PORT:-2222}
 START_TIMEOUT=${START_TIMEOUT:-60}
 LOCK_WAIT=${LOCK_WAIT:-900}
 KEEP_ON_FAILURE=${KEEP_ON_FAILURE:-0}
+OTHER_USER=${OTHER_USER:-monarch-other}
+OTHER_COMMENT="monarch test cluster, another user"
 
 PACKAGES=(slurmctld slurmd slurm-client munge openssh-server)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,6 +39,7 @@ SUBNET=${SUBNET%.0/24}
 [[ $NHOSTS =~ ^[1-9]$ ]] || die "NHOSTS must be 1..9"
 [[ $NS_PREFIX =~ ^[a-z][a-z0-9]{0,9}$ ]] || die "NS_PREFIX must be 1-10 lowercase letters/digits"
 [[ $BASE == /* && $BASE != *[[:space:]]* ]] || die "BASE must be an absolute path without spaces"
+[[ $OTHER_USER =~ ^[a-z][a-z0-9-]{0,30}$ ]] || die "OTHER_USER must be 1-31 lowercase letters, digits or dashes"
 
 # ---------------------------------------------------------------------------
 # Preflight, before taking the lock: packages and namespace support.
@@ -105,7 +108,7 @@ export SLURM_CONF=$BASE/etc/slurm.conf
 SSH_CONFIG=$BASE/ssh/ssh_config
 SSH_KEY=$BASE/ssh/id_ed25519
 PARTITION=debug
-PARAMS="mode=$MODE subnet=$SUBNET prefix=$NS_PREFIX hosts=$NHOSTS cpus=$CPUS_PER_NODE ports=$SLURMCTLD_PORT,$SLURMD_PORT,$LO_SSH_PORT ctld=$SHORTHOST"
+PARAMS="mode=$MODE subnet=$SUBNET prefix=$NS_PREFIX hosts=$NHOSTS cpus=$CPUS_PER_NODE ports=$SLURMCTLD_PORT,$SLURMD_PORT,$LO_SSH_PORT ctld=$SHORTHOST other=$OTHER_USER"
 
 # until_deadline WHAT CMD...: poll CMD until it succeeds; all waits share
 # one START_TIMEOUT.
@@ -177,6 +180,7 @@ healthy() {
 		pidfile_alive "$BASE/run/sshd-$h.pid" sshd || return 1
 	done
 	ctld_up || return 1
+	getent passwd "$OTHER_USER" >/dev/null || return 1
 	# Every node responding (jobs of other tests may be running on them).
 	local states
 	states=$(timeout 5 sinfo -h -N -p "$PARTITION" -o '%N %t' 2>/dev/null) || return 1
@@ -235,6 +239,20 @@ NAMESPACES="${NSS[*]}"
 VETHS="${VETHS[*]}"
 BRIDGE=$BRIDGE
 EOF
+
+# --- another user of the nodes ----------------------------------------------
+# Security tests act as an unprivileged user who shares the hosts with the
+# job's (they plant, squat, flood and read ps as it). The hosts share this
+# machine's /etc/passwd. stop.sh removes the user if this script made it
+# (by its comment).
+if ! getent passwd "$OTHER_USER" >/dev/null; then
+	useradd --system --user-group --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin --comment "$OTHER_COMMENT" "$OTHER_USER" || die "useradd $OTHER_USER failed"
+fi
+echo "OTHER_USER=$OTHER_USER" >>"$BASE/run/names"
+OTHER_UID=$(id -u "$OTHER_USER")
+OTHER_GID=$(id -g "$OTHER_USER")
+((OTHER_UID != 0)) || die "OTHER_USER $OTHER_USER is root"
 
 # --- config files ----------------------------------------------------------
 {
@@ -433,6 +451,9 @@ HOSTS="${HOSTS[*]}"
 ADDRS="${ADDRS[*]}"
 ADVERTISE=$ADVERTISE
 PARTITION=$PARTITION
+OTHER_USER=$OTHER_USER
+OTHER_UID=$OTHER_UID
+OTHER_GID=$OTHER_GID
 EOF
 cat >"$BASE/env.sh" <<EOF
 # . $BASE/env.sh   -- then srun/sinfo/... and ssh -F "\$SSH_CONFIG" h1 use the test cluster
@@ -442,6 +463,7 @@ export SSH_KEY=$SSH_KEY
 export CLUSTER_HOSTS="${HOSTS[*]}"
 export CLUSTER_ADVERTISE=$ADVERTISE
 export CLUSTER_PARTITION=$PARTITION
+export CLUSTER_OTHER_USER=$OTHER_USER
 EOF
 echo "$PARAMS" >"$BASE/run/params"
 log "cluster up under $BASE in ${SECONDS}s: hosts ${HOSTS[*]}, slurmctld $ADVERTISE:$SLURMCTLD_PORT, ssh lo=127.0.0.1:$LO_SSH_PORT"

@@ -34,7 +34,7 @@ fi
 
 # What start.sh created (it records the names first); the defaults cover a
 # start.sh killed before that.
-NAMESPACES="" VETHS="" BRIDGE=""
+NAMESPACES="" VETHS="" BRIDGE="" OTHER_USER=${OTHER_USER:-monarch-other}
 if [[ -r $BASE/run/names ]]; then
 	# shellcheck source=/dev/null
 	. "$BASE/run/names"
@@ -198,6 +198,18 @@ if ! kill_all all TERM $((TERM_WAIT * 1000)); then
 		log "could not kill: $(targets all | tr '\n' ' ')"
 		exit 1
 	fi
+fi
+
+# The other user start.sh made (its comment says so): its processes (a
+# test's flood cut short), then the user. A user made by anyone else of
+# that name is left alone.
+if [[ $(getent passwd "$OTHER_USER" | cut -d: -f5) == "monarch test cluster, another user" ]]; then
+	pkill -KILL -u "$OTHER_USER" 2>/dev/null || true
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		pgrep -u "$OTHER_USER" >/dev/null || break
+		sleep 0.2
+	done
+	userdel "$OTHER_USER" 2>/dev/null || log "could not remove user $OTHER_USER"
 fi
 
 for ns in "${NAMESPACES[@]}"; do
