@@ -173,8 +173,13 @@ func isNumber(s string) bool {
 // layer (delivery.Config.Ask). It does not wait.
 func (m *members) ask(id string) {
 	var judged []judgement
+	var qs []question
 	m.mu.Lock()
-	qs := m.start(id, nil, &judged)
+	if st := m.standingLocked(id); st != delivery.Unknown {
+		judged = append(judged, judgement{id, st}) // heard of since
+	} else {
+		qs = m.start(id, nil, &judged)
+	}
 	m.mu.Unlock()
 	m.finish(qs, judged, nil)
 }
