@@ -397,8 +397,11 @@
 // restartPlanner of restartplan.go; restart.go and moves.go carry out
 // restarts in place, on the member's proc or on a new one), the job's
 // names (names.go: the client's registry), what it knows of the job's
-// health (health.go, driving the healthTable of healthtable.go) and the
-// inspector and control socket (inspect.go; profiles: profile.go;
+// health (health.go, driving the healthTable of healthtable.go), who is
+// a member of the job as the delivery layer asks (members.go: only a
+// member's word makes messages lost; a sender this process never heard
+// of is vouched for by the proc or agent its id names as its starter)
+// and the inspector and control socket (inspect.go; profiles: profile.go;
 // exec.go for `monarch exec`; the state feed: feed.go; the dashboard:
 // dashboard.go). The
 // state machines do no I/O; their tests are scripts in testdata/health

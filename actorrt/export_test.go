@@ -92,6 +92,10 @@ func SpanBody(lo, hi uint64) []byte { return wire.AppendSpan(nil, wire.Span{Lo: 
 // tracks.
 func DeliverySenders() int { return current.Load().delivery.Senders() }
 
+// SenderStanding is what this process's delivery layer takes sender id
+// for: "member", "stranger" or "unknown".
+func SenderStanding(id string) string { return current.Load().members.standing(id).String() }
+
 // TestHeader is a frame header as a peer writes it. Region, if set, is
 // written as is in place of the region (nil there writes none).
 type TestHeader struct {

@@ -108,6 +108,14 @@ func (h *health) notice(proc string) (wire.GoneNotice, bool) {
 	return h.table.notice(proc)
 }
 
+// knows says whether this process heard of proc or agent id, and whether
+// it is gone.
+func (h *health) knows(id string) (heard, gone bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.table.knows(id)
+}
+
 // anyGone tells why one of procs is gone (stopped or failed), or nil.
 func (h *health) anyGone(procs []string) error {
 	for _, p := range procs {

@@ -272,5 +272,14 @@ func (t *healthTable) notice(proc string) (wire.GoneNotice, bool) {
 	return n, ok
 }
 
+// knows says what the table knows of id: heard of (a proc some agent
+// started, or an agent whose procs it holds or watches), and gone.
+func (t *healthTable) knows(id string) (heard, gone bool) {
+	_, gone = t.gone[id]
+	_, proc := t.agentOf[id]
+	_, watched := t.lastHeard[id]
+	return proc || watched || t.hostOf[id] != "", gone
+}
+
 // numGone is how many procs are known to be gone.
 func (t *healthTable) numGone() int { return len(t.gone) }

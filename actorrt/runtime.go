@@ -40,9 +40,10 @@ type core struct {
 	startedBy string     // the host agent that started this process ("" for the client)
 	logFile   io.Closer
 
-	actors *localActors
-	agent  *hostagent.Agent
-	sup    *supervision
+	actors  *localActors
+	agent   *hostagent.Agent
+	sup     *supervision
+	members *members // who is in the job, for the delivery layer
 
 	ctx         context.Context // ends when the runtime shuts down
 	cancel      context.CancelFunc
@@ -129,8 +130,10 @@ func (rt *core) start(l link, r role, client bool) error {
 	in := inbound{rt}
 	// What was sent is kept as long as a receiver may be late without
 	// being lost: a suspected host is lost after lostAfter at most.
+	rt.members = newMembers(rt, rt.opts.hostTimeout)
 	rt.delivery = delivery.New(delivery.Config{Self: rt.procID, Subjects: rt.subjects, Retain: rt.opts.lostAfter + rt.opts.hostTimeout,
-		Route: in.route, Flush: rt.actors.flush, Lost: in.lost, Drop: rt.drop, Failed: in.failed, MaxPayload: l.MaxMessage()}, l)
+		Route: in.route, Flush: rt.actors.flush, Lost: in.lost, Drop: rt.drop, Failed: in.failed, MaxPayload: l.MaxMessage(),
+		Standing: rt.members.standing, Ask: rt.members.ask}, l)
 	if err := rt.actors.startSystemActor(); err != nil {
 		return err
 	}
@@ -139,7 +142,7 @@ func (rt *core) start(l link, r role, client bool) error {
 	}
 	rt.agent = hostagent.New(hostagent.Config{
 		ID: rt.procID, Job: rt.job, Bus: rt.bus, Host: rt.hostLabel,
-		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded, Heartbeat: rt.opts.heartbeat,
+		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded, Heartbeat: rt.opts.heartbeat, Knows: rt.members.knows,
 	}, l)
 	// On a host whose bus delivers its procs' subjects (jobenv.Bus.Local),
 	// this proc's arrives under the host's local prefix: dispatch maps it

@@ -13,9 +13,11 @@
 // link receives goes to Receive, on the one goroutine that takes them in
 // wire order; the layer hands the runtime's frames to Config.Route in the
 // order they are due, and reports what can never be delivered to
-// Config.Lost and what it refuses to Config.Drop. Subscribe before a
-// mesh's subject is subscribed to, ProcGone when a proc ends, LinkUp when
-// the link comes back, Close before the link closes.
+// Config.Lost and what it refuses to Config.Drop; it asks who is a
+// member of the job (Config.Standing, Config.Ask: Judged answers).
+// Subscribe before a mesh's subject is subscribed to, ProcGone when a
+// proc ends, LinkUp when the link comes back, Close before the link
+// closes.
 //
 // The path of a message is then one way in each direction:
 //
@@ -45,6 +47,20 @@
 // run framing and transport bodies are checked before they are read. A
 // frame that fails is dropped and counted, never fatal. What a peer can
 // make the layer hold is bounded (reliable.InLimits).
+//
+// A peer holding the job's token that is no member of it (a buggy
+// program, one that kept a stale job's token) can neither end, stall nor
+// bloat the job through the layer: messages are said lost (Config.Lost)
+// only on a member's word, for numbers this process asked it for; a
+// number too far past what its sender can have sent is refused, not
+// waited for; a gap no one answers is given up on without a loss; and
+// senders not known to be members are the first forgotten when the
+// sender table is full, so made-up senders cannot lock out a new proc.
+// Who is a member the layer asks the runtime (Config.Standing, then
+// Config.Ask and Judged for a sender it does not know once it delivered
+// from it). A token holder that impersonates a live member exactly (its
+// id and the numbers it is at) is not told apart: the token is the
+// boundary.
 //
 // # Concurrency
 //

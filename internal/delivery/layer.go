@@ -53,7 +53,30 @@ type Config struct {
 	// MaxPayload bounds a payload read out of band (the largest message
 	// a sender may send).
 	MaxPayload int
+	// Standing says what this process knows of a sender's place in the
+	// job when the layer first hears from it: only a
+	// member's word that it no longer holds messages makes them lost,
+	// and strangers are forgotten first when the sender table is full.
+	// It is called with the receive lock held and must not block. Nil:
+	// every sender is a member.
+	Standing func(id string) Standing
+	// Ask, called like Route, asks whether id, a sender whose standing
+	// was Unknown and whose first message was just delivered, is in the
+	// job; the answer comes back through Judged. Nil: such a sender is a
+	// stranger.
+	Ask func(id string)
 }
+
+// Standing is what a process knows of a sender's place in the job
+// (reliable.Standing), for Config.Standing and Judged.
+type Standing = reliable.Standing
+
+// The standings.
+const (
+	Unknown  = reliable.Unknown
+	Member   = reliable.Member
+	Stranger = reliable.Stranger
+)
 
 // Bounds of what a layer keeps and does.
 const (
@@ -125,7 +148,13 @@ type Layer struct {
 type inNews struct {
 	subs   []string // keys subscribed
 	gone   []string // procs that ended
+	judged []judged // what was found out about senders asked about
 	linkUp bool
+}
+
+type judged struct {
+	id       string
+	standing Standing
 }
 
 // outNews is what the outbox has yet to hear.
@@ -149,11 +178,14 @@ func New(cfg Config, link Link) *Layer {
 	retain := max(cfg.Retain, MinRetain)
 	lim := reliable.DefaultInLimits
 	lim.GiveUp = 2 * retain
+	if cfg.Standing == nil {
+		cfg.Standing = func(string) Standing { return Member }
+	}
 	l := &Layer{
 		cfg: cfg, link: link, selfKey: jobenv.ProcKey(cfg.Self),
 		out:   reliable.NewOutbox(reliable.Limits{Retain: retain, MaxBytes: KeepBytes}),
 		procs: map[string]*procDest{},
-		in:    reliable.NewInbox(lim),
+		in:    reliable.NewInbox(lim, cfg.Standing),
 		wake:  make(chan struct{}, 1),
 
 		parked:  map[string]*parkedSender{},
@@ -242,6 +274,20 @@ func (l *Layer) ProcGone(proc string) {
 	l.kick()
 }
 
+// Judged says what was found out about a sender Config.Ask asked about:
+// a member's word on what it no longer holds counts from now on; a
+// stranger is forgotten first when the sender table is full, and at once
+// if it was taken for a member.
+func (l *Layer) Judged(id string, standing Standing) {
+	l.newsMu.Lock()
+	// Not bounded: one answer per sender asked about, and the inbox asks
+	// about at most InLimits.Strangers at once.
+	l.inNews.judged = append(l.inNews.judged, judged{strings.Clone(id), standing})
+	l.hasIn.Store(true)
+	l.newsMu.Unlock()
+	l.kick()
+}
+
 // LinkUp says the link came back after a drop: every gap is asked for,
 // and a tail marker sent for every subject not fully acknowledged, now.
 func (l *Layer) LinkUp() {
@@ -276,6 +322,9 @@ func (l *Layer) takeIn() []reliable.Nak {
 	}
 	for _, p := range n.gone {
 		l.in.Forget(p)
+	}
+	for _, j := range n.judged {
+		l.in.Judged(j.id, j.standing)
 	}
 	if n.linkUp {
 		return l.in.LinkUp(l.now()).Naks

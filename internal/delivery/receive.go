@@ -127,6 +127,13 @@ func (l *Layer) effects(e reliable.Effects) {
 		err := fmt.Errorf("numbered frames from %.40q (%d held): %s", d.From, d.Held, d.Why)
 		l.cfg.Drop(wire.DropSender, "", err)
 	}
+	for _, id := range e.Ask {
+		if l.cfg.Ask == nil {
+			l.in.Judged(id, reliable.Stranger)
+			continue
+		}
+		l.cfg.Ask(id)
+	}
 }
 
 // owe notes NAKs to send, and wakes Run if there are any or

@@ -57,6 +57,10 @@ type Config struct {
 	// Heartbeat is how often the agent heartbeats (HeartbeatInterval
 	// when zero).
 	Heartbeat time.Duration
+	// Knows, if set, reports whether its process knows proc id to be in
+	// the job though this agent did not start it: Ended does not call
+	// such an id unknown.
+	Knows func(id string) bool
 }
 
 // OutputGrace bounds how long an ended proc's output pipes may stay open
@@ -103,17 +107,34 @@ func New(cfg Config, link Link) *Agent {
 // deadline, or when per-proc liveness notices).
 const maxEnded = 1 << 16
 
-// Ended answers req on the reply port: which of its procs have ended.
+// Ended answers req on the reply port: which of its procs have ended,
+// and which ids it does not know (Config.Knows).
 func (a *Agent) Ended(req wire.EndedReq, replyProc string, replyPort uint64) {
 	var out wire.EndedReply
+	var unknown []string
 	a.mu.Lock()
 	for _, id := range req.IDs {
 		if n, ok := a.ended[id]; ok {
 			out.Gone = append(out.Gone, n)
+		} else if a.children[id] == nil && !a.respawning[id] {
+			unknown = append(unknown, id)
 		}
 	}
 	a.mu.Unlock()
+	for _, id := range unknown {
+		if a.cfg.Knows == nil || !a.cfg.Knows(id) {
+			out.Unknown = append(out.Unknown, id)
+		}
+	}
 	a.sendToPort(replyProc, replyPort, 0, 0, func(e *msgpack.Encoder) error { return e.Encode(&out) })
+}
+
+// Runs reports whether proc id is one this agent started and that has
+// not ended (or is being started).
+func (a *Agent) Runs(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.children[id] != nil || a.respawning[id]
 }
 
 // SetBus changes what the procs this agent starts from now on dial.

@@ -42,29 +42,53 @@
 // every loss is found and repaired, as long as S still holds the message:
 // its history keeps what it sent for Limits.Retain, at most
 // Limits.MaxBytes, until every receiver acknowledged it (AckEvery,
-// AckInterval).
+// AckInterval); if it does not, it says so, and the messages are lost.
 //
 // # What is said lost
 //
-// A message is lost only when R still misses it (neither delivered nor
-// held) and either S answered a NAK for it with "no longer held"
-// (Outbox.Nak's Answer.Missing, Inbox.Missing), or S answered nothing for
-// InLimits.GiveUp, or R held too much of S waiting for it. S never
-// answers "no longer held" for numbers R acknowledged, whatever order the
-// acknowledgement and the NAK reach it in; R ignores such an answer for
-// numbers it has or never asked for. Every loss is in Effects.Lost, for
-// the caller to report: never silent.
+// A message is lost only on its sender's word: when R still misses it
+// (neither delivered nor held), R asked S for it in a NAK, and S, a
+// member of the job, answered "no longer held" (Outbox.Nak's
+// Answer.Missing, Inbox.Missing). S never answers so for numbers R
+// acknowledged, whatever order the acknowledgement and the NAK reach it
+// in; R ignores such an answer for numbers it has or never asked for,
+// and drops (and says so) one from a sender not known to be a member.
+// Every loss is in Effects.Lost, for the caller to report: never silent.
+// Nothing else makes messages lost: a gap S does not answer for GiveUp,
+// or what R held of S past its bounds, is dropped, not lost, and asked
+// for again (next paragraphs).
+//
+// # Who is a member
+//
+// The inbox asks its caller, when it first hears from a sender, what it
+// knows of it (Standing: Member, Stranger or Unknown). Once a message of
+// an Unknown sender is delivered, it asks the caller to find out
+// (Effects.Ask); the answer comes back through Judged. Until then the
+// sender's word does not count, and it is not forgotten for another (its
+// messages could be delivered twice). The caller decides how it knows
+// (internal/delivery's Config.Standing; the runtime's in actorrt).
 //
 // # Bounds
 //
 // Everything a peer can make an Inbox keep is bounded (InLimits): the
 // bytes held per sender and in all, the senders tracked (65,536; a
-// sender's state is a few hundred bytes), and among them those that never
-// had a message delivered (1,024: made-up senders look like that; the
-// oldest is forgotten for a new one). A gap that gets no answer is asked
-// for, with backoff, for GiveUp at most; then the NAKs stop, a sender
-// never delivered from is forgotten (Effects.Dropped), and another's
-// missing messages are lost. Only subjects the receiver subscribed to
+// sender's state is a few hundred bytes), and among them those not known
+// to be members (Strangers, 1,024: made-up senders look like that,
+// whether their messages were delivered or not). Past a bound on
+// senders, the stranger heard from least recently is forgotten for the
+// new one, so that no flood of made-up senders locks a new proc out;
+// only while every stranger tracked is being asked about is a new sender
+// refused, until the answers come (its tail markers bring it back).
+// Past a bound on bytes, what is held of a stranger is dropped, and it
+// is forgotten; what is held of a member is dropped and its gaps widen
+// over it, to be sent again. A number more than Ahead (2^32) past the
+// last delivered on its subject, in a frame, a fence or a tail marker,
+// is refused, not waited for: no sender in the job gets that far ahead
+// (DefaultAhead says why). A gap that gets no answer is asked for, with
+// backoff, for GiveUp at most; then the NAKs stop, a stranger is
+// forgotten (Effects.Dropped), and a member's gaps close with what they
+// held back dropped: its next frame opens them again, and a member that
+// was only slow answers then. Only subjects the receiver subscribed to
 // count (frames, tail markers, fences). An Outbox answers NAKs and takes
 // acknowledgements only from receivers of the subject, at most
 // MaxNakSpan numbers per NAK.

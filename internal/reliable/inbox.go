@@ -33,22 +33,40 @@ const AckInterval = time.Second
 // holds at most Held bytes and tracks at most Senders senders.
 type InLimits struct {
 	// HeldPerSender bounds the bytes held for one sender while a gap is
-	// open; Held the bytes held for all of them. Past either, the sender
-	// whose frame passed it is given up on: what it misses and what is
-	// held of it is lost.
+	// open; Held the bytes held for all of them. Past either, what is
+	// held of the sender whose frame passed it is dropped: a member's
+	// gap stays open and is asked for again (its sender sends it all
+	// again), anyone else is forgotten. Nothing is lost for it.
 	HeldPerSender, Held int
-	// Senders bounds the senders tracked at once; past it, a frame from a
-	// sender not tracked is dropped (and said so). Unconfirmed bounds,
-	// among them, those that never had a message delivered (made-up
-	// senders look like that): past it, the oldest such is forgotten.
-	Senders, Unconfirmed int
+	// Senders bounds the senders tracked at once. Strangers bounds,
+	// among them, those not known to be members of the job (Standing):
+	// past either, the stranger heard from least recently is forgotten
+	// for a new sender; a frame from a new sender is dropped (and said
+	// so) only while every stranger tracked is being asked about, which
+	// lasts until its answer.
+	Senders, Strangers int
 	// GiveUp is how long a gap may stay open with no answer from its
 	// sender (nothing delivered, nothing said missing): then NAKs to it
-	// stop, and its gaps are given up on. A sender that never had a
-	// message delivered is forgotten then (what was held of it dropped);
-	// another's missing messages are lost.
+	// stop. A stranger is forgotten then (what was held of it dropped);
+	// a member's gaps are closed and what they held back is dropped, not
+	// lost: a later frame of it opens them again, and asks again.
 	GiveUp time.Duration
+	// Ahead bounds how far past the last number delivered on a subject
+	// a frame's, a tail marker's or a fence's number may be: one past it
+	// is refused (dropped, said so), not waited for. See DefaultAhead.
+	Ahead uint64
 }
+
+// DefaultAhead is the Ahead of a proc's inbox. A sender keeps at most
+// 256 MiB of frames to send again (delivery.KeepBytes), and a message
+// costs at least 2 bytes of them (a run's framing): it can make good at
+// most 2^27 numbers a receiver missed; past that, what comes first is
+// lost whatever the receiver asks. DefaultAhead is 32 times that, a
+// margin no sender of the job reaches: four billion messages one
+// receiver missed, over an hour at the fastest one-way rate measured (W2
+// broadcast, about a million a second), while the receiver stayed in the
+// job.
+const DefaultAhead = 1 << 32
 
 // DefaultInLimits are the limits of a proc's inbox but for GiveUp, which
 // its caller sets past the senders' history (see Limits.Retain).
@@ -56,8 +74,35 @@ var DefaultInLimits = InLimits{
 	HeldPerSender: 256 << 20,
 	Held:          1 << 30,
 	Senders:       1 << 16,
-	Unconfirmed:   1 << 10,
+	Strangers:     1 << 10,
 	GiveUp:        30 * time.Second,
+	Ahead:         DefaultAhead,
+}
+
+// Standing is what a receiver knows of a sender's place in the job. Only
+// a member's word that it no longer holds messages makes them lost.
+type Standing uint8
+
+const (
+	// Unknown: not known yet. Once a message of it is delivered, the
+	// inbox asks its caller to find out (Effects.Ask, then Judged).
+	Unknown Standing = iota
+	// Member: in the job (the client, a proc it heard of, one a proc's
+	// spawner or agent vouched for).
+	Member
+	// Stranger: not in the job, or no longer (made up, gone): the first
+	// forgotten when the sender table is full.
+	Stranger
+)
+
+func (s Standing) String() string {
+	switch s {
+	case Member:
+		return "member"
+	case Stranger:
+		return "stranger"
+	}
+	return "unknown"
 }
 
 // Msg is a frame as a receiver sees it: who sent it, on what, its
@@ -113,12 +158,14 @@ type Drop struct {
 
 // Effects is what an event asks of the caller: report the losses (they
 // come before what is delivered), deliver in this order, send the NAKs,
-// count the drops.
+// count the drops, find out whether the senders in Ask are members of
+// the job (and say so with Judged).
 type Effects struct {
 	Lost    []Loss
 	Deliver []Msg
 	Naks    []Nak
 	Dropped []Drop
+	Ask     []string
 }
 
 // Inbox is a receiver's side: what it has delivered from each sender on
@@ -126,15 +173,20 @@ type Effects struct {
 // the acknowledgements.
 type Inbox struct {
 	lim        InLimits
-	subscribed map[string]bool // the keys of the subjects this receiver gets
+	standing   func(from string) Standing // nil: every sender is a member
+	subscribed map[string]bool            // the keys of the subjects this receiver gets
 	streams    map[streamID]*stream
 	senders    map[string]*inSender
-	// unconfirmed lists the senders never delivered from, oldest first.
-	unconfirmed list.List          // of *inSender
-	held        int                // bytes held for all senders
-	gapped      map[*stream]bool   // streams with a gap open
-	active      map[*inSender]bool // senders delivered from since their last acknowledgement
-	due         []*inSender        // senders owed an acknowledgement before the tick (AckEvery)
+	// strangers lists the senders that may be forgotten for a new one,
+	// least recently heard from first: those not members that are not
+	// being asked about (asking counts those).
+	strangers list.List // of *inSender
+	asking    int
+	asks      []string           // senders to ask about, for the event's Effects
+	held      int                // bytes held for all senders
+	gapped    map[*stream]bool   // streams with a gap open
+	active    map[*inSender]bool // senders delivered from since their last acknowledgement
+	due       []*inSender        // senders owed an acknowledgement before the tick (AckEvery)
 }
 
 // streamID names one sender's messages on one subject.
@@ -159,9 +211,11 @@ type inSender struct {
 	streams   []*stream
 	held      []Msg // in arrival order
 	heldBytes int
-	waits     int           // streams with a gap open or numbers skipped
-	confirmed bool          // a message of it was delivered
-	unconf    *list.Element // in the unconfirmed list, until it is
+	waits     int  // streams with a gap open or numbers skipped
+	confirmed bool // a message of it was delivered
+	standing  Standing
+	asking    bool          // Unknown, delivered from: asked about
+	strange   *list.Element // in the strangers list
 	progress  bool          // something was delivered since the last acknowledgement
 	ackedAt   time.Time     // when last acknowledged
 	quiet     bool          // a tail marker came: the sender waits for an acknowledgement
@@ -174,15 +228,19 @@ func (s *inSender) busy() bool { return len(s.held) > 0 || s.waits > 0 }
 
 type gap struct {
 	upto  uint64    // missing: numbers from last+1 to upto not held
+	told  uint64    // the highest number asked for: answers past it are not taken
 	asked time.Time // when last asked for
 	tries int       // times asked since the last progress: each retry waits twice as long
 	from  uint64    // the first number last asked for
 	since time.Time // when it opened, or its sender last answered: GiveUp counts from here
 }
 
-// NewInbox makes an empty inbox.
-func NewInbox(l InLimits) *Inbox {
-	return &Inbox{lim: l, subscribed: map[string]bool{}, streams: map[streamID]*stream{}, senders: map[string]*inSender{},
+// NewInbox makes an empty inbox. standing says what its caller knows of
+// a sender when it is first heard from (nil: every sender is a member,
+// for an inbox that trusts whatever reaches it); Judged tells it more
+// later.
+func NewInbox(l InLimits, standing func(from string) Standing) *Inbox {
+	return &Inbox{lim: l, standing: standing, subscribed: map[string]bool{}, streams: map[streamID]*stream{}, senders: map[string]*inSender{},
 		gapped: map[*stream]bool{}, active: map[*inSender]bool{}}
 }
 
@@ -200,7 +258,7 @@ func (in *Inbox) Subscribed(key string) bool { return in.subscribed[key] }
 // Receive.
 func (in *Inbox) Next(from, key string, seq uint64, n int, fences []Fence) bool {
 	st := in.streams[streamID{from, key}]
-	if st == nil || st.s.busy() || seq != st.last+1 {
+	if st == nil || st.s.busy() || !st.s.confirmed || seq != st.last+1 {
 		return false
 	}
 	for _, f := range fences {
@@ -230,10 +288,23 @@ func (in *Inbox) Receive(m Msg, now time.Time) (e Effects) {
 		e.Dropped = append(e.Dropped, Drop{From: m.From, Why: fmt.Sprintf("a frame numbered %d (+%d) on %.40q, a subject not received here", m.Seq, m.N, m.Key)})
 		return e
 	}
+	if why := in.tooFar(m.From, m.Key, m.Seq); why != "" {
+		e.Dropped = append(e.Dropped, Drop{From: m.From, Why: "a frame numbered " + why})
+		return e
+	}
+	for _, f := range m.Fences {
+		if f.Key != m.Key && in.subscribed[f.Key] {
+			if why := in.tooFar(m.From, f.Key, f.Seq); why != "" {
+				e.Dropped = append(e.Dropped, Drop{From: m.From, Why: fmt.Sprintf("a frame numbered %d on %s with a fence at %s", m.Seq, m.Key, why)})
+				return e
+			}
+		}
+	}
 	s := in.sender(m.From, &e)
 	if s == nil {
 		return e
 	}
+	in.heard(s)
 	st := in.stream(s, m.Key)
 	if m.last() <= st.last {
 		return e // a repeat
@@ -249,6 +320,7 @@ func (in *Inbox) Receive(m Msg, now time.Time) (e Effects) {
 	}
 	if in.deliverable(st, &m) {
 		e.Deliver = in.drain(s, in.deliver(st, m, nil, now), now)
+		e.Ask = in.takeAsks()
 		return e
 	}
 	for _, h := range s.held {
@@ -264,9 +336,30 @@ func (in *Inbox) Receive(m Msg, now time.Time) (e Effects) {
 	case s.heldBytes > in.lim.HeldPerSender:
 		in.overflow(s, fmt.Sprintf("held more than %d bytes of it while waiting for what was missing", in.lim.HeldPerSender), &e, now)
 	case in.held > in.lim.Held:
-		in.overflow(s, fmt.Sprintf("held more than %d bytes of all senders while waiting for what was missing", in.lim.Held), &e, now)
+		why := fmt.Sprintf("held more than %d bytes of all senders while waiting for what was missing", in.lim.Held)
+		// Strangers' first, least recently heard from first.
+		for x := in.strangers.Front(); x != nil && in.held > in.lim.Held; {
+			next := x.Next()
+			if o := x.Value.(*inSender); o != s && o.heldBytes > 0 {
+				in.overflow(o, why, &e, now)
+			}
+			x = next
+		}
+		if in.held > in.lim.Held {
+			in.overflow(s, why, &e, now)
+		}
 	}
 	return e
+}
+
+// tooFar says why number seq of from on key is past what its sender can
+// have sent (more than Ahead past the last delivered there), or "".
+func (in *Inbox) tooFar(from, key string, seq uint64) string {
+	last := in.lastOf(from, key)
+	if seq <= last || seq-last <= in.lim.Ahead {
+		return ""
+	}
+	return fmt.Sprintf("%d on %s, more than %d past the last delivered there (%d)", seq, key, in.lim.Ahead, last)
 }
 
 // Tail takes a tail marker: the sender's last number on key. A gap it
@@ -275,10 +368,15 @@ func (in *Inbox) Tail(from, key string, seq uint64, now time.Time) (e Effects) {
 	if seq == 0 || !in.subscribed[key] {
 		return e
 	}
+	if why := in.tooFar(from, key, seq); why != "" {
+		e.Dropped = append(e.Dropped, Drop{From: from, Why: "a tail marker numbered " + why})
+		return e
+	}
 	s := in.sender(from, &e)
 	if s == nil {
 		return e
 	}
+	in.heard(s)
 	st := in.stream(s, key)
 	s.quiet = true // acknowledge at the next tick: the sender waits for it
 	in.active[s] = true
@@ -289,16 +387,22 @@ func (in *Inbox) Tail(from, key string, seq uint64, now time.Time) (e Effects) {
 }
 
 // Missing takes a sender's answer that it no longer holds its messages
-// on key, lo..hi. Only numbers this inbox asked for and still misses
-// (neither delivered nor held) are given up on, and reported lost; an
-// answer for anything else (numbers it has, a subject or sender it never
-// asked) changes nothing.
+// on key, lo..hi. Only a member's answer counts, and only for numbers
+// this inbox asked it for and still misses (neither delivered nor held):
+// those are given up on, and reported lost. An answer for anything else
+// (numbers it has or never asked for, a subject or sender it never
+// asked) changes nothing; one from a sender not known to be in the job
+// is dropped, and said so.
 func (in *Inbox) Missing(from, key string, lo, hi uint64, now time.Time) (e Effects) {
 	st := in.streams[streamID{from, key}]
 	if st == nil || st.gap == nil {
 		return e
 	}
-	lo, hi = max(lo, st.last+1), min(hi, st.gap.upto)
+	if st.s.standing != Member {
+		e.Dropped = append(e.Dropped, Drop{From: st.s.name, Why: fmt.Sprintf("an answer that it no longer holds %d..%d on %s, from a sender not known to be in the job (%v)", lo, hi, key, st.s.standing)})
+		return e
+	}
+	lo, hi = max(lo, st.last+1), min(hi, st.gap.told)
 	if lo > hi {
 		return e
 	}
@@ -391,11 +495,11 @@ func (in *Inbox) Tick(now time.Time) (e Effects) {
 		if now.Sub(g.asked) >= NakRetry<<min(g.tries, 4) {
 			g.asked, g.from = now, lo
 			g.tries++
-			e.Naks = append(e.Naks, Nak{To: st.s.name, Key: st.id.key, Lo: lo, Hi: min(g.upto, lo+MaxNakSpan-1)})
+			e.Naks = append(e.Naks, g.nak(st, lo))
 		}
 	}
 	for _, s := range giveUp {
-		in.giveUp(s, &e, now)
+		in.giveUp(s, &e)
 	}
 	return e
 }
@@ -416,45 +520,54 @@ func (in *Inbox) gaps() []*stream {
 	return sts
 }
 
-// giveUp stops asking s: a sender never delivered from is forgotten;
-// another's gaps are lost, and what they held back is delivered.
-func (in *Inbox) giveUp(s *inSender, e *Effects, now time.Time) {
+// giveUp stops asking s. A stranger (or one being asked about) is
+// forgotten. A member's gaps are closed and what it held back dropped,
+// not lost: only its own word makes messages lost. A later frame of it
+// opens the gaps again and asks again, and a member that was only slow
+// answers then (with the messages, or that it no longer holds them).
+func (in *Inbox) giveUp(s *inSender, e *Effects) {
 	why := fmt.Sprintf("no answer from it to NAKs for %v", in.lim.GiveUp)
-	if !s.confirmed {
-		e.Dropped = append(e.Dropped, Drop{From: s.name, Held: len(s.held), Why: why + "; nothing of it was ever delivered"})
+	if s.standing != Member {
+		if !s.confirmed {
+			why += "; nothing of it was ever delivered"
+		}
+		e.Dropped = append(e.Dropped, Drop{From: s.name, Held: len(s.held), Why: fmt.Sprintf("%s; not known to be in the job (%v)", why, s.standing)})
 		in.forget(s)
 		return
 	}
+	e.Dropped = append(e.Dropped, Drop{From: s.name, Held: len(s.held), Why: why + "; its gaps are asked for again when it sends"})
+	in.dropHeld(s)
 	for _, st := range s.streams {
-		if st.gap == nil {
-			continue
+		st.seen = 0
+		if st.gap != nil {
+			in.closeGap(st)
 		}
-		for _, r := range in.notHeld(st, Range{st.last + 1, st.gap.upto}) {
-			e.Lost = append(e.Lost, Loss{From: s.name, Key: st.id.key, Lo: r.Lo, Hi: r.Hi, Why: why})
-			in.skip(st, r)
-		}
-		in.advance(st, now)
 	}
-	e.Deliver = in.drain(s, e.Deliver, now)
 }
 
-// overflow gives up on s, whose held messages passed a bound: what is
-// missing and what is held of it is lost; it starts again after them.
+// overflow drops what is held of s, whose held messages passed a bound.
+// A member's gaps widen over what was dropped, which is asked for again.
+// Anyone else is forgotten.
 func (in *Inbox) overflow(s *inSender, why string, e *Effects, now time.Time) {
-	held := s.held
-	s.held = nil // what notHeld should not count: it is lost too
+	e.Dropped = append(e.Dropped, Drop{From: s.name, Held: len(s.held), Why: why})
+	if s.standing != Member {
+		in.forget(s)
+		return
+	}
+	in.dropHeld(s)
 	for _, st := range s.streams {
-		if hi := st.highest(); hi > st.last {
-			for _, r := range in.notHeld(st, Range{st.last + 1, hi}) {
-				e.Lost = append(e.Lost, Loss{From: s.name, Key: st.id.key, Lo: r.Lo, Hi: r.Hi, Why: why})
-			}
-			st.last, st.seen = hi, 0
-			in.advance(st, now)
+		if hi := st.seen; hi > st.last {
+			st.seen = 0
+			e.Naks = in.widen(st, hi, now, e.Naks)
 		}
 	}
+}
+
+// dropHeld drops every message held of s.
+func (in *Inbox) dropHeld(s *inSender) {
 	in.held -= s.heldBytes
-	clear(held)
-	s.held, s.heldBytes = held[:0], 0
+	clear(s.held)
+	s.held, s.heldBytes = s.held[:0], 0
 }
 
 // LinkUp says the link came back after a drop: every gap is asked for
@@ -464,7 +577,7 @@ func (in *Inbox) LinkUp(now time.Time) (e Effects) {
 		g := st.gap
 		lo := st.last + 1
 		g.asked, g.from, g.tries, g.since = now, lo, 1, now
-		e.Naks = append(e.Naks, Nak{To: st.s.name, Key: st.id.key, Lo: lo, Hi: min(g.upto, lo+MaxNakSpan-1)})
+		e.Naks = append(e.Naks, g.nak(st, lo))
 	}
 	return e
 }
@@ -531,13 +644,61 @@ func (in *Inbox) forget(s *inSender) {
 		delete(in.streams, st.id)
 		delete(in.gapped, st)
 	}
-	if !s.confirmed {
-		in.unconfirmed.Remove(s.unconf)
-	}
+	in.unlist(s)
 	in.held -= s.heldBytes
 	delete(in.active, s)
 	s.progress, s.due = false, false // nothing to acknowledge if it is in due
 	delete(in.senders, s.name)
+}
+
+// Judged says what the caller found out about a sender it was asked
+// about (Effects.Ask), or learned otherwise: a member's word on what it
+// no longer holds counts from now on; a stranger may be forgotten for a
+// new sender, and a member found a stranger (no longer in the job) is
+// forgotten now.
+func (in *Inbox) Judged(from string, st Standing) {
+	s := in.senders[from]
+	if s == nil || st == Unknown || st == s.standing && !s.asking {
+		return
+	}
+	if st == Stranger && s.standing == Member {
+		in.forget(s)
+		return
+	}
+	in.unlist(s)
+	s.standing = st
+	if st == Stranger {
+		s.strange = in.strangers.PushBack(s)
+	}
+}
+
+// unlist takes s out of the strangers list, or out of those asked about.
+func (in *Inbox) unlist(s *inSender) {
+	if s.strange != nil {
+		in.strangers.Remove(s.strange)
+		s.strange = nil
+	}
+	if s.asking {
+		s.asking = false
+		in.asking--
+	}
+}
+
+// heard moves a stranger to the back of the list: forgotten last.
+func (in *Inbox) heard(s *inSender) {
+	if s.strange != nil {
+		in.strangers.MoveToBack(s.strange)
+	}
+}
+
+// takeAsks returns the senders to ask about, and forgets them.
+func (in *Inbox) takeAsks() []string {
+	if len(in.asks) == 0 {
+		return nil
+	}
+	a := in.asks
+	in.asks = nil
+	return a
 }
 
 // Waiting reports whether anything of from is held.
@@ -549,26 +710,40 @@ func (in *Inbox) Waiting(from string) bool {
 // Senders is how many senders the inbox tracks.
 func (in *Inbox) Senders() int { return len(in.senders) }
 
+// Strangers is how many of them are not known to be members.
+func (in *Inbox) Strangers() int { return in.strangers.Len() + in.asking }
+
 // sender is from's state, made if new: nil if the bounds refuse it (said
-// in e).
+// in e). A new sender takes the place of the stranger heard from least
+// recently when the table, or its share of strangers, is full.
 func (in *Inbox) sender(from string, e *Effects) *inSender {
 	if s := in.senders[from]; s != nil {
 		return s
 	}
-	if len(in.senders) >= in.lim.Senders || in.unconfirmed.Len() >= in.lim.Unconfirmed {
-		front := in.unconfirmed.Front()
+	standing := Member
+	if in.standing != nil {
+		standing = in.standing(from)
+	}
+	for len(in.senders) >= in.lim.Senders || standing != Member && in.Strangers() >= in.lim.Strangers {
+		front := in.strangers.Front()
 		if front == nil {
-			e.Dropped = append(e.Dropped, Drop{From: from, Why: fmt.Sprintf("%d senders tracked already", len(in.senders))})
+			why := fmt.Sprintf("%d senders tracked already, none of them a stranger to forget", len(in.senders))
+			if standing != Member {
+				why = fmt.Sprintf("%d senders not known to be in the job tracked already, all being asked about", in.Strangers())
+			}
+			e.Dropped = append(e.Dropped, Drop{From: from, Why: why})
 			return nil
 		}
 		old := front.Value.(*inSender)
 		e.Dropped = append(e.Dropped, Drop{From: old.name, Held: len(old.held),
-			Why: fmt.Sprintf("forgotten for a new sender: the oldest of %d never delivered from", in.unconfirmed.Len())})
+			Why: fmt.Sprintf("forgotten for a new sender: the stranger heard from least recently (%d tracked)", in.strangers.Len())})
 		in.forget(old)
 	}
-	s := &inSender{name: strings.Clone(from)} // from may alias a received buffer
+	s := &inSender{name: strings.Clone(from), standing: standing} // from may alias a received buffer
 	in.senders[s.name] = s
-	s.unconf = in.unconfirmed.PushBack(s)
+	if standing != Member {
+		s.strange = in.strangers.PushBack(s)
+	}
 	return s
 }
 
@@ -588,8 +763,14 @@ func (in *Inbox) stream(s *inSender, key string) *stream {
 func (in *Inbox) delivered(s *inSender, n int) {
 	if !s.confirmed {
 		s.confirmed = true
-		in.unconfirmed.Remove(s.unconf)
-		s.unconf = nil
+		if s.standing == Unknown {
+			// Delivered from: forgetting it now could deliver its
+			// messages twice, so it is asked about, and kept meanwhile.
+			in.unlist(s)
+			s.asking = true
+			in.asking++
+			in.asks = append(in.asks, s.name)
+		}
 	}
 	if !s.progress {
 		s.progress = true
@@ -714,5 +895,13 @@ func (in *Inbox) widen(st *stream, upto uint64, now time.Time, naks []Nak) []Nak
 		in.gapped[st] = true
 	}
 	g.asked, g.tries, g.from = now, 0, st.last+1
-	return append(naks, Nak{To: st.s.name, Key: st.id.key, Lo: lo, Hi: min(upto, lo+MaxNakSpan-1)})
+	return append(naks, g.nak(st, lo))
+}
+
+// nak asks st's sender for the gap's numbers from lo, at most
+// MaxNakSpan of them, and notes that they were asked for.
+func (g *gap) nak(st *stream, lo uint64) Nak {
+	hi := min(g.upto, lo+MaxNakSpan-1)
+	g.told = max(g.told, hi)
+	return Nak{To: st.s.name, Key: st.id.key, Lo: lo, Hi: hi}
 }

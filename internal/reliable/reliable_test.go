@@ -38,7 +38,7 @@ func newWorld(t *testing.T, seed uint64, limits Limits) *world {
 	lim.GiveUp = time.Hour
 	for _, p := range procs {
 		w.subjects = append(w.subjects, &Subject{Key: "proc." + p, Proc: p})
-		w.ins[p] = NewInbox(lim)
+		w.ins[p] = NewInbox(lim, nil)
 		w.ins[p].Subscribe("proc." + p)
 	}
 	groups := map[string][]string{"g12": {"r1", "r2"}, "g23": {"r2", "r3"}, "g123": procs, "g1": {"r1"}}
@@ -276,7 +276,7 @@ func TestFencesOnlyWhereReceiversMeet(t *testing.T) {
 // backoff while nothing comes; and a long gap is asked for MaxNakSpan at
 // a time.
 func TestAGapIsAskedForOnce(t *testing.T) {
-	in := NewInbox(DefaultInLimits)
+	in := NewInbox(DefaultInLimits, nil)
 	in.Subscribe("k")
 	t0 := time.Unix(0, 0)
 	msg := func(seq uint64) Msg { return Msg{From: "s", Key: "k", Seq: seq, Size: 1} }
@@ -309,7 +309,7 @@ func TestAGapIsAskedForOnce(t *testing.T) {
 	}
 
 	// A long gap: the first MaxNakSpan numbers, then the next as they come.
-	in2 := NewInbox(DefaultInLimits)
+	in2 := NewInbox(DefaultInLimits, nil)
 	in2.Subscribe("k")
 	in2.Receive(msg(1), t0)
 	n := in2.Receive(msg(20_000), t0).Naks

@@ -21,7 +21,10 @@ import (
 //	outbox retain=1h bytes=1000        the sender (every script starts with one)
 //	subject key=proc.r proc=r          a subject the sender sends on
 //	subject key=mesh.m group=r,q
-//	inbox r keys=proc.r,mesh.m [senders=N unconfirmed=N held=N giveup=D]
+//	inbox r keys=proc.r,mesh.m [senders=N strangers=N held=N perheld=N giveup=D ahead=N]
+//	      [members=s,p unknown=q]     who is in the job: without either, every
+//	                                   sender is a member; with them, a sender
+//	                                   named in neither is a stranger
 //	send key=proc.r [n=3] [size=1]     the outbox stamps and keeps a frame: "frame proc.r/1 1..3 fences mesh.m:2"
 //	recv r frame=proc.r/1              r receives that frame, as sent
 //	recv r from=x key=proc.r seq=4 [n=2] [fences=mesh.m:3] [size=1]   or one made up
@@ -35,6 +38,7 @@ import (
 //	linkup r | olinkup                 the link came back
 //	gone proc=r                        the outbox hears a proc ended
 //	forget r from=s                    an inbox hears a sender ended
+//	judge r from=q standing=member     an inbox hears what its caller found out
 //	state r                            what an inbox tracks
 //
 // go test -run TestScripts -rewrite ./internal/reliable rewrites the
@@ -109,7 +113,8 @@ func TestScripts(t *testing.T) {
 			case "inbox":
 				lim := DefaultInLimits
 				lim.Senders = opt("senders", lim.Senders)
-				lim.Unconfirmed = opt("unconfirmed", lim.Unconfirmed)
+				lim.Strangers = opt("strangers", lim.Strangers)
+				lim.Ahead = uint64(opt("ahead", int(lim.Ahead)))
 				lim.Held = opt("held", lim.Held)
 				lim.HeldPerSender = opt("perheld", lim.HeldPerSender)
 				if d.HasArg("giveup") {
@@ -119,7 +124,27 @@ func TestScripts(t *testing.T) {
 					}
 					lim.GiveUp = g
 				}
-				in := NewInbox(lim)
+				var standing func(string) Standing
+				if d.HasArg("members") || d.HasArg("unknown") {
+					known := map[string]Standing{}
+					for _, which := range []struct {
+						arg string
+						st  Standing
+					}{{"members", Member}, {"unknown", Unknown}} {
+						if d.HasArg(which.arg) {
+							for _, p := range strings.Split(arg(which.arg), ",") {
+								known[p] = which.st
+							}
+						}
+					}
+					standing = func(from string) Standing {
+						if st, ok := known[from]; ok {
+							return st
+						}
+						return Stranger
+					}
+				}
+				in := NewInbox(lim, standing)
 				for _, k := range strings.Split(arg("keys"), ",") {
 					in.Subscribe(k)
 				}
@@ -199,9 +224,14 @@ func TestScripts(t *testing.T) {
 			case "forget":
 				inbox().Forget(arg("from"))
 				return ""
+			case "judge":
+				st := map[string]Standing{"member": Member, "stranger": Stranger, "unknown": Unknown}[arg("standing")]
+				inbox().Judged(arg("from"), st)
+				return ""
 			case "state":
 				in := inbox()
-				return fmt.Sprintf("senders %d (unconfirmed %d), held %d bytes, gaps %d\n", in.Senders(), in.unconfirmed.Len(), in.held, len(in.gapped))
+				return fmt.Sprintf("senders %d (strangers %d, %d being asked about), held %d bytes, gaps %d\n",
+					in.Senders(), in.Strangers(), in.asking, in.held, len(in.gapped))
 			}
 			d.Fatalf(t, "unknown command %s", d.Cmd)
 			return ""
@@ -245,6 +275,9 @@ func effects(e Effects) string {
 	}
 	for _, d := range e.Dropped {
 		fmt.Fprintf(&b, "drop %s (%d held): %s\n", d.From, d.Held, d.Why)
+	}
+	for _, a := range e.Ask {
+		fmt.Fprintf(&b, "ask %s\n", a)
 	}
 	return b.String()
 }

@@ -104,9 +104,12 @@ type EndedReq struct {
 }
 
 // EndedReply is a host agent's answer to EndedReq: the notices of those
-// that have.
+// that have, and the ids it does not know: neither a proc it started nor
+// one its process knows to be in the job (the delivery layer asks so who
+// vouches for a sender).
 type EndedReply struct {
-	Gone []GoneNotice `msgpack:"gone"`
+	Gone    []GoneNotice `msgpack:"gone"`
+	Unknown []string     `msgpack:"unknown,omitempty"`
 }
 
 // SpawnProcsReq asks an agent to start procs. Each new proc reports ready
