@@ -82,4 +82,10 @@
 // scheduler's queue says when it is ending the job (scancel, a time limit,
 // a preemption), the client reports what failed on the job's failure
 // subject, and a signal of the launcher's own is named.
+//
+// A default folder another user squatted (the state directory, the
+// system logs' /tmp/$USER) does not stop the job: before it starts
+// anything the launcher puts a fresh private one in its place, says where
+// once, and passes it on in the environment to the processes it starts
+// (squat.go).
 package launch

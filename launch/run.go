@@ -72,7 +72,11 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 	if cfg.Job == nil {
 		return 0, errors.New("launch: run: no job")
 	}
+	defaultState := cfg.StateDir == ""
 	cfg.defaults()
+	if err := stepAround(&cfg, defaultState); err != nil {
+		return 0, err
+	}
 	k, err := kindOf(cfg.Hosts)
 	if err != nil {
 		return 0, err
