@@ -20,8 +20,9 @@
 //     monarch binary on them; or that the scheduler must first run the
 //     job itself (Slurm outside an allocation: salloc).
 //   - start starts one host agent per host, with the agent's command line
-//     (jobenv.AgentArgs) and environment (jobenv.Env): never the secret in
-//     argv. First it sends the hosts the monarch binary and the program
+//     (jobenv.AgentArgs) and environment (jobenv.Env): never a secret in
+//     argv, neither the token nor the values of the job's [env], which
+//     go sealed under the token (jobenv.SealEnv) where the token goes. First it sends the hosts the monarch binary and the program
 //     where they lack them ([ship], ship.go): over ssh (shipssh.go) or by
 //     sbcast inside the allocation (shipslurm.go), into a cache on each
 //     host keyed by sha256 (internal/bincache); the agents then run the
