@@ -84,10 +84,17 @@ func checkNoSecretInArgs(t *testing.T, c *testcluster.Cluster, secret string) {
 
 // runEnvJob runs job with the monarch run arguments args, waits until its
 // procs of n hosts have seen the secret, reads the command lines, then
-// lets the job end.
-func runEnvJob(t *testing.T, c *testcluster.Cluster, n int, args ...string) {
+// lets the job end. With capture, the hosts' links are recorded all along:
+// the secret must not cross them in the clear either.
+func runEnvJob(t *testing.T, c *testcluster.Cluster, n int, capture bool, args ...string) {
 	t.Helper()
 	job, secret, seen, done := envJob(t, args[len(args)-1])
+	var caps []*testcluster.Capture
+	if capture {
+		for _, h := range c.Hosts {
+			caps = append(caps, c.Capture(t, h))
+		}
+	}
 	cmd, stdout, stderr := startMonarch(t, c.Env, append(args[:len(args)-1], job)...)
 	waitUntil(t, 3*time.Minute, fmt.Sprintf("%d procs that see the secret", n), func() bool {
 		return strings.Count(stdout.String(), seen) == n || strings.Count(stdout.String(), " sees ") > n || cmd.ProcessState != nil
@@ -100,6 +107,14 @@ func runEnvJob(t *testing.T, c *testcluster.Cluster, n int, args ...string) {
 	if code := waitExit(t, cmd, 2*time.Minute, stderr); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
+	for i, cp := range caps {
+		cp.Stop()
+		if cp.Frames() == 0 {
+			t.Errorf("nothing recorded on %s's link", c.Hosts[i])
+		} else if cp.Contains([]byte(secret)) {
+			t.Errorf("the [env] value crossed %s's link in the clear", c.Hosts[i])
+		}
+	}
 	checkNothingLeft(t, envTag(secret))
 }
 
@@ -111,19 +126,21 @@ func envTag(secret string) string {
 
 func TestEnvOffCommandLinesLocal(t *testing.T) {
 	c := testcluster.Get(t)
-	runEnvJob(t, c, 2, "run", "scheduler = \"local\"\n[local]\nhosts = 2\n")
+	runEnvJob(t, c, 2, false, "run", "scheduler = \"local\"\n[local]\nhosts = 2\n")
 }
 
 func TestEnvOffCommandLinesSSH(t *testing.T) {
 	c := testcluster.Get(t)
-	runEnvJob(t, c, 2, "run", fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig))
+	runEnvJob(t, c, 2, false, "run", fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig))
 }
 
 // Under salloc: the step's agents get the token over their TLS links
-// (MUNGE), the [env] sealed under it in the step's environment.
+// (MUNGE), the [env] sealed under it in the step's environment, which
+// crosses the hosts' links in Slurm's RPCs, signed but not encrypted: the
+// value must not show there either.
 func TestEnvOffCommandLinesSlurm(t *testing.T) {
 	c := testcluster.Get(t)
-	runEnvJob(t, c, 2, "run", slurmTwoHosts(c))
+	runEnvJob(t, c, 2, true, "run", slurmTwoHosts(c))
 }
 
 // With --detach: sbatch runs monarch run on a node of the allocation.
