@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -56,15 +55,13 @@ func agentCommand(a *app) *cli.Command {
 			args.Index = i
 		}
 		var stdin io.Reader
+		jobenv.UnsetSecret()
 		if args.TokenStdin {
 			r := bufio.NewReader(os.Stdin)
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return fmt.Errorf("agent: read the job secret from stdin: %w", err)
+			if env.Bus.Token, env.SealedEnv, err = jobenv.ReadSecrets(r); err != nil {
+				return fmt.Errorf("agent: %w", err)
 			}
-			env.Bus.Token, stdin = strings.TrimSpace(line), r
-		} else {
-			jobenv.UnsetSecret()
+			stdin = r
 		}
 		if err := hostagent.Run(c.Context, args, env, stdin); err != nil {
 			// Named by its host, as users know it: the launcher reads the

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -38,11 +37,7 @@ func startClient(cfg *RunConfig, env jobenv.Env, bus publisher) (client *child.P
 	cmd := exec.Command(program, args...)
 	cmd.Dir = job.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, cfg.Stdout, cfg.Stderr
-	vars := append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))
-	if job.FeedOff != "" {
-		vars = append(vars, jobenv.FeedVar+"=off")
-	}
-	cmd.Env = childEnv(env, vars...)
+	cmd.Env = childEnv(env, procVars(job)...)
 	captureClientOutput(cmd, cfg.Stdout, cfg.Stderr, bus, env.Job)
 	var w *os.File
 	if job.SPMD != nil {

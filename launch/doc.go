@@ -20,8 +20,9 @@
 //     monarch binary on them; or that the scheduler must first run the
 //     job itself (Slurm outside an allocation: salloc).
 //   - start starts one host agent per host, with the agent's command line
-//     (jobenv.AgentArgs) and environment (jobenv.Env): never the secret in
-//     argv. First it sends the hosts the monarch binary and the program
+//     (jobenv.AgentArgs) and environment (jobenv.Env): never a secret in
+//     argv, neither the token nor the values of the job's [env], which
+//     go sealed under the token (jobenv.SealEnv) where the token goes. First it sends the hosts the monarch binary and the program
 //     where they lack them ([ship], ship.go): over ssh (shipssh.go) or by
 //     sbcast inside the allocation (shipslurm.go), into a cache on each
 //     host keyed by sha256 (internal/bincache); the agents then run the
@@ -82,4 +83,10 @@
 // scheduler's queue says when it is ending the job (scancel, a time limit,
 // a preemption), the client reports what failed on the job's failure
 // subject, and a signal of the launcher's own is named.
+//
+// A default folder another user squatted (the state directory, the
+// system logs' /tmp/$USER) does not stop the job: before it starts
+// anything the launcher puts a fresh private one in its place, says where
+// once, and passes it on in the environment to the processes it starts
+// (squat.go).
 package launch

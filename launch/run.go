@@ -72,7 +72,11 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 	if cfg.Job == nil {
 		return 0, errors.New("launch: run: no job")
 	}
+	defaultState := cfg.StateDir == ""
 	cfg.defaults()
+	if err := stepAround(&cfg, defaultState); err != nil {
+		return 0, err
+	}
 	k, err := kindOf(cfg.Hosts)
 	if err != nil {
 		return 0, err
@@ -204,6 +208,11 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		spec := &agentSpec{args: agentArgs(jobID, cfg.Job), monarch: cfg.Monarch, stderr: cfg.Stderr, awaitAgents: watch.awaitHosts,
 			env: jobenv.Env{Bus: jb.dial(jb.advURL, jb.leafAdv), FileLog: env.FileLog, StderrLog: env.StderrLog,
 				Health: &health, LinkWatcher: links.addr}}
+		if spec.env.SealedEnv, err = jobenv.SealEnv(spec.env.Bus.Token, procVars(cfg.Job)); err != nil {
+			err = fmt.Errorf("launch: %w", err)
+			fail(err)
+			return 0, err
+		}
 		if spec.ship, err = newShipment(cfg, cfg.Progress); err != nil {
 			err = fmt.Errorf("launch: %w", err)
 			fail(err)
@@ -321,19 +330,28 @@ func stoppedWhileStarting(ctx context.Context, dir, job string, p *placement, st
 }
 
 // agentArgs is the agent command line of a job, but for the index and
-// the secret's way, which each scheduler sets.
+// the secret's way, which each scheduler sets. The procs' variables are
+// not on it (see procVars).
 func agentArgs(jobID string, job *hostsconfig.Job) jobenv.AgentArgs {
-	// Every proc, SPMD commands included, can tell a restart.
-	env := append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))
-	if job.FeedOff != "" {
-		env = append(env, jobenv.FeedVar+"=off")
-	}
-	args := jobenv.AgentArgs{Job: jobID, Index: -1, Program: job.Program, Args: job.Args, Dir: job.Dir, Env: env}
+	args := jobenv.AgentArgs{Job: jobID, Index: -1, Program: job.Program, Args: job.Args, Dir: job.Dir}
 	if job.SPMD != nil {
 		// Every proc the agents start runs the command.
 		args.Program, args.Args = job.SPMD.Command[0], job.SPMD.Command[1:]
 	}
 	return args
+}
+
+// procVars are the variables the job's client and procs get from the
+// launcher: the job file's [env], and what every process, SPMD commands
+// included, can tell: a restart, the feed turned off. They hold secrets:
+// the client gets them in its environment, the host agents sealed under
+// the job's token (jobenv.SealEnv), never on a command line.
+func procVars(job *hostsconfig.Job) []string {
+	vars := append(slices.Clip(job.Env), jobenv.RestartVar+"="+strconv.Itoa(restarts()))
+	if job.FeedOff != "" {
+		vars = append(vars, jobenv.FeedVar+"=off")
+	}
+	return vars
 }
 
 // restarts is how many times this job ran before: its Slurm batch job's

@@ -13,14 +13,33 @@ import (
 	"github.com/monarch-go/monarch/internal/jobenv"
 )
 
-const secret = "s3cret-token"
+const (
+	secret    = "s3cret-token"
+	envSecret = "env-s3cret-value" // a value of the job's [env]
+)
 
-// testSpec is the agent spec of a job with TLS and a log level.
-func testSpec() *agentSpec {
-	job := &hostsconfig.Job{Program: "/bin/prog", Args: []string{"--lr", "0.1"}, Dir: "/work", Env: []string{"A=1"}}
+// testSpec is the agent spec of a job with TLS and a log level, whose
+// [env] holds a secret.
+func testSpec(t *testing.T) *agentSpec {
+	job := &hostsconfig.Job{Program: "/bin/prog", Args: []string{"--lr", "0.1"}, Dir: "/work", Env: []string{"API_KEY=" + envSecret}}
+	sealed, err := jobenv.SealEnv(secret, procVars(job))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &agentSpec{
 		args: agentArgs("j1", job), monarch: "/opt/monarch", stderr: io.Discard,
-		env: jobenv.Env{Bus: jobenv.Bus{URL: "nats://10.0.0.1:4222", Token: secret, TLSCA: "/ca.pem", TLSName: "10.0.0.1"}, FileLog: "DEBUG"},
+		env: jobenv.Env{Bus: jobenv.Bus{URL: "nats://10.0.0.1:4222", Token: secret, TLSCA: "/ca.pem", TLSName: "10.0.0.1"}, FileLog: "DEBUG",
+			SealedEnv: sealed},
+	}
+}
+
+// checkSealedEnv checks that sealed opens, with the job's token, to the
+// job's [env] and the launcher's variables.
+func checkSealedEnv(t *testing.T, sealed string) {
+	t.Helper()
+	env, err := jobenv.OpenEnv(secret, sealed)
+	if err != nil || !slices.Contains(env, "API_KEY="+envSecret) || !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, jobenv.RestartVar+"=") }) {
+		t.Errorf("the sealed [env] opens to %q (%v)", env, err)
 	}
 }
 
@@ -31,8 +50,8 @@ func vars(env jobenv.Env) []string { return env.Environ() }
 // the agent parses it) and holds no secret.
 func checkAgentArgv(t *testing.T, argv []string, want jobenv.AgentArgs) {
 	t.Helper()
-	if strings.Contains(strings.Join(argv, " "), secret) {
-		t.Errorf("the secret is in argv: %q", argv)
+	if line := strings.Join(argv, " "); strings.Contains(line, secret) || strings.Contains(line, envSecret) {
+		t.Errorf("a secret is in argv: %q", argv)
 	}
 	i := slices.Index(argv, "/opt/monarch")
 	if i < 0 || i+1 >= len(argv) || argv[i+1] != "agent" {
@@ -43,7 +62,7 @@ func checkAgentArgv(t *testing.T, argv []string, want jobenv.AgentArgs) {
 		t.Fatalf("the agent cannot parse %q: %v", argv[i+2:], err)
 	}
 	if !slices.Equal(got.Args, want.Args) || got.Job != want.Job || got.Index != want.Index || got.Slurm != want.Slurm ||
-		got.TokenStdin != want.TokenStdin || got.Program != want.Program || got.Dir != want.Dir || !slices.Equal(got.Env, want.Env) {
+		got.TokenStdin != want.TokenStdin || got.Program != want.Program || got.Dir != want.Dir {
 		t.Errorf("agent args %+v, want %+v", got, want)
 	}
 }
@@ -54,16 +73,17 @@ func TestLocalAgentCommand(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	spec := testSpec()
+	spec := testSpec(t)
 	cmd := localAgent(spec, 1)
 	want := spec.args
 	want.Index = 1
 	checkAgentArgv(t, cmd.Args, want)
-	for _, kv := range vars(jobenv.Env{Bus: spec.env.Bus, HostName: "h1"}) {
+	for _, kv := range vars(jobenv.Env{Bus: spec.env.Bus, HostName: "h1", SealedEnv: spec.env.SealedEnv}) {
 		if !slices.Contains(cmd.Env, kv) {
 			t.Errorf("the agent's environment lacks %s", kv)
 		}
 	}
+	checkSealedEnv(t, spec.env.SealedEnv)
 	for _, kv := range vars(jobenv.Env{Job: "outer", Proc: &jobenv.Proc{ID: "c-1", Parent: "c", ReadyPort: 1}}) {
 		if slices.Contains(cmd.Env, kv) {
 			t.Errorf("the agent's environment has %s, of the launcher's own job", kv)
@@ -72,7 +92,7 @@ func TestLocalAgentCommand(t *testing.T) {
 }
 
 func TestSrunStep(t *testing.T) {
-	spec := testSpec()
+	spec := testSpec(t)
 	cmd := slurmScheduler{&hostsconfig.Slurm{SrunArgs: []string{"--gres=x"}}}.step(spec, 2)
 	want := spec.args
 	want.Slurm = true
@@ -87,14 +107,20 @@ func TestSrunStep(t *testing.T) {
 			t.Errorf("the step's environment lacks %s", kv)
 		}
 	}
+	if slices.ContainsFunc(cmd.Env, func(kv string) bool { return strings.Contains(kv, envSecret) }) {
+		t.Errorf("the step's environment holds the [env] value unsealed")
+	}
+	checkSealedEnv(t, spec.env.SealedEnv)
 }
 
 func TestSSHSession(t *testing.T) {
-	spec := testSpec()
+	spec := testSpec(t)
 	cmd := sshScheduler{&hostsconfig.SSH{Hosts: []string{"a", "b"}, User: "me"}}.session(spec, "b", 1)
 	remote := cmd.Args[len(cmd.Args)-1]
-	if strings.Contains(strings.Join(cmd.Args, " "), secret) || slices.ContainsFunc(cmd.Env, func(kv string) bool { return strings.Contains(kv, secret) }) {
-		t.Fatalf("the secret is in the ssh command: %q", cmd.Args)
+	for _, s := range []string{secret, envSecret, spec.env.SealedEnv} {
+		if strings.Contains(strings.Join(cmd.Args, " "), s) || slices.ContainsFunc(cmd.Env, func(kv string) bool { return strings.Contains(kv, s) }) {
+			t.Fatalf("a secret (%s) is in the ssh command: %q", s, cmd.Args)
+		}
 	}
 	if cmd.Args[len(cmd.Args)-2] != "b" || !slices.Contains(cmd.Args, "me") {
 		t.Errorf("ssh to the wrong place: %q", cmd.Args)
@@ -102,7 +128,7 @@ func TestSSHSession(t *testing.T) {
 	// The remote command sets the environment but for the secret, then
 	// runs the agent, which reads the secret from stdin.
 	noSecret := spec.env
-	noSecret.Bus.Token = ""
+	noSecret.Bus.Token, noSecret.SealedEnv = "", ""
 	words := strings.Fields(remote)
 	if words[0] != "env" {
 		t.Fatalf("remote command %q", remote)

@@ -3,7 +3,6 @@ package launch
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -78,7 +77,7 @@ func (s sshScheduler) start(ctx context.Context, p *placement, spec *agentSpec) 
 		a.mu.Lock()
 		a.stdins = append(a.stdins, stdin)
 		a.mu.Unlock()
-		if _, err := io.WriteString(stdin, spec.env.Bus.Token+"\n"); err != nil {
+		if err := jobenv.WriteSecrets(stdin, spec.env.Bus.Token, spec.env.SealedEnv); err != nil {
 			a.stop(time.Second)
 			return nil, fmt.Errorf("ssh %s: send the job secret: %w", host, err)
 		}
@@ -106,11 +105,12 @@ func sshOwn(line string) bool {
 }
 
 // session is the ssh command that runs host i's agent on host. Its remote
-// command sets the agent's environment but for the secret, which the
-// agent reads from stdin.
+// command, which every user of the host can read, sets the agent's
+// environment but for the secret and the procs' sealed variables, which
+// the agent reads from stdin (jobenv.ReadSecrets).
 func (s sshScheduler) session(spec *agentSpec, host string, i int) *exec.Cmd {
 	env := spec.env
-	env.Bus.Token = ""
+	env.Bus.Token, env.SealedEnv = "", ""
 	args, monarch := spec.args, spec.monarch
 	args.Index, args.TokenStdin = i, true
 	spec.ship.use(i, &monarch, &args.Program) // the copies sent, if any

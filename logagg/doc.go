@@ -59,7 +59,10 @@
 // (/tmp/$USER/monarch_<job>_<role>.log, in a 0700 folder;
 // [EnvSystemLogDir] moves them) at the level of [EnvFileLevel] (default
 // INFO), and the more urgent messages to stderr at [EnvStderrLevel]
-// (default WARN). A file is made only when something is written to it;
+// (default WARN). A folder another user squatted (theirs, a link, open to
+// others, or in a folder of theirs) stops nothing: [UseSystemLogDir] puts
+// a fresh private one in its place, says so once on stderr, and hands it
+// to the process's children. A file is made only when something is written to it;
 // [PruneSystemLogs] removes those not written for SystemLogRetention (a
 // week) whose job no longer runs.
 //

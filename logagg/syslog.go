@@ -1,6 +1,7 @@
 package logagg
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +20,8 @@ import (
 // (folder 0700, file 0600; MONARCH_SYSLOG_DIR moves them) at the level of
 // MONARCH_FILE_LOG (default INFO), and the more urgent ones to stderr at
 // MONARCH_STDERR_LOG (default WARN). A file is made only when something is
-// written to it; PruneSystemLogs removes old ones.
+// written to it; PruneSystemLogs removes old ones. A folder another user
+// squatted is stepped around (UseSystemLogDir), never a reason to stop.
 
 const (
 	EnvFileLevel   = "MONARCH_FILE_LOG"
@@ -98,9 +100,10 @@ func SystemLogPath(dir, job, role string) string {
 // SystemLogger opens the system log of one process of a job. role names
 // the process: client, agent-h0, proc-c-3, launcher. The file is created
 // when the first message at its level is written (most runs write none,
-// and leave no file). An existing SystemLogDir that is not private (a
-// symbolic link, another user's, writable by others) is refused now, with
-// the error saying how to fix it. Close the returned closer at exit.
+// and leave no file). Its folder is UseSystemLogDir's: one another user
+// squatted is replaced by a fresh private one, said once on stderr. Only a
+// bad level is an error; without any folder to write in, the messages go
+// to stderr alone. Close the returned closer at exit.
 func SystemLogger(job, role string) (zerolog.Logger, io.Closer, error) {
 	fileLevel, err := envLevel(EnvFileLevel, zerolog.InfoLevel)
 	if err != nil {
@@ -110,23 +113,67 @@ func SystemLogger(job, role string) (zerolog.Logger, io.Closer, error) {
 	if err != nil {
 		return zerolog.Nop(), nil, err
 	}
-	dir := SystemLogDir()
-	if err := privfs.CheckDir(dir); err != nil {
-		return zerolog.Nop(), nil, fmt.Errorf("system log: %w", err)
+	f := &lazyFile{job: job, role: role, errOut: os.Stderr}
+	if f.dir, err = UseSystemLogDir(os.Stderr); err != nil {
+		f.failed = true
+		fmt.Fprintf(os.Stderr, "monarch: no system log: %v\n", err)
 	}
-	f := &lazyFile{dir: dir, path: SystemLogPath(dir, job, role), errOut: os.Stderr}
 	stderr := zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true, TimeFormat: time.TimeOnly}
 	w := zerolog.MultiLevelWriter(levelWriter{f, fileLevel}, levelWriter{stderr, errLevel})
 	l := zerolog.New(w).Level(min(fileLevel, errLevel)).With().Timestamp().Str("role", role).Logger()
 	return l, f, nil
 }
 
+// UseSystemLogDir returns the folder of this process's system logs:
+// SystemLogDir, when it is missing or private. When another user squatted
+// it (a folder of theirs, a link, one others can write, or one in a folder
+// where they can rename it), which would otherwise stop every process of
+// the user's jobs on this host, a fresh private folder is made in its
+// place (privfs.Fresh) and set in EnvSystemLogDir, and w is told once
+// where the logs go and why: later calls, and the children of this
+// process (a launcher's client and agents, an agent's procs), use it and
+// say nothing. A launcher calls it before it starts the job's processes,
+// so that they share one. The error says why there is no folder at all.
+func UseSystemLogDir(w io.Writer) (string, error) {
+	return replaceSystemLogDir(SystemLogDir(), nil, w)
+}
+
+// replacing serialises the replacements of a process's system log folder:
+// one fresh folder for all its loggers.
+var replacing sync.Mutex
+
+// replaceSystemLogDir is the folder to use for dir: dir itself unless it
+// is squatted, or refused already (refused, not nil: a file in it could
+// not be opened safely); then a fresh private one, unless another logger
+// of this process replaced it already.
+func replaceSystemLogDir(dir string, refused error, w io.Writer) (string, error) {
+	replacing.Lock()
+	defer replacing.Unlock()
+	if cur := SystemLogDir(); cur != dir && privfs.CheckDir(cur) == nil {
+		return cur, nil
+	}
+	use, squatted, err := privfs.Replace(dir)
+	if refused != nil && err == nil && squatted == nil {
+		squatted = refused
+		use, err = privfs.Fresh(dir)
+	}
+	if err != nil || squatted == nil {
+		return use, err
+	}
+	if err := os.Setenv(EnvSystemLogDir, use); err != nil {
+		return "", err
+	}
+	host, _ := os.Hostname()
+	fmt.Fprintf(w, "monarch: system logs on %s go to %s instead: %v\n", host, use, squatted)
+	return use, nil
+}
+
 // lazyFile creates its file (and dir) on the first write. If that fails,
 // it says so once on errOut and drops what is written: a program does not
 // stop for its system log.
 type lazyFile struct {
-	dir, path string
-	errOut    io.Writer
+	dir, job, role string
+	errOut         io.Writer
 
 	mu     sync.Mutex
 	f      *os.File
@@ -138,7 +185,7 @@ func (l *lazyFile) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil && !l.failed && !l.closed {
-		f, err := openSystemLog(l.dir, l.path)
+		f, err := l.open()
 		if err != nil {
 			l.failed = true
 			fmt.Fprintf(l.errOut, "monarch: no system log: %v\n", err)
@@ -151,11 +198,24 @@ func (l *lazyFile) Write(p []byte) (int, error) {
 	return l.f.Write(p)
 }
 
-func openSystemLog(dir, path string) (*os.File, error) {
+// open creates the file in its folder; a folder squatted since the
+// logger was made is stepped around as UseSystemLogDir does.
+func (l *lazyFile) open() (*os.File, error) {
+	f, err := openSystemLog(l.dir, l.job, l.role)
+	if !errors.Is(err, privfs.ErrUnsafe) {
+		return f, err
+	}
+	if l.dir, err = replaceSystemLogDir(l.dir, err, l.errOut); err != nil {
+		return nil, err
+	}
+	return openSystemLog(l.dir, l.job, l.role)
+}
+
+func openSystemLog(dir, job, role string) (*os.File, error) {
 	if err := privfs.Dir(dir); err != nil {
 		return nil, err
 	}
-	return privfs.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	return privfs.OpenFile(SystemLogPath(dir, job, role), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
 // Close closes the file, if it was ever opened.

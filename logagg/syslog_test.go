@@ -1,11 +1,14 @@
 package logagg
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // A run that logs nothing leaves no system log file; the first message at
@@ -39,10 +42,11 @@ func TestSystemLogCreatedOnFirstWrite(t *testing.T) {
 	}
 }
 
-// A symbolic link, a directory of another user's or one others can
-// write is refused at once, with what to do; so is a log file that is a
-// link.
-func TestSystemLogRefusesUnsafeDir(t *testing.T) {
+// A squatted system log folder (a symbolic link, another user's folder,
+// one others can write, one in a folder of another user's) does not stop
+// the process: its logs go to a fresh private folder beside it, said once
+// with the reason, and nothing is written in or through the squatted one.
+func TestSystemLogStepsAroundSquattedDir(t *testing.T) {
 	base := t.TempDir()
 	target := filepath.Join(base, "elsewhere")
 	os.Mkdir(target, 0o700)
@@ -50,50 +54,119 @@ func TestSystemLogRefusesUnsafeDir(t *testing.T) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	open := func(dir string) error {
-		t.Helper()
-		t.Setenv(EnvSystemLogDir, dir)
-		_, c, err := SystemLogger("j", "client")
-		if err == nil {
-			c.Close()
-		}
-		return err
-	}
-	if err := open(link); err == nil || !strings.Contains(err.Error(), link+" is a symbolic link") || !strings.Contains(err.Error(), "rm "+link) {
-		t.Errorf("symlink: %v", err)
-	}
-	open2 := filepath.Join(base, "open")
-	os.Mkdir(open2, 0o700)
-	os.Chmod(open2, 0o777)
-	if err := open(open2); err == nil || !strings.Contains(err.Error(), "writable by other users") || !strings.Contains(err.Error(), "chmod 700 "+open2) {
-		t.Errorf("world-writable: %v", err)
+	open := filepath.Join(base, "open")
+	os.Mkdir(open, 0o700)
+	os.Chmod(open, 0o777)
+	// Where the fresh folder goes: beside the squatted one, unless its
+	// folder is no safer (then in $TMPDIR).
+	type squat struct{ name, dir, why, in string }
+	cases := []squat{
+		{"symlink", link, link + " is a symbolic link", base},
+		{"world-writable", open, "writable by other users", base},
 	}
 	if os.Getuid() == 0 {
 		theirs := filepath.Join(base, "theirs")
 		os.Mkdir(theirs, 0o700)
-		if err := os.Chown(theirs, 4242, 4242); err != nil {
-			t.Fatal(err)
+		above := filepath.Join(base, "above")
+		os.Mkdir(above, 0o755)
+		for _, d := range []string{theirs, above} {
+			if err := os.Chown(d, 4242, 4242); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := open(theirs); err == nil || !strings.Contains(err.Error(), "belongs to uid 4242, not to you") {
-			t.Errorf("another user's dir: %v", err)
-		}
+		cases = append(cases, squat{"another user's", theirs, "belongs to uid 4242, not to you", base},
+			squat{"in another user's folder", filepath.Join(above, "logs"), above + ", above " + filepath.Join(above, "logs") + ", belongs to uid 4242", os.TempDir()})
 	} else {
-		t.Log("not root: cannot make a directory of another user's to check that it is refused")
+		t.Log("not root: cannot make folders of another user's to check that they are stepped around")
 	}
-	// A pre-made link where the file goes: not followed, nothing written
-	// through it.
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvSystemLogDir, tc.dir)
+			var said strings.Builder
+			dir, err := UseSystemLogDir(&said)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			if !strings.HasPrefix(dir, filepath.Join(tc.in, filepath.Base(tc.dir)+".")) || os.Getenv(EnvSystemLogDir) != dir {
+				t.Errorf("logs go to %s ($%s %s), want a fresh folder in %s", dir, EnvSystemLogDir, os.Getenv(EnvSystemLogDir), tc.in)
+			}
+			if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+				t.Errorf("fresh folder %s: %v, %v", dir, fi, err)
+			}
+			line := said.String()
+			if strings.Count(line, "\n") != 1 || !strings.Contains(line, "system logs on ") || !strings.Contains(line, " go to "+dir+" instead: ") || !strings.Contains(line, tc.why) {
+				t.Errorf("said %q, want one line naming %s and why (%s)", line, dir, tc.why)
+			}
+			// The process's loggers, and its children, use it silently.
+			said.Reset()
+			if again, err := UseSystemLogDir(&said); again != dir || err != nil || said.Len() > 0 {
+				t.Errorf("again: %s, %v, said %q", again, err, said.String())
+			}
+			l, c, err := SystemLogger("j", "client")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Error().Msg("logged")
+			c.Close()
+			if b, err := os.ReadFile(SystemLogPath(dir, "j", "client")); err != nil || !strings.Contains(string(b), "logged") {
+				t.Errorf("the log in the fresh folder: %q, %v", b, err)
+			}
+			for _, d := range []string{tc.dir, target} {
+				if entries, _ := os.ReadDir(d); len(entries) != 0 {
+					t.Errorf("wrote in %s: %v", d, entries)
+				}
+			}
+		})
+	}
+}
+
+// A folder squatted after the logger chose it, before its first message
+// (missing then, another user's now), is stepped around as well.
+func TestSystemLogSquattedLater(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("not root: cannot make a folder of another user's")
+	}
+	dir := filepath.Join(t.TempDir(), "logs")
+	t.Setenv(EnvSystemLogDir, dir)
+	l, c, said := loggerSaying(t)
+	os.Mkdir(dir, 0o700)
+	os.Chown(dir, 4242, 4242)
+	l.Error().Msg("logged")
+	c.Close()
+	fresh := os.Getenv(EnvSystemLogDir)
+	if b, err := os.ReadFile(SystemLogPath(fresh, "j", "client")); fresh == dir || err != nil || !strings.Contains(string(b), "logged") {
+		t.Errorf("the log in %s: %q, %v", fresh, b, err)
+	}
+	if !strings.Contains(said.String(), "go to "+fresh+" instead: ") || !strings.Contains(said.String(), "belongs to uid 4242") {
+		t.Errorf("said %q", said.String())
+	}
+}
+
+// loggerSaying opens job j's client's system log, and returns what its
+// file says of itself (where it went, why not) with it.
+func loggerSaying(t *testing.T) (zerolog.Logger, io.Closer, *strings.Builder) {
+	t.Helper()
+	l, c, err := SystemLogger("j", "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := &strings.Builder{}
+	c.(*lazyFile).errOut = said
+	return l, c, said
+}
+
+// A link planted where the file goes, in the user's own folder, is not
+// followed: nothing is written through it, and it is said.
+func TestSystemLogFileLink(t *testing.T) {
+	base := t.TempDir()
 	dir := filepath.Join(base, "mine")
 	os.Mkdir(dir, 0o700)
 	victim := filepath.Join(base, "victim")
 	os.WriteFile(victim, []byte("keep\n"), 0o600)
 	os.Symlink(victim, SystemLogPath(dir, "j", "client"))
 	t.Setenv(EnvSystemLogDir, dir)
-	l, c, err := SystemLogger("j", "client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var said strings.Builder
-	c.(*lazyFile).errOut = &said
+	l, c, said := loggerSaying(t)
 	l.Error().Msg("through the link?")
 	c.Close()
 	if b, _ := os.ReadFile(victim); string(b) != "keep\n" {

@@ -27,7 +27,9 @@
 //     what confirms, or not, a silence of its heartbeats), where it is
 //     admitted (admit.go: over TLS when the bus is; the token, if it
 //     came without, and its host's certificate from the job's CA), then
-//     runs its host's bus and connects to it, reports to the client,
+//     opens its procs' variables, sealed under the token
+//     (jobenv.OpenEnv: the job's [env] is on no command line), runs its
+//     host's bus and connects to it, reports to the client,
 //     heartbeats every [health] heartbeat, announces the ends of its
 //     procs to the job, and exits when the job is gone: its host's link
 //     to the hub down for LinkGrace, SIGTERM

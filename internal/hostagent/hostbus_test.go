@@ -129,14 +129,18 @@ func hostsOnLeaves(t *testing.T, n, hubs int) (*bus.Server, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := jobenv.Env{Bus: jobenv.Bus{URL: hub.URL(), Token: hub.Token(), Leaf: hub.LeafURL()}}
+	sealed, err := jobenv.SealEnv(hub.Token(), []string{testProcVar + "=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := jobenv.Env{Bus: jobenv.Bus{URL: hub.URL(), Token: hub.Token(), Leaf: hub.LeafURL()}, SealedEnv: sealed}
 	if hubs > 1 {
 		env.Bus.Hubs, env.Bus.Route = hubs, hub.RouteURL()
 	}
 	done := make(chan error, n)
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		args := jobenv.AgentArgs{Job: job, Index: i, Program: exe, Env: []string{testProcVar + "=1"}}
+		args := jobenv.AgentArgs{Job: job, Index: i, Program: exe}
 		e := env
 		e.HostName = jobenv.AgentID(i)
 		go func() { done <- Run(ctx, args, e, nil) }()

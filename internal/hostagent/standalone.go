@@ -84,7 +84,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	health := env.HealthOrDefault()
 	cfg := Config{
 		ID: jobenv.AgentID(args.Index), Job: args.Job, Bus: env.Bus, Host: host, Addr: routeAddr(env.Bus.URL),
-		Program: args.Program, Args: args.Args, Dir: args.Dir, Env: args.Env, StopTimeout: DefaultStopTimeout,
+		Program: args.Program, Args: args.Args, Dir: args.Dir, StopTimeout: DefaultStopTimeout,
 		Heartbeat: health.Heartbeat,
 	}
 	log, logFile, err := logagg.SystemLogger(cfg.Job, "agent-"+cfg.ID)
@@ -109,6 +109,11 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 			return err
 		}
 		env.Bus.Token, cfg.Bus.Token, hostCert = adm.token, adm.token, adm.cert
+	}
+	// The procs' variables came sealed under the token, which this agent
+	// now holds (see jobenv.SealEnv).
+	if cfg.Env, err = jobenv.OpenEnv(env.Bus.Token, env.SealedEnv); err != nil {
+		return err
 	}
 	// The host's procs and this agent are on the host's bus, a leaf of
 	// the job's hub; without a leaf URL (an agent started by hand), on the

@@ -20,7 +20,9 @@
 // and no secret, is reachable only on the host, and the kernel says who
 // connects. Access is limited to the job's user twice: the socket's
 // directory is private (0700, checked by internal/privfs) and the socket
-// itself 0600; and each side checks the other's uid with SO_PEERCRED (the
+// itself 0600 from the moment it is bound (its mode is set before bind:
+// the process's umask, which all its goroutines share, is never changed);
+// and each side checks the other's uid with SO_PEERCRED (the
 // server refuses another user's connection; the caller refuses a socket
 // another user serves).
 //

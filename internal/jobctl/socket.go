@@ -117,10 +117,7 @@ func Listen(path string, ops map[string]Op) (*Server, error) {
 		}
 		os.Remove(path) // left by a client that was killed
 	}
-	// The socket is made 0600: the umask applies at bind.
-	old := syscall.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
+	ln, err := listenPrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("jobctl: %w", err)
 	}
@@ -130,6 +127,49 @@ func Listen(path string, ops map[string]Op) (*Server, error) {
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
+}
+
+// listenPrivate listens on a unix socket at path that is 0600 from its
+// first moment. The mode is set on the socket before it is bound: Linux
+// gives the file bind makes the socket's own mode (less the umask). So
+// there is no moment with a wider mode, and no change to the umask, which
+// is the whole process's: a folder another goroutine made meanwhile would
+// get the socket's mode.
+func listenPrivate(path string) (*net.UnixListener, error) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close() // FileListener keeps a copy
+	if err := syscall.Fchmod(fd, 0o600); err != nil {
+		return nil, fmt.Errorf("socket: chmod: %w", err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		return nil, &net.OpError{Op: "listen", Net: "unix", Addr: &net.UnixAddr{Name: path, Net: "unix"}, Err: os.NewSyscallError("bind", err)}
+	}
+	ln, err := listenBound(fd, f, path)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	return ln, nil
+}
+
+// listenBound listens on fd, bound at path (its file f), and checks that
+// the socket file is 0600.
+func listenBound(fd int, f *os.File, path string) (*net.UnixListener, error) {
+	if err := syscall.Listen(fd, syscall.SOMAXCONN); err != nil {
+		return nil, os.NewSyscallError("listen", err)
+	}
+	if fi, err := os.Lstat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		return nil, fmt.Errorf("%s: the socket is not 0600 once bound (%v, %v)", path, fi, err)
+	}
+	l, err := net.FileListener(f)
+	if err != nil {
+		return nil, err
+	}
+	return l.(*net.UnixListener), nil
 }
 
 // Path is the socket's path.

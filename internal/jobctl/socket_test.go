@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +136,65 @@ func TestSocketPathTooLong(t *testing.T) {
 	if err := Call(context.Background(), p, "echo", "x", &got); err != nil || got != "X" {
 		t.Errorf("echo: %q %v", got, err)
 	}
+}
+
+// Listen leaves the process's umask alone: a folder another goroutine
+// makes while sockets are being bound gets the mode it asked for, less
+// the umask it had (the old way, umask 0177 around bind, made it 0600).
+func TestListenKeepsUmask(t *testing.T) {
+	dir := t.TempDir()
+	want := 0o755 &^ umask(t)
+	stop := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d := filepath.Join(dir, "d"+strconv.Itoa(i))
+			if err := os.Mkdir(d, 0o755); err != nil {
+				done <- err
+				return
+			}
+			fi, err := os.Stat(d)
+			if err == nil && fi.Mode().Perm() != want {
+				done <- fmt.Errorf("a folder made during Listen is %04o, want %04o", fi.Mode().Perm(), want)
+				return
+			}
+			os.Remove(d)
+		}
+	}()
+	for i := 0; i < 2000; i++ {
+		s, err := Listen(SocketPath(dir, "j"+strconv.Itoa(i)), echoOps())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// umask reads this process's umask without setting it.
+func umask(t *testing.T) os.FileMode {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return os.FileMode(m)
+		}
+	}
+	t.Fatal("no Umask in /proc/self/status")
+	return 0
 }

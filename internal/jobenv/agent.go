@@ -1,12 +1,13 @@
 package jobenv
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 )
 
 // ClientID is the proc id of a job's client, the root of every job: the
@@ -28,9 +29,13 @@ func IsAgentID(s string) bool {
 
 // AgentArgs is the command line of `monarch agent`, which a launcher
 // starts on every host. Argv builds it and ParseAgentArgs reads it: the
-// flags are defined once, in agentFlags. The job's secret is never on the
-// command line: it comes in the environment (Env.Bus.Token) or, with
-// TokenStdin, on the first line of stdin.
+// flags are defined once, in agentFlags. No secret is on the command line,
+// which every user of the host can read: not the job's token, which comes
+// in the environment (Env.Bus.Token), over the agent's link (under Slurm
+// with TLS) or, with TokenStdin, on the first line of stdin; nor the
+// procs' variables (the job file's [env]), which come sealed under the
+// token (Env.SealedEnv), in the environment or, with TokenStdin, on the
+// second line of stdin.
 type AgentArgs struct {
 	Job string
 	// Index is this host's rank in the job; with Slurm, the agent finds it
@@ -40,8 +45,7 @@ type AgentArgs struct {
 	Program    string   // the job's program, run in worker mode for each proc
 	Args       []string // its arguments
 	Dir        string   // the procs' working directory
-	Env        []string // KEY=VALUE for the procs
-	TokenStdin bool     // read the secret from stdin, and exit at its EOF
+	TokenStdin bool     // read the secret and the sealed [env] from stdin, and exit at its EOF
 }
 
 // agentFlags defines the flags of `monarch agent` on fs, bound to a.
@@ -51,14 +55,7 @@ func agentFlags(fs *flag.FlagSet, a *AgentArgs) {
 	fs.BoolVar(&a.Slurm, "slurm", false, "take the index from the Slurm step (node name in the job's node list)")
 	fs.StringVar(&a.Program, "program", "", "the job's `PROGRAM`, run in worker mode for each proc (required)")
 	fs.StringVar(&a.Dir, "dir", "", "working `DIR` of the procs")
-	fs.Func("env", "`KEY=VALUE` for the procs (repeatable)", func(s string) error {
-		if k, _, ok := strings.Cut(s, "="); !ok || k == "" {
-			return errors.New("want KEY=VALUE")
-		}
-		a.Env = append(a.Env, s)
-		return nil
-	})
-	fs.BoolVar(&a.TokenStdin, "token-stdin", false, "read the job secret from the first line of stdin, and exit at EOF")
+	fs.BoolVar(&a.TokenStdin, "token-stdin", false, "read the job secret from the first line of stdin, the procs' sealed variables from the second, and exit at EOF")
 }
 
 // Argv is the command line that runs a's agent with the monarch binary at
@@ -72,9 +69,6 @@ func (a AgentArgs) Argv(monarch string) []string {
 		argv = append(argv, "--slurm")
 	} else {
 		argv = append(argv, "--index", strconv.Itoa(a.Index))
-	}
-	for _, kv := range a.Env {
-		argv = append(argv, "--env", kv)
 	}
 	if a.TokenStdin {
 		argv = append(argv, "--token-stdin")
@@ -108,4 +102,51 @@ func ParseAgentArgs(args []string, usage io.Writer) (AgentArgs, error) {
 		return AgentArgs{}, fmt.Errorf("--index %d: want 0 or more (this host's index), or --slurm", a.Index)
 	}
 	return a, nil
+}
+
+// maxTokenLine bounds the token's line on an agent's stdin.
+const maxTokenLine = 1 << 10
+
+// WriteSecrets writes, for an agent started with TokenStdin, what it reads
+// first on its stdin (ReadSecrets): the job's token, then its procs'
+// sealed variables (Env.SealedEnv, "" for none), a line each.
+func WriteSecrets(w io.Writer, token, sealedEnv string) error {
+	_, err := io.WriteString(w, token+"\n"+sealedEnv+"\n")
+	return err
+}
+
+// ReadSecrets reads what WriteSecrets wrote, each line bounded; r then
+// holds the rest of stdin.
+func ReadSecrets(r *bufio.Reader) (token, sealedEnv string, err error) {
+	tok, err := readLine(r, maxTokenLine)
+	if err != nil {
+		return "", "", fmt.Errorf("read the job secret from stdin: %w", err)
+	}
+	sealed, err := readLine(r, MaxSealedEnv)
+	if err != nil {
+		return "", "", fmt.Errorf("read the procs' sealed variables from stdin: %w", err)
+	}
+	return string(tok), string(sealed), nil
+}
+
+// readLine reads a line of at most limit bytes, without its newline.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit+1 {
+			return nil, fmt.Errorf("a line of more than %d bytes", limit)
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return bytes.TrimRight(line, "\r\n"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return nil, fmt.Errorf("stdin ended after %d bytes, before the end of the line", len(line))
+		default:
+			return nil, err
+		}
+	}
 }

@@ -11,5 +11,8 @@
 // Env.Environ to the child; a reader calls FromEnviron, which fails
 // naming the variable it cannot read. Subjects names the subjects.
 // AgentArgs.Argv writes the agent's command line and ParseAgentArgs reads
-// it, from one definition of its flags; the job's secret is never on it.
+// it, from one definition of its flags; no secret is ever on it, since any
+// user of the host reads it: not the job's token, nor the values of the
+// job's [env], which travel as the token does, sealed under it (SealEnv,
+// OpenEnv; over ssh on stdin, WriteSecrets and ReadSecrets).
 package jobenv

@@ -44,6 +44,7 @@ const (
 	varHealth     = "MONARCH_HEALTH"
 	varLinks      = "MONARCH_LINK_WATCHER"
 	varLinkMunge  = "MONARCH_LINK_MUNGE"
+	varSealedEnv  = "MONARCH_SEALED_ENV"
 	varExecOff    = "MONARCH_EXEC_OFF"
 	varDashAt     = "MONARCH_DASHBOARD_AT"
 	// DashboardVar is where a job's client serves its dashboard: an
@@ -163,6 +164,11 @@ type Env struct {
 	// socket ("-": munge's default), that it runs as the job's user, and
 	// receives the token over the link (TLS).
 	LinkMunge string
+	// SealedEnv is, for a host agent, the variables of its procs (the
+	// job file's [env], and the launcher's), sealed under the job's token
+	// (SealEnv): the agent opens it once it holds the token. Over ssh it
+	// comes on stdin, after the token, not in the environment.
+	SealedEnv string
 
 	// Proc is set for a proc by the host agent that starts it.
 	Proc *Proc
@@ -258,6 +264,7 @@ func (e Env) Environ() []string {
 	}
 	add(varLinks, e.LinkWatcher)
 	add(varLinkMunge, e.LinkMunge)
+	add(varSealedEnv, e.SealedEnv)
 	if p := e.Proc; p != nil {
 		add(varProc, p.ID)
 		add(varParent, p.Parent)
@@ -405,6 +412,7 @@ func FromEnviron() (Env, error) {
 	}
 	e.LinkWatcher = os.Getenv(varLinks)
 	e.LinkMunge = os.Getenv(varLinkMunge)
+	e.SealedEnv = os.Getenv(varSealedEnv)
 	if id := os.Getenv(varProc); id != "" {
 		p := &Proc{ID: id, Parent: os.Getenv(varParent), Agent: os.Getenv(varAgent)}
 		port, err := strconv.ParseUint(os.Getenv(varReadyPort), 10, 64)
@@ -450,9 +458,13 @@ func FeedOff() bool {
 	return false
 }
 
-// UnsetSecret removes the job's secret from this process's environment:
-// once the runtime has read it, user code and its children do not inherit it.
-func UnsetSecret() { os.Unsetenv(varBusToken) }
+// UnsetSecret removes the job's secret, and a host agent's sealed [env],
+// from this process's environment: once the runtime has read them, user
+// code and its children do not inherit them.
+func UnsetSecret() {
+	os.Unsetenv(varBusToken)
+	os.Unsetenv(varSealedEnv)
+}
 
 // Clean drops every variable of this contract from env, so that a process
 // started from a process of one job gets only what its starter gives it.
@@ -472,7 +484,7 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusSecure, varHostAddr, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, SPMDReportVar, varLinks, varLinkMunge, varExecOff,
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, SPMDReportVar, varLinks, varLinkMunge, varSealedEnv, varExecOff,
 		DashboardVar, varDashAt:
 		return true
 	}

@@ -100,7 +100,7 @@ func TestRankVars(t *testing.T) {
 func TestClean(t *testing.T) {
 	env := []string{"PATH=/bin", "MONARCH_JOB=j", "MONARCH_BUS_TOKEN=s", "MONARCH_PROC=p", "MONARCH_RANK_GPUS=1",
 		"MONARCH_SIZE_GPUS=2", "MONARCH_HOST_AGENTS=2", "MONARCH_HOST_NAME=h1", "MONARCH_FILE_LOG=debug", "HOME=/root",
-		"MONARCH_BUS_LEAF=l", "MONARCH_BUS_HUBS=2", "MONARCH_BUS_ROUTE=r", "MONARCH_HOST_BUS=1"}
+		"MONARCH_BUS_LEAF=l", "MONARCH_BUS_HUBS=2", "MONARCH_BUS_ROUTE=r", "MONARCH_HOST_BUS=1", "MONARCH_SEALED_ENV=x"}
 	got := Clean(env)
 	want := []string{"PATH=/bin", "MONARCH_HOST_NAME=h1", "MONARCH_FILE_LOG=debug", "HOME=/root"}
 	if !slices.Equal(got, want) {
@@ -109,7 +109,7 @@ func TestClean(t *testing.T) {
 }
 
 func TestAgentArgs(t *testing.T) {
-	in := AgentArgs{Job: "j", Index: 2, Program: "/bin/prog", Args: []string{"--x", "y"}, Dir: "/d", Env: []string{"A=1", "B=2=3"}, TokenStdin: true}
+	in := AgentArgs{Job: "j", Index: 2, Program: "/bin/prog", Args: []string{"--x", "y"}, Dir: "/d", TokenStdin: true}
 	argv := in.Argv("/usr/bin/monarch")
 	if argv[0] != "/usr/bin/monarch" || argv[1] != "agent" {
 		t.Fatalf("argv %q", argv)
@@ -127,11 +127,11 @@ func TestAgentArgs(t *testing.T) {
 		t.Errorf("slurm round trip: %+v, %v", out, err)
 	}
 	for args, want := range map[string]string{
-		"--program p":             "--job is required",
-		"--job j":                 "--program is required",
-		"--job j --program p":     "--index -1",
-		"--job j --index x":       `invalid value "x" for flag -index`,
-		"--job j --env nokey --p": "want KEY=VALUE",
+		"--program p":         "--job is required",
+		"--job j":             "--program is required",
+		"--job j --program p": "--index -1",
+		"--job j --index x":   `invalid value "x" for flag -index`,
+		"--job j --program p --index 0 --env A=1": "flag provided but not defined: -env",
 	} {
 		if _, err := ParseAgentArgs(strings.Fields(args), nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseAgentArgs(%s) = %v, want %s", args, err, want)

@@ -7,6 +7,16 @@
 // directory (not a link), owned by this user and writable by nobody else,
 // and files are opened without following a link and checked to be this
 // user's.
+//
+// A private directory in a folder someone else can write is not private:
+// they can rename it away and put one of theirs in its place
+// (/tmp/monarch-1000 made by another user, holding alice's ctl). So every
+// folder above it must be this user's or root's, and writable by no one
+// else unless sticky, as /tmp is (where no one renames another's entry).
+//
+// A default directory someone squatted need not stop a job: Fresh makes a
+// new private one in its place, under a name no one could have taken
+// first; the caller says where its files went.
 package privfs
 
 import (
@@ -48,6 +58,9 @@ func CheckDir(dir string) error {
 }
 
 func check(dir string) error {
+	if err := checkAbove(dir); err != nil {
+		return err
+	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return err
@@ -67,6 +80,102 @@ func check(dir string) error {
 		return fmt.Errorf("%w: %s is writable by other users (mode %04o): run chmod 700 %s", ErrUnsafe, dir, perm, dir)
 	}
 	return nil
+}
+
+// checkAbove checks the folders above dir, as written and as its links
+// resolve: each must be this user's or root's, and writable by others only
+// if sticky. Folders not there yet are skipped (Dir makes them, then
+// checks again).
+func checkAbove(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	parent := filepath.Dir(abs)
+	paths := []string{parent}
+	if real, err := filepath.EvalSymlinks(parent); err == nil && real != parent {
+		paths = append(paths, real)
+	}
+	for _, p := range paths {
+		for up := p; ; up = filepath.Dir(up) {
+			if err := checkFolder(up, dir); err != nil {
+				return err
+			}
+			if up == filepath.Dir(up) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// checkFolder checks one folder above dir (or a link on the way to it).
+func checkFolder(folder, dir string) error {
+	fi, err := os.Lstat(folder)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil // no owner to check on this system
+	}
+	if uid := os.Getuid(); int(st.Uid) != uid && st.Uid != 0 {
+		return fmt.Errorf("%w: %s, above %s, belongs to uid %d, neither you (uid %d) nor root: they can rename %s away and put "+
+			"theirs in its place; point monarch elsewhere (MONARCH_STATE_DIR, MONARCH_SYSLOG_DIR, TMPDIR)",
+			ErrUnsafe, folder, dir, st.Uid, uid, filepath.Base(dir))
+	}
+	if perm := fi.Mode(); fi.IsDir() && perm.Perm()&0o022 != 0 && perm&fs.ModeSticky == 0 {
+		return fmt.Errorf("%w: %s, above %s, is writable by other users (mode %04o) and not sticky: they can rename %s away; "+
+			"run chmod go-w %s, or point monarch elsewhere (MONARCH_STATE_DIR, MONARCH_SYSLOG_DIR, TMPDIR)",
+			ErrUnsafe, folder, dir, perm.Perm(), filepath.Base(dir), folder)
+	}
+	return nil
+}
+
+// Replace returns the directory to use for dir, a default one of this
+// user's: dir itself when it is missing or private (squatted is nil);
+// when another user squatted it (ErrUnsafe: theirs, a link, writable by
+// others, in a folder they can rename it in), a fresh private directory
+// in its place (Fresh), with why dir was refused. err says why there is
+// none.
+func Replace(dir string) (use string, squatted, err error) {
+	squatted = CheckDir(dir)
+	if !errors.Is(squatted, ErrUnsafe) {
+		return dir, nil, squatted
+	}
+	use, err = Fresh(dir)
+	return use, squatted, err
+}
+
+// Fresh makes a new private directory to use instead of dir, which
+// another user squatted: beside dir, named after it with a random suffix
+// (os.MkdirTemp makes it 0700 and fails rather than take one that is
+// there, so no one can have made it first), or in os.TempDir() when dir's
+// folder is missing or not safe to hold it. It returns the new directory.
+func Fresh(dir string) (string, error) {
+	name := filepath.Base(dir)
+	var errs []error
+	for _, in := range []string{filepath.Dir(dir), os.TempDir()} {
+		if err := checkAbove(filepath.Join(in, name)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		d, err := os.MkdirTemp(in, name+".")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := check(d); err != nil {
+			os.Remove(d)
+			errs = append(errs, err)
+			continue
+		}
+		return d, nil
+	}
+	return "", fmt.Errorf("no private directory in place of %s: %w", dir, errors.Join(errs...))
 }
 
 func owned(path string, fi fs.FileInfo) error {
