@@ -15,8 +15,9 @@ import (
 
 // Shipping over ssh: per host, one session runs bincache's check (what
 // the host has, or can copy from a binary's path), then one session per
-// binary it lacks runs bincache's receive with the binary on stdin. Only sh, cat, sha256sum, mkdir, mv
-// and chmod run on the host: the monarch binary may be among those sent.
+// binary it lacks runs bincache's receive with the binary on stdin. Only
+// sh, cat, stat, readlink, sha256sum, mkdir, mv and chmod run on the
+// host: the monarch binary may be among those sent.
 // Hosts are shipped to in parallel, at most [ssh] parallel at once.
 
 // ship sends s.bins to the hosts that lack them, and records in s.at what
@@ -108,11 +109,11 @@ func (ss sshScheduler) shipTo(ctx context.Context, host string, s *shipment) ([]
 // report it: the job cannot run there, and nothing unchecked runs.
 func sshCheckFailed(host string, err error, said []byte) error {
 	lines := strings.Split(strings.TrimSpace(string(said)), "\n")
-	e := agentEnd{what: "ssh " + host, err: err, lines: lines[:min(len(lines), maxShownLines)]}
+	e := agentEnd{what: "ssh " + host, err: err, lines: lines[:min(len(lines), maxShownLines)], cause: "checking its binary cache"}
 	if c, ok := firstCause(lines, causeContext{session: host}.readSSH); ok {
-		e.cause = c.msg
+		e.cause += ": " + c.msg
 	}
-	return fmt.Errorf("%s (the check of its binary cache)%s", e, e.said())
+	return fmt.Errorf("%s%s", e, e.said())
 }
 
 // send sends bins[i] to host, and again once if the host refuses it;
