@@ -176,9 +176,8 @@ func TestSlurmKilledAgentNamesHost(t *testing.T) {
 // name in its environment).
 func agentOn(t *testing.T, host string) int {
 	t.Helper()
-	self := filepath.Join(build(t), "monarch") + " agent"
 	for _, p := range testcluster.Procs("monarch agent") {
-		if !strings.HasPrefix(p.Cmdline, self) {
+		if !runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) {
 			continue
 		}
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))

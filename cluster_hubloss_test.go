@@ -29,10 +29,10 @@ func TestClusterHubServerKilled(t *testing.T) {
 	writeFile(t, dir, "hosts.toml", hosts)
 	job := writeFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nargs = [\"-for=8s\"]\nhosts = \"hosts.toml\"\n", prog))
 	cmd, stderr, stdout := startRun(t, c, job)
-	self := filepath.Join(build(t), "monarch") + " agent"
 	out, killed := killMidTraffic(t, cmd, stdout, stderr, c.Hosts[0], func() int {
-		for _, p := range testcluster.Procs(self) {
-			if strings.HasPrefix(p.Cmdline, self) && strings.Contains(p.Cmdline, "--program "+prog) && strings.Contains(p.Cmdline, "--index 0 ") {
+		for _, p := range testcluster.Procs("monarch agent") {
+			if runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) && strings.Contains(p.Cmdline, "--program ") &&
+				strings.Contains(p.Cmdline, cachedAs(t, prog)+" ") && strings.Contains(p.Cmdline, "--index 0 ") {
 				return p.PID
 			}
 		}

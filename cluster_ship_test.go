@@ -266,11 +266,12 @@ func TestShipSSHDiskFull(t *testing.T) {
 	checkGone(t, s.cache)
 }
 
-// TestShipSlurmFallback: without sbcast, or when sbcast fails, the
-// binaries run from their paths as the nodes see them, with one warning:
-// with a shared path the job runs; without one the agents' step says
-// what is missing where.
-func TestShipSlurmFallback(t *testing.T) {
+// TestShipSlurmNoFallback: without sbcast the nodes copy the binaries
+// from their paths (a shared filesystem's, in folders of the user's), and
+// a job whose nodes lack them fails before any agent starts, saying what
+// is missing where and what to do; so does one whose sbcast fails. Nothing
+// runs from a path unchecked.
+func TestShipSlurmNoFallback(t *testing.T) {
 	c := testcluster.Get(t)
 	bin := build(t)
 
@@ -287,27 +288,36 @@ func TestShipSlurmFallback(t *testing.T) {
 	if _, err := exec.LookPath(filepath.Join(farm, "srun")); err != nil {
 		t.Fatalf("no srun in the PATH farm: %v", err)
 	}
-	job := clusterJob(t, filepath.Join(bin, "multihost"), slurmShipHosts(c)+fmt.Sprintf("[ship]\nsend = true\ncache = %q\n", t.TempDir()), "gpus = 4")
+	job := clusterJob(t, filepath.Join(bin, "multihost"), slurmShipHosts(c)+fmt.Sprintf("[ship]\ncache = %q\n", t.TempDir()), "gpus = 4")
 	out, stderr, code := runOnCluster(t, c, 3*time.Minute, []string{"PATH=" + farm}, filepath.Join(bin, "monarch"), "run", job)
 	if code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+		t.Fatalf("auto: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	checkTrainers(t, c, out)
-	warn := regexp.MustCompile(`(?m)^monarch: sbcast is not in PATH: running ` + bin + `/monarch, ` + bin + `/multihost from the path the nodes see \(not sent\)$`)
-	if n := len(warn.FindAllString(stderr, -1)); n != 1 || len(sentLines(stderr)) != 0 {
-		t.Fatalf("%d warnings, sent %q; stderr:\n%s", n, sentLines(stderr), stderr)
+	if len(sentLines(stderr)) != 0 {
+		t.Fatalf("sent %q without sbcast; stderr:\n%s", sentLines(stderr), stderr)
 	}
-	t.Logf("no sbcast: %s", warn.FindString(stderr))
+	checkGone(t, filepath.Dir(job))
+
+	// send = true: the nodes lack the binaries in their (new) cache.
+	job = clusterJob(t, filepath.Join(bin, "multihost"), slurmShipHosts(c)+fmt.Sprintf("[ship]\nsend = true\ncache = %q\n", t.TempDir()), "gpus = 4")
+	out, stderr, code = runOnCluster(t, c, 3*time.Minute, []string{"PATH=" + farm}, filepath.Join(bin, "monarch"), "run", job)
+	lack := regexp.MustCompile(`(?m)^monarch: launch: slurm: sbcast is not in PATH, and h1,h2 lack monarch \(` + bin + `/monarch\), h1,h2 lack program multihost \(` +
+		bin + `/multihost\): put sbcast in PATH, or the binaries at ` + bin + `/monarch, ` + bin + `/multihost on every node, in folders only you can write, to be copied from there$`)
+	if code == 0 || !lack.MatchString(stderr) || strings.Contains(stderr, "hosts up") {
+		t.Fatalf("send = true without sbcast: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	t.Logf("no sbcast: %s", lack.FindString(stderr))
 	checkGone(t, filepath.Dir(job))
 
 	// sbcast fails: h2's cache holds 1 MiB. The launcher's binaries are
-	// not on the nodes: the agents' step fails, naming them.
+	// not on the nodes: the job fails before the agents' step.
 	s := newShipSetup(t, c, map[string]string{"h2": "1m"})
 	job = clusterJob(t, filepath.Join(s.lo, "multihost"), slurmShipHosts(c)+fmt.Sprintf("[ship]\ncache = %q\n", s.cache), "gpus = 1")
 	out, stderr, code = s.run(t, nil, "run", job)
-	failed := regexp.MustCompile(`(?m)^monarch: sbcast monarch failed \(exit status \d+: .*\): running ` + s.lo + `/monarch, ` + s.lo + `/multihost from the path the nodes see \(not sent\)$`)
-	missing := regexp.MustCompile(`cannot run monarch at ` + s.lo + `/monarch on h[12] \(No such file or directory\)`)
-	if code == 0 || len(failed.FindAllString(stderr, -1)) != 1 || !missing.MatchString(stderr) {
+	failed := regexp.MustCompile(`(?m)^monarch: launch: slurm: sbcast monarch failed \(exit status \d+: .*\), to ` + s.cache + `/[0-9a-f]{64}/\.monarch\.[0-9-]+\.part on h1,h2 \(h1,h2 lack monarch \(` +
+		s.lo + `/monarch\)\): set \[ship\] cache in the hosts file to a folder with room for it on every node$`)
+	if code == 0 || !failed.MatchString(stderr) || strings.Contains(stderr, "cannot run") || strings.Contains(stderr, "hosts up") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 	t.Logf("sbcast failed: %s", failed.FindString(stderr))

@@ -12,10 +12,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/bincache"
 	"github.com/monarch-go/monarch/internal/testcluster"
 )
 
@@ -94,14 +96,53 @@ func stateDir(t *testing.T) string {
 }
 
 // checkNothingLeft fails if a process of the job is still running: host
-// agents, or procs running program.
+// agents, or procs whose command line holds program (an SPMD command's
+// words), or that run it (a file: from its path, or from a host's cached
+// copy).
 func checkNothingLeft(t *testing.T, program string) {
 	t.Helper()
-	for _, sub := range []string{"monarch agent", program} {
+	subs := []string{"monarch agent", program}
+	if _, err := os.Stat(program); err == nil {
+		subs = append(subs, cachedAs(t, program))
+	}
+	for _, sub := range subs {
 		if left := testcluster.WaitNoProcs(sub, 10*time.Second); len(left) > 0 {
 			t.Errorf("still running 10s after the job ended: %v", left)
 		}
 	}
+}
+
+// cachedAs is how a host's cached copy of the binary at path here shows
+// in a command line: <cache>/<sha256>/<name> (bincache.Entry), whatever
+// the cache.
+func cachedAs(t testing.TB, path string) string {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := fmt.Sprint(path, fi.Size(), fi.ModTime().UnixNano())
+	if s, ok := cachedNames.Load(key); ok {
+		return s.(string)
+	}
+	b, err := bincache.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := "/" + b.Sum + "/" + b.Name
+	cachedNames.Store(key, s)
+	return s
+}
+
+// cachedNames are cachedAs's answers, by path, size and time: hashing a
+// binary takes a while.
+var cachedNames sync.Map
+
+// runs says whether cmdline's first word is the binary at path here: at
+// that path, or a host's cached copy of it.
+func runs(t testing.TB, cmdline, path string) bool {
+	argv0, _, _ := strings.Cut(cmdline, " ")
+	return argv0 == path || strings.HasSuffix(argv0, cachedAs(t, path))
 }
 
 // stepOn finds the host and pid in a line of the multihost example.
@@ -272,7 +313,7 @@ func TestKilledAgent(t *testing.T) {
 	}
 	var agents []testcluster.Proc
 	for _, p := range testcluster.Procs("monarch agent") {
-		if strings.HasPrefix(p.Cmdline, filepath.Join(build(t), "monarch")+" agent") {
+		if runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) && strings.Contains(p.Cmdline, " agent ") {
 			agents = append(agents, p) // the agent itself, not the ssh session holding it
 		}
 	}

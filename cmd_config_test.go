@@ -55,7 +55,7 @@ func TestConfigCheck(t *testing.T) {
 				"  extra salloc and sbatch arguments: --qos=high\n" +
 				"  extra srun arguments: --mpi=none\n" +
 				"  monarch binary on the nodes: /opt/monarch/bin/monarch\n" +
-				"  program: sent by sbcast to the nodes that lack it (not at its path, not cached), into the cache ~/.cache/monarch/bin ($XDG_CACHE_HOME/monarch/bin if set); monarch: the one at its path there\n" +
+				"  program: sent by sbcast to the nodes that lack it (not cached, nor at its path in folders only you can write: copied from there), into the cache ~/.cache/monarch/bin ($XDG_CACHE_HOME/monarch/bin if set); monarch: the one at its path there\n" +
 				"bus: listens on 0.0.0.0:0 (any free port), workers dial 10.213.7.1\n" +
 				"tls: on (the hosts are not this machine), TLS 1.3 on every link to the hub with a CA made for the job; leaves and routes show its certificates; the agents get the token over their TLS link once MUNGE proves they run as you, not in srun's environment\n" +
 				"health: a heartbeat every 1s; a host silent 5s is suspected, and lost once its link is down (at once if its agent ends, after 3s unanswered if its host or the network is down) or after 30s silent\n",

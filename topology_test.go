@@ -126,10 +126,9 @@ func heldTopology(t *testing.T, hubs int) {
 		t.Fatalf("procs %v; stderr:\n%s", procs, stderr)
 	}
 	var agents []int // by index
-	self := filepath.Join(build(t), "monarch") + " agent"
-	for _, p := range testcluster.Procs(self) {
+	for _, p := range testcluster.Procs("monarch agent") {
 		// The agent itself, not the ssh session holding it.
-		if strings.HasPrefix(p.Cmdline, self) && strings.Contains(p.Cmdline, "--program "+program) {
+		if runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) && strings.Contains(p.Cmdline, cachedAs(t, program)+" ") {
 			if strings.Contains(p.Cmdline, "--index 1 ") {
 				agents = append(agents, p.PID)
 			} else {

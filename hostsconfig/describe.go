@@ -129,9 +129,9 @@ func describeShip(s Ship, monarchSet bool, where, how string) string {
 	case s.Send == SendAlways:
 		return fmt.Sprintf("  program and monarch: sent by %s to the %s unless cached there (by sha256), run from the cache %s", how, where, cache)
 	case monarchSet:
-		return fmt.Sprintf("  program: sent by %s to the %s that lack it (not at its path, not cached), into the cache %s; monarch: the one at its path there", how, where, cache)
+		return fmt.Sprintf("  program: sent by %s to the %s that lack it (not cached, nor at its path in folders only you can write: copied from there), into the cache %s; monarch: the one at its path there", how, where, cache)
 	}
-	return fmt.Sprintf("  program and monarch: sent by %s to the %s that lack them (not at their paths, not cached), into the cache %s", how, where, cache)
+	return fmt.Sprintf("  program and monarch: sent by %s to the %s that lack them (not cached, nor at their paths in folders only you can write: copied from there), into the cache %s", how, where, cache)
 }
 
 func describeBus(b Bus) string {

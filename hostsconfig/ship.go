@@ -11,6 +11,13 @@ import (
 // their paths there. Local hosts are this machine: a [ship] table is an
 // error there.
 //
+// What is trusted: with SendAuto and SendAlways, the hosts run only
+// copies in their cache that have the sha256 of the launcher's files and
+// that, with the cache folder and every folder above it, belong to the
+// user or root and are writable by no one else (a folder of root's with
+// the sticky bit, /tmp, may be); with SendNever, the paths as given, the
+// agent still refusing a program that breaks that rule.
+//
 // The zero Ship is the default: send = "auto", the default cache.
 type Ship struct {
 	// Send is SendAuto (send = "auto", the default), SendAlways
@@ -18,7 +25,8 @@ type Ship struct {
 	Send ShipSend
 	// Cache is the directory of the binary cache on the hosts: an
 	// absolute path, or one starting with "~/" (the home directory on the
-	// host). Empty: DefaultShipCache.
+	// host). Empty: DefaultShipCache. It and the folders above it must
+	// be writable by no one but the user (or root) on every host.
 	Cache string
 }
 
@@ -29,13 +37,15 @@ type ShipSend int
 const (
 	// SendAuto sends a binary to the hosts that lack it: those with
 	// neither a cached copy of the same content nor a file of the same
-	// content at its path.
+	// content at its path, in folders only the user or root can write
+	// (copied into the cache, and run from there, instead).
 	SendAuto ShipSend = iota
 	// SendAlways sends a binary to every host without a cached copy of
-	// the same content, and runs the cached copy even where its path
-	// holds the same file.
+	// the same content, even where its path holds the same file.
 	SendAlways
-	// SendNever runs the binaries from their paths on the hosts, as given.
+	// SendNever runs the binaries from their paths on the hosts, as
+	// given: trusted as the user named them, but for the program, which
+	// the agent refuses if another user could have put it there.
 	SendNever
 )
 

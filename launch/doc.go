@@ -26,7 +26,10 @@
 //     where they lack them ([ship], ship.go): over ssh (shipssh.go) or by
 //     sbcast inside the allocation (shipslurm.go), into a cache on each
 //     host keyed by sha256 (internal/bincache); the agents then run the
-//     cached copies.
+//     cached copies, and only them: a cache another user could write to,
+//     a copy that fails its sum, a check or a transfer that fails, fail
+//     the launch, and the agent runs the program only if it has the sum
+//     sent (AgentArgs.ProgramSum), from the descriptor it hashed.
 //
 // A scheduler with a queue of batch jobs of its own (queue) takes a
 // detached job (--detach) into it; the job store asks it what became of

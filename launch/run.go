@@ -218,6 +218,7 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 			fail(err)
 			return 0, err
 		}
+		spec.args.ProgramSum = spec.ship.programSum() // the agents run the program only if it has it
 		if ag, err = s.start(ctx, p, spec); err != nil {
 			if code, ok := stoppedWhileStarting(ctx, cfg.StateDir, jobID, p, st, prog); ok {
 				return code, nil

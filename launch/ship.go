@@ -21,12 +21,17 @@ import (
 
 // Shipping: before the agents start, the launcher makes sure every host
 // has the monarch binary the agents run and the job's program, as they
-// are here, by content (sha256), and sends them to the hosts that lack
-// them into the host's binary cache (internal/bincache): over ssh
-// (shipssh.go) or with Slurm's sbcast (shipslurm.go). The agents then run
-// the cached copies. [ship] send = "auto" (the default) runs a binary
-// from its path where the host has the same file there; true runs the
-// cached copies always; false sends nothing, as before.
+// are here, by content (sha256), in the host's binary cache
+// (internal/bincache): over ssh (shipssh.go) or with Slurm's sbcast
+// (shipslurm.go). The agents then run the cached copies, and only them:
+// a cache that another user could write to (it or a folder above it),
+// and a copy that fails its checksum, are refused where they are used.
+// [ship] send = "auto" (the default) takes a binary from its path on a
+// host that has the same file there, in folders no one else can write,
+// as a copy in the cache (hashed: what is hashed is what runs) rather
+// than send it; true always sends what the cache lacks; false sends
+// nothing and runs the binaries from their paths, as the user said, the
+// agent still refusing a program another user could have put there.
 //
 // What is sent:
 //   - monarch: this launcher's own binary (RunConfig.Self), unless
@@ -35,9 +40,13 @@ import (
 //   - the program of an SDK job. An [spmd] job's command is the hosts'
 //     own (python3, torchrun): not sent.
 //
-// A binary that fails its checksum where it is used (a cached copy, or
-// one that just arrived) is refused (removed, never run) and sent again,
-// once; failing again, the job fails, naming the host and the binary.
+// A binary that fails its checksum or the rule where it is used (a cached
+// copy, or one that just arrived) is refused (removed, never run) and
+// sent again, once; failing again, the job fails, naming the host and the
+// binary. So does a check, a copy or a transfer that fails: nothing runs
+// from a path unchecked. The agent gets the program's sum
+// (jobenv.AgentArgs.ProgramSum), hashes the cached copy once more as it
+// opens it, and runs every proc from that descriptor.
 
 // shipTimeout bounds one transfer (an ssh session or an sbcast);
 // shipCheckTimeout one check of the hosts (an ssh session or srun step
@@ -113,7 +122,7 @@ func (s *shipment) mode() string {
 }
 
 // use sets what host h runs, the monarch binary and the program, to
-// their paths there: as shipped, when they were. Nil s leaves them.
+// their cached copies there, once shipped. Nil s leaves them.
 func (s *shipment) use(h int, monarch, program *string) {
 	if s == nil || len(s.at) == 0 {
 		return
@@ -128,6 +137,20 @@ func (s *shipment) use(h int, monarch, program *string) {
 			*program = row[i]
 		}
 	}
+}
+
+// programSum is the sha256 of the program sent, which the agents check it
+// by; "" when none is (nil s, an [spmd] job).
+func (s *shipment) programSum() string {
+	if s == nil {
+		return ""
+	}
+	for i, role := range s.roles {
+		if role == "program" {
+			return s.bins[i].Sum
+		}
+	}
+	return ""
 }
 
 // named is bins[i] as messages name it: "program train (/x/train)".
@@ -177,11 +200,9 @@ func (s *shipment) refused(host string, i int, r bincache.Reply, then string) st
 	return why
 }
 
-// Whats next after a refusal, as refused says them.
-const (
-	sendingAgain = "sending it again"
-	runningThere = "running the one at its path there"
-)
+// sendingAgain is what follows a refusal of a cached copy, or of one that
+// arrived: as refused says it.
+const sendingAgain = "sending it again"
 
 // why is what a refusal means, in words.
 func (s *shipment) why(i int, r bincache.Reply) string {
@@ -194,12 +215,32 @@ func (s *shipment) why(i int, r bincache.Reply) string {
 				s.named(i), size, bincache.Short(got), b.Size, bincache.Short(b.Sum))
 		}
 		return fmt.Sprintf("the cached copy of %s fails its checksum (sha256 %s, not %s)", s.named(i), bincache.Short(got), bincache.Short(b.Sum))
+	case "unsafe":
+		return fmt.Sprintf("the cached copy of %s could have been written by another user (%s)", s.named(i), r.Rest)
 	case "missing":
 		return fmt.Sprintf("%s did not arrive (no %s)", s.named(i), r.Rest)
 	case "fail":
 		return fmt.Sprintf("could not store %s in the cache: %s", s.named(i), r.Rest)
 	}
 	return fmt.Sprintf("%s: %s %s", s.named(i), r.Word, r.Rest)
+}
+
+// untrusted says that host has bins[i] at its path, but where another
+// user could have put it or changed it (r.Rest says how): it is sent
+// rather than taken from there.
+func (s *shipment) untrusted(host string, i int, r bincache.Reply) {
+	s.say("%s: %s at %s there is not taken: %s; sending it", host, s.named(i), s.paths[i], r.Rest)
+}
+
+// unsafeCache is the error of a host whose cache dir another user could
+// write to (why says how): nothing is sent there, nothing run from it.
+func (s *shipment) unsafeCache(host, why string) error {
+	cache := s.cache
+	if cache == "" {
+		cache = hostsconfig.DefaultShipCache
+	}
+	return fmt.Errorf("%s: its binary cache (%s) is refused: %s; another user could change what the job runs there: "+
+		"set [ship] cache in the hosts file to a folder that only you can write (on every host)", host, cache, why)
 }
 
 // sizeOf writes a size for people: 20.1 MB.

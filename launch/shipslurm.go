@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -21,14 +22,14 @@ import (
 // into the part bincache names in the cache, and a second step settles
 // it there (checks it and renames it into place). The agents' step is
 // one command line for all nodes, so every node runs a binary from the
-// same path: the cached copy once any node lacked it.
+// same path: its cached copy, whose path must be the same on every node.
 //
-// Without sbcast in PATH, or when sbcast fails, the binaries run from
-// their paths, as the nodes see them (a shared filesystem), with one
-// warning; if the nodes do not have them there, the agents' step says so.
+// A check that fails, a node without the binary when sbcast is not in
+// PATH, and an sbcast that fails, fail the launch: nothing runs from a
+// path unchecked.
 
-// ship makes the nodes of this allocation have s.bins, and records in
-// s.at (one row: all nodes alike) the path each runs from.
+// ship makes the nodes of this allocation have s.bins in their caches,
+// and records in s.at (one row: all nodes alike) the path each runs from.
 func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 	if s == nil {
 		return nil
@@ -43,49 +44,30 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 		if failed := launchFailed(err, nodes); failed != nil {
 			return failed // the agents' step would fail alike: say it now
 		}
-		s.say("could not check the binary cache of the nodes (%v): %s", err, s.fallback(nil))
-		return nil
+		return fmt.Errorf("slurm: could not check the binary cache of the nodes (%v), and nothing runs unchecked: "+
+			"see that a step runs on every node (srun -N%d true)", err, len(nodes))
 	}
-	// What every node has of each binary.
-	dirs := map[string]bool{}
-	have := make([]map[string]string, len(s.bins)) // node: entry
-	inplace := make([]int, len(s.bins))
-	var bad []bincache.Reply // cached copies refused
-	for i := range have {
-		have[i] = map[string]string{}
+	c, err := s.readCheck(rs, nodes)
+	if err != nil {
+		return err
 	}
-	for _, r := range rs {
-		switch {
-		case r.Word == "nosum":
-			return fmt.Errorf("slurm: %s: cannot check the binaries sent to it: %s", r.Host, r.Rest)
-		case r.Word == "dir":
-			dirs[r.Rest] = true
-		case r.Index < 0 || r.Index >= len(s.bins):
-		case r.Word == "have":
-			have[r.Index][r.Host] = r.Rest
-		case r.Word == "inplace":
-			inplace[r.Index]++
-		case r.Word == "bad":
-			bad = append(bad, r)
-		case r.Word == "fail":
-			return fmt.Errorf("slurm: %s: %s", r.Host, s.why(r.Index, r))
-		}
-	}
-	at := slices.Clone(s.paths)
+	at := make([]string, len(s.bins))
 	var send []int
 	for i := range s.bins {
-		switch {
-		case len(have[i]) == len(nodes):
-			for _, e := range have[i] {
+		if len(c.have[i]) == len(nodes) {
+			for _, e := range c.have[i] {
 				at[i] = e // the same on every node: one dir
 			}
-		case inplace[i] == len(nodes):
-		default:
-			send = append(send, i)
+			continue
+		}
+		send = append(send, i)
+		if len(c.untrusted[i]) > 0 {
+			slices.Sort(c.untrusted[i])
+			s.say("%s at %s is not taken from there (%s); sending it", s.named(i), s.paths[i], strings.Join(c.untrusted[i], "; "))
 		}
 	}
-	for _, r := range bad {
-		then := runningThere
+	for _, r := range c.refused {
+		then := "copying it from " + s.paths[r.Index]
 		if slices.Contains(send, r.Index) {
 			then = sendingAgain
 		}
@@ -95,31 +77,24 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 	if len(send) == 0 {
 		return nil
 	}
-	if len(dirs) != 1 {
-		s.say("the nodes' binary caches are not at one path (%s): %s", strings.Join(keys(dirs), ", "), s.fallback(send))
-		return nil
-	}
-	dir := keys(dirs)[0]
 	if _, err := exec.LookPath("sbcast"); err != nil {
-		s.say("sbcast is not in PATH: %s", s.fallback(send))
-		return nil
-	}
-	if err := sh.makeEntries(ctx, s, send, inplace, len(nodes)); err != nil {
-		return err
+		return fmt.Errorf("slurm: sbcast is not in PATH, and %s: put sbcast in PATH, or the binaries at %s on every node, "+
+			"in folders only you can write, to be copied from there", s.lacking(send, c.have, nodes), strings.Join(s.paths, ", "))
 	}
 	tag := os.Getenv("SLURM_JOB_ID") + "-" + strconv.Itoa(os.Getpid())
 	for attempt := 1; len(send) > 0; attempt++ {
 		for _, i := range send {
-			if err := sbcast(ctx, s.bins[i], bincache.Part(dir, s.bins[i], tag)); err != nil {
-				s.say("%v: %s", err, s.fallback(send))
-				return nil
+			part := bincache.Part(c.dir, s.bins[i], tag)
+			if err := sbcast(ctx, s.bins[i], part); err != nil {
+				return fmt.Errorf("slurm: %v, to %s on %s (%s): set [ship] cache in the hosts file to a folder with room for it on every node",
+					err, part, fewNames(nodes), s.lacking([]int{i}, c.have, nodes))
 			}
 		}
 		sent := make([]bincache.Binary, len(send))
 		for j, i := range send {
 			sent[j] = s.bins[i]
 		}
-		rs, err := sh.shipStep(ctx, len(nodes), bincache.SettleArgv(dir, tag, sent))
+		rs, err := sh.shipStep(ctx, len(nodes), bincache.SettleArgv(c.dir, tag, sent))
 		if err != nil {
 			return fmt.Errorf("slurm: settle the binaries sent by sbcast: %w", err)
 		}
@@ -130,6 +105,9 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 		var refused []string
 		again := map[int]bool{}
 		for _, r := range rs {
+			if r.Word == "unsafe" && r.Index < 0 {
+				return fmt.Errorf("slurm: %w", s.unsafeCache(r.Host, r.Rest))
+			}
 			if r.Index < 0 || r.Index >= len(send) {
 				continue
 			}
@@ -167,48 +145,69 @@ func (sh slurmHosts) ship(ctx context.Context, s *shipment) error {
 	return nil
 }
 
-// makeEntries makes the entry directories sbcast writes into on the nodes
-// that did not need one: those that run a binary from its path, while
-// others lack it (the check makes them only where a binary is needed).
-func (sh slurmHosts) makeEntries(ctx context.Context, s *shipment, send, inplace []int, nodes int) error {
-	var bins []bincache.Binary
-	var paths []string
-	for _, i := range send {
-		if inplace[i] > 0 {
-			bins, paths = append(bins, s.bins[i]), append(paths, s.paths[i])
-		}
-	}
-	if len(bins) == 0 {
-		return nil
-	}
-	rs, err := sh.shipStep(ctx, nodes, bincache.CheckArgv(s.cache, bincache.ModeAlways, bins, paths))
-	if err != nil {
-		return fmt.Errorf("slurm: make the binary cache of the nodes: %w", err)
-	}
-	for _, r := range rs {
-		if r.Word == "fail" && r.Index >= 0 && r.Index < len(bins) {
-			return fmt.Errorf("slurm: %s: could not make the cache entry of %s: %s", r.Host, bins[r.Index].Name, r.Rest)
-		}
-	}
-	return nil
+// nodesCheck is what the nodes' check answered.
+type nodesCheck struct {
+	dir       string              // the cache dir, the same on every node
+	have      []map[string]string // per binary, node: its cached copy (have, copied)
+	refused   []bincache.Reply    // cached copies refused (bad, unsafe)
+	untrusted map[int][]string    // per binary, "node: why" its path there is not taken
 }
 
-// fallback says that the binaries send (nil: all) run from their paths,
-// and resets them to run so.
-func (s *shipment) fallback(send []int) string {
-	if send == nil {
-		for i := range s.bins {
-			send = append(send, i)
+// readCheck reads the nodes' answers to the check. A node that cannot
+// check, a cache another user could write to, a copy that failed, and
+// caches at different paths are errors.
+func (s *shipment) readCheck(rs []bincache.Reply, nodes []string) (nodesCheck, error) {
+	c := nodesCheck{have: make([]map[string]string, len(s.bins)), untrusted: map[int][]string{}}
+	for i := range c.have {
+		c.have[i] = map[string]string{}
+	}
+	dirs := map[string][]string{} // cache dir: nodes
+	for _, r := range rs {
+		switch {
+		case r.Word == "notool":
+			return c, fmt.Errorf("slurm: %s: cannot check the binaries sent to it: %s", r.Host, r.Rest)
+		case r.Word == "unsafe" && r.Index < 0:
+			return c, fmt.Errorf("slurm: %w", s.unsafeCache(r.Host, r.Rest))
+		case r.Word == "dir":
+			dirs[r.Rest] = append(dirs[r.Rest], r.Host)
+		case r.Index < 0 || r.Index >= len(s.bins):
+		case r.Word == "have" || r.Word == "copied":
+			c.have[r.Index][r.Host] = r.Rest
+		case r.Word == "bad" || r.Word == "unsafe":
+			c.refused = append(c.refused, r)
+		case r.Word == "untrusted":
+			c.untrusted[r.Index] = append(c.untrusted[r.Index], r.Host+": "+r.Rest)
+		case r.Word == "fail":
+			return c, fmt.Errorf("slurm: %s: %s", r.Host, s.why(r.Index, r))
 		}
 	}
-	var names []string
+	if len(dirs) != 1 {
+		var at []string
+		for _, d := range slices.Sorted(maps.Keys(dirs)) {
+			slices.Sort(dirs[d])
+			at = append(at, d+" on "+fewNames(dirs[d]))
+		}
+		return c, fmt.Errorf("slurm: the nodes' binary caches are not at one path (%s; %d nodes), and the agents' step runs one command line on all of them: "+
+			"set [ship] cache in the hosts file to a folder at the same path on every node", strings.Join(at, "; "), len(nodes))
+	}
+	c.dir = slices.Sorted(maps.Keys(dirs))[0]
+	return c, nil
+}
+
+// lacking says which nodes lack which of bins send (have: the nodes that
+// have each).
+func (s *shipment) lacking(send []int, have []map[string]string, nodes []string) string {
+	var parts []string
 	for _, i := range send {
-		names = append(names, s.paths[i])
-		if len(s.at) > 0 {
-			s.at[0][i] = s.paths[i]
+		var lack []string
+		for _, n := range nodes {
+			if _, ok := have[i][n]; !ok {
+				lack = append(lack, n)
+			}
 		}
+		parts = append(parts, fmt.Sprintf("%s lack %s", fewNames(lack), s.named(i)))
 	}
-	return "running " + strings.Join(names, ", ") + " from the path the nodes see (not sent)"
+	return strings.Join(parts, ", ")
 }
 
 // stepFailed is an srun step of shipping that failed: how, and what srun
@@ -269,13 +268,4 @@ func (sh slurmHosts) shipStep(ctx context.Context, n int, argv []string) ([]binc
 		return nil, &stepFailed{err, errOut}
 	}
 	return replies(out), nil
-}
-
-func keys(m map[string]bool) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	slices.Sort(k)
-	return k
 }

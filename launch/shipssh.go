@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,14 +14,15 @@ import (
 )
 
 // Shipping over ssh: per host, one session runs bincache's check (what
-// the host has), then one session per binary it lacks runs bincache's
-// receive with the binary on stdin. Only sh, cat, sha256sum, mkdir, mv
-// and chmod run on the host: the monarch binary may be among those sent.
+// the host has, or can copy from a binary's path), then one session per
+// binary it lacks runs bincache's receive with the binary on stdin. Only
+// sh, cat, stat, readlink, sha256sum, mkdir, mv and chmod run on the
+// host: the monarch binary may be among those sent.
 // Hosts are shipped to in parallel, at most [ssh] parallel at once.
 
 // ship sends s.bins to the hosts that lack them, and records in s.at what
-// each host runs. A host that ssh cannot reach is left to the agent's
-// session to report. The error names every host that failed.
+// each host runs: the cached copies. The error names every host that
+// failed, and why.
 func (ss sshScheduler) ship(ctx context.Context, hosts []string, s *shipment) error {
 	if s == nil {
 		return nil
@@ -45,37 +47,40 @@ func (ss sshScheduler) ship(ctx context.Context, hosts []string, s *shipment) er
 	return errors.Join(errs...)
 }
 
-// shipTo makes host have s.bins and returns the path of each there.
+// shipTo makes host have s.bins in its cache and returns the path of
+// each there.
 func (ss sshScheduler) shipTo(ctx context.Context, host string, s *shipment) ([]string, error) {
-	at := append([]string(nil), s.paths...)
 	out, errOut, err := ss.remote(ctx, host, bincache.CheckArgv(s.cache, s.mode(), s.bins, s.paths), nil, shipCheckTimeout)
 	if sshFailed(err) {
-		return at, nil // unreachable: the agent's session says so, in ssh's words
+		return nil, sshCheckFailed(host, err, errOut)
 	}
 	rs := replies(out)
 	if err != nil || len(rs) == 0 {
 		return nil, fmt.Errorf("ssh %s: check its binary cache: %v: %s", host, err, tailOf(errOut, 3))
 	}
-	dir := ""
+	at := make([]string, len(s.bins))
 	var need []int
-	bad := map[int]bincache.Reply{}
+	refused := map[int]bincache.Reply{}
 	for _, r := range rs {
 		switch {
-		case r.Word == "nosum":
+		case r.Word == "notool":
 			return nil, fmt.Errorf("ssh %s: cannot check the binaries sent to it: %s", host, r.Rest)
-		case r.Word == "dir":
-			dir = r.Rest
+		case r.Word == "unsafe" && r.Index < 0:
+			return nil, fmt.Errorf("ssh %w", s.unsafeCache(host, r.Rest))
 		case r.Index >= len(s.bins) || r.Index < 0:
 		case r.Word == "have":
 			at[r.Index] = r.Rest
-		case r.Word == "bad": // then inplace or need
-			bad[r.Index] = r
-		case r.Word == "inplace":
-			if b, ok := bad[r.Index]; ok {
-				s.refused(host, r.Index, b, runningThere)
+		case r.Word == "bad" || r.Word == "unsafe": // then copied or need
+			refused[r.Index] = r
+		case r.Word == "copied":
+			if b, ok := refused[r.Index]; ok {
+				s.refused(host, r.Index, b, "copying it from "+s.paths[r.Index])
 			}
+			at[r.Index] = r.Rest
+		case r.Word == "untrusted":
+			s.untrusted(host, r.Index, r)
 		case r.Word == "need":
-			if b, ok := bad[r.Index]; ok {
+			if b, ok := refused[r.Index]; ok {
 				s.refused(host, r.Index, b, sendingAgain)
 			}
 			need = append(need, r.Index)
@@ -91,10 +96,24 @@ func (ss sshScheduler) shipTo(ctx context.Context, host string, s *shipment) ([]
 		at[i] = entry
 		s.sent(i, host)
 	}
-	if dir == "" && len(need) > 0 {
-		return nil, fmt.Errorf("ssh %s: its binary cache did not say where it is", host)
+	for i, p := range at {
+		if p == "" {
+			return nil, fmt.Errorf("ssh %s: the check of its binary cache said nothing of %s: %s", host, s.named(i), tailOf(errOut, 3))
+		}
 	}
 	return at, nil
+}
+
+// sshCheckFailed is the error of a host whose ssh session for the check
+// failed (ssh's own failure: status 255), as the agent's session would
+// report it: the job cannot run there, and nothing unchecked runs.
+func sshCheckFailed(host string, err error, said []byte) error {
+	lines := strings.Split(strings.TrimSpace(string(said)), "\n")
+	e := agentEnd{what: "ssh " + host, err: err, lines: lines[:min(len(lines), maxShownLines)], cause: "checking its binary cache"}
+	if c, ok := firstCause(lines, causeContext{session: host}.readSSH); ok {
+		e.cause += ": " + c.msg
+	}
+	return fmt.Errorf("%s%s", e, e.said())
 }
 
 // send sends bins[i] to host, and again once if the host refuses it;
@@ -115,6 +134,8 @@ func (ss sshScheduler) send(ctx context.Context, host string, s *shipment, i int
 		switch {
 		case r.Word == "ok":
 			return r.Rest, nil
+		case r.Word == "unsafe" && r.Index < 0:
+			return "", fmt.Errorf("ssh %w", s.unsafeCache(host, r.Rest))
 		case r.Word == "":
 			r = bincache.Reply{Word: "fail", Index: i, Rest: fmt.Sprintf("%s: %s", describeErr(err), tailOf(errOut, 3))}
 		}

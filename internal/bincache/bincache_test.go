@@ -61,33 +61,40 @@ func TestScripts(t *testing.T) {
 	mon := binary(t, src, "monarch", "monarch v1")
 	bins, paths := []Binary{mon, prog}, []string{mon.Path, "/nonexistent/prog"}
 
-	// auto: monarch is at its path, the program nowhere.
+	// auto: monarch is at its path, in folders of this user's: copied
+	// into the cache; the program is nowhere.
 	rs := run(t, CheckArgv(cache, ModeAuto, bins, paths), "")
-	if got := words(rs); got != "dir inplace need" {
+	if got := words(rs); got != "dir copied need" {
 		t.Fatalf("check: %s (%+v)", got, rs)
 	}
 	if rs[0].Rest != cache {
 		t.Errorf("dir %q, want %q", rs[0].Rest, cache)
 	}
-	if rs[1].Rest != "size and time" {
-		t.Errorf("monarch taken by %q, want its size and time", rs[1].Rest)
+	if rs[1].Rest != Entry(cache, mon) {
+		t.Errorf("monarch copied to %q, want %q", rs[1].Rest, Entry(cache, mon))
 	}
-	// Touched: the same content is found by its sha256; changed (same
-	// size), it differs.
+	checkEntry(t, cache, mon)
+	if got := words(run(t, CheckArgv(cache, ModeAuto, bins, paths), "")); got != "dir have need" {
+		t.Fatalf("check after the copy: %s", got)
+	}
+	// Elsewhere, the same size but not the same content: it differs, and
+	// its copy is not kept.
+	os.RemoveAll(cache)
 	other := filepath.Join(src, "monarch-elsewhere")
-	if err := os.WriteFile(other, []byte("monarch v1"), 0o755); err != nil {
+	if err := os.WriteFile(other, []byte("monarch v2"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chtimes(other, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
-	rs = run(t, CheckArgv(cache, ModeAuto, []Binary{mon}, []string{other}), "")
-	if words(rs) != "dir inplace" || rs[1].Rest != "sha256" {
-		t.Fatalf("touched: %+v", rs)
-	}
-	os.WriteFile(other, []byte("monarch v2"), 0o755)
-	os.Chtimes(other, time.Now().Add(-time.Hour), time.Now().Add(-time.Hour))
 	rs = run(t, CheckArgv(cache, ModeAuto, []Binary{mon}, []string{other}), "")
 	if words(rs) != "dir differs need" || !strings.HasPrefix(rs[1].Rest, "sha256 ") {
 		t.Fatalf("changed: %+v", rs)
+	}
+	if left, _ := os.ReadDir(filepath.Dir(Entry(cache, mon))); len(left) != 0 {
+		t.Errorf("left after a copy that differs: %v", left)
+	}
+	os.WriteFile(other, []byte("monarch v2, longer"), 0o755)
+	rs = run(t, CheckArgv(cache, ModeAuto, []Binary{mon}, []string{other}), "")
+	if words(rs) != "dir differs need" || rs[1].Rest != "size 18" {
+		t.Fatalf("another size: %+v", rs)
 	}
 	os.RemoveAll(cache)
 	// always: both sent.
@@ -99,22 +106,17 @@ func TestScripts(t *testing.T) {
 	if len(rs) != 1 || rs[0].Word != "ok" || rs[0].Index != 1 || rs[0].Rest != Entry(cache, prog) {
 		t.Fatalf("receive: %+v", rs)
 	}
-	fi, err := os.Stat(Entry(cache, prog))
-	if err != nil || fi.Mode().Perm() != 0o500 {
-		t.Fatalf("entry: %v, mode %v", err, fi.Mode())
-	}
-	if di, _ := os.Stat(filepath.Dir(Entry(cache, prog))); di.Mode().Perm() != 0o700 {
-		t.Errorf("entry dir mode %v", di.Mode())
-	}
+	checkEntry(t, cache, prog)
 	if out, err := exec.Command(Entry(cache, prog)).Output(); err != nil || string(out) != "hello\n" {
 		t.Errorf("cached program: %q, %v", out, err)
 	}
 	rs = run(t, CheckArgv(cache, ModeAuto, bins, paths), "")
-	if got := words(rs); got != "dir inplace have" || rs[2].Rest != Entry(cache, prog) {
+	if got := words(rs); got != "dir copied have" || rs[2].Rest != Entry(cache, prog) {
 		t.Fatalf("check after: %s (%+v)", got, rs)
 	}
 
 	// A receive whose bytes are not the sum's is refused: nothing stays.
+	os.RemoveAll(filepath.Dir(Entry(cache, mon)))
 	rs = run(t, ReceiveArgv(cache, 0, mon), "monarch v2")
 	if len(rs) != 1 || rs[0].Word != "bad" || !strings.HasSuffix(rs[0].Rest, " 10") {
 		t.Fatalf("bad receive: %+v", rs)
@@ -128,7 +130,7 @@ func TestScripts(t *testing.T) {
 	if err := os.WriteFile(Entry(cache, prog), []byte("garbage"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if got := words(run(t, CheckArgv(cache, ModeAuto, bins, paths), "")); got != "dir inplace bad need" {
+	if got := words(run(t, CheckArgv(cache, ModeAuto, bins, paths), "")); got != "dir copied bad need" {
 		t.Fatalf("check of a bad entry: %s", got)
 	}
 	if _, err := os.Stat(Entry(cache, prog)); err == nil {
@@ -141,6 +143,8 @@ func TestScripts(t *testing.T) {
 	if err := os.WriteFile(part, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	os.RemoveAll(filepath.Dir(Entry(cache, mon)))
+	os.MkdirAll(filepath.Dir(Entry(cache, mon)), 0o700)
 	badPart := Part(cache, mon, "7")
 	if err := os.WriteFile(badPart, []byte("truncated"), 0o600); err != nil {
 		t.Fatal(err)
@@ -153,17 +157,31 @@ func TestScripts(t *testing.T) {
 	}
 }
 
+// checkEntry checks b's entry in cache: b's bytes, mode 0500, in a 0700
+// directory.
+func checkEntry(t *testing.T, cache string, b Binary) {
+	t.Helper()
+	e := Entry(cache, b)
+	got, err := Open(e)
+	if err != nil || got.Sum != b.Sum {
+		t.Fatalf("entry %s: %v, sha256 %s, want %s", e, err, got.Sum, b.Sum)
+	}
+	if fi, _ := os.Stat(e); fi.Mode().Perm() != 0o500 {
+		t.Errorf("entry mode %v", fi.Mode())
+	}
+	if di, _ := os.Stat(filepath.Dir(e)); di.Mode().Perm() != 0o700 {
+		t.Errorf("entry dir mode %v", di.Mode())
+	}
+}
+
 // TestReceiveFails: what the host says when the entry cannot be written
 // reaches the answer.
 func TestReceiveFails(t *testing.T) {
 	src, cache := t.TempDir(), t.TempDir()
 	prog := binary(t, src, "prog", "x")
-	// The entry's dir is a file: mkdir fails.
-	if err := os.WriteFile(filepath.Join(cache, prog.Sum), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	prog.Name = strings.Repeat("n", 250) // its part's name is too long
 	rs := run(t, ReceiveArgv(cache, 0, prog), "x")
-	if len(rs) != 1 || rs[0].Word != "fail" || !strings.Contains(rs[0].Rest, "mkdir") {
+	if len(rs) != 1 || rs[0].Word != "fail" || !strings.Contains(rs[0].Rest, "File name too long") {
 		t.Fatalf("%+v", rs)
 	}
 }
@@ -248,4 +266,20 @@ func TestPrune(t *testing.T) {
 	if p, err := Prune(filepath.Join(cache, "nosuch"), 0, now); err != nil || len(p.Removed) != 0 {
 		t.Errorf("missing dir: %+v, %v", p, err)
 	}
+}
+
+// FuzzParse: any line is an answer or not, never a panic; an answer's
+// index is -1 or a count.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"monarch-ship h1 have 0 /c/ab/prog", "monarch-ship h1 dir - /c", "monarch-ship h2 unsafe - /c is writable by others (mode 0777)",
+		"monarch-ship h2 untrusted 1 /tmp/x/train belongs to other (uid 999), not to you (uid 0) or root", "monarch-ship h1 copied 0 /c/ab/prog",
+		"monarch-ship h1 notool - no stat in PATH (/bin)", "monarch-ship h1 need 99999999999999999999", "monarch-ship h1 need -1", "monarch-ship"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		r, ok := Parse(line)
+		if ok && (r.Index < -1 || !strings.HasPrefix(line, Prefix+" ")) {
+			t.Fatalf("%q: %+v", line, r)
+		}
+	})
 }

@@ -17,10 +17,6 @@ type Binary struct {
 	Name string // its name in the cache: Path's base name
 	Sum  string // sha256, hex
 	Size int64
-	// Mtime is its modification time (Unix seconds) when it was read:
-	// a file of the same size and time at its path on a host is taken
-	// for it unread, as rsync's quick check does (see CheckArgv).
-	Mtime int64
 }
 
 // Open reads the file at path and returns it as a Binary: its sha256 and
@@ -43,7 +39,7 @@ func Open(path string) (Binary, error) {
 	if err != nil {
 		return Binary{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	return Binary{Path: path, Name: filepath.Base(path), Sum: hex.EncodeToString(h.Sum(nil)), Size: n, Mtime: fi.ModTime().Unix()}, nil
+	return Binary{Path: path, Name: filepath.Base(path), Sum: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
 }
 
 // Short is the sum as messages show it: its first 12 digits.
@@ -66,8 +62,9 @@ func Part(dir string, b Binary, tag string) string {
 
 // Modes of CheckArgv.
 const (
-	// ModeAuto: a binary whose path on the host holds the same content is
-	// run from there ("inplace"), not sent.
+	// ModeAuto: a binary whose path on the host holds the same content,
+	// in folders no one else can write, is copied from there into the
+	// cache ("copied"), not sent.
 	ModeAuto = "auto"
 	// ModeAlways: only a cached copy spares sending.
 	ModeAlways = "always"
@@ -77,66 +74,130 @@ const (
 // and the host's name (the Slurm node's, else hostname), so that other
 // output (srun's, a login banner) cannot pass for an answer.
 //
-// prelude resolves the cache dir ($1: "" for the default, "~/..." in the
-// host's home) into $cache, checks sha256sum is there, and defines:
+// prelude checks its tools are there, resolves the cache dir ($1: "" for
+// the default, "~/..." in the host's home) into $cache, made if missing,
+// every symbolic link resolved, and stops at once (answering "unsafe -
+// WHY") unless it and every folder above it keep the rule (see Safe). It
+// defines:
 //   - say WORD INDEX REST...: one answer line
 //   - sum FILE: sets $got to FILE's sha256 ("" when it cannot be read)
-//   - settle INDEX PART SUM ENTRY: checks PART against SUM and moves it
-//     into place as ENTRY, or removes it; answers ok when ENTRY then
-//     holds SUM (whoever put it there: hosts may share a cache), else bad
-//     (PART was not SUM) or fail (it could not be moved).
+//   - safe KIND PATH [up]: fails, saying why in $why, unless PATH is a
+//     regular file (KIND f) or a directory (d) that keeps the rule, and
+//     with "up" every folder above it too
+//   - entry SUM NAME: sets $d and $e, the entry's directory and file;
+//     either, if there and breaking the rule, is removed, and entry fails
+//   - settle PART SUM ENTRY: checks PART against SUM and moves it into
+//     place as ENTRY, or removes it; sets $res to ok when ENTRY then holds
+//     SUM (whoever put it there: hosts may share a cache), else to bad
+//     (PART was not SUM: $pg is its sum, $n its size) or fail ($err)
+//
+// safe reads every path it checks with one stat: the owner's uid, the
+// raw mode (type and permissions, hex) and the owner's name.
 const prelude = `set -u
 umask 077
 host=${SLURMD_NODENAME:-$(hostname)}
 say() { _w=$1 _i=$2; shift 2; printf '%s %s %s %s %s\n' ` + Prefix + ` "$host" "$_w" "$_i" "$(printf '%s' "$*" | tr '\n' ' ')"; }
+for _t in sha256sum stat readlink id; do
+	command -v $_t >/dev/null 2>&1 || { say notool - "no $_t in PATH ($PATH)"; exit 0; }
+done
+uid=$(id -u)
+sum() { got=$(sha256sum <"$1" 2>/dev/null) || got=; got=${got%% *}; }
+safe() {
+	_k=$1 _p=$2 _up=${3:-}
+	set -- "$_p"
+	while [ -n "$_up" ] && [ "$_p" != / ]; do
+		_p=${_p%/*}
+		[ -n "$_p" ] || _p=/
+		set -- "$@" "$_p"
+	done
+	_st=$(stat -c '%u %f %U' -- "$@" 2>/dev/null) || { why="cannot look at $1 or a folder above it"; return 1; }
+	_leaf=1
+	while read -r _u _m _n; do
+		_q=$1
+		shift
+		_m=$((0x$_m))
+		_t=$((_m & 61440))
+		if [ $_t = 40960 ]; then
+			why="$_q is a symbolic link"
+		elif [ -n "$_leaf" ] && [ $_k = f ] && [ $_t != 32768 ]; then
+			why="$_q is not a regular file"
+		elif { [ -z "$_leaf" ] || [ $_k = d ]; } && [ $_t != 16384 ]; then
+			why="$_q is not a directory"
+		elif [ "$_u" != "$uid" ] && [ "$_u" != 0 ]; then
+			why="$_q belongs to $_n (uid $_u), not to you (uid $uid) or root"
+		elif [ $((_m & 18)) != 0 ] && ! { [ -z "$_leaf" ] && [ "$_u" = 0 ] && [ $((_m & 512)) != 0 ]; }; then
+			why=$(printf '%s is writable by others (mode %04o)' "$_q" $((_m & 4095)))
+		else
+			_leaf=
+			continue
+		fi
+		return 1
+	done <<EOF
+$_st
+EOF
+}
+entry() {
+	d=$cache/$1 e=$cache/$1/$2
+	if { [ -e "$d" ] || [ -L "$d" ]; } && ! safe d "$d"; then
+		rm -rf -- "$d"
+		return 1
+	fi
+	if { [ -e "$e" ] || [ -L "$e" ]; } && ! safe f "$e"; then
+		rm -rf -- "$e"
+		return 1
+	fi
+}
+settle() {
+	sum "$1"
+	pg=$got err= n= res=fail
+	if [ "$pg" != "$2" ]; then
+		n=$(wc -c <"$1" 2>/dev/null) || n=0
+		rm -f "$1"
+		res=bad
+	elif err=$(chmod 500 "$1" 2>&1 && mv -f "$1" "$3" 2>&1); then
+		res=ok
+	else
+		rm -f "$1"
+		sum "$3"
+		[ "$got" != "$2" ] || res=ok
+	fi
+}
 cache=$1
 case $cache in
 '') cache=${XDG_CACHE_HOME:-$HOME/.cache}/monarch/bin ;;
 '~/'*) cache=$HOME/${cache#'~/'} ;;
 esac
-command -v sha256sum >/dev/null 2>&1 || { say nosum - "no sha256sum in PATH ($PATH)"; exit 0; }
-sum() { got=$(sha256sum <"$1" 2>/dev/null) || got=; got=${got%% *}; }
-settle() {
-	sum "$2"
-	pg=$got err= n=
-	if [ "$pg" = "$3" ]; then
-		err=$(chmod 500 "$2" 2>&1 && mv -f "$2" "$4" 2>&1) || rm -f "$2"
-	else
-		n=$(wc -c <"$2" 2>/dev/null) || n=0
-		rm -f "$2"
-	fi
-	sum "$4"
-	if [ "$got" = "$3" ]; then
-		say ok "$1" "$4"
-	elif [ "$pg" != "$3" ]; then
-		say bad "$1" "$pg" $n
-	else
-		say fail "$1" "$err"
-	fi
-}
+err=$(mkdir -p -- "$cache" 2>&1) || { say unsafe - "cannot make $cache: $err"; exit 0; }
+cache=$(readlink -f -- "$cache") || { say unsafe - "cannot resolve $1"; exit 0; }
+safe d "$cache" up || { say unsafe - "$why"; exit 0; }
 `
 
-// checkScript: $1 cache, $2 mode, then per binary SUM SIZE MTIME NAME
-// PATH. For each (INDEX counts from 0) it answers:
+// checkScript: $1 cache, $2 mode, then per binary SUM SIZE NAME PATH.
+// First it answers "dir - CACHE", the cache dir resolved; then for each
+// binary (INDEX counts from 0):
 //   - have I ENTRY: cached, checksum good (its directory is touched: a use)
 //   - bad I GOT: cached but failing its checksum: removed
-//   - inplace I HOW: ModeAuto, and PATH holds the same content: HOW is
-//     "sha256" (read and hashed) or "size and time" (the same size and
-//     modification time: not read)
-//   - differs I WHAT: ModeAuto, and PATH holds something else
+//   - unsafe I WHY: its entry (directory or file) breaks the rule: removed
+//   - copied I ENTRY: ModeAuto, and PATH keeps the rule and holds the
+//     same content: copied into the cache (the copy is what was hashed)
+//   - differs I WHAT: ModeAuto, and PATH holds something else ("size N",
+//     "sha256 GOT")
+//   - untrusted I WHY: ModeAuto, and PATH breaks the rule: not read
 //   - need I: to be sent (its entry's directory is made, for sbcast)
+//   - fail I WHY: its entry's directory cannot be made, or the copy failed
 //
-// and first "dir - CACHE", the cache dir resolved. It creates nothing
-// unless something is needed.
+// A binary answers unsafe or bad, then one of the others.
 const checkScript = prelude + `mode=$2
 shift 2
 say dir - "$cache"
 i=0
-while [ $# -ge 5 ]; do
-	s=$1 size=$2 mtime=$3 name=$4 path=$5
-	shift 5
-	d=$cache/$s e=$cache/$s/$name
-	if [ -f "$e" ]; then
+while [ $# -ge 4 ]; do
+	s=$1 size=$2 name=$3 path=$4
+	shift 4
+	t=$cache/$s/.$name.$$.part
+	if ! entry "$s" "$name"; then
+		say unsafe $i "$why"
+	elif [ -f "$e" ]; then
 		sum "$e"
 		if [ "$got" = "$s" ]; then
 			touch "$d"
@@ -147,26 +208,27 @@ while [ $# -ge 5 ]; do
 		rm -f "$e"
 		say bad $i "$got"
 	fi
-	if [ "$mode" = auto ] && [ -f "$path" ] && [ -x "$path" ]; then
-		st=$(stat -L -c '%s %Y' "$path" 2>/dev/null) || st=
-		if [ "$st" = "$size $mtime" ]; then
-			say inplace $i size and time
+	if [ "$mode" = auto ] && p=$(readlink -f -- "$path" 2>/dev/null) && [ -f "$p" ]; then
+		n=$(stat -c %s -- "$p" 2>/dev/null) || n=
+		if [ "$n" != "$size" ]; then
+			say differs $i "size $n"
+		elif ! safe f "$p" up; then
+			say untrusted $i "$why"
+		elif ! err=$(mkdir -p "$d" 2>&1 && cat -- "$p" 2>&1 >"$t"); then
+			rm -f "$t"
+			say fail $i "copy $p: $err"
 			i=$((i+1))
 			continue
-		fi
-		if [ -n "$st" ] && [ "${st%% *}" != "$size" ]; then
-			say differs $i "size ${st%% *}"
 		else
-			sum "$path"
-			if [ "$got" = "$s" ]; then
-				say inplace $i sha256
-				i=$((i+1))
-				continue
-			fi
-			say differs $i "sha256 $got"
+			settle "$t" "$s" "$e"
+			case $res in
+			ok) say copied $i "$e"; i=$((i+1)); continue ;;
+			bad) say differs $i "sha256 $pg" ;;
+			*) say fail $i "$err"; i=$((i+1)); continue ;;
+			esac
 		fi
 	fi
-	if err=$(mkdir -p "$d" 2>&1 && chmod 700 "$cache" "$d" 2>&1); then
+	if err=$(mkdir -p "$d" 2>&1); then
 		say need $i
 	else
 		say fail $i "$err"
@@ -176,32 +238,45 @@ done
 `
 
 // receiveScript: $1 cache, $2 INDEX, $3 SUM, $4 NAME; the binary on
-// stdin. Answers as settle does, or fail with what went wrong writing it.
-const receiveScript = prelude + `d=$cache/$3
-e=$d/$4
-t=$d/.$4.$$.part
-if ! err=$(mkdir -p "$d" 2>&1 && chmod 700 "$cache" "$d" 2>&1); then
+// stdin. Answers ok I ENTRY, bad I GOT SIZE (it arrived as something
+// else: removed), unsafe I WHY (the entry broke the rule: removed; send
+// again) or fail I WHY.
+const receiveScript = prelude + `t=$cache/$3/.$4.$$.part
+if ! entry "$3" "$4"; then
+	say unsafe "$2" "$why"
+elif ! err=$(mkdir -p "$d" 2>&1); then
 	say fail "$2" "$err"
 elif ! err=$(cat 2>&1 >"$t"); then
 	rm -f "$t"
 	say fail "$2" "$err"
 else
-	settle "$2" "$t" "$3" "$e"
+	settle "$t" "$3" "$e"
+	case $res in
+	ok) say ok "$2" "$e" ;;
+	bad) say bad "$2" "$pg" $n ;;
+	*) say fail "$2" "$err" ;;
+	esac
 fi
 `
 
 // settleScript: $1 cache, $2 TAG, then per binary SUM NAME: settles each
-// one's part (as Part names it). Without a part (another node sharing
-// the cache settled it), the entry answers for itself: ok if its
-// checksum is good, else missing.
+// one's part (as Part names it), answering as receive does. Without a
+// part (another node sharing the cache settled it), the entry answers
+// for itself: ok if its checksum is good, else missing.
 const settleScript = prelude + `tag=$2
 shift 2
 i=0
 while [ $# -ge 2 ]; do
-	e=$cache/$1/$2
 	t=$cache/$1/.$2.$tag.part
-	if [ -f "$t" ]; then
-		settle $i "$t" "$1" "$e"
+	if ! entry "$1" "$2"; then
+		say unsafe $i "$why"
+	elif [ -f "$t" ]; then
+		settle "$t" "$1" "$e"
+		case $res in
+		ok) say ok $i "$e" ;;
+		bad) say bad $i "$pg" $n ;;
+		*) say fail $i "$err" ;;
+		esac
 	else
 		sum "$e"
 		if [ "$got" = "$1" ]; then say ok $i "$e"; else say missing $i "$t"; fi
@@ -216,15 +291,17 @@ const Prefix = "monarch-ship"
 
 // CheckArgv is the command that checks, on a host, which of bins its
 // cache (dir: "" for the default) has, and in mode ModeAuto which its
-// paths hold (paths[i]: bins[i]'s path there), as sh's argv. A file at
-// its path of the same size and modification time as bins[i] is taken
-// for it without being read (a shared filesystem's own file; rsync's
-// quick check); one of another size is not it; else its sha256 decides.
-// A cached copy is always read and hashed.
+// paths hold (paths[i]: bins[i]'s path there), as sh's argv. Every check
+// first checks the cache dir and every folder above it keep the rule
+// (Safe), and every entry found: a copy is used only if it does and its
+// sha256 is the binary's. In ModeAuto a file at a binary's path is taken
+// only if it and every folder above it keep the rule, and only as a copy
+// in the cache whose sha256 is the binary's: what the hosts run is always
+// a cached copy. Nothing on this argv is secret, nor taken on trust.
 func CheckArgv(dir, mode string, bins []Binary, paths []string) []string {
 	argv := []string{"sh", "-c", checkScript, Prefix, dir, mode}
 	for i, b := range bins {
-		argv = append(argv, b.Sum, strconv.FormatInt(b.Size, 10), strconv.FormatInt(b.Mtime, 10), b.Name, paths[i])
+		argv = append(argv, b.Sum, strconv.FormatInt(b.Size, 10), b.Name, paths[i])
 	}
 	return argv
 }
@@ -247,8 +324,11 @@ func SettleArgv(dir, tag string, bins []Binary) []string {
 
 // Reply is one answer of a host's script.
 type Reply struct {
-	Host  string // the host's own name for itself
-	Word  string // dir, nosum, have, bad, inplace, differs, need, ok, fail, missing
+	Host string // the host's own name for itself
+	// Word is dir, notool or unsafe (Index -1: of the cache itself); have,
+	// bad, unsafe, copied, differs, untrusted, need or fail (check); ok,
+	// bad, unsafe, fail or missing (receive, settle).
+	Word  string
 	Index int    // the binary's; -1 for none
 	Rest  string // a path, a sha256, an error in the host's words
 }

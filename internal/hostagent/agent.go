@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/bincache"
 	"github.com/monarch-go/monarch/internal/child"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -42,11 +43,15 @@ type Config struct {
 	Addr string
 	// Program, Args, Dir and Env: what each proc runs. An empty Program
 	// runs this process's own program with its arguments (the SDK's
-	// self-exec): os.Executable and os.Args[1:].
+	// self-exec): os.Executable and os.Args[1:]. Any other is opened and
+	// checked once, and run from that descriptor (see program.go).
 	Program string
 	Args    []string
 	Dir     string
 	Env     []string
+	// ProgramSum is the sha256 (hex) Program must have; "" checks only
+	// who owns it and its folders and who may write them.
+	ProgramSum string
 	// StopTimeout is how long a proc asked to stop has before it is
 	// killed.
 	StopTimeout time.Duration
@@ -73,6 +78,7 @@ type Agent struct {
 	cfg      Config
 	link     Link
 	subjects jobenv.Subjects
+	program  *program // cfg.Program's descriptor; nil for the self-exec
 
 	mu       sync.Mutex
 	children map[string]*proc
@@ -96,9 +102,13 @@ type Agent struct {
 // New makes an agent that sends through link. It starts nothing until
 // asked.
 func New(cfg Config, link Link) *Agent {
-	return &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}, ports: map[int]bool{},
+	a := &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}, ports: map[int]bool{},
 		ended: map[string]wire.GoneNotice{}, respawnable: map[string]*respawnable{}, respawning: map[string]bool{},
 		execs: map[string]*execRun{}}
+	if cfg.Program != "" {
+		a.program = &program{path: cfg.Program, sum: cfg.ProgramSum}
+	}
+	return a
 }
 
 // maxEnded bounds the ends an agent remembers for Ended: a process that
@@ -156,9 +166,18 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 	a.started.Store(true)
 	exe, args := a.cfg.Program, a.cfg.Args
 	command := req.Command != nil
+	var prog *bincache.Program
 	switch {
 	case command:
 		exe, args = req.Command[0], req.Command[1:]
+	case a.program != nil:
+		var err error
+		if prog, err = a.program.get(); err != nil {
+			for i, r := range req.Ranks {
+				a.replyError(req.Proc, req.Port, r, fmt.Errorf("%w: proc %s on %s: %v", wire.ErrProcFailed, req.IDs[i], a.cfg.Host, refused(exe, err)))
+			}
+			return
+		}
 	case exe == "":
 		var err error
 		if exe, err = os.Executable(); err != nil {
@@ -173,8 +192,10 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 	for i, id := range req.IDs {
 		rank := req.Ranks[i]
 		argv := append([]string{exe}, args...)
+		at := 0
 		if req.Wrap != nil {
 			argv = append(append([]string(nil), req.Wrap[i]...), argv...)
+			at = len(req.Wrap[i])
 		}
 		var cpus []int
 		if req.CPUs != nil {
@@ -185,7 +206,7 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: proc %s on %s: %v", wire.ErrProcFailed, id, a.cfg.Host, err))
 			continue
 		}
-		b := &bootstrap{argv: argv, base: base, extra: procEnv, cpus: cpus, mesh: req.Mesh, rank: rank, command: command}
+		b := &bootstrap{argv: argv, prog: prog, progAt: at, base: base, extra: procEnv, cpus: cpus, mesh: req.Mesh, rank: rank, command: command}
 		if err := a.launch(id, b, req.Proc, req.Port, rank); err != nil {
 			a.replyError(req.Proc, req.Port, rank, err)
 		}
@@ -198,6 +219,9 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 // error naming the host and the program.
 func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint64, readyRank int) error {
 	cmd := exec.Command(b.argv[0], b.argv[1:]...)
+	if b.prog != nil {
+		fromProgram(cmd, b.prog, b.progAt)
+	}
 	cmd.Dir = a.cfg.Dir
 	env := append([]string(nil), b.base...)
 	if !b.command {
@@ -387,6 +411,9 @@ func (a *Agent) Close() {
 	}
 	a.mu.Unlock()
 	a.stop(ps, a.cfg.StopTimeout)
+	if a.program != nil {
+		a.program.close()
+	}
 }
 
 // stop ends procs together (see child.StopAll) and waits until their

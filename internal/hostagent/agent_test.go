@@ -16,6 +16,7 @@ import (
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/child"
 	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/testcluster"
 	"github.com/monarch-go/monarch/internal/testenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/monarch-go/monarch/logagg"
@@ -118,6 +119,20 @@ func (b *jobBus) reply(port uint64, rank int) *wire.Frame {
 		}
 	}
 	return nil
+}
+
+// refusal waits for an error on port for rank, and returns it.
+func (b *jobBus) refusal(port uint64, rank int) wire.ErrorReply {
+	b.t.Helper()
+	b.waitFor("the refusal", func() bool { return b.reply(port, rank) != nil })
+	b.mu.Lock()
+	f := b.reply(port, rank)
+	b.mu.Unlock()
+	var r wire.ErrorReply
+	if err := msgpack.Unmarshal(f.Payload, &r); err != nil || f.Flags&wire.FlagError == 0 {
+		b.t.Fatalf("reply %+v (%v)", f.Header, err)
+	}
+	return r
 }
 
 func shell(script string) Config {
@@ -262,13 +277,8 @@ func TestStartFailure(t *testing.T) {
 	a := New(cfg, b.conn)
 	defer a.Close()
 	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{3}, Env: [][]string{nil}, Proc: "c", Port: 7})
-	b.waitFor("the refusal", func() bool { return b.reply(7, 3) != nil })
-	f := b.reply(7, 3)
-	var r wire.ErrorReply
-	if err := msgpack.Unmarshal(f.Payload, &r); err != nil || f.Flags&wire.FlagError == 0 {
-		t.Fatalf("reply %+v (%v)", f.Header, err)
-	}
-	if r.Sentinel != wire.ErrProcFailed.Error() || !strings.Contains(r.Message, "start proc c-1 (/nonexistent/program) on h0") {
+	r := b.refusal(7, 3)
+	if r.Sentinel != wire.ErrProcFailed.Error() || !strings.Contains(r.Message, "proc c-1 on h0: the program /nonexistent/program is refused: ") {
 		t.Errorf("refusal %+v", r)
 	}
 }
@@ -370,7 +380,9 @@ func TestMain(m *testing.M) {
 	case os.Getenv(testProcVar) != "" && jobenv.IsProc():
 		os.Exit(busProc()) // a proc of hostbus_test.go
 	}
-	os.Exit(env.Finish(m.Run()))
+	code := m.Run()
+	testcluster.StopIfStarted()
+	os.Exit(env.Finish(code))
 }
 
 // TestLiveness: a proc that has beaten once and then shows no life for

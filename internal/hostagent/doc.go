@@ -48,6 +48,18 @@
 //
 // # Processes
 //
+// The job's program (Config.Program) is opened once, at the first proc
+// (a standalone agent whose launcher sent the program: as it starts), and
+// checked (bincache.OpenProgram): it and every folder above it belong to
+// the user or root and no one else may write them, and with
+// Config.ProgramSum its sha256 is the one the launcher sent. A program
+// that fails is refused, for every proc asked of it, with an error that
+// says which file or folder and why. Every proc, respawns included, runs
+// from that descriptor (its file 3, /proc/self/fd/3, which a wrapper runs
+// as well): a program swapped at its path later is not what runs.
+// Commands (SpawnProcsReq.Command, an SPMD job's) are the host's own,
+// found in PATH.
+//
 // Children are started with internal/child: a parent-death signal from a
 // thread that lives as long as the process, their own process group (a
 // terminal's Ctrl-C reaches the client only, which stops them in order),

@@ -3,6 +3,7 @@ package hostagent
 import (
 	"fmt"
 
+	"github.com/monarch-go/monarch/internal/bincache"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -11,6 +12,10 @@ import (
 // procs that take its place share it.
 type bootstrap struct {
 	argv []string // wrapper, program and arguments (or command)
+	// prog is the program's descriptor, which argv[progAt] names: what
+	// runs (nil: argv runs as it is, a command or the self-exec).
+	prog   *bincache.Program
+	progAt int
 	// base is the environment before the job's variables: this agent's
 	// own (cleaned) and Config.Env, as they were at the spawn. The procs
 	// of one SpawnProcs share it.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/internal/bincache"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/monarch-go/monarch/logagg"
@@ -62,11 +63,13 @@ func readyProc() int {
 }
 
 // procView is what the kernel says of a running process: its argv, its
-// environment (as it was exec'd) and the CPUs it may run on.
+// environment (as it was exec'd), the CPUs it may run on and the file it
+// runs.
 type procView struct {
 	argv []string
 	env  map[string]string
 	cpus string // Cpus_allowed_list
+	exe  string
 }
 
 func viewProc(t *testing.T, pid int) procView {
@@ -84,7 +87,11 @@ func viewProc(t *testing.T, pid int) procView {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := procView{argv: strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"), env: map[string]string{}}
+	exe, err := os.Readlink(dir + "/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := procView{argv: strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00"), env: map[string]string{}, exe: exe}
 	for _, kv := range bytes.Split(environ, []byte{0}) {
 		if k, val, ok := strings.Cut(string(kv), "="); ok {
 			v.env[k] = val
@@ -215,9 +222,11 @@ func TestRespawnProc(t *testing.T) {
 		Wrap: [][]string{{envProg, "WRAPPED=yes"}}, CPUs: [][]int{{cpu}}, Mesh: "trainers"})
 	pid := readyOn(b, 7, 3).PID
 	old := viewProc(t, pid)
-	if want := append([]string{exe}, cfg.Args...); !slices.Equal(old.argv, want) || old.env["WRAPPED"] != "yes" || old.env["EXTRA"] != "kept" ||
-		old.cpus != strconv.Itoa(cpu) || old.env["MONARCH_PROC"] != "c-1" {
-		t.Fatalf("the proc as spawned: argv %q, WRAPPED=%q EXTRA=%q MONARCH_PROC=%q, cpus %s", old.argv, old.env["WRAPPED"], old.env["EXTRA"],
+	// The wrapper runs the program from the descriptor the agent checked
+	// (see program.go).
+	if want := append([]string{bincache.ExecPath(programFD)}, cfg.Args...); !slices.Equal(old.argv, want) || old.exe != exe ||
+		old.env["WRAPPED"] != "yes" || old.env["EXTRA"] != "kept" || old.cpus != strconv.Itoa(cpu) || old.env["MONARCH_PROC"] != "c-1" {
+		t.Fatalf("the proc as spawned: argv %q, exe %s, WRAPPED=%q EXTRA=%q MONARCH_PROC=%q, cpus %s", old.argv, old.exe, old.env["WRAPPED"], old.env["EXTRA"],
 			old.env["MONARCH_PROC"], old.cpus)
 	}
 	killAndWait(t, ended, "c-1", pid)
@@ -228,8 +237,8 @@ func TestRespawnProc(t *testing.T) {
 		t.Fatalf("the new proc has the old one's pid %d", pid)
 	}
 	now := viewProc(t, rd.PID)
-	if !slices.Equal(now.argv, old.argv) {
-		t.Errorf("argv %q, was %q", now.argv, old.argv)
+	if !slices.Equal(now.argv, old.argv) || now.exe != old.exe {
+		t.Errorf("argv %q, exe %s; was %q, %s", now.argv, now.exe, old.argv, old.exe)
 	}
 	if now.cpus != old.cpus {
 		t.Errorf("cpus %s, was %s", now.cpus, old.cpus)

@@ -84,7 +84,7 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	health := env.HealthOrDefault()
 	cfg := Config{
 		ID: jobenv.AgentID(args.Index), Job: args.Job, Bus: env.Bus, Host: host, Addr: routeAddr(env.Bus.URL),
-		Program: args.Program, Args: args.Args, Dir: args.Dir, StopTimeout: DefaultStopTimeout,
+		Program: args.Program, ProgramSum: args.ProgramSum, Args: args.Args, Dir: args.Dir, StopTimeout: DefaultStopTimeout,
 		Heartbeat: health.Heartbeat,
 	}
 	log, logFile, err := logagg.SystemLogger(cfg.Job, "agent-"+cfg.ID)
@@ -156,6 +156,11 @@ func Run(ctx context.Context, args jobenv.AgentArgs, env jobenv.Env, stdin io.Re
 	}
 	s.agent = New(cfg, conn)
 	defer s.agent.Close()
+	if cfg.ProgramSum != "" {
+		// A program sent for an SDK job: hashed while the client starts,
+		// not at its first spawn.
+		go s.agent.program.get()
+	}
 	for _, subj := range []string{s.subjects.Proc(cfg.ID), s.subjects.Agents()} {
 		if _, err := conn.Subscribe(subj); err != nil {
 			return err

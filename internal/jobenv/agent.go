@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // ClientID is the proc id of a job's client, the root of every job: the
@@ -46,6 +47,9 @@ type AgentArgs struct {
 	Args       []string // its arguments
 	Dir        string   // the procs' working directory
 	TokenStdin bool     // read the secret and the sealed [env] from stdin, and exit at its EOF
+	// ProgramSum is Program's sha256 (hex), as the launcher sent it: the
+	// agent runs Program only if it has it; "" when it was not sent.
+	ProgramSum string
 }
 
 // agentFlags defines the flags of `monarch agent` on fs, bound to a.
@@ -54,6 +58,13 @@ func agentFlags(fs *flag.FlagSet, a *AgentArgs) {
 	fs.IntVar(&a.Index, "index", -1, "this host's `INDEX` in the job")
 	fs.BoolVar(&a.Slurm, "slurm", false, "take the index from the Slurm step (node name in the job's node list)")
 	fs.StringVar(&a.Program, "program", "", "the job's `PROGRAM`, run in worker mode for each proc (required)")
+	fs.Func("program-sha256", "run the program only if its sha256 is `SUM` (64 hex digits)", func(s string) error {
+		if len(s) != 64 || strings.Trim(s, "0123456789abcdef") != "" {
+			return errors.New("want 64 hex digits")
+		}
+		a.ProgramSum = s
+		return nil
+	})
 	fs.StringVar(&a.Dir, "dir", "", "working `DIR` of the procs")
 	fs.BoolVar(&a.TokenStdin, "token-stdin", false, "read the job secret from the first line of stdin, the procs' sealed variables from the second, and exit at EOF")
 }
@@ -62,6 +73,9 @@ func agentFlags(fs *flag.FlagSet, a *AgentArgs) {
 // monarch: `monarch agent FLAGS -- PROGRAM-ARGS`.
 func (a AgentArgs) Argv(monarch string) []string {
 	argv := []string{monarch, "agent", "--job", a.Job, "--program", a.Program}
+	if a.ProgramSum != "" {
+		argv = append(argv, "--program-sha256", a.ProgramSum)
+	}
 	if a.Dir != "" {
 		argv = append(argv, "--dir", a.Dir)
 	}

@@ -139,6 +139,23 @@ func TestAgentArgs(t *testing.T) {
 	}
 }
 
+// TestAgentArgsProgramSum: the program's sum crosses the agent's command
+// line; one that is not a sha256 is refused.
+func TestAgentArgsProgramSum(t *testing.T) {
+	sum := strings.Repeat("0f", 32)
+	in := AgentArgs{Job: "j", Index: 0, Program: "/c/" + sum + "/prog", ProgramSum: sum, Args: []string{}}
+	out, err := ParseAgentArgs(in.Argv("m")[2:], nil)
+	if err != nil || !reflect.DeepEqual(in, out) {
+		t.Errorf("round trip: %+v, %v; want %+v", out, err, in)
+	}
+	for _, bad := range []string{"0f", strings.Repeat("0F", 32), strings.Repeat("0g", 32), sum + "0"} {
+		_, err := ParseAgentArgs([]string{"--job", "j", "--index", "0", "--program", "p", "--program-sha256", bad}, nil)
+		if err == nil || !strings.Contains(err.Error(), "want 64 hex digits") {
+			t.Errorf("--program-sha256 %s: %v", bad, err)
+		}
+	}
+}
+
 func TestAgentID(t *testing.T) {
 	for s, want := range map[string]bool{"h0": true, "h12": true, "h": false, "h01": false, "h-1": false, "c-1": false, "x3": false} {
 		if IsAgentID(s) != want {
@@ -207,4 +224,19 @@ func TestInbox(t *testing.T) {
 			t.Errorf("ValidHostKey(%q)", k)
 		}
 	}
+}
+
+// FuzzAgentArgsProgramSum: any --program-sha256 is taken back as it was
+// written or refused, never a panic.
+func FuzzAgentArgsProgramSum(f *testing.F) {
+	for _, s := range []string{strings.Repeat("ab", 32), "", "0f", strings.Repeat("AB", 32), strings.Repeat("a", 65), "--", "-x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, sum string) {
+		argv := []string{"--job", "j", "--index", "0", "--program", "p", "--program-sha256", sum}
+		a, err := ParseAgentArgs(argv, nil)
+		if err == nil && (a.ProgramSum != sum || len(sum) != 64) {
+			t.Fatalf("%q taken as %q", sum, a.ProgramSum)
+		}
+	})
 }
