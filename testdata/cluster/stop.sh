@@ -222,6 +222,9 @@ for v in "${VETHS[@]}" "${BRIDGES[@]}"; do
 	fi
 done
 
+# What jobs left in the ssh sessions' HOME (the default binary cache: a
+# copy of every test binary shipped, tens of MB each).
+rm -rf "$BASE/ssh/home"
 rm -f "$BASE"/run/*.pid "$BASE/run/params" "$BASE/run/names" "$BASE/munge/run/munged.pid" \
 	"$BASE/munge/run/munge.socket" "$BASE/munge/run/munge.socket.lock" "$BASE/cluster.env" "$BASE/env.sh"
 
