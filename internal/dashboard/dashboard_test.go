@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"runtime"
@@ -460,4 +461,46 @@ func TestDashboardStreamsBounded(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+}
+
+// FuzzAccess: whatever a request's path, query, cookie and
+// Authorization, it is let through (or given the cookie) only when it
+// shows the token (query, Bearer) or the cookie under the page's path;
+// never a panic.
+func FuzzAccess(f *testing.F) {
+	const prefix = "/0123456789abcdef0123456789abcdef"
+	value := session(testToken, "1")
+	f.Add(prefix+"/", "", "")
+	f.Add(prefix+"/api/state", "monarch_dashboard_1="+value, "")
+	f.Add("/api/state", "monarch_dashboard_1="+value, "")
+	f.Add(prefix+"x/", "monarch_dashboard_1="+value, "")
+	f.Add(prefix, "monarch_dashboard_1="+value, "")
+	f.Add("/metrics", "", "Bearer "+testToken)
+	f.Add("/?token="+testToken, "", "")
+	f.Add(prefix[:10], "", "")
+	f.Fuzz(func(t *testing.T, target, cookie, auth string) {
+		s := &Server{o: Options{Token: testToken}, prefix: prefix, cookie: "monarch_dashboard_1", session: value}
+		served := false
+		h := s.access(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+		req, err := http.NewRequest("GET", "http://127.0.0.1:1"+target, nil)
+		if err != nil || req.URL.Host != "127.0.0.1:1" {
+			return
+		}
+		req.Header.Set("Cookie", cookie)
+		req.Header.Set("Authorization", auth)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if !served && w.Code != http.StatusSeeOther {
+			return
+		}
+		rest, under := s.underPrefix(req.URL.Path)
+		c, cerr := req.Cookie("monarch_dashboard_1")
+		scheme, tok, _ := strings.Cut(auth, " ")
+		shown := req.URL.Query().Get("token") == testToken ||
+			strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) == testToken ||
+			under && cerr == nil && c.Value == value
+		if !shown {
+			t.Fatalf("%q (cookie %q, auth %q): %d, served %v, without the token (under %v, %q)", target, cookie, auth, w.Code, served, under, rest)
+		}
+	})
 }
