@@ -206,6 +206,10 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Fatalf("dashboard URL %q: %v; want a loopback address and a token", withToken, err)
 	}
 	base := "http://" + u.Host + "/"
+	if !regexp.MustCompile(`^/[0-9a-f]{32}/$`).MatchString(u.Path) {
+		t.Fatalf("dashboard URL %q: its path is not a random prefix", withToken)
+	}
+	page := "http://" + u.Host + u.Path
 
 	// The commands give the same URL.
 	for _, args := range [][]string{{"dashboard", run.job}, {"dashboard"}} {
@@ -236,8 +240,8 @@ func TestDashboardBrowser(t *testing.T) {
 
 	// With the token: the cookie, and the page without the token.
 	step(t, ctx, 30*time.Second, "open "+withToken, chromedp.Navigate(withToken))
-	if loc := step(t, ctx, 10*time.Second, "location", chromedp.Location()); loc != base {
-		t.Errorf("the page is at %s; want %s (the token taken out)", loc, base)
+	if loc := step(t, ctx, 10*time.Second, "location", chromedp.Location()); loc != page {
+		t.Errorf("the page is at %s; want %s (the token taken out)", loc, page)
 	}
 	waitPage(t, ctx, "the members of pingers", fmt.Sprintf(`document.querySelectorAll('tr.member[data-mesh="pingers"]').length === 4 && !!document.querySelector(%q)`, proc("workers", 3)))
 	step(t, ctx, 10*time.Second, "mark the page", chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
@@ -329,6 +333,30 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	if out, _, _ := monarch(t, "status", run.job); strings.Contains(out, "dashboard:") {
 		t.Errorf("monarch status of an ended job shows a dashboard:\n%s", out)
+	}
+
+	// A server of another user on another port of the same host, which
+	// the browser opens: it gets none of the dashboard's cookies (the
+	// browser holds one: it showed the page after the redirect).
+	cookies := make(chan string, 8)
+	other := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cookies <- r.URL.Path + " " + r.Header.Get("Cookie")
+		io.WriteString(w, "<html><body>another user's page</body></html>")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go other.Serve(ln)
+	defer other.Close()
+	step(t, ctx, 30*time.Second, "open another port's page", chromedp.Navigate("http://"+ln.Addr().String()+"/"))
+	if len(cookies) == 0 {
+		t.Error("the server on another port got no request")
+	}
+	for len(cookies) > 0 {
+		if got := <-cookies; strings.Contains(got, "monarch_dashboard") {
+			t.Errorf("the server on another port got %q", got)
+		}
 	}
 }
 

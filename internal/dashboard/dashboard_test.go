@@ -8,7 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -90,10 +93,12 @@ func get(t *testing.T, u string, hdr map[string]string) (*http.Response, string)
 }
 
 // TestDashboardAccess: without the token, with a wrong one (query,
-// cookie, Bearer, another dashboard's cookie) a request is refused with
-// one line saying what is needed; the token in the query sets the cookie
-// and redirects to the URL without it; the cookie and Bearer are taken;
-// /metrics is served behind the same check.
+// cookie, Bearer, another dashboard's cookie, the raw token as the
+// cookie, the cookie outside the page's path) a request is refused with
+// one line saying what is needed; the token in the query sets the cookie,
+// scoped to the page's random path and derived from the token and the
+// port, and redirects to the URL without it; the cookie is taken under
+// that path, Bearer anywhere; /metrics is served behind the same check.
 func TestDashboardAccess(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "monarch_up 1\n") })
 	s := start(t, metrics)
@@ -104,23 +109,35 @@ func TestDashboardAccess(t *testing.T) {
 	if u.Host != s.Addr().String() || u.Query().Get("token") != testToken || !strings.HasPrefix(u.Host, "127.0.0.1:") {
 		t.Fatalf("URL %s; want the token, on loopback (%s)", s.URL(), s.Addr())
 	}
+	if !regexp.MustCompile(`^/[0-9a-f]{32}/$`).MatchString(u.Path) {
+		t.Fatalf("URL %s: its path is not a random prefix", s.URL())
+	}
 	base := "http://" + u.Host
+	page := base + u.Path
 	port := u.Port()
-	cookie := "monarch_dashboard_" + port + "=" + testToken
+	value := session(testToken, port)
+	cookie := "monarch_dashboard_" + port + "=" + value
+	if strings.Contains(value, testToken) {
+		t.Fatalf("the cookie's value %q holds the token", value)
+	}
 
 	refused := []struct {
 		name, path string
 		hdr        map[string]string
 	}{
 		{"no token", "/", nil},
-		{"no token, state", "/api/state", nil},
+		{"no token, the page", u.Path, nil},
+		{"no token, state", u.Path + "api/state", nil},
 		{"no token, events", "/events", nil},
 		{"no token, metrics", "/metrics", nil},
 		{"wrong token", "/?token=" + strings.Repeat("0", len(testToken)), nil},
 		{"short token", "/?token=0123", nil},
 		{"empty token", "/?token=", nil},
-		{"wrong cookie", "/", map[string]string{"Cookie": "monarch_dashboard_" + port + "=" + strings.Repeat("1", 32)}},
-		{"another port's cookie", "/", map[string]string{"Cookie": "monarch_dashboard_1=" + testToken}},
+		{"wrong cookie", u.Path, map[string]string{"Cookie": "monarch_dashboard_" + port + "=" + strings.Repeat("1", 64)}},
+		{"the token as the cookie", u.Path, map[string]string{"Cookie": "monarch_dashboard_" + port + "=" + testToken}},
+		{"another port's cookie", u.Path, map[string]string{"Cookie": "monarch_dashboard_1=" + session(testToken, "1")}},
+		{"the cookie outside the page's path", "/", map[string]string{"Cookie": cookie}},
+		{"the cookie under another prefix", "/" + strings.Repeat("0", 32) + "/", map[string]string{"Cookie": cookie}},
 		{"wrong bearer", "/api/state", map[string]string{"Authorization": "Bearer x" + testToken}},
 		{"basic, not bearer", "/api/state", map[string]string{"Authorization": "Basic " + testToken}},
 		{"token in a header of another name", "/api/state", map[string]string{"X-Token": testToken}},
@@ -140,36 +157,96 @@ func TestDashboardAccess(t *testing.T) {
 	// The token: a cookie, and the same URL without it.
 	resp, _ := get(t, s.URL(), nil)
 	set := resp.Header.Get("Set-Cookie")
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
-		t.Errorf("with the token: %s, Location %q; want 303 to /", resp.Status, resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != u.Path {
+		t.Errorf("with the token: %s, Location %q; want 303 to %s", resp.Status, resp.Header.Get("Location"), u.Path)
 	}
-	for _, want := range []string{cookie, "HttpOnly", "SameSite=Strict", "Path=/"} {
+	for _, want := range []string{cookie, "HttpOnly", "SameSite=Strict", "Path=" + u.Path} {
 		if !strings.Contains(set, want) {
 			t.Errorf("Set-Cookie %q lacks %q", set, want)
 		}
 	}
-	resp, _ = get(t, base+"/api/logs?n=3&token="+testToken+"&stream=stderr", nil)
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/api/logs?n=3&stream=stderr" {
-		t.Errorf("with the token and a query: %s, Location %q; want the query without the token", resp.Status, loc)
+	for from, to := range map[string]string{
+		page + "api/logs?n=3&token=" + testToken + "&stream=stderr":    u.Path + "api/logs?n=3&stream=stderr",
+		base + "/?token=" + testToken:                                  u.Path, // a link without the prefix
+		base + "/api/state?token=" + testToken:                         u.Path + "api/state",
+		base + strings.TrimSuffix(u.Path, "/") + "?token=" + testToken: u.Path,
+	} {
+		resp, _ = get(t, from, nil)
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != to {
+			t.Errorf("%s: %s, Location %q; want %s", from, resp.Status, loc, to)
+		}
 	}
 
-	// The cookie, and Bearer.
-	resp, body := get(t, base+"/", map[string]string{"Cookie": cookie})
+	// The cookie under the page's path, and Bearer anywhere.
+	resp, body := get(t, page, map[string]string{"Cookie": cookie})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "<title>monarch job</title>") || resp.Header.Get("Content-Security-Policy") == "" {
 		t.Errorf("with the cookie: %s, %.80q", resp.Status, body)
 	}
-	resp, body = get(t, base+"/api/state", map[string]string{"Authorization": "Bearer " + testToken})
 	var st jobctl.JobState
-	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Job != "j1" {
-		t.Errorf("state with Bearer: %s, %q", resp.Status, body)
+	for _, path := range []string{"/api/state", u.Path + "api/state"} {
+		resp, body = get(t, base+path, map[string]string{"Authorization": "Bearer " + testToken})
+		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Job != "j1" {
+			t.Errorf("state with Bearer at %s: %s, %q", path, resp.Status, body)
+		}
+	}
+	resp, body = get(t, page+"api/state", map[string]string{"Cookie": cookie})
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
+		t.Errorf("state with the cookie: %s, %q", resp.Status, body)
 	}
 	resp, body = get(t, base+"/metrics", map[string]string{"Authorization": "bearer " + testToken})
 	if resp.StatusCode != http.StatusOK || body != "monarch_up 1\n" {
 		t.Errorf("metrics with Bearer: %s, %q", resp.Status, body)
 	}
-	resp, _ = get(t, base+"/nothing", map[string]string{"Cookie": cookie})
+	resp, _ = get(t, page+"nothing", map[string]string{"Cookie": cookie})
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("an unknown path: %s; want 404", resp.Status)
+	}
+}
+
+// TestDashboardCookieStaysHome: a client that keeps cookies as browsers
+// do (by host, whatever the port) opens the dashboard's URL, then a
+// server of another user on another port of the same host: that server
+// receives no cookie of the dashboard.
+func TestDashboardCookieStaysHome(t *testing.T) {
+	s := start(t, nil)
+	got := make(chan string, 4)
+	other := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Cookie")
+	}), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go other.Serve(ln)
+	t.Cleanup(func() { other.Close() })
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	browser := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	resp, err := browser.Get(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "<title>monarch job</title>") {
+		t.Fatalf("the dashboard: %s", resp.Status)
+	}
+	u, _ := url.Parse(s.URL())
+	for _, path := range []string{"/", "/events", "/api/state"} {
+		resp, err := browser.Get("http://" + ln.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if c := <-got; c != "" {
+			t.Errorf("the server on another port got %q at %s", c, path)
+		}
+	}
+	// The jar does send it back to the dashboard: the path is its own.
+	if cs := jar.Cookies(&url.URL{Scheme: "http", Host: u.Host, Path: u.Path + "api/state"}); len(cs) != 1 {
+		t.Errorf("cookies for the dashboard's page: %v", cs)
 	}
 }
 
@@ -384,4 +461,46 @@ func TestDashboardStreamsBounded(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+}
+
+// FuzzAccess: whatever a request's path, query, cookie and
+// Authorization, it is let through (or given the cookie) only when it
+// shows the token (query, Bearer) or the cookie under the page's path;
+// never a panic.
+func FuzzAccess(f *testing.F) {
+	const prefix = "/0123456789abcdef0123456789abcdef"
+	value := session(testToken, "1")
+	f.Add(prefix+"/", "", "")
+	f.Add(prefix+"/api/state", "monarch_dashboard_1="+value, "")
+	f.Add("/api/state", "monarch_dashboard_1="+value, "")
+	f.Add(prefix+"x/", "monarch_dashboard_1="+value, "")
+	f.Add(prefix, "monarch_dashboard_1="+value, "")
+	f.Add("/metrics", "", "Bearer "+testToken)
+	f.Add("/?token="+testToken, "", "")
+	f.Add(prefix[:10], "", "")
+	f.Fuzz(func(t *testing.T, target, cookie, auth string) {
+		s := &Server{o: Options{Token: testToken}, prefix: prefix, cookie: "monarch_dashboard_1", session: value}
+		served := false
+		h := s.access(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }))
+		req, err := http.NewRequest("GET", "http://127.0.0.1:1"+target, nil)
+		if err != nil || req.URL.Host != "127.0.0.1:1" {
+			return
+		}
+		req.Header.Set("Cookie", cookie)
+		req.Header.Set("Authorization", auth)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if !served && w.Code != http.StatusSeeOther {
+			return
+		}
+		rest, under := s.underPrefix(req.URL.Path)
+		c, cerr := req.Cookie("monarch_dashboard_1")
+		scheme, tok, _ := strings.Cut(auth, " ")
+		shown := req.URL.Query().Get("token") == testToken ||
+			strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) == testToken ||
+			under && cerr == nil && c.Value == value
+		if !shown {
+			t.Fatalf("%q (cookie %q, auth %q): %d, served %v, without the token (under %v, %q)", target, cookie, auth, w.Code, served, under, rest)
+		}
+	})
 }

@@ -94,11 +94,13 @@ var page []byte
 
 // Server is a running dashboard.
 type Server struct {
-	o      Options
-	srv    *http.Server
-	ln     net.Listener
-	url    string
-	cookie string
+	o       Options
+	srv     *http.Server
+	ln      net.Listener
+	url     string
+	prefix  string // the page's path, "/" and 32 random hex digits
+	cookie  string // its cookie's name
+	session string // and value
 
 	ctx     context.Context // ends the event streams at Close
 	cancel  context.CancelFunc
@@ -126,11 +128,16 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
-	s := &Server{o: o, ln: ln, streams: make(chan struct{}, MaxStreams), heavy: make(chan struct{}, MaxHeavy), done: make(chan struct{})}
+	prefix, err := newPrefix()
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s := &Server{o: o, ln: ln, prefix: prefix, streams: make(chan struct{}, MaxStreams), heavy: make(chan struct{}, MaxHeavy), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	s.cookie = "monarch_dashboard_" + port
-	s.url = "http://" + net.JoinHostPort(urlHost(ln.Addr().(*net.TCPAddr).IP), port) + "/?token=" + url.QueryEscape(o.Token)
+	s.cookie, s.session = "monarch_dashboard_"+port, session(o.Token, port)
+	s.url = "http://" + net.JoinHostPort(urlHost(ln.Addr().(*net.TCPAddr).IP), port) + prefix + "/?token=" + url.QueryEscape(o.Token)
 	s.srv = &http.Server{
 		Handler:           s.access(s.routes()),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -18,7 +19,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +29,7 @@ import (
 	"github.com/monarch-go/monarch/internal/testcluster"
 )
 
-func dialCtx(t *testing.T) context.Context {
+func dialCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // ends the agent's link, and its redials
 	return ctx
@@ -77,23 +77,25 @@ func TestUntrustedWatcher(t *testing.T) {
 	none(t, events, 500*time.Millisecond)
 }
 
-// fakeCred is a stand-in credential, "MUNGE:<uid>:<base64 payload>", and
+// fakeCred is a stand-in credential of munge's shape (its armor, version
+// 3, no realm; then the uid, the payload's length and the payload), and
 // fakeUnmunge its decoder: what munged would say of a real one.
 func fakeCred(uid int, payload []byte) []byte {
-	return fmt.Appendf(nil, "MUNGE:%d:%s", uid, base64.StdEncoding.EncodeToString(payload))
+	raw := []byte{credVersion, 0, 0, 0, 0}
+	raw = binary.BigEndian.AppendUint32(raw, uint32(uid))
+	raw = binary.BigEndian.AppendUint32(raw, uint32(len(payload)))
+	raw = append(raw, payload...)
+	raw = append(raw, make([]byte, max(0, minCredOverhead-len(raw)))...)
+	return []byte("MUNGE:" + base64.StdEncoding.EncodeToString(raw) + ":")
 }
 
 func fakeUnmunge(_ context.Context, cred []byte) (uint32, []byte, error) {
-	f := strings.Split(string(cred), ":")
-	if len(f) != 3 {
+	body := strings.TrimSuffix(strings.TrimPrefix(string(cred), "MUNGE:"), ":")
+	raw, err := base64.StdEncoding.DecodeString(body)
+	if err != nil || len(raw) < 13 || int(binary.BigEndian.Uint32(raw[9:])) > len(raw)-13 {
 		return 0, nil, errors.New("not a fake credential")
 	}
-	uid, err := strconv.ParseUint(f[1], 10, 32)
-	if err != nil {
-		return 0, nil, err
-	}
-	payload, err := base64.StdEncoding.DecodeString(f[2])
-	return uint32(uid), payload, err
+	return binary.BigEndian.Uint32(raw[5:]), raw[13 : 13+binary.BigEndian.Uint32(raw[9:])], nil
 }
 
 // A MUNGE proof admits only for the job, the agent and the challenge it
@@ -101,7 +103,8 @@ func fakeUnmunge(_ context.Context, cred []byte) (uint32, []byte, error) {
 func TestMungeBinding(t *testing.T) {
 	ca := newCA(t, "j1")
 	w, events := startWatcher(t, WatcherOptions{TLS: serverTLS(t, ca), Job: "j1", Unmunge: fakeUnmunge})
-	// field rewrites the payload's field i ("monarch-link <job> <agent> <challenge>").
+	// field rewrites the payload's field i ("monarch-link <job> <agent>
+	// <challenge> <binding>").
 	field := func(i int, v string) func([]byte) []byte {
 		return func(p []byte) []byte {
 			f := strings.Fields(string(p))
@@ -116,10 +119,11 @@ func TestMungeBinding(t *testing.T) {
 		payload func([]byte) []byte
 		refused string
 	}{
-		{"another job", os.Getuid(), field(1, "j2"), "another job, agent or challenge"},
-		{"another agent", os.Getuid(), field(2, "h9"), "another job, agent or challenge"},
-		{"another challenge", os.Getuid(), field(3, strings.Repeat("00", challengeLen)), "another job, agent or challenge"},
-		{"more", os.Getuid(), func(p []byte) []byte { return append(p, " x"...) }, "another job, agent or challenge"},
+		{"another job", os.Getuid(), field(1, "j2"), "another job, agent, challenge or TLS session"},
+		{"another agent", os.Getuid(), field(2, "h9"), "another job, agent, challenge or TLS session"},
+		{"another challenge", os.Getuid(), field(3, strings.Repeat("00", challengeLen)), "another job, agent, challenge or TLS session"},
+		{"another TLS session", os.Getuid(), field(4, strings.Repeat("00", bindingLen)), "another job, agent, challenge or TLS session"},
+		{"more", os.Getuid(), func(p []byte) []byte { return append(p, " x"...) }, "another job, agent, challenge or TLS session"},
 		{"another uid", os.Getuid() + 1, same, "not the job's"},
 		{"the right one", os.Getuid(), same, ""},
 	} {
@@ -159,7 +163,7 @@ func TestMungeRefusedOverTCP(t *testing.T) {
 		t.Fatalf("Dial tried a MUNGE proof without TLS: %v", err)
 	}
 	c, r, challenge := rawDial(t, w)
-	fmt.Fprintf(c, "h1 munge %s\nnone\n", fakeCred(os.Getuid(), mungePayload("j1", "h1", challenge)))
+	fmt.Fprintf(c, "h1 munge %s\nnone\n", fakeCred(os.Getuid(), mungePayload("j1", "h1", challenge, nil)))
 	if line, _ := r.ReadString('\n'); !strings.Contains(line, "TLS only") {
 		t.Fatalf("answer %q", line)
 	}
@@ -169,20 +173,28 @@ func TestMungeRefusedOverTCP(t *testing.T) {
 	none(t, events, 200*time.Millisecond)
 }
 
-// rawDial opens a plain TCP conn to w and reads its challenge.
+// rawDial opens a plain TCP conn to w and reads its challenge, trying
+// again while w refuses it (a source penalized for a failure of a moment
+// ago, see gate).
 func rawDial(t *testing.T, w *Watcher) (net.Conn, *bufio.Reader, []byte) {
 	t.Helper()
-	c, err := net.Dial("tcp", addrOf(w))
-	if err != nil {
-		t.Fatal(err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addrOf(w))
+		if err == nil {
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			challenge := make([]byte, challengeLen)
+			if _, err = io.ReadFull(c, challenge); err == nil {
+				t.Cleanup(func() { c.Close() })
+				return c, bufio.NewReader(c), challenge
+			}
+			c.Close()
+		}
+		if !again(err) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	challenge := make([]byte, challengeLen)
-	if _, err := io.ReadFull(c, challenge); err != nil {
-		t.Fatal(err)
-	}
-	return c, bufio.NewReader(c), challenge
 }
 
 // Malformed lines after a good proof, or lines over their bound, are
@@ -417,8 +429,9 @@ func FuzzAdmit(f *testing.F) {
 	f.Add([]byte("h1 munge MUNGE:0:eA==\ncert AAAA\n"))
 	f.Add([]byte("\n\n\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		w := &Watcher{token: "secret", validID: validID, job: "j1", unmunge: fakeUnmunge, decodes: make(chan struct{}, 1), ctx: context.Background()}
-		if agent, err := w.admit(&peer{in: bytes.NewReader(in)}); err == nil {
+		w := &Watcher{token: "secret", validID: validID, job: "j1", unmunge: fakeUnmunge, gate: newGate(), ctx: context.Background()}
+		src := &source{decode: make(chan struct{}, 1)}
+		if agent, err := w.admit(context.Background(), &peer{in: bytes.NewReader(in)}, src); err == nil {
 			t.Fatalf("admitted %q on %q", agent, in)
 		}
 	})

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -51,12 +53,19 @@ type Admission struct {
 	CertPEM []byte
 }
 
+// admitWait bounds the tries of a first admission: a watcher at its
+// bounds (see the package doc) refuses a peer at once, and a real agent
+// tries again, until then.
+const admitWait = 30 * time.Second
+
 // Dial keeps o.Agent's link to the watcher at o.Addr until ctx ends: it
 // dials, and dials again (at most every second) after a loss. It returns
 // once the first link is up, with what that admission gave, or with the
-// error of the first try; later losses are the watcher's to see. Dials
-// after a loss prove with the token the first one held or received (an
-// HMAC) and ask for nothing.
+// error that ended its tries: a refusal of its proof or of the watcher's
+// certificate at once; a watcher that drops it unanswered or says it is
+// busy is tried again, after a growing pause, for up to 30 s. Later
+// losses are the watcher's to see. Dials after a loss prove with the
+// token the first one held or received (an HMAC) and ask for nothing.
 func Dial(ctx context.Context, o DialOptions) (Admission, error) {
 	if err := o.check(); err != nil {
 		return Admission{}, err
@@ -64,7 +73,7 @@ func Dial(ctx context.Context, o DialOptions) (Admission, error) {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	c, adm, err := dialOnce(ctx, o)
+	c, adm, err := dialFirst(ctx, o)
 	if err != nil {
 		return Admission{}, err
 	}
@@ -102,6 +111,40 @@ func (o *DialOptions) check() error {
 	return nil
 }
 
+// dialFirst makes the first link, trying again while the watcher drops
+// it before an answer or says it is busy.
+func dialFirst(ctx context.Context, o DialOptions) (net.Conn, Admission, error) {
+	ctx, cancel := context.WithTimeout(ctx, admitWait)
+	defer cancel()
+	pause := 50 * time.Millisecond
+	for tries := 1; ; tries++ {
+		c, adm, err := dialOnce(ctx, o)
+		if err == nil || !errors.Is(err, errAgain) {
+			return c, adm, err
+		}
+		// Spread the tries of many agents refused at once.
+		wait := pause/2 + rand.N(pause/2)
+		pause = min(2*pause, 2*time.Second)
+		select {
+		case <-ctx.Done():
+			return nil, Admission{}, fmt.Errorf("%w (gave up after %d tries)", err, tries)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// errAgain marks a failure worth another try: the watcher dropped the
+// connection unanswered (its bounds on peers in handshake) or was busy.
+var errAgain = errors.New("retryable")
+
+// again tells whether err, of a handshake, is worth another try.
+func again(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
 // held waits until c is gone or ctx ends, then closes c.
 func held(ctx context.Context, c net.Conn) {
 	done := make(chan struct{})
@@ -130,20 +173,31 @@ func dialOnce(ctx context.Context, o DialOptions) (net.Conn, Admission, error) {
 	var d net.Dialer
 	raw, err := d.DialContext(dctx, "tcp", o.Addr)
 	if err != nil {
+		// A reset is the watcher at its bounds; refused, it is not there.
+		if ctx.Err() == nil && again(err) {
+			err = fmt.Errorf("%w (%w)", err, errAgain)
+		}
 		return nil, Admission{}, fmt.Errorf("hostlink: dial the job's link watcher at %s: %w", o.Addr, err)
 	}
 	fail := func(err error) (net.Conn, Admission, error) {
 		raw.Close()
+		if ctx.Err() == nil && again(err) {
+			err = fmt.Errorf("%w (%w)", err, errAgain)
+		}
 		return nil, Admission{}, fmt.Errorf("hostlink: handshake with the job's link watcher at %s: %w", o.Addr, err)
 	}
 	raw.SetDeadline(time.Now().Add(handshakeWait))
 	stop := context.AfterFunc(dctx, func() { raw.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	c := raw
+	var binding []byte
 	if o.TLS != nil {
 		tc := tls.Client(raw, o.TLS)
 		if err := tc.HandshakeContext(dctx); err != nil {
 			return fail(fmt.Errorf("TLS: %w", err))
+		}
+		if binding, err = exportBinding(tc); err != nil {
+			return fail(err)
 		}
 		c = tc
 	}
@@ -154,7 +208,7 @@ func dialOnce(ctx context.Context, o DialOptions) (net.Conn, Admission, error) {
 	h := hello{agent: o.Agent}
 	if o.Token != "" {
 		h.mac = sum(o.Token, challenge, o.Agent)
-	} else if h.cred, err = o.Munge(dctx, mungePayload(o.Job, o.Agent, challenge)); err != nil {
+	} else if h.cred, err = o.Munge(dctx, mungePayload(o.Job, o.Agent, challenge, binding)); err != nil {
 		return fail(fmt.Errorf("MUNGE credential: %w", err))
 	} else if !credential(string(h.cred)) {
 		return fail(fmt.Errorf("MUNGE credential %.40q... is not munge's armor", h.cred))
@@ -172,7 +226,7 @@ func dialOnce(ctx context.Context, o DialOptions) (net.Conn, Admission, error) {
 	line, err := readLine(bufio.NewReader(io.LimitReader(c, maxAnswer)), maxAnswer)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
-			err = errors.New("closed without an answer")
+			err = fmt.Errorf("closed without an answer (%w)", errAgain)
 		}
 		return fail(err)
 	}
@@ -180,6 +234,8 @@ func dialOnce(ctx context.Context, o DialOptions) (net.Conn, Admission, error) {
 	switch {
 	case err != nil:
 		return fail(err)
+	case strings.HasPrefix(a.err, busyPrefix):
+		return fail(fmt.Errorf("%s (%w)", a.err, errAgain))
 	case a.err != "":
 		return fail(errors.New(a.err))
 	}

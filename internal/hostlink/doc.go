@@ -27,8 +27,9 @@
 // job's CA only, so it talks to its own launcher or to no one); without,
 // plain TCP. Either way the keepalive and the user timeout are set on the
 // TCP connection beneath, and neither side reads or writes TLS records
-// after the handshake. The lines, each bounded in length, the whole
-// handshake (TLS and MUNGE included) within 10 s:
+// after the handshake. The lines, each bounded in length, the TLS
+// handshake and the hello within 5 s of the connection, the whole
+// handshake (MUNGE included) within 10 s:
 //
 //	watcher: 16 random bytes, the challenge
 //	agent:   <id> <hex HMAC-SHA256 of challenge and id under the token>
@@ -39,7 +40,9 @@
 //	    or:  error <why>
 //
 // then nothing, until the connection ends. An error answer, or a line
-// that does not parse, closes the connection: no link, no event.
+// that does not parse, closes the connection: no link, no event. An
+// answer "error busy: ..." says the watcher could not check the proof
+// now (see Bounds); Dial tries again.
 //
 // # Proofs, and why the token is safe
 //
@@ -52,16 +55,46 @@
 // with its host's munged, and admits the agent when its uid is the
 // watcher's own and its payload is exactly
 //
-//	monarch-link <job> <agent id> <hex challenge>
+//	monarch-link <job> <agent id> <hex challenge> <hex binding>
 //
-// Only a process of the job's user can make such a credential; munged
-// refuses it a second time, and the challenge is this connection's, so a
-// credential is good for one admission. Then, and only then, the answer
-// carries the token: inside TLS, to a peer that verified the job's CA. A
-// redial after a loss proves with the token it now holds (the HMAC).
+// where the binding is 32 bytes of keying material exported from the
+// connection's TLS session (RFC 5705, label EXPORTER-monarch-link-munge):
+// both ends of one session compute it, and no one else. Only a process
+// of the job's user can make such a credential; munged refuses it a
+// second time, and the challenge and the binding are this connection's,
+// so a credential is good for one admission, on the connection it was
+// made for: one relayed to another TLS session (by a peer that holds a
+// certificate of the job's CA, say) names the wrong binding and is
+// refused. Then, and only then, the answer carries the token: inside
+// TLS, to a peer that verified the job's CA. A redial after a loss proves
+// with the token it now holds (the HMAC).
 //
 // An admitted agent may ask for a certificate for a key it made (the
 // private key never leaves it) and its names: the watcher's Certify signs
 // it with the job's CA, for the agent's leaf or hub server. An agent is
 // the job's user, as trusted as the launcher, so it may ask for any name.
+//
+// # Bounds
+//
+// Anyone on the network may dial the watcher, so nothing is spent on a
+// peer before it proves itself beyond a small bound, and a flood from
+// some hosts leaves room for the agents of the others. A source is a
+// peer's IPv4 address, its IPv6 /64, or the whole loopback (any user of a
+// host may dial from any 127.x address). At most 512 handshakes are under
+// way at once, 32 of one source; a peer over its source's bound is reset
+// at once (no TLS, no goroutine); when all 512 are taken, a newcomer takes
+// the place of the oldest peer of the source that holds the most, if
+// that source holds more than the newcomer's would. A peer holds its
+// place 5 s at most before its proof. A MUNGE credential is checked for
+// munge's shape and a length that fits its payload before it is decoded;
+// at most 4 are decoded at once (a process each), one per source, each
+// waiting at most 3 s for its turn (else "busy"). A source whose peer
+// failed to prove itself (a wrong or late proof, a malformed line) is
+// refused for 10 ms, doubled for each failure that follows, up to 1 s,
+// and forgiven by a proof: a flood costs the watcher an accept and a
+// reset a connection, not a TLS handshake or an unmunge. Dial tries a
+// first admission again, after pauses from 50 ms doubling to 2 s, for 30
+// s, while the watcher resets it or answers busy. An agent on a host
+// from which another user floods the watcher shares that host's bounds
+// with the flood: it is admitted when its tries find room.
 package hostlink

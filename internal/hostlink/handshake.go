@@ -2,9 +2,11 @@ package hostlink
 
 import (
 	"bufio"
+	"bytes"
 	"crypto"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
@@ -104,9 +106,82 @@ func sum(token string, challenge []byte, agent string) []byte {
 }
 
 // mungePayload is what a MUNGE proof's credential must carry: the job,
-// the agent and the challenge, so that it proves this one admission.
-func mungePayload(job, agent string, challenge []byte) []byte {
-	return fmt.Appendf(nil, "monarch-link %s %s %x", job, agent, challenge)
+// the agent, the challenge and the TLS session's binding, so that it
+// proves this one admission, on this one connection.
+func mungePayload(job, agent string, challenge, binding []byte) []byte {
+	return fmt.Appendf(nil, "monarch-link %s %s %x %x", job, agent, challenge, binding)
+}
+
+// bindingLabel names the keying material a MUNGE proof carries (RFC
+// 5705's exporter, of TLS 1.3 here): both ends of one TLS session, and
+// only they, compute the same.
+const (
+	bindingLabel = "EXPORTER-monarch-link-munge"
+	bindingLen   = 32
+)
+
+// exportBinding is c's keying material for a MUNGE proof: a credential
+// relayed from another session names another.
+func exportBinding(c *tls.Conn) ([]byte, error) {
+	cs := c.ConnectionState()
+	b, err := cs.ExportKeyingMaterial(bindingLabel, nil, bindingLen)
+	if err != nil {
+		return nil, fmt.Errorf("TLS keying material for the MUNGE proof: %w", err)
+	}
+	return b, nil
+}
+
+// errBusy refuses a proof the watcher has no room to check now: the
+// agent tries again (an answer "error busy: ...").
+var errBusy = errors.New(busyPrefix + " too many MUNGE credentials to decode now, try again")
+
+// errPenalized refuses a proof from a source whose proofs failed of late
+// (see gate), before it is decoded; the agent tries again.
+var errPenalized = errors.New(busyPrefix + " proofs from this address failed of late, try again")
+
+const busyPrefix = "busy:"
+
+// MUNGE credential sizes (munge's credential_v3_format.txt): version,
+// cipher, MAC and zip types, realm length, salt, origin address length,
+// six 32-bit fields and the payload's length come to 46 bytes at least;
+// a realm (up to 255 bytes), an IV, a MAC (up to SHA-512's) and the
+// cipher's padding add at most 512 more.
+const (
+	minCredOverhead = 46
+	maxCredOverhead = 512
+	credVersion     = 3
+)
+
+// plausible does the cheap checks of a MUNGE credential that should carry
+// payloadLen bytes, before any process is spent on it: munge's armor
+// around base64, version 3, a realm within, and a length that fits the
+// payload (compression aside, which only shrinks it).
+func plausible(cred []byte, payloadLen int) error {
+	body, ok := bytes.CutPrefix(cred, []byte("MUNGE:"))
+	if ok {
+		body, ok = bytes.CutSuffix(body, []byte(":"))
+	}
+	if !ok {
+		return errors.New("not munge's armor (MUNGE:...:)")
+	}
+	if base64.StdEncoding.DecodedLen(len(body)) > payloadLen+maxCredOverhead {
+		return fmt.Errorf("%d bytes, too long for its payload", len(cred))
+	}
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(body)))
+	n, err := base64.StdEncoding.Decode(raw, body)
+	if err != nil {
+		return errors.New("not base64")
+	}
+	raw = raw[:n]
+	switch {
+	case n < minCredOverhead:
+		return fmt.Errorf("%d bytes, too short for a credential", n)
+	case raw[0] != credVersion:
+		return fmt.Errorf("version %d, not %d", raw[0], credVersion)
+	case int(raw[4])+minCredOverhead > n:
+		return fmt.Errorf("a realm of %d bytes in %d", raw[4], n)
+	}
+	return nil
 }
 
 // request is an agent's second line: nothing, or a certificate for its

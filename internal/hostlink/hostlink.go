@@ -31,10 +31,6 @@ const MinTimeout = 3 * time.Second
 // and MUNGE included.
 const handshakeWait = 10 * time.Second
 
-// maxDecodes bounds the MUNGE credentials decoded at once (a process
-// each), whoever dials.
-const maxDecodes = 4
-
 // Event is a change of an agent's link.
 type Event struct {
 	Agent string
@@ -53,8 +49,8 @@ type Watcher struct {
 	job     string
 	unmunge func(ctx context.Context, cred []byte) (uint32, []byte, error)
 	certify func(agent string, pub crypto.PublicKey, names []string) ([]byte, error)
-	uid     uint32        // the uid a MUNGE proof must be of: ours
-	decodes chan struct{} // a slot per MUNGE decode under way
+	uid     uint32 // the uid a MUNGE proof must be of: ours
+	gate    *gate  // the peers not yet proven
 	ctx     context.Context
 	stop    context.CancelFunc
 
@@ -114,13 +110,16 @@ func Listen(o WatcherOptions) (*Watcher, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	// No keepalive on accepted conns yet: a peer refused at once costs
+	// no setsockopt; an admitted link gets its own (keep).
+	lc := net.ListenConfig{KeepAlive: -1}
+	ln, err := lc.Listen(context.Background(), "tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("hostlink: listen: %w", err)
 	}
 	w := &Watcher{ln: ln, token: o.Token, timeout: o.Timeout, onEvent: o.OnEvent, validID: o.ValidID,
 		job: o.Job, unmunge: o.Unmunge, certify: o.Certify, uid: uint32(os.Getuid()),
-		decodes: make(chan struct{}, maxDecodes), conns: map[string]net.Conn{}}
+		gate: newGate(), conns: map[string]net.Conn{}}
 	if o.TLS != nil {
 		w.tls = o.TLS.Clone()
 	}
@@ -148,23 +147,60 @@ func (w *Watcher) Close() {
 
 func (w *Watcher) accept() {
 	defer w.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := w.ln.Accept()
 		if err != nil {
-			return
+			// Out of descriptors, say: wait and go on, as net/http does,
+			// rather than stop admitting for good.
+			if w.ctx.Err() != nil || !acceptAgain(err) {
+				return
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-w.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		p, ok := w.gate.enter(w.ctx, c.RemoteAddr())
+		if !ok {
+			drop(c) // over the bounds: nothing more is spent on it
+			continue
 		}
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			w.serve(c)
+			w.serve(c, p)
 		}()
 	}
 }
 
+// acceptAgain tells whether an Accept error may pass.
+func acceptAgain(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() ||
+		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
+		errors.Is(err, syscall.ECONNABORTED)
+}
+
+// drop closes a peer refused before its handshake with a reset: no
+// TIME_WAIT is kept for it, here or there.
+func drop(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
 // serve runs one link: the handshake, then a read that returns only when
 // the link is gone.
-func (w *Watcher) serve(raw net.Conn) {
-	agent, err := w.admit(raw)
+func (w *Watcher) serve(raw net.Conn, p *pending) {
+	agent, err := w.admit(p.ctx, raw, p.src)
+	w.gate.leave(p, err == nil)
 	if err != nil {
 		raw.Close() // an agent of another job, a port scanner: not an event
 		return
@@ -207,19 +243,27 @@ func (w *Watcher) serve(raw net.Conn) {
 	}
 }
 
-// admit runs the handshake on raw (see the package doc) and returns the
-// agent id it proves. A peer refused after its hello hears why.
-func (w *Watcher) admit(raw net.Conn) (string, error) {
-	ctx, cancel := context.WithTimeout(w.ctx, handshakeWait)
+// admit runs the handshake on raw, a peer from src, until ctx ends (see
+// the package doc), and returns the agent id it proves. A peer refused
+// after its hello hears why.
+func (w *Watcher) admit(ctx context.Context, raw net.Conn, src *source) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, handshakeWait)
 	defer cancel()
-	raw.SetDeadline(time.Now().Add(handshakeWait))
+	// The proof comes first, and soon: until it does, the peer has only
+	// its TLS handshake, a challenge and a bounded line.
+	raw.SetDeadline(time.Now().Add(helloWait))
 	defer raw.SetDeadline(time.Time{})
 	stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) }) // Close ends it
 	defer stop()
 	c := raw
+	var binding []byte
 	if w.tls != nil {
 		tc := tls.Server(raw, w.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
+			return "", err
+		}
+		var err error
+		if binding, err = exportBinding(tc); err != nil {
 			return "", err
 		}
 		c = tc
@@ -242,7 +286,14 @@ func (w *Watcher) admit(raw net.Conn) (string, error) {
 	if err != nil {
 		return refuse(err)
 	}
-	if err := w.prove(ctx, h, challenge); err != nil {
+	// Proven or refused within the handshake's bound; a cancel (Close,
+	// an eviction) that came first is not undone.
+	deadline, _ := ctx.Deadline()
+	raw.SetDeadline(deadline)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	if err := w.prove(ctx, h, challenge, binding, src); err != nil {
 		return refuse(err)
 	}
 	if line, err = readLine(r, maxRequest); err != nil {
@@ -274,9 +325,11 @@ func (w *Watcher) admit(raw net.Conn) (string, error) {
 }
 
 // prove checks h's proof for challenge: an HMAC under the job's token, or
-// (over TLS only) a MUNGE credential of our uid for this job, agent and
-// challenge.
-func (w *Watcher) prove(ctx context.Context, h hello, challenge []byte) error {
+// (over TLS only) a MUNGE credential of our uid for this job, agent,
+// challenge and TLS session (binding). Whatever the cheap checks refuse
+// is never decoded; src decodes one credential at a time, so that no
+// source takes the decodes the others need.
+func (w *Watcher) prove(ctx context.Context, h hello, challenge, binding []byte, src *source) error {
 	if h.cred == nil {
 		if !hmac.Equal(h.mac, sum(w.token, challenge, h.agent)) {
 			return errors.New("wrong proof (not this job's token)")
@@ -284,16 +337,29 @@ func (w *Watcher) prove(ctx context.Context, h hello, challenge []byte) error {
 		return nil
 	}
 	switch {
-	case w.tls == nil:
+	case w.tls == nil || binding == nil:
 		return errors.New("a MUNGE proof is taken over TLS only")
 	case w.unmunge == nil:
 		return errors.New("this link watcher takes no MUNGE proof")
 	}
-	select {
-	case w.decodes <- struct{}{}:
-		defer func() { <-w.decodes }()
-	case <-ctx.Done():
-		return errors.New("MUNGE credential: too many to decode")
+	want := mungePayload(w.job, h.agent, challenge, binding)
+	if err := plausible(h.cred, len(want)); err != nil {
+		return fmt.Errorf("MUNGE credential: %v", err)
+	}
+	wait, cancel := context.WithTimeout(ctx, decodeWait)
+	defer cancel()
+	for _, slot := range []chan struct{}{src.decode, w.gate.decodes} {
+		select {
+		case slot <- struct{}{}:
+			defer func() { <-slot }()
+		case <-wait.Done():
+			return errBusy
+		}
+		// The proof decoded before this one, of the same source, may
+		// have failed: then this one waits its turn like a newcomer.
+		if w.gate.penalized(src.key) {
+			return errPenalized
+		}
 	}
 	uid, payload, err := w.unmunge(ctx, h.cred)
 	if err != nil {
@@ -302,8 +368,8 @@ func (w *Watcher) prove(ctx context.Context, h hello, challenge []byte) error {
 	if uid != w.uid {
 		return fmt.Errorf("a MUNGE credential of uid %d, not the job's (%d)", uid, w.uid)
 	}
-	if !bytes.Equal(payload, mungePayload(w.job, h.agent, challenge)) {
-		return errors.New("a MUNGE credential made for another job, agent or challenge")
+	if !bytes.Equal(payload, want) {
+		return errors.New("a MUNGE credential made for another job, agent, challenge or TLS session")
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,8 +18,12 @@ import (
 )
 
 // A child process that holds a link: the test binary run again, over TLS
-// when given the CA to trust.
+// when given the CA to trust; or one that floods a watcher (flood).
 func TestMain(m *testing.M) {
+	if addr := os.Getenv("HOSTLINK_TEST_FLOOD"); addr != "" {
+		n, _ := strconv.Atoi(os.Getenv("HOSTLINK_TEST_FLOOD_CONNS"))
+		flood(addr, n, os.Getenv("HOSTLINK_TEST_FLOOD_CRED"))
+	}
 	if addr := os.Getenv("HOSTLINK_TEST_DIAL"); addr != "" {
 		o := DialOptions{Addr: addr, Agent: "h1", Token: os.Getenv("HOSTLINK_TEST_TOKEN")}
 		if ca := os.Getenv("HOSTLINK_TEST_CA"); ca != "" {
@@ -44,13 +47,15 @@ func validID(s string) bool { return s != "" && len(s) < 64 && !strings.Contains
 
 // startWatcher starts a watcher of o, with the token "secret", OnEvent
 // and ValidID unless o has them.
-func startWatcher(t *testing.T, o WatcherOptions) (*Watcher, chan Event) {
+func startWatcher(t testing.TB, o WatcherOptions) (*Watcher, chan Event) {
 	t.Helper()
 	events := make(chan Event, 16)
 	if o.Token == "" {
 		o.Token = "secret"
 	}
-	o.OnEvent = func(e Event) { events <- e }
+	if o.OnEvent == nil {
+		o.OnEvent = func(e Event) { events <- e }
+	}
 	if o.ValidID == nil {
 		o.ValidID = validID
 	}
@@ -66,7 +71,7 @@ func addrOf(w *Watcher) string { return "127.0.0.1:" + strconv.Itoa(w.Port()) }
 
 // newCA is a job's CA; serverTLS the watcher's side of it, clientTLS an
 // agent's.
-func newCA(t *testing.T, job string) *jobca.CA {
+func newCA(t testing.TB, job string) *jobca.CA {
 	t.Helper()
 	ca, err := jobca.New(job, time.Hour)
 	if err != nil {
@@ -75,7 +80,7 @@ func newCA(t *testing.T, job string) *jobca.CA {
 	return ca
 }
 
-func serverTLS(t *testing.T, ca *jobca.CA) *tls.Config {
+func serverTLS(t testing.TB, ca *jobca.CA) *tls.Config {
 	t.Helper()
 	certPEM, keyPEM, err := ca.Issue("hub", []string{"127.0.0.1"})
 	if err != nil {
@@ -176,15 +181,7 @@ func TestLinkFollowsTheProcess(t *testing.T) {
 func TestLinkRefusesStrangers(t *testing.T) {
 	w, events := startWatcher(t, WatcherOptions{})
 	startAgent(t, w, "wrong", nil)
-	c, err := net.Dial("tcp", addrOf(w))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var challenge [challengeLen]byte
-	if _, err := c.Read(challenge[:]); err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := rawDial(t, w) // once its source's penalty for the wrong token is over
 	fmt.Fprintf(c, "h2 %x\n", make([]byte, 300))
 	none(t, events, 2*time.Second)
 }

@@ -12,7 +12,7 @@ const OpDashboard = "dashboard"
 // DashboardAnswer says where the job's dashboard is, or why it has none.
 type DashboardAnswer struct {
 	// URL is the dashboard's address with the job's token
-	// (http://127.0.0.1:PORT/?token=T): whoever has it may see the job.
+	// (http://127.0.0.1:PORT/PREFIX/?token=T): whoever has it may see the job.
 	URL string `json:"url,omitempty"`
 	// Off, when URL is empty, says why: where the dashboard was turned
 	// off ("job.toml:12", "$MONARCH_DASHBOARD"), or why it could not
