@@ -121,7 +121,17 @@ func (p *process) bind(h Handle) (backend, error) {
 	return b, nil
 }
 
-// unbind forgets h's backend: its buffer is gone, or its reader is done
+// settle ends a use of h through its binding: a failed one unbinds h,
+// so that a handle that does not work (its buffer gone, its owner out of
+// reach, or stalled, or made up) leaves nothing here. It returns err.
+func (p *process) settle(h Handle, err error) error {
+	if err != nil {
+		p.unbind(h)
+	}
+	return err
+}
+
+// unbind forgets h's backend: a use of it failed, or its reader is done
 // with it (Forget), and so the entry would only take room.
 func (p *process) unbind(h Handle) {
 	p.boundMu.Lock()

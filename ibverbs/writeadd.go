@@ -36,10 +36,7 @@ func (h Handle) WriteAdd(ctx context.Context, src []byte, off, word int, delta u
 	} else if err = be.write(ctx, h, off, src); err == nil {
 		_, err = be.atomic(ctx, h, word, opFetchAdd, delta, 0)
 	}
-	if isClosed(err) {
-		p.unbind(h)
-	}
-	return err
+	return p.settle(h, err)
 }
 
 // writeAddOp is the tcp request of WriteAdd:
@@ -103,7 +100,7 @@ func exchangeWriteAdd(c net.Conn, h Handle, off int, src []byte, word int, delta
 	binary.LittleEndian.PutUint64(hdr[25:33], uint64(word))
 	binary.LittleEndian.PutUint64(hdr[33:41], delta)
 	bufs := net.Buffers{hdr, src}
-	if _, err := bufs.WriteTo(c); err != nil {
+	if err := send(c, bufs); err != nil {
 		return fmt.Errorf("ibverbs: send to %s: %w", h.Addr, hungUp(err, 0))
 	}
 	var st [1]byte
