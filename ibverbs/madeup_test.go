@@ -3,12 +3,12 @@ package ibverbs_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/monarch-go/monarch/ibverbs"
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // Handles a peer made up, or whose owner stalls: a transfer through one
@@ -24,27 +24,7 @@ func TestStalledOwner(t *testing.T) {
 		name := map[bool]string{false: "plain", true: "TLS"}[withTLS]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ln.Close() })
-			go func() { // accept, and hold without a word
-				var held []net.Conn
-				defer func() {
-					for _, c := range held {
-						c.Close()
-					}
-				}()
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					held = append(held, c)
-				}
-			}()
-			h := ibverbs.Handle{Size: 1 << 20, Key: 7, FD: -1, Addr: ln.Addr().String()}
+			h := ibverbs.Handle{Size: 1 << 20, Key: 7, FD: -1, Addr: testenv.StalledServer(t)}
 			if withTLS {
 				h.TLS = strings.Repeat("00", 32)
 			}
