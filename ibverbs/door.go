@@ -1,27 +1,46 @@
 package ibverbs
 
 import (
+	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The door of the buffer server. A peer proves itself with its first
 // request: it names a buffer this process owns by its key, a handle's
-// secret, and arrives whole within authBound of the connection (its TLS
-// handshake included). Until then the connection is pending: it costs a
-// goroutine, a socket and a header's bytes, no read buffer, and the
-// pending are bounded per source address and overall. A new connection
-// past a bound takes the place of the oldest pending one of its source
-// (past the overall bound, of the source with the most): a flood from
-// one address holds at most its share, and a connection that proves
-// itself at once, as a job's own do, gets in whatever a flood from its
-// own address does, unless the flood opens maxPendingPerSource
-// connections in the moment its request takes to arrive (and then the
-// client dials again: tcpBackend.onConn).
+// secret, and arrives whole within authBound of its first byte (its TLS
+// handshake included). Until then nothing is spent on it but a socket:
+//
+//   - a new connection is held, its socket in the door's epoll set:
+//     no goroutine, no buffer, a few hundred bytes. A client sends its
+//     request (or its TLS hello) as soon as it connects, so its socket
+//     turns readable at once; a flood's, which sends nothing, never does,
+//     and is closed after holdBound to twice that, at random;
+//   - a readable one gets a goroutine that reads its request's header
+//     (TLS handshake first), with a reader of no more than the header:
+//     it is reading, for authBound at most;
+//   - the held are bounded overall (limits.held, from the process's
+//     descriptors): past the bound the oldest of the source with the most
+//     gives way. The reading are bounded overall and per source address
+//     (limits.pending, limits.perSource): past a bound, the oldest of its
+//     source (or of the busiest) gives way.
+//
+// Closing what a flood holds only makes it open more, at the cost of
+// both ends' processors, which the job's transfers need: the door holds
+// a flood's connections, cheaply, rather than cut them, and a client's
+// connection, readable on arrival, goes past them at once. It lets the
+// silent go at random times, not all at once, so that a flood that opens
+// again does so a little at a time. What is displaced is closed (the
+// first time, said on stderr); a client whose connection was dials again
+// (tcpBackend.onConn).
 
 const (
 	// authBound (5 s) is how long a new connection has to prove itself:
@@ -29,36 +48,130 @@ const (
 	// once, take milliseconds; a connection that sends nothing, or half,
 	// is closed at the bound.
 	authBound = 5 * time.Second
-	// maxPending (1024) bounds the connections that have not proved
-	// themselves yet, all sources together: at most a few MiB of
-	// goroutines, sockets and TLS state.
+	// holdBound (30 s) is the least time a connection that sends nothing
+	// is held; each is let go at a random time between it and twice it.
+	// It costs a socket, bounded by heldBound, and letting it go sooner
+	// would only make a flood open another sooner.
+	holdBound = 30 * time.Second
+	// maxPending (1024) bounds the connections reading their first
+	// request, all sources together: at most a few MiB of goroutines and
+	// TLS state.
 	maxPending = 1024
-	// maxPendingPerSource (128) bounds them per source address: more
-	// than a host's procs dial at once (a batch of 16 transfers on 4
-	// streams each, from a few procs of the host).
+	// maxPendingPerSource (128) bounds them per source address: more than
+	// a host's procs dial at once (a batch of 16 transfers on 4 streams
+	// each, from a few procs of the host).
 	maxPendingPerSource = 128
+	// maxHeld (65536) bounds the connections held, whatever the
+	// descriptors allow (heldBound).
+	maxHeld = 1 << 16
 )
 
-// door holds the server's pending connections, oldest first per source.
+// heldBound is how many connections the door holds: the descriptors
+// this process may open, less those its served and reading connections
+// may take and 1024 for the rest of the process, at least 1024 and at
+// most maxHeld.
+func heldBound() int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 1024
+	}
+	spare := int64(rl.Cur) - maxServedConns - maxPending - 1024
+	return int(min(max(spare, 1024), maxHeld))
+}
+
+// door holds the server's connections that have not proved themselves:
+// held, and reading.
 type door struct {
-	limit, perSource int
+	limits serverLimits
+	read   func(w *waiting) // gives a readable connection its goroutine
+	epfd   int              // the held's sockets; -1 where none can be made
 
-	mu       sync.Mutex
-	bySource map[string][]*pendingConn
-	n        int
-	// displaced counts pending connections closed for a newer one.
+	mu      sync.Mutex
+	next    uint64              // the id of the next connection
+	byID    map[uint64]*waiting // the held, by id (epoll's data)
+	held    queues
+	reading queues
+	closed  bool
+
+	// displaced counts connections closed for newer ones.
 	displaced atomic.Uint64
+	server    string // the server's address, for what the door says
 }
 
-// pendingConn is a connection on its way through the door.
-type pendingConn struct {
+// waiting is a connection at the door.
+type waiting struct {
 	net.Conn
+	id     uint64
+	fd     int // its socket, -1 if it has none (not TCP)
 	source string
-	out    bool // no longer in the door's lists: displaced, or through
+	since  time.Time // when it came, or turned readable
+	until  time.Time // when it is let go, held
+	state  int       // held, reading, or out (through, displaced, expired)
 }
 
-func newDoor(limit, perSource int) *door {
-	return &door{limit: limit, perSource: perSource, bySource: map[string][]*pendingConn{}}
+const (
+	held = iota
+	reading
+	out
+)
+
+// queues are connections of the door by source, oldest first, and how
+// many in all.
+type queues struct {
+	bySource map[string][]*waiting
+	n        int
+}
+
+func (q *queues) push(w *waiting) {
+	if q.bySource == nil {
+		q.bySource = map[string][]*waiting{}
+	}
+	q.bySource[w.source] = append(q.bySource[w.source], w)
+	q.n++
+}
+
+// remove takes w out of q.
+func (q *queues) remove(w *waiting) {
+	ws := q.bySource[w.source]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(q.bySource, w.source)
+	} else {
+		q.bySource[w.source] = ws
+	}
+	q.n--
+}
+
+// oldest is the oldest connection of source, or of the source with the
+// most if source is "".
+func (q *queues) oldest(source string) *waiting {
+	if source == "" {
+		for s, ws := range q.bySource {
+			if source == "" || len(ws) > len(q.bySource[source]) {
+				source = s
+			}
+		}
+	}
+	if ws := q.bySource[source]; len(ws) > 0 {
+		return ws[0]
+	}
+	return nil
+}
+
+// newDoor is the door of the server at addr, under limits; read serves a
+// connection that turned readable.
+func newDoor(server string, limits serverLimits, read func(w *waiting)) *door {
+	d := &door{limits: limits, read: read, server: server, byID: map[uint64]*waiting{}, epfd: -1}
+	if fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
+		d.epfd = fd
+		go d.watch()
+	}
+	return d
 }
 
 // sourceOf is the address a connection comes from, without its port.
@@ -70,97 +183,210 @@ func sourceOf(c net.Conn) string {
 	return a
 }
 
-// enter makes c pending. The pending connection it displaces, if any, is
-// closed, and said once on stderr (server names the server).
-func (d *door) enter(c net.Conn, server string) *pendingConn {
-	pc := &pendingConn{Conn: c, source: sourceOf(c)}
+// socketOf is c's socket, or -1: a TCP connection's, under TLS or not.
+func socketOf(c net.Conn) int {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	rc.Control(func(s uintptr) { fd = int(s) })
+	return fd
+}
+
+// enter takes a connection the server accepted: held, or, where it
+// cannot be, reading at once.
+func (d *door) enter(c net.Conn) {
+	now := time.Now()
+	w := &waiting{Conn: c, fd: socketOf(c), source: sourceOf(c), since: now,
+		until: now.Add(d.limits.hold + rand.N(d.limits.hold))}
 	d.mu.Lock()
-	var out *pendingConn
-	switch {
-	case len(d.bySource[pc.source]) >= d.perSource:
-		out = d.takeOldest(pc.source)
-	case d.n >= d.limit:
-		out = d.takeOldest(d.busiest())
+	if d.closed {
+		d.mu.Unlock()
+		c.Close()
+		return
 	}
-	d.bySource[pc.source] = append(d.bySource[pc.source], pc)
-	d.n++
+	d.next++
+	w.id = d.next
+	var gone []*waiting
+	if d.epfd >= 0 && w.fd >= 0 {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(w.id), Pad: int32(w.id >> 32)}
+		if err := unix.EpollCtl(d.epfd, unix.EPOLL_CTL_ADD, w.fd, &ev); err == nil {
+			w.state = held
+			d.byID[w.id] = w
+			d.held.push(w)
+			if d.held.n > d.limits.held {
+				gone = append(gone, d.displace(d.held.oldest("")))
+			}
+			d.mu.Unlock()
+			d.closeAll(gone)
+			return
+		}
+	}
+	gone = d.startReading(w)
 	d.mu.Unlock()
-	if out != nil {
-		out.Close()
-		if d.displaced.Add(1) == 1 {
-			fmt.Fprintf(os.Stderr, "ibverbs: the buffer server at %s has %d connections that did not prove themselves yet (at most %d from one address): it closes the oldest for new ones (first from %s)\n",
-				server, d.limit, d.perSource, out.source)
+	d.closeAll(gone)
+	go d.read(w)
+}
+
+// startReading counts w among the reading, displacing the oldest of its
+// source, or of the busiest, past a bound. Hold mu.
+func (d *door) startReading(w *waiting) (gone []*waiting) {
+	switch {
+	case len(d.reading.bySource[w.source]) >= d.limits.perSource:
+		gone = append(gone, d.displace(d.reading.oldest(w.source)))
+	case d.reading.n >= d.limits.pending:
+		gone = append(gone, d.displace(d.reading.oldest("")))
+	}
+	w.state = reading
+	d.reading.push(w)
+	return gone
+}
+
+// displace takes w out of the door, for the caller to close outside mu.
+// Hold mu.
+func (d *door) displace(w *waiting) *waiting {
+	d.drop(w)
+	if d.displaced.Add(1) == 1 {
+		fmt.Fprintf(os.Stderr, "ibverbs: the buffer server at %s holds as many connections that did not prove themselves as it keeps (%d held, %d reading, %d reading from one address): it closes the oldest for new ones (first from %s)\n",
+			d.server, d.limits.held, d.limits.pending, d.limits.perSource, w.source)
+	}
+	return w
+}
+
+// drop takes w out of the door's lists (and epoll set). Hold mu.
+func (d *door) drop(w *waiting) {
+	switch w.state {
+	case held:
+		unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+		delete(d.byID, w.id)
+		d.held.remove(w)
+	case reading:
+		d.reading.remove(w)
+	}
+	w.state = out
+}
+
+func (d *door) closeAll(ws []*waiting) {
+	for _, w := range ws {
+		w.Close()
+	}
+}
+
+// watch hands each held connection that turns readable its goroutine,
+// closes those whose peer hung up, and those held past their time (a
+// look each 100 ms: a few at a time), until the door closes.
+func (d *door) watch() {
+	events := make([]unix.EpollEvent, 128)
+	var lastExpiry time.Time
+	for {
+		n, err := unix.EpollWait(d.epfd, events, 100)
+		if err != nil && err != unix.EINTR {
+			n = 0
+			time.Sleep(10 * time.Millisecond)
+		}
+		var ready, gone []*waiting
+		d.mu.Lock()
+		if d.closed {
+			for _, w := range d.byID {
+				d.drop(w)
+				gone = append(gone, w)
+			}
+			d.mu.Unlock()
+			d.closeAll(gone)
+			unix.Close(d.epfd)
+			return
+		}
+		for _, ev := range events[:max(n, 0)] {
+			w := d.byID[uint64(ev.Fd)|uint64(ev.Pad)<<32]
+			if w == nil {
+				continue // displaced or expired since
+			}
+			d.drop(w)
+			if ev.Events&unix.EPOLLIN == 0 {
+				gone = append(gone, w) // hung up, saying nothing
+				continue
+			}
+			w.since = time.Now()
+			gone = append(gone, d.startReading(w)...)
+			ready = append(ready, w)
+		}
+		if now := time.Now(); now.Sub(lastExpiry) >= 100*time.Millisecond {
+			gone = append(gone, d.expire(now)...)
+			lastExpiry = now
+		}
+		d.mu.Unlock()
+		d.closeAll(gone)
+		for _, w := range ready {
+			go d.read(w)
 		}
 	}
-	return pc
 }
 
-// busiest is the source with the most pending connections. Hold mu.
-func (d *door) busiest() string {
-	var most string
-	for s, cs := range d.bySource {
-		if most == "" || len(cs) > len(d.bySource[most]) {
-			most = s
+// expire takes out the held whose time is past. Hold mu.
+func (d *door) expire(now time.Time) (gone []*waiting) {
+	for source, ws := range d.held.bySource {
+		kept := ws[:0]
+		for _, w := range ws {
+			if now.Before(w.until) {
+				kept = append(kept, w)
+				continue
+			}
+			unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+			delete(d.byID, w.id)
+			w.state = out
+			gone = append(gone, w)
+		}
+		clear(ws[len(kept):])
+		if len(kept) == 0 {
+			delete(d.held.bySource, source)
+		} else {
+			d.held.bySource[source] = kept
 		}
 	}
-	return most
+	d.held.n -= len(gone)
+	return gone
 }
 
-// takeOldest takes the oldest pending connection of source out of the
-// lists. Hold mu.
-func (d *door) takeOldest(source string) *pendingConn {
-	cs := d.bySource[source]
-	if len(cs) == 0 {
-		return nil
-	}
-	oldest := cs[0]
-	d.remove(oldest) // shifts cs
-	return oldest
-}
-
-// remove takes pc out of the lists. Hold mu.
-func (d *door) remove(pc *pendingConn) {
-	cs := d.bySource[pc.source]
-	for i, c := range cs {
-		if c == pc {
-			cs = append(cs[:i], cs[i+1:]...)
-			break
-		}
-	}
-	if len(cs) == 0 {
-		delete(d.bySource, pc.source)
-	} else {
-		d.bySource[pc.source] = cs
-	}
-	d.n--
-	pc.out = true
-}
-
-// through takes pc, which proved itself, out of the pending: false if it
-// was displaced meanwhile (and closed).
-func (d *door) through(pc *pendingConn) bool {
+// through takes w, which proved itself, out of the door: false if it was
+// displaced meanwhile (and closed).
+func (d *door) through(w *waiting) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if pc.out {
+	if w.state == out {
 		return false
 	}
-	d.remove(pc)
+	d.drop(w)
 	return true
 }
 
-// leave takes pc out of the pending, if it still is: it ended without
+// leave takes w out of the door, if it still is in: it ended without
 // proving itself.
-func (d *door) leave(pc *pendingConn) {
+func (d *door) leave(w *waiting) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !pc.out {
-		d.remove(pc)
+	if w.state != out {
+		d.drop(w)
 	}
 }
 
-// pending is how many connections wait at the door.
-func (d *door) pending() int {
+// close closes the door: what waits at it is closed.
+func (d *door) close() {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+}
+
+// waitingNow is how many connections are at the door: held, reading.
+func (d *door) waitingNow() (held, reading int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.n
+	return d.held.n, d.reading.n
 }

@@ -8,6 +8,17 @@ import (
 	"time"
 )
 
+// serveNow serves c as the door serves a connection that turned
+// readable.
+func (s *tcpServer) serveNow(c net.Conn) {
+	w := &waiting{Conn: c, fd: -1, source: "fuzz", since: time.Now()}
+	s.door.mu.Lock()
+	gone := s.door.startReading(w)
+	s.door.mu.Unlock()
+	s.door.closeAll(gone)
+	s.serveConn(w)
+}
+
 // FuzzServeConn: whatever bytes a peer sends the buffer server, it
 // answers or hangs up, never panics, and ends when the peer does; the
 // buffer it serves is only written where a well-formed write says.
@@ -64,7 +75,7 @@ func FuzzServeConn(f *testing.F) {
 		}
 		server, client := net.Pipe()
 		done := make(chan struct{})
-		go func() { srv.serveConn(server); close(done) }()
+		go func() { srv.serveNow(server); close(done) }()
 		go io.Copy(io.Discard, client) // its answers
 		client.SetWriteDeadline(time.Now().Add(time.Second))
 		client.Write(data)

@@ -40,9 +40,10 @@ import (
 //
 // Anyone who can reach the port can connect, and nothing is spent on a
 // connection before it proves itself (door.go): its first request must
-// name a buffer of this process by its key within authBound, and until it
-// does it has no read buffer and is one of a bounded number pending, per
-// source address and overall. A peer that proved itself is another
+// name a buffer of this process by its key within authBound of its first
+// byte, and until it does it is held, a socket and no goroutine, until
+// it has something to read, then reads only its header; both are
+// bounded, the reading per source address too. A peer that proved itself is another
 // process of the job, but a buggy or stalled one must not make the owner
 // hold goroutines, sockets and memory without end either: the server
 // closes a connection on which no request starts within serverIdleBound,
@@ -113,16 +114,18 @@ const (
 // start servers with shorter ones.
 type serverLimits struct {
 	auth      time.Duration // authBound
+	hold      time.Duration // holdBound
 	idle      time.Duration // serverIdleBound
 	progress  time.Duration // requestProgressBound
 	conns     int           // maxServedConns
+	held      int           // heldBound()
 	pending   int           // maxPending
 	perSource int           // maxPendingPerSource
 }
 
 // defaultServerLimits are the bounds of a process's buffer server.
-var defaultServerLimits = serverLimits{auth: authBound, idle: serverIdleBound, progress: requestProgressBound,
-	conns: maxServedConns, pending: maxPending, perSource: maxPendingPerSource}
+var defaultServerLimits = serverLimits{auth: authBound, hold: holdBound, idle: serverIdleBound, progress: requestProgressBound,
+	conns: maxServedConns, held: heldBound(), pending: maxPending, perSource: maxPendingPerSource}
 
 // tcpServer is the owner side: one listener per process, started with
 // the process's first buffer. The process holds it under its mu.
@@ -175,8 +178,9 @@ func (p *process) startServer(ln net.Listener, pin string, limits serverLimits) 
 // newServer is a server of this process's buffers at addr, not yet
 // serving.
 func (p *process) newServer(addr, pin string, limits serverLimits) *tcpServer {
-	return &tcpServer{p: p, addr: addr, pin: pin, limits: limits,
-		door: newDoor(limits.pending, limits.perSource), served: make(chan struct{}, limits.conns)}
+	s := &tcpServer{p: p, addr: addr, pin: pin, limits: limits, served: make(chan struct{}, limits.conns)}
+	s.door = newDoor(addr, limits, s.serveConn)
+	return s
 }
 
 // listenHost is this host's address on the route to the job's hub (as
@@ -198,9 +202,10 @@ func listenHost() string {
 	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
-// acceptLoop serves each connection ln accepts in its own goroutine
-// until ln is closed.
+// acceptLoop takes each connection ln accepts to the door until ln is
+// closed, and then closes the door.
 func (s *tcpServer) acceptLoop() {
+	defer s.door.close()
 	var pause time.Duration
 	for {
 		c, err := s.ln.Accept()
@@ -215,7 +220,7 @@ func (s *tcpServer) acceptLoop() {
 			continue
 		}
 		pause = 0
-		go s.serveConn(c)
+		s.door.enter(c)
 	}
 }
 
@@ -248,22 +253,23 @@ func tcpStreams() int {
 	return n
 }
 
-// serveConn serves c: first at the door, where its first request must
-// name a buffer here within limits.auth; then, once through (and within
-// the served bound), its requests one after another, until the peer
-// hangs up, breaks the protocol or the server's limits.
-func (s *tcpServer) serveConn(c net.Conn) {
+// serveConn serves w, a connection the door found readable: first its
+// first request, which must name a buffer here within limits.auth of its
+// first byte; then, once through (and within the served bound), its
+// requests one after another, until the peer hangs up, breaks the
+// protocol or the server's limits.
+func (s *tcpServer) serveConn(w *waiting) {
+	c := w.Conn
 	handed := false
 	defer func() {
 		if !handed {
 			c.Close()
 		}
 	}()
-	pc := s.door.enter(c, s.addr)
-	c.SetDeadline(time.Now().Add(s.limits.auth))
+	c.SetDeadline(w.since.Add(s.limits.auth))
 	var hdr [headerLen]byte
 	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		s.door.leave(pc)
+		s.door.leave(w)
 		return
 	}
 	if s.p.lookup(binary.LittleEndian.Uint64(hdr[1:9])) == nil {
@@ -271,11 +277,11 @@ func (s *tcpServer) serveConn(c net.Conn) {
 		// or a stranger): its one request is answered, under the door's
 		// deadline and with a reader of a few bytes, and the connection
 		// closed.
-		defer s.door.leave(pc)
+		defer s.door.leave(w)
 		s.serveRequest(c, c, bufio.NewReaderSize(c, 16), hdr)
 		return
 	}
-	if !s.door.through(pc) {
+	if !s.door.through(w) {
 		return // displaced meanwhile: closed
 	}
 	s.admitted.Add(1)

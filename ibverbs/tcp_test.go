@@ -55,12 +55,12 @@ func (l serverLimits) orDefaults() serverLimits {
 	for _, f := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&l.auth, d.auth}, {&l.idle, d.idle}, {&l.progress, d.progress}} {
+	}{{&l.auth, d.auth}, {&l.hold, d.hold}, {&l.idle, d.idle}, {&l.progress, d.progress}} {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
 	}
-	for _, f := range []struct{ v, def *int }{{&l.conns, &d.conns}, {&l.pending, &d.pending}, {&l.perSource, &d.perSource}} {
+	for _, f := range []struct{ v, def *int }{{&l.conns, &d.conns}, {&l.held, &d.held}, {&l.pending, &d.pending}, {&l.perSource, &d.perSource}} {
 		if *f.v == 0 {
 			*f.v = *f.def
 		}
