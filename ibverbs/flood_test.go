@@ -112,6 +112,32 @@ func BenchmarkTCPUnderFlood(b *testing.B) {
 	}
 }
 
+// TestFloodFromOtherUser: while the test cluster's other user holds
+// 10,000 connections to a buffer server that never send a byte (reopening
+// each the server closes), from this machine (the reader's own address)
+// and from host h1, every read from that server, each on a new
+// connection, goes through whole.
+func TestFloodFromOtherUser(t *testing.T) {
+	c := testcluster.Get(t)
+	t.Setenv(ibverbs.EnvBackend, "tcp")
+	o := startOwnerEnv(t, 1<<20, "MONARCH_HOST_ADDR="+c.Advertise)
+	want := make([]byte, o.h.Size)
+	pattern(want, 1)
+	got := make([]byte, o.h.Size)
+	for _, from := range []string{"", "h1"} {
+		stop := startFlood(t, c, from, o.h.Addr)
+		for i := range 30 {
+			ibverbs.DropIdleConns()
+			clear(got)
+			if err := o.h.ReadInto(context.Background(), got); err != nil || !slices.Equal(got, want) {
+				stop()
+				t.Fatalf("read %d under the flood from %q: %v (or other bytes)", i, from, err)
+			}
+		}
+		stop()
+	}
+}
+
 // floodCluster is the test cluster, and the hosts the flood comes from
 // there ("" is this machine); without it, nil and this machine.
 func floodCluster(b *testing.B) (*testcluster.Cluster, []string) {
@@ -124,7 +150,7 @@ func floodCluster(b *testing.B) (*testcluster.Cluster, []string) {
 // startFlood starts the flood of addr from host (as the cluster's other
 // user when c is set) and returns once it dialled every connection; stop
 // ends it.
-func startFlood(b *testing.B, c *testcluster.Cluster, host, addr string) (stop func()) {
+func startFlood(b testing.TB, c *testcluster.Cluster, host, addr string) (stop func()) {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	exe, _ := os.Executable()
@@ -174,7 +200,7 @@ func startFlood(b *testing.B, c *testcluster.Cluster, host, addr string) (stop f
 
 // otherCanRun is a copy of the program at exe that another user can run,
 // removed when the benchmark ends.
-func otherCanRun(b *testing.B, exe string) string {
+func otherCanRun(b testing.TB, exe string) string {
 	b.Helper()
 	dir, err := os.MkdirTemp("", "ibverbs-flood-")
 	if err != nil {
