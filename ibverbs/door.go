@@ -115,58 +115,101 @@ const (
 	out
 )
 
-// queues are connections of the door by source, oldest first, and how
-// many in all.
+// queues are the connections of the door in one state (held, or
+// reading), by source, oldest first, and how many in all. A connection
+// taken out stays in its source's list until it reaches the front or
+// the dead are half the list, so that taking one out is not a walk of a
+// long list (a flood's source may have 65,536).
 type queues struct {
-	bySource map[string][]*waiting
+	state    int
+	bySource map[string]*queue
 	n        int
+}
+
+// queue is a source's connections; those not in the state any more are
+// dead.
+type queue struct {
+	ws   []*waiting
+	live int
 }
 
 func (q *queues) push(w *waiting) {
 	if q.bySource == nil {
-		q.bySource = map[string][]*waiting{}
+		q.bySource = map[string]*queue{}
 	}
-	q.bySource[w.source] = append(q.bySource[w.source], w)
+	sq := q.bySource[w.source]
+	if sq == nil {
+		sq = &queue{}
+		q.bySource[w.source] = sq
+	}
+	sq.ws = append(sq.ws, w)
+	sq.live++
 	q.n++
 }
 
-// remove takes w out of q.
+// remove counts w, which leaves the state, out of q.
 func (q *queues) remove(w *waiting) {
-	ws := q.bySource[w.source]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i], ws[i+1:]...)
-			break
+	sq := q.bySource[w.source]
+	sq.live--
+	q.n--
+	switch {
+	case sq.live == 0:
+		delete(q.bySource, w.source)
+	case len(sq.ws) > 32 && sq.live < len(sq.ws)/2:
+		q.compact(sq, w)
+	}
+}
+
+// compact drops the dead of sq, and leaving, which is leaving the state.
+func (q *queues) compact(sq *queue, leaving *waiting) {
+	kept := sq.ws[:0]
+	for _, w := range sq.ws {
+		if w != leaving && w.state == q.state {
+			kept = append(kept, w)
 		}
 	}
-	if len(ws) == 0 {
-		delete(q.bySource, w.source)
-	} else {
-		q.bySource[w.source] = ws
-	}
-	q.n--
+	clear(sq.ws[len(kept):])
+	sq.ws = kept
 }
 
 // oldest is the oldest connection of source, or of the source with the
-// most if source is "".
+// most if source is "", or nil.
 func (q *queues) oldest(source string) *waiting {
 	if source == "" {
-		for s, ws := range q.bySource {
-			if source == "" || len(ws) > len(q.bySource[source]) {
-				source = s
+		most := 0
+		for s, sq := range q.bySource {
+			if sq.live > most {
+				source, most = s, sq.live
 			}
 		}
 	}
-	if ws := q.bySource[source]; len(ws) > 0 {
-		return ws[0]
+	sq := q.bySource[source]
+	if sq == nil {
+		return nil
 	}
-	return nil
+	for len(sq.ws) > 0 && sq.ws[0].state != q.state {
+		sq.ws[0] = nil
+		sq.ws = sq.ws[1:]
+	}
+	if len(sq.ws) == 0 {
+		return nil
+	}
+	return sq.ws[0]
+}
+
+// count is how many connections of source are in q.
+func (q *queues) count(source string) int {
+	if sq := q.bySource[source]; sq != nil {
+		return sq.live
+	}
+	return 0
 }
 
 // newDoor is the door of the server at addr, under limits; read serves a
 // connection that turned readable.
 func newDoor(server string, limits serverLimits, read func(w *waiting)) *door {
-	d := &door{limits: limits, read: read, server: server, byID: map[uint64]*waiting{}, epfd: -1}
+	d := &door{limits: limits, read: read, server: server, byID: map[uint64]*waiting{}, epfd: -1,
+		held: queues{state: held}, reading: queues{state: reading}}
 	if fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC); err == nil {
 		d.epfd = fd
 		go d.watch()
@@ -240,7 +283,7 @@ func (d *door) enter(c net.Conn) {
 // source, or of the busiest, past a bound. Hold mu.
 func (d *door) startReading(w *waiting) (gone []*waiting) {
 	switch {
-	case len(d.reading.bySource[w.source]) >= d.limits.perSource:
+	case d.reading.count(w.source) >= d.limits.perSource:
 		gone = append(gone, d.displace(d.reading.oldest(w.source)))
 	case d.reading.n >= d.limits.pending:
 		gone = append(gone, d.displace(d.reading.oldest("")))
@@ -332,23 +375,24 @@ func (d *door) watch() {
 
 // expire takes out the held whose time is past. Hold mu.
 func (d *door) expire(now time.Time) (gone []*waiting) {
-	for source, ws := range d.held.bySource {
-		kept := ws[:0]
-		for _, w := range ws {
-			if now.Before(w.until) {
+	for source, sq := range d.held.bySource {
+		kept := sq.ws[:0]
+		for _, w := range sq.ws {
+			switch {
+			case w.state != held:
+			case now.Before(w.until):
 				kept = append(kept, w)
-				continue
+			default:
+				unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
+				delete(d.byID, w.id)
+				w.state = out
+				gone = append(gone, w)
 			}
-			unix.EpollCtl(d.epfd, unix.EPOLL_CTL_DEL, w.fd, nil)
-			delete(d.byID, w.id)
-			w.state = out
-			gone = append(gone, w)
 		}
-		clear(ws[len(kept):])
+		clear(sq.ws[len(kept):])
+		sq.ws, sq.live = kept, len(kept)
 		if len(kept) == 0 {
 			delete(d.held.bySource, source)
-		} else {
-			d.held.bySource[source] = kept
 		}
 	}
 	d.held.n -= len(gone)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -176,4 +178,57 @@ func inUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse + ms.StackInuse
+}
+
+// TestDoorQueues: the door's queues, which take a connection out without
+// walking its source's list, agree with plain lists through pushes and
+// removals in any order: each source's oldest, its count, the busiest
+// source's oldest, the total.
+func TestDoorQueues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	q := queues{state: held}
+	model := map[string][]*waiting{}
+	var live []*waiting
+	sources := []string{"a", "b", "c"}
+	for step := range 20000 {
+		if len(live) == 0 || rng.IntN(3) > 0 {
+			w := &waiting{source: sources[rng.IntN(len(sources))], state: held}
+			q.push(w)
+			model[w.source] = append(model[w.source], w)
+			live = append(live, w)
+		} else {
+			i := rng.IntN(len(live))
+			w := live[i]
+			live = slices.Delete(live, i, i+1)
+			q.remove(w)
+			w.state = out
+			model[w.source] = slices.DeleteFunc(model[w.source], func(x *waiting) bool { return x == w })
+		}
+		most, busiest := 0, []string(nil)
+		for _, s := range sources {
+			ws := model[s]
+			if q.count(s) != len(ws) {
+				t.Fatalf("step %d: %d of %s counted, %d there", step, q.count(s), s, len(ws))
+			}
+			var want *waiting
+			if len(ws) > 0 {
+				want = ws[0]
+			}
+			if got := q.oldest(s); got != want {
+				t.Fatalf("step %d: the oldest of %s is not the first still there", step, s)
+			}
+			switch {
+			case len(ws) > most:
+				most, busiest = len(ws), []string{s}
+			case len(ws) == most && most > 0:
+				busiest = append(busiest, s)
+			}
+		}
+		if got := q.oldest(""); most > 0 && (got == nil || !slices.Contains(busiest, got.source) || got != model[got.source][0]) {
+			t.Fatalf("step %d: the oldest of the busiest source is not it", step)
+		}
+		if q.n != len(live) {
+			t.Fatalf("step %d: %d counted, %d there", step, q.n, len(live))
+		}
+	}
 }
