@@ -183,10 +183,14 @@ func fits(size, off, n int) bool { return off >= 0 && off <= size && n <= size-o
 // h.Size bytes is there under h's key; ErrClosed if none is (no buffer of
 // the owner has that key, or on this host the memory at h's fd is not
 // that buffer); ErrRange if it is smaller; else why the owner could not
-// be asked. A reader given a handle by a peer checks it before it
-// allocates h.Size bytes to read into: a made-up handle costs it a round
-// trip, not the memory it claims.
+// be asked. A handle a transfer through which succeeded here, and none
+// failed since, is not asked again: its owner served it. A reader given a
+// handle by a peer checks it before it allocates h.Size bytes to read
+// into: a made-up handle costs it a round trip, not the memory it claims.
 func (h Handle) Check(ctx context.Context) error {
+	if b := thisProcess().binding(h); b != nil && b.proven.Load() {
+		return nil
+	}
 	return h.transfer(ctx, h.Size, nil, false)
 }
 
@@ -262,7 +266,7 @@ func (h Handle) transfer(ctx context.Context, off int, b []byte, write bool) err
 	} else {
 		err = be.read(ctx, h, off, b)
 	}
-	return p.settle(h, err)
+	return p.settle(h, be, err)
 }
 
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }

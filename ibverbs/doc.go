@@ -137,7 +137,9 @@
 // nothing bound), or by Handle.Forget, which a reader done with a handle
 // calls so that what it keeps for handles does not pile up. A reader
 // given a handle by a peer asks its owner first (Handle.Check, a read of
-// no bytes) before it allocates the memory the handle claims. A transfer that cannot bind fails with ErrBackend saying
+// no bytes) before it allocates the memory the handle claims; a handle a
+// transfer through which succeeded, and none failed since, is not asked
+// again (a sender's pooled buffer, read once per payload). A transfer that cannot bind fails with ErrBackend saying
 // why: a forced name that is not a backend of this binary (with the valid
 // ones), the forced backend's reason for not reaching the buffer (a
 // forced backend has no fallback), or each backend's reason; nothing is

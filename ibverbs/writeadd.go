@@ -29,14 +29,14 @@ func (h Handle) WriteAdd(ctx context.Context, src []byte, off, word int, delta u
 	if err != nil {
 		return err
 	}
-	if t, ok := be.(*tcpBackend); ok {
+	if t, ok := be.backend.(*tcpBackend); ok {
 		err = t.onConn(ctx, h, func(c net.Conn) error { return exchangeWriteAdd(c, h, off, src, word, delta) })
-	} else if s, ok := be.(*shmBackend); ok {
+	} else if s, ok := be.backend.(*shmBackend); ok {
 		err = s.writeAdd(h, off, src, word, delta)
 	} else if err = be.write(ctx, h, off, src); err == nil {
 		_, err = be.atomic(ctx, h, word, opFetchAdd, delta, 0)
 	}
-	return p.settle(h, err)
+	return p.settle(h, be, err)
 }
 
 // writeAddOp is the tcp request of WriteAdd:
