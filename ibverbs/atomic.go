@@ -44,10 +44,7 @@ func (h Handle) atomic(ctx context.Context, off int, op atomicOp, a, b uint64) (
 		return 0, err
 	}
 	v, err := be.atomic(ctx, h, off, op, a, b)
-	if err != nil && isClosed(err) {
-		p.unbind(h)
-	}
-	return v, err
+	return v, p.settle(h, be, err)
 }
 
 // atomicAt runs op on the word at mem[off:off+8]; ErrRange where it does

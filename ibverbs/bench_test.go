@@ -97,10 +97,13 @@ func BenchmarkTCPStreams256MiB(b *testing.B) {
 	fmt.Printf("BENCH rdma-tcp-256MiB-%dstreams-GBps ours=%.2f floor=%.2f ratio=%.3f target>=1.0\n", streams, om, fm, om/fm)
 }
 
-func median(xs []float64) float64 {
+func median(xs []float64) float64 { return percentile(xs, 0.5) }
+
+// percentile is the value below which the fraction p of xs lie.
+func percentile(xs []float64, p float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return s[min(int(p*float64(len(s))), len(s)-1)]
 }
 
 // tcpFloor streams len(src) bytes over a loopback TCP connection.

@@ -70,11 +70,12 @@ func NewBuffer(size int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("%w: size %d", ErrRange, size)
 	}
-	mem, f, err := allocShared(size)
+	key := newKey()
+	mem, f, err := allocShared(size, key)
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBuffer(mem, f)
+	b, err := newBuffer(mem, f, key)
 	if err != nil {
 		freeShared(mem, f)
 		return nil, err
@@ -94,21 +95,26 @@ func Register(mem []byte) (*Buffer, error) {
 	if len(mem) == 0 {
 		return nil, fmt.Errorf("%w: register %d bytes", ErrRange, len(mem))
 	}
-	return newBuffer(mem, nil)
+	return newBuffer(mem, nil, newKey())
+}
+
+// newKey is a new buffer's key: random, the secret its handle holds.
+func newKey() uint64 {
+	var k [8]byte
+	rand.Read(k[:])
+	return binary.LittleEndian.Uint64(k[:])
 }
 
 // newBuffer registers mem (a memfd's mapping f, or the program's own
-// memory when f is nil) with this process.
-func newBuffer(mem []byte, f *os.File) (*Buffer, error) {
+// memory when f is nil) with this process, under key.
+func newBuffer(mem []byte, f *os.File, key uint64) (*Buffer, error) {
 	p := thisProcess()
 	addr, pin, err := p.serveTCP()
 	if err != nil {
 		return nil, err
 	}
-	var k [8]byte
-	rand.Read(k[:])
 	b := &Buffer{mem: mem, memfd: f}
-	b.handle = Handle{Size: len(mem), Key: binary.LittleEndian.Uint64(k[:]), Boot: p.boot, PID: p.pid, FD: -1, Addr: addr, TLS: pin}
+	b.handle = Handle{Size: len(mem), Key: key, Boot: p.boot, PID: p.pid, FD: -1, Addr: addr, TLS: pin}
 	if f != nil {
 		b.handle.FD = int(f.Fd())
 		var st unix.Stat_t
@@ -171,6 +177,22 @@ func copyAt(mem []byte, off int, b []byte, write bool) error {
 
 // fits reports whether n bytes from offset off on lie in size bytes.
 func fits(size, off, n int) bool { return off >= 0 && off <= size && n <= size-off }
+
+// Check asks h's owner whether it serves h's buffer, through the backend
+// h uses here, moving none of its bytes: nil if a buffer of at least
+// h.Size bytes is there under h's key; ErrClosed if none is (no buffer of
+// the owner has that key, or on this host the memory at h's fd is not
+// that buffer); ErrRange if it is smaller; else why the owner could not
+// be asked. A handle a transfer through which succeeded here, and none
+// failed since, is not asked again: its owner served it. A reader given a
+// handle by a peer checks it before it allocates h.Size bytes to read
+// into: a made-up handle costs it a round trip, not the memory it claims.
+func (h Handle) Check(ctx context.Context) error {
+	if b := thisProcess().binding(h); b != nil && b.proven.Load() {
+		return nil
+	}
+	return h.transfer(ctx, h.Size, nil, false)
+}
 
 // Backend says which backend transfers through h use from this process:
 // "shm" or "tcp" (see the package doc, # Backends). Asking binds h as its
@@ -244,10 +266,7 @@ func (h Handle) transfer(ctx context.Context, off int, b []byte, write bool) err
 	} else {
 		err = be.read(ctx, h, off, b)
 	}
-	if isClosed(err) {
-		p.unbind(h)
-	}
-	return err
+	return p.settle(h, be, err)
 }
 
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }

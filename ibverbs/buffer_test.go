@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/ibverbs"
+	"github.com/monarch-go/monarch/internal/testcluster"
 	"github.com/monarch-go/monarch/internal/testenv"
 )
 
@@ -24,6 +25,11 @@ import (
 // a buffer, fills it, prints its handle, then answers "sum" with the
 // buffer's digest and "close" by closing it.
 func TestMain(m *testing.M) {
+	if addr := os.Getenv("IBVERBS_FLOOD"); addr != "" {
+		// Before Setup: it runs as another user, with nothing of the
+		// test's.
+		os.Exit(flood(addr))
+	}
 	env := testenv.Setup()
 	if os.Getenv("IBVERBS_OWNER") != "" {
 		os.Exit(owner())
@@ -34,7 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("IBVERBS_WAKER") != "" {
 		os.Exit(waker())
 	}
-	os.Exit(env.Finish(m.Run()))
+	code := m.Run()
+	testcluster.StopIfStarted()
+	os.Exit(env.Finish(code))
 }
 
 func owner() int {
@@ -132,13 +140,20 @@ func startOwner(t *testing.T) *ownerProc { return startOwnerSize(t, 4<<20) }
 
 func startOwnerSize(t testing.TB, size int) *ownerProc { return startOwnerBuffers(t, 1, size) }
 
+// startOwnerEnv starts an owner of a buffer of size bytes, with env added
+// to its environment.
+func startOwnerEnv(t testing.TB, size int, env ...string) *ownerProc {
+	return startOwnerBuffers(t, 1, size, env...)
+}
+
 // startOwnerBuffers starts an owner of n buffers of size bytes, buffer i
-// filled with pattern seed i+1.
-func startOwnerBuffers(t testing.TB, n, size int) *ownerProc {
+// filled with pattern seed i+1, with env added to its environment.
+func startOwnerBuffers(t testing.TB, n, size int, env ...string) *ownerProc {
 	t.Helper()
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), "IBVERBS_OWNER=1", fmt.Sprintf("IBVERBS_SIZE=%d", size), fmt.Sprintf("IBVERBS_BUFFERS=%d", n))
+	cmd.Env = append(cmd.Env, env...)
 	pr, pw, _ := os.Pipe()
 	cmd.Stdin = pr
 	out, _ := cmd.StdoutPipe()

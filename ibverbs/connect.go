@@ -43,19 +43,19 @@ func (h Handle) Connect(ctx context.Context, tag uint64) (net.Conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, transferBound)
 	defer cancel()
-	c, err := dialOwner(ctx, h.Addr, h.TLS)
+	c, err := dialOwner(ctx, h.Addr, h.TLS, connectBound)
 	if err != nil {
-		return nil, fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
+		return nil, err
 	}
-	stop := boundConn(ctx, c)
+	pc, stop := paced(ctx, c, clientProgressBound)
 	defer stop()
 	var req [headerLen]byte
 	req[0] = connectOp
 	binary.LittleEndian.PutUint64(req[1:9], h.Key)
 	binary.LittleEndian.PutUint64(req[9:17], tag)
 	var st [1]byte
-	if _, err = c.Write(req[:]); err == nil {
-		_, err = io.ReadFull(c, st[:])
+	if _, err = pc.Write(req[:]); err == nil {
+		_, err = io.ReadFull(pc, st[:])
 	}
 	if err == nil {
 		err = statusErr(st[0])
@@ -65,7 +65,7 @@ func (h Handle) Connect(ctx context.Context, tag uint64) (net.Conn, error) {
 	}
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("ibverbs: connect to %s: %w", h.Addr, err)
+		return nil, fmt.Errorf("ibverbs: connect to %s: %w", h.Addr, pc.why(err))
 	}
 	c.SetDeadline(time.Time{})
 	return c, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -153,7 +154,9 @@ func TestServeConnectBadInput(t *testing.T) {
 		req  []byte
 	}{
 		{"a length", request(connectOp, h.Key, 1, 8, make([]byte, 8)...)},
-		{"bytes after", append(request(connectOp, h.Key, 1, 0), 'r')},
+		// After a first request: the second comes out of the server's
+		// read buffer, which holds what followed it.
+		{"bytes after", append(request('r', h.Key, 0, 8), append(request(connectOp, h.Key, 1, 0), 'r')...)},
 	} {
 		c, err := net.Dial("tcp", srv.addr)
 		if err != nil {
@@ -163,7 +166,8 @@ func TestServeConnectBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if n, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		n, err := io.Copy(io.Discard, c)
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) || n > 9 {
 			t.Errorf("%s: read %d bytes, %v; want the server to hang up", tc.name, n, err)
 		}
 		c.Close()

@@ -16,6 +16,7 @@
 //	c, err := h.Connect(ctx, tag)             // a byte stream to the owner, which
 //	c, err := buf.Accept(ctx, tag)            // takes it here (two-sided)
 //	err := ibverbs.Do(ctx, ops...)            // a batch, submitted at once
+//	err := h.Check(ctx)                       // does the owner serve h? (moves nothing)
 //
 // Typed: View[float32](buf) is the buffer as a []float32 (no copy), and
 // Bytes(s) a []float32's bytes for ReadAt and WriteAt; element i is at
@@ -54,7 +55,12 @@
 //     with shm's and tcp's on one word (some write the old value
 //     big-endian) is not checked;
 //   - shm: same host: the buffer lives in a memfd mapping, which a reader
-//     on the host maps at its first transfer and copies from directly. It
+//     on the host maps at its first transfer and copies from directly.
+//     The memfd's name carries a digest of the buffer's key, and a reader
+//     opens the file at the handle's fd only if it has the name of the
+//     key its handle holds: as over tcp, the key is the right to the
+//     buffer, and a handle made up from what /proc shows of another
+//     process's buffer (its pid, fd and size) reads nothing. It
 //     keeps the mapping for later transfers; as a mapping keeps the
 //     buffer's memory alive after its owner closed it, a process keeps at
 //     most 256 of them and 4 GiB mapped (the most recently used one even
@@ -68,17 +74,40 @@
 //     (MONARCH_RDMA_TCP_STREAMS, default 4): 256 MiB arrive about 1.3x as
 //     fast as on one plain stream here. When the job's bus uses TLS, so
 //     does this server: each owning process makes a self-signed
-//     certificate, and its handles pin its SHA-256 (tls.go). A peer
-//     cannot make the owner hold connections without end: the server
-//     closes a connection on which no request starts within 2 minutes,
-//     and one whose request stops moving (a MiB of it, or of its answer,
-//     not moved within a minute: a large transfer over a slow link is
-//     bounded by its progress, not its length); it serves at most 4096
-//     connections at once, and closes new ones past that at once, until
-//     some end (saying so once on stderr). A client keeps an idle
-//     connection for a minute at most, and sends a request again, once,
-//     on a new connection when an idle one turns out closed before the
-//     owner answered any of it (so an atomic is never applied twice).
+//     certificate, and its handles pin its SHA-256 (tls.go). Anyone who
+//     reaches the port can connect, and nothing is spent on a connection
+//     before it proves itself (door.go): its first request must name a
+//     buffer of the process by its key, whole within 5 seconds of its
+//     first byte (TLS handshake included). Until it sends anything a
+//     connection is held, a socket in an epoll set (no goroutine, no
+//     buffer), for 30 to 60 seconds; then it reads only its request's
+//     header, one of at most 1024 reading, 128 per source address. The
+//     held are bounded by the process's descriptors (up to 65,536), the
+//     busiest source's oldest giving way past the bound, and so are the
+//     reading, the oldest of the source giving way: a flood of
+//     connections that never prove themselves is held, not cut (which
+//     would only make it open more, at the processors' cost), and a
+//     client's connection, readable at once, goes past it (a 4 MiB read
+//     on a new connection under a flood of 10,000 from another process
+//     takes about as long as without, BenchmarkTCPUnderFlood). A request
+//     naming no buffer is answered so and its connection closed. A peer that
+//     proved itself cannot make the owner hold connections without end
+//     either: the server closes a connection on which no request starts
+//     within 2 minutes, and one whose request stops moving (a MiB of
+//     it, or of its answer, not moved within a minute: a large transfer
+//     over a slow link is bounded by its progress, not its length); it
+//     serves at most 4096 connections at once, and closes new ones past
+//     that, until some end (saying so once on stderr). A client holds
+//     the owner to progress in turn: reaching it (connection and TLS
+//     handshake) within 10 seconds, and each MiB of a request or its
+//     answer moving within 10 seconds, so that an owner that accepts and
+//     never answers fails a transfer in seconds, naming it. It keeps an
+//     idle connection for a minute at most, and sends a request again on
+//     a new connection when one turns out closed before the owner
+//     answered any of it: at once after an idle one, and for 5 seconds,
+//     with pauses, after a new one the owner's door let go (so an atomic
+//     is never applied twice, and a flood delays a transfer rather than
+//     fails it).
 //
 // Beside the one-sided transfers, a peer can open a plain byte stream to
 // a buffer's owner (Handle.Connect with a tag, taken by the owner's
@@ -102,10 +131,15 @@
 // (its first transfer, or Backend): to the one MONARCH_RDMA_BACKEND names
 // if it is set, else to the first in that order that is usable. It keeps
 // that backend for the life of the process, so changing the variable
-// later does not move a handle already used; the binding is dropped only
-// when a transfer finds the buffer closed, or by Handle.Forget, which a
-// reader done with a handle calls so that what it keeps for handles does
-// not pile up. A transfer that cannot bind fails with ErrBackend saying
+// later does not move a handle already used; the binding is dropped when
+// a transfer through it fails (the buffer closed, its owner out of reach
+// or stalled, the handle made up: a handle that does not work leaves
+// nothing bound), or by Handle.Forget, which a reader done with a handle
+// calls so that what it keeps for handles does not pile up. A reader
+// given a handle by a peer asks its owner first (Handle.Check, a read of
+// no bytes) before it allocates the memory the handle claims; a handle a
+// transfer through which succeeded, and none failed since, is not asked
+// again (a sender's pooled buffer, read once per payload). A transfer that cannot bind fails with ErrBackend saying
 // why: a forced name that is not a backend of this binary (with the valid
 // ones), the forced backend's reason for not reaching the buffer (a
 // forced backend has no fallback), or each backend's reason; nothing is

@@ -3,6 +3,8 @@ package ibverbs
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // ReadAt and WriteAt are the methods, as functions, for the tests written
@@ -57,4 +59,27 @@ func Mapped(h Handle) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.peers[peerKey{h.PID, h.Key}] != nil
+}
+
+// Bindings is how many handles this process keeps a backend for.
+func Bindings() int {
+	p := thisProcess()
+	p.boundMu.RLock()
+	defer p.boundMu.RUnlock()
+	return len(p.bound)
+}
+
+// DropIdleConns closes the idle connections this process's tcp backend
+// keeps: the next transfer dials afresh.
+func DropIdleConns() {
+	for _, b := range thisProcess().backends {
+		if t, ok := b.(*tcpBackend); ok {
+			t.mu.Lock()
+			keys := slices.Collect(maps.Keys(t.idle))
+			t.mu.Unlock()
+			for _, k := range keys {
+				t.dropIdle(k)
+			}
+		}
+	}
 }

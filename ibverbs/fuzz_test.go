@@ -8,6 +8,17 @@ import (
 	"time"
 )
 
+// serveNow serves c as the door serves a connection that turned
+// readable.
+func (s *tcpServer) serveNow(c net.Conn) {
+	w := &waiting{Conn: c, fd: -1, source: "fuzz", since: time.Now()}
+	s.door.mu.Lock()
+	gone := s.door.startReading(w)
+	s.door.mu.Unlock()
+	s.door.closeAll(gone)
+	s.serveConn(w)
+}
+
 // FuzzServeConn: whatever bytes a peer sends the buffer server, it
 // answers or hangs up, never panics, and ends when the peer does; the
 // buffer it serves is only written where a well-formed write says.
@@ -39,12 +50,24 @@ func FuzzServeConn(f *testing.F) {
 	f.Add(append(req('r', 1, 0, 8), req('a', 1, 8, 16, make([]byte, 16)...)...))
 	f.Add(req('r', 1, 0, 8)[:10])
 	f.Add(req('w', 1, 0, 8, 1, 2, 3))
+	// At the door: a first request naming no buffer (answered, then the
+	// connection closed, whatever follows), of each kind; one that names
+	// the buffer, then one that does not (answered, and served on); a
+	// read of nothing at the buffer's end (Handle.Check).
+	f.Add(append(req('r', 2, 0, 8), req('r', 1, 0, 8)...))
+	f.Add(req('w', 2, 0, 1<<40, 1, 2, 3))
+	f.Add(req('a', 2, 8, 16, make([]byte, 16)...))
+	f.Add(req('W', 2, 16, 4, make([]byte, 20)...))
+	f.Add(req('q', 2, 0, 26, make([]byte, 26)...))
+	f.Add(append(req('r', 1, 0, 8), req('r', 2, 0, 8)...))
+	f.Add(req('r', 1, 64, 0))
+	f.Add(req('r', 1, 65, 0))
 	b, err := NewBuffer(64)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { b.Close() })
-	srv := &tcpServer{p: thisProcess(), limits: serverLimits{idle: serverIdleBound, progress: requestProgressBound, conns: maxServedConns}}
+	srv := thisProcess().newServer("fuzz", "", defaultServerLimits)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Requests name the buffer by key: make key 1 this buffer's.
 		if len(data) >= 9 && binary.LittleEndian.Uint64(data[1:9]) == 1 {
@@ -52,7 +75,7 @@ func FuzzServeConn(f *testing.F) {
 		}
 		server, client := net.Pipe()
 		done := make(chan struct{})
-		go func() { srv.serveConn(server); close(done) }()
+		go func() { srv.serveNow(server); close(done) }()
 		go io.Copy(io.Discard, client) // its answers
 		client.SetWriteDeadline(time.Now().Add(time.Second))
 		client.Write(data)

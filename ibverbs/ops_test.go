@@ -246,7 +246,7 @@ func TestTLS(t *testing.T) {
 	}
 	wrong := o.h
 	wrong.TLS = strings.Repeat("0", 64)
-	if err := wrong.ReadInto(ctx, got[:10]); err == nil || !strings.Contains(err.Error(), "presented certificate") {
+	if err := wrong.ReadInto(ctx, got[:10]); err == nil || !strings.Contains(err.Error(), "presented a certificate") {
 		t.Errorf("a handle pinning another certificate: %v", err)
 	}
 	plain := o.h

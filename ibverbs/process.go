@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // process is what this process keeps for one-sided memory, in one value.
@@ -36,7 +37,14 @@ type process struct {
 	qpHandshake func(req []byte) ([]byte, error)
 
 	boundMu sync.RWMutex
-	bound   map[Handle]backend
+	bound   map[Handle]*binding
+}
+
+// binding is the backend a handle is bound to here, and whether a use of
+// the handle through it succeeded: the handle's owner served its buffer.
+type binding struct {
+	backend
+	proven atomic.Bool
 }
 
 // thisProcess is the process value, made at first use.
@@ -47,7 +55,7 @@ func newProcess() *process {
 		pid:   os.Getpid(),
 		boot:  readBootID(),
 		owned: map[uint64]*Buffer{},
-		bound: map[Handle]backend{},
+		bound: map[Handle]*binding{},
 	}
 	for _, name := range preference {
 		if newBackend, ok := compiled[name]; ok {
@@ -101,14 +109,11 @@ func (p *process) lookup(key uint64) *Buffer {
 // bind is the backend for transfers through h from this process: the one
 // h was bound to, or, at h's first use here, the one choose picks, which
 // h keeps from then on (until unbind). A failed choice binds nothing.
-func (p *process) bind(h Handle) (backend, error) {
-	p.boundMu.RLock()
-	b := p.bound[h]
-	p.boundMu.RUnlock()
-	if b != nil {
+func (p *process) bind(h Handle) (*binding, error) {
+	if b := p.binding(h); b != nil {
 		return b, nil
 	}
-	b, err := choose(os.Getenv(EnvBackend), h, p.backends)
+	be, err := choose(os.Getenv(EnvBackend), h, p.backends)
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +122,33 @@ func (p *process) bind(h Handle) (backend, error) {
 	if first := p.bound[h]; first != nil {
 		return first, nil // another transfer bound h meanwhile
 	}
+	b := &binding{backend: be}
 	p.bound[h] = b
 	return b, nil
 }
 
-// unbind forgets h's backend: its buffer is gone, or its reader is done
+// binding is h's binding here, or nil.
+func (p *process) binding(h Handle) *binding {
+	p.boundMu.RLock()
+	defer p.boundMu.RUnlock()
+	return p.bound[h]
+}
+
+// settle ends a use of h through b: a failed one unbinds h, so that a
+// handle that does not work (its buffer gone, its owner out of reach, or
+// stalled, or made up) leaves nothing here; one that succeeded proves
+// it. It returns err.
+func (p *process) settle(h Handle, b *binding, err error) error {
+	switch {
+	case err != nil:
+		p.unbind(h)
+	case !b.proven.Load():
+		b.proven.Store(true)
+	}
+	return err
+}
+
+// unbind forgets h's backend: a use of it failed, or its reader is done
 // with it (Forget), and so the entry would only take room.
 func (p *process) unbind(h Handle) {
 	p.boundMu.Lock()

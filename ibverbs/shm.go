@@ -3,6 +3,9 @@ package ibverbs
 import (
 	"container/list"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,10 +19,28 @@ import (
 // Same-host transfers, the shm backend: the owner's buffer is a memfd
 // mapping; a peer on the same machine opens it through /proc/PID/fd/FD
 // once, maps it, and keeps the mapping for later transfers, within
-// bounds (maxPeerMappings, maxPeerBytes).
+// bounds (maxPeerMappings, maxPeerBytes). The memfd's name carries a
+// digest of the buffer's key (memfdName), and a peer opens and maps the
+// file at FD only if it has the name of the key its handle holds: as over
+// tcp, holding the key is the right to the buffer, and a handle made up
+// from a pid, an fd and a size (all that /proc shows) reads nothing.
 
-func allocShared(size int) ([]byte, *os.File, error) {
-	fd, err := unix.MemfdCreate("monarch-rdma", unix.MFD_CLOEXEC)
+// memfdName is the name of the memfd of the buffer whose key is key: a
+// digest of it, which shows the key to nobody (the names of a process's
+// memfds show in its /proc/PID/maps).
+func memfdName(key uint64) string {
+	var k [8]byte
+	binary.LittleEndian.PutUint64(k[:], key)
+	sum := sha256.Sum256(append([]byte("monarch-rdma key "), k[:]...))
+	return "monarch-rdma-" + hex.EncodeToString(sum[:16])
+}
+
+// memfdLink is what /proc/PID/fd/FD reads as for the memfd of key.
+func memfdLink(key uint64) string { return "/memfd:" + memfdName(key) + " (deleted)" }
+
+// allocShared makes size bytes of shared memory for the buffer of key.
+func allocShared(size int, key uint64) ([]byte, *os.File, error) {
+	fd, err := unix.MemfdCreate(memfdName(key), unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ibverbs: memfd: %w", err)
 	}
@@ -244,20 +265,31 @@ func (s *shmBackend) peerMap(h Handle) (*peerMapping, error) {
 	return m, nil
 }
 
-// mapPeer maps the memfd behind h's owner's fd, if it is h's size.
+// mapPeer maps the memfd behind h's owner's fd, if it is the buffer of
+// h's key, of h's size. Nothing else at that fd is opened (a tty, a
+// device, another buffer).
 func mapPeer(h Handle) (*peerMapping, error) {
-	f, err := os.OpenFile(fdPath(h), os.O_RDWR, 0)
+	notThis := fmt.Errorf("%w: the owner's fd %d is not this buffer (another key, or no buffer)", ErrClosed, h.FD)
+	if l, err := os.Readlink(fdPath(h)); err != nil || l != memfdLink(h.Key) {
+		return nil, notThis
+	}
+	f, err := os.OpenFile(fdPath(h), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open the owner's memory: %v", ErrClosed, err)
 	}
 	defer f.Close()
-	// The inode of the file opened, not of the one statted before: the
-	// owner may have put another file at that fd in between.
+	// The name, size and inode of the file opened, not of the one looked
+	// at before: the owner may have put another file at that fd in
+	// between.
+	fd := int(f.Fd())
+	if l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err != nil || l != memfdLink(h.Key) {
+		return nil, notThis
+	}
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Size != int64(h.Size) || h.Ino != 0 && st.Ino != h.Ino {
+	if err := unix.Fstat(fd, &st); err != nil || st.Size != int64(h.Size) || h.Ino != 0 && st.Ino != h.Ino {
 		return nil, fmt.Errorf("%w: the owner's memory is not this buffer", ErrClosed)
 	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, h.Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(fd, 0, h.Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("ibverbs: map the owner's memory: %w", err)
 	}

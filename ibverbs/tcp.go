@@ -32,25 +32,34 @@ import (
 // which hands the connection over to the owner: connect.go),
 // answered by status(1: 0 ok, 1 no such buffer, 2
 // out of range) and, for a read, len bytes, for an atomic the word as it
-// was (8). Connections are kept and reused. A large read or write is cut
-// in parts that go on parallel connections (EnvTCPStreams): one stream is
-// bound by one core's copying, and by one connection's window.
+// was (8). A read of no bytes at a buffer's size asks whether the owner
+// serves it (Handle.Check). Connections are kept and reused. A large
+// read or write is cut in parts that go on parallel connections
+// (EnvTCPStreams): one stream is bound by one core's copying, and by one
+// connection's window.
 //
-// A peer is another process of the job, but a buggy or stalled one must
-// not make the owner hold goroutines, sockets and memory without end: the
-// server closes a connection on which no request starts within
-// serverIdleBound, or on which a started request stops moving for
-// requestProgressBound, and serves at most maxServedConns at once. A
-// client keeps an idle connection for clientIdleBound only, well inside
-// the server's bound, and sends a request again, once, on a new
-// connection when an idle one turns out closed before the owner read it.
+// Anyone who can reach the port can connect, and nothing is spent on a
+// connection before it proves itself (door.go): its first request must
+// name a buffer of this process by its key within authBound of its first
+// byte, and until it does it is held, a socket and no goroutine, until
+// it has something to read, then reads only its header; both are
+// bounded, the reading per source address too. A peer that proved itself is another
+// process of the job, but a buggy or stalled one must not make the owner
+// hold goroutines, sockets and memory without end either: the server
+// closes a connection on which no request starts within serverIdleBound,
+// or on which a started request stops moving for requestProgressBound,
+// and serves at most maxServedConns at once. A client holds the owner to
+// progress the same way (clientProgressBound), keeps an idle connection
+// for clientIdleBound only, well inside the server's bound, and sends a
+// request again on a new connection when one turns out closed before the
+// owner read any of it.
 
 // The bounds of the buffer server and of its clients.
 const (
 	// serverIdleBound (2 minutes) is how long the server waits for a
-	// request to start on a connection (its first byte) before it closes
-	// the connection: a peer that connects and sends nothing, or keeps a
-	// connection it no longer uses, holds it no longer.
+	// request to start on a connection that proved itself (its first
+	// byte) before it closes the connection: a peer that keeps a
+	// connection it no longer uses holds it no longer.
 	serverIdleBound = 2 * time.Minute
 	// requestProgressBound (1 minute) is how long a started request may
 	// take to move each progressChunk (1 MiB) of itself, or of its answer:
@@ -62,35 +71,61 @@ const (
 	// peer can hold off the buffer's Close.
 	requestProgressBound = time.Minute
 	// progressChunk (1 MiB) is the amount of a request, or of its answer,
-	// that must move within requestProgressBound.
+	// that must move within requestProgressBound (clientProgressBound for
+	// a client).
 	progressChunk = 1 << 20
-	// maxServedConns (4096) bounds the connections one owning process
-	// serves at once; past it a new connection is closed at once, until
-	// some end (the first time, the server says so on stderr). A reader
-	// holds per owner the connections of its transfers under way (4 for a
-	// large transfer, DefaultTCPStreams; up to 16 x 4 for a batch, Do)
-	// and keeps them idle for clientIdleBound (at most maxIdleConns): 512
-	// readers that each made a large transfer from one owner hold half
-	// the bound. Each connection served costs a goroutine and a
-	// serveReadBuffer: at most 256 MiB of read buffers at the bound.
+	// maxServedConns (4096) bounds the connections that proved themselves
+	// one owning process serves at once; past it a new one is closed once
+	// it did, until some end (the first time, the server says so on
+	// stderr). A reader holds per owner the connections of its transfers
+	// under way (4 for a large transfer, DefaultTCPStreams; up to 16 x 4
+	// for a batch, Do) and keeps them idle for clientIdleBound (at most
+	// maxIdleConns): 512 readers that each made a large transfer from one
+	// owner hold half the bound. Each connection served costs a goroutine
+	// and a serveReadBuffer: at most 256 MiB of read buffers at the bound.
 	maxServedConns = 4096
-	// serveReadBuffer (64 KiB) is each served connection's read buffer:
-	// a header and a small body arrive in one read; a larger body is read
-	// straight into the buffer's memory.
+	// serveReadBuffer (64 KiB) is each served connection's read buffer,
+	// made once the connection proved itself: a header and a small body
+	// arrive in one read; a larger body is read straight into the
+	// buffer's memory.
 	serveReadBuffer = 64 << 10
 	// clientIdleBound (1 minute) is how long a client keeps an idle
 	// connection to an owner for reuse: half the server's idle bound, so
 	// the server does not close connections the client still counts on.
 	clientIdleBound = time.Minute
+	// clientProgressBound (10 s) is how long a client waits for each
+	// progressChunk of a request to be taken, or of its answer to come:
+	// an owner that accepts and never answers, or stops halfway, fails
+	// the transfer within seconds, not at transferBound. It is shorter
+	// than the server's bound: an owner serves from memory, and 100 KiB/s
+	// is no link between a job's hosts.
+	clientProgressBound = 10 * time.Second
+	// connectBound (10 s) bounds reaching an owner: the TCP connection and
+	// its TLS handshake.
+	connectBound = 10 * time.Second
+	// redialFor (5 s) is how long a client dials an owner again when a
+	// new connection is closed before the owner read any of its request:
+	// the door let it go for newer ones (a flood), or the served bound
+	// was reached.
+	redialFor = 5 * time.Second
 )
 
 // serverLimits are the bounds a buffer server holds its peers to; tests
 // start servers with shorter ones.
 type serverLimits struct {
-	idle     time.Duration // serverIdleBound
-	progress time.Duration // requestProgressBound
-	conns    int           // maxServedConns
+	auth      time.Duration // authBound
+	hold      time.Duration // holdBound
+	idle      time.Duration // serverIdleBound
+	progress  time.Duration // requestProgressBound
+	conns     int           // maxServedConns
+	held      int           // heldBound()
+	pending   int           // maxPending
+	perSource int           // maxPendingPerSource
 }
+
+// defaultServerLimits are the bounds of a process's buffer server.
+var defaultServerLimits = serverLimits{auth: authBound, hold: holdBound, idle: serverIdleBound, progress: requestProgressBound,
+	conns: maxServedConns, held: heldBound(), pending: maxPending, perSource: maxPendingPerSource}
 
 // tcpServer is the owner side: one listener per process, started with
 // the process's first buffer. The process holds it under its mu.
@@ -100,11 +135,13 @@ type tcpServer struct {
 	addr   string
 	pin    string // its certificate's SHA-256 when it serves TLS
 	limits serverLimits
+	door   *door // the connections that have not proved themselves yet
 	// served holds a token for each connection being served, up to
 	// limits.conns.
 	served chan struct{}
-	// refused counts connections closed at once for the bound.
-	refused atomic.Uint64
+	// admitted counts connections that proved themselves; refused, those
+	// of them closed for the served bound.
+	admitted, refused atomic.Uint64
 }
 
 // serveTCP starts this process's server once and returns its address, and
@@ -125,15 +162,24 @@ func (p *process) serveTCP() (addr, pin string, err error) {
 			}
 			ln, pin = tls.NewListener(ln, serverTLS(cert)), sum
 		}
-		p.tcp = p.startServer(ln, pin, serverLimits{idle: serverIdleBound, progress: requestProgressBound, conns: maxServedConns})
+		p.tcp = p.startServer(ln, pin, defaultServerLimits)
 	}
 	return p.tcp.addr, p.tcp.pin, nil
 }
 
 // startServer serves this process's buffers on ln until ln is closed.
 func (p *process) startServer(ln net.Listener, pin string, limits serverLimits) *tcpServer {
-	s := &tcpServer{p: p, ln: ln, addr: ln.Addr().String(), pin: pin, limits: limits, served: make(chan struct{}, limits.conns)}
+	s := p.newServer(ln.Addr().String(), pin, limits)
+	s.ln = ln
 	go s.acceptLoop()
+	return s
+}
+
+// newServer is a server of this process's buffers at addr, not yet
+// serving.
+func (p *process) newServer(addr, pin string, limits serverLimits) *tcpServer {
+	s := &tcpServer{p: p, addr: addr, pin: pin, limits: limits, served: make(chan struct{}, limits.conns)}
+	s.door = newDoor(addr, limits, s.serveConn)
 	return s
 }
 
@@ -156,9 +202,10 @@ func listenHost() string {
 	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
-// acceptLoop serves each connection ln accepts in its own goroutine, up
-// to limits.conns at once, until ln is closed.
+// acceptLoop takes each connection ln accepts to the door until ln is
+// closed, and then closes the door.
 func (s *tcpServer) acceptLoop() {
+	defer s.door.close()
 	var pause time.Duration
 	for {
 		c, err := s.ln.Accept()
@@ -173,18 +220,7 @@ func (s *tcpServer) acceptLoop() {
 			continue
 		}
 		pause = 0
-		select {
-		case s.served <- struct{}{}:
-			go func() {
-				defer func() { <-s.served }()
-				s.serveConn(c)
-			}()
-		default:
-			c.Close()
-			if s.refused.Add(1) == 1 {
-				fmt.Fprintf(os.Stderr, "ibverbs: the buffer server at %s serves %d connections, its bound: it closes new ones until some end\n", s.addr, s.limits.conns)
-			}
-		}
+		s.door.enter(c)
 	}
 }
 
@@ -217,100 +253,124 @@ func tcpStreams() int {
 	return n
 }
 
-// serveConn serves c's requests, one after another, until the peer hangs
-// up, breaks the protocol or the server's limits.
-func (s *tcpServer) serveConn(c net.Conn) {
+// serveConn serves w, a connection the door found readable: first its
+// first request, which must name a buffer here within limits.auth of its
+// first byte; then, once through (and within the served bound), its
+// requests one after another, until the peer hangs up, breaks the
+// protocol or the server's limits.
+func (s *tcpServer) serveConn(w *waiting) {
+	c := w.Conn
 	handed := false
 	defer func() {
 		if !handed {
 			c.Close()
 		}
 	}()
-	sc := &servedConn{Conn: c, limits: s.limits}
-	r := bufio.NewReaderSize(sc, serveReadBuffer)
+	c.SetDeadline(w.since.Add(s.limits.auth))
 	var hdr [headerLen]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
+		s.door.leave(w)
+		return
+	}
+	if s.p.lookup(binary.LittleEndian.Uint64(hdr[1:9])) == nil {
+		// No buffer of this process has that key (a closed one's peer,
+		// or a stranger): its one request is answered, under the door's
+		// deadline and with a reader of a few bytes, and the connection
+		// closed.
+		defer s.door.leave(w)
+		s.serveRequest(c, c, bufio.NewReaderSize(c, 16), hdr)
+		return
+	}
+	if !s.door.through(w) {
+		return // displaced meanwhile: closed
+	}
+	s.admitted.Add(1)
+	select {
+	case s.served <- struct{}{}:
+		defer func() { <-s.served }()
+	default:
+		if s.refused.Add(1) == 1 {
+			fmt.Fprintf(os.Stderr, "ibverbs: the buffer server at %s serves %d connections, its bound: it closes new ones until some end\n", s.addr, s.limits.conns)
+		}
+		return
+	}
+	handed = s.serveRequests(c, hdr)
+}
+
+// serveRequests serves the requests of c, which proved itself with the
+// first, whose header is hdr; handed says c was handed over (connect.go).
+func (s *tcpServer) serveRequests(c net.Conn, hdr [headerLen]byte) (handed bool) {
+	sc := &servedConn{pacedConn: pacedConn{Conn: c, bound: s.limits.progress}, idle: s.limits.idle}
+	r := bufio.NewReaderSize(sc, serveReadBuffer)
+	sc.startRequest()
 	for {
+		handed, err := s.serveRequest(sc, c, r, hdr)
+		if handed || err != nil {
+			return handed
+		}
 		sc.awaitRequest()
 		if _, err := r.Peek(1); err != nil {
-			return
+			return false
 		}
 		sc.startRequest()
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return
-		}
-		op, key := hdr[0], binary.LittleEndian.Uint64(hdr[1:9])
-		off, n := binary.LittleEndian.Uint64(hdr[9:17]), binary.LittleEndian.Uint64(hdr[17:25])
-		var err error
-		switch op {
-		case 'r', 'w':
-			err = s.p.serveCopy(sc, r, key, op, off, n)
-		case byte(opFetchAdd), byte(opCAS):
-			err = s.p.serveAtomic(sc, r, key, atomicOp(op), off, n)
-		case 'q':
-			err = s.p.serveHandshake(sc, r, key, n)
-		case writeAddOp:
-			err = s.p.serveWriteAdd(sc, r, key, off, n)
-		case connectOp:
-			if handed, err = s.p.serveConnect(sc, c, r, key, off, n); handed {
-				return
-			}
-		default:
-			return // not this protocol: nothing after it can be trusted
-		}
-		if err != nil {
-			return
+			return false
 		}
 	}
 }
 
+// serveRequest serves one request, whose header is hdr and whose rest r
+// reads, answering on c (raw is the connection under c, for connect.go):
+// handed says raw was handed over; an error, that the connection cannot
+// go on.
+func (s *tcpServer) serveRequest(c, raw net.Conn, r *bufio.Reader, hdr [headerLen]byte) (handed bool, err error) {
+	op, key := hdr[0], binary.LittleEndian.Uint64(hdr[1:9])
+	off, n := binary.LittleEndian.Uint64(hdr[9:17]), binary.LittleEndian.Uint64(hdr[17:25])
+	switch op {
+	case 'r', 'w':
+		return false, s.p.serveCopy(c, r, key, op, off, n)
+	case byte(opFetchAdd), byte(opCAS):
+		return false, s.p.serveAtomic(c, r, key, atomicOp(op), off, n)
+	case 'q':
+		return false, s.p.serveHandshake(c, r, key, n)
+	case writeAddOp:
+		return false, s.p.serveWriteAdd(c, r, key, off, n)
+	case connectOp:
+		return s.p.serveConnect(c, raw, r, key, off, n)
+	}
+	return false, fmt.Errorf("request %q: not this protocol", op) // nothing after it can be trusted
+}
+
 // servedConn is a connection the server serves, holding its peer to the
 // server's limits through deadlines: between requests, the next must
-// start within limits.idle; once one has started, each progressChunk of
-// it must arrive, and each of its answer be taken, within
-// limits.progress. Only serveConn's goroutine uses it.
+// start within idle; once one has started, each progressChunk of it
+// must arrive, and each of its answer be taken, within its bound. Only
+// serveConn's goroutine uses it.
 type servedConn struct {
-	net.Conn
-	limits   serverLimits
-	waiting  bool // between requests: the idle deadline stands
-	readLeft int  // bytes still to arrive under the current read deadline
+	pacedConn
+	idle    time.Duration
+	waiting bool // between requests: the idle deadline stands
 }
 
 // awaitRequest starts the wait for the next request.
 func (c *servedConn) awaitRequest() {
 	c.waiting = true
-	c.Conn.SetDeadline(time.Now().Add(c.limits.idle))
+	c.Conn.SetDeadline(time.Now().Add(c.idle))
 }
 
 // startRequest starts the progress bound of a request whose first byte
 // has arrived.
 func (c *servedConn) startRequest() {
 	c.waiting = false
-	c.Conn.SetDeadline(time.Now().Add(c.limits.progress))
+	c.Conn.SetDeadline(time.Now().Add(c.bound))
 	c.readLeft = progressChunk
 }
 
 func (c *servedConn) Read(b []byte) (int, error) {
-	if !c.waiting && c.readLeft <= 0 {
-		c.Conn.SetReadDeadline(time.Now().Add(c.limits.progress))
-		c.readLeft = progressChunk
+	if c.waiting {
+		return c.Conn.Read(b)
 	}
-	n, err := c.Conn.Read(b)
-	c.readLeft -= n
-	return n, err
-}
-
-// Write writes b a progressChunk at a time, each under its own deadline.
-func (c *servedConn) Write(b []byte) (int, error) {
-	var done int
-	for done < len(b) {
-		c.Conn.SetWriteDeadline(time.Now().Add(c.limits.progress))
-		n, err := c.Conn.Write(b[done:min(len(b), done+progressChunk)])
-		done += n
-		if err != nil {
-			return done, err
-		}
-	}
-	return done, nil
+	return c.pacedConn.Read(b)
 }
 
 // serveCopy serves a read or a write of n bytes at off.
@@ -439,13 +499,24 @@ func answer(c net.Conn, r *bufio.Reader, span []byte, op byte, n uint64, status 
 }
 
 func init() {
-	register("tcp", func(*process) backend { return newTCPBackend(clientIdleBound) })
+	register("tcp", func(*process) backend { return newTCPBackend(defaultClientLimits) })
 }
+
+// clientLimits are the bounds a client holds owners to, and keeps idle
+// connections for; tests use shorter ones.
+type clientLimits struct {
+	keepIdle time.Duration // clientIdleBound
+	connect  time.Duration // connectBound
+	progress time.Duration // clientProgressBound
+	redial   time.Duration // redialFor
+}
+
+var defaultClientLimits = clientLimits{keepIdle: clientIdleBound, connect: connectBound, progress: clientProgressBound, redial: redialFor}
 
 // tcpBackend is the client side: it reaches any buffer whose owner's
 // server it can dial, keeping idle connections to owners for reuse.
 type tcpBackend struct {
-	keepIdle time.Duration // clientIdleBound
+	limits clientLimits
 
 	mu   sync.Mutex
 	idle map[string][]idleConn // by owner address and pin (connKey), oldest first, at most maxIdleConns each
@@ -457,8 +528,8 @@ type idleConn struct {
 	since time.Time
 }
 
-func newTCPBackend(keepIdle time.Duration) *tcpBackend {
-	return &tcpBackend{keepIdle: keepIdle, idle: map[string][]idleConn{}}
+func newTCPBackend(limits clientLimits) *tcpBackend {
+	return &tcpBackend{limits: limits, idle: map[string][]idleConn{}}
 }
 
 func (*tcpBackend) name() string { return "tcp" }
@@ -530,7 +601,7 @@ func (t *tcpBackend) dropIdle(k string) {
 func (t *tcpBackend) dropStale(k string, now time.Time) []idleConn {
 	cs := t.idle[k]
 	i := 0
-	for i < len(cs) && now.Sub(cs[i].since) >= t.keepIdle {
+	for i < len(cs) && now.Sub(cs[i].since) >= t.limits.keepIdle {
 		i++
 	}
 	if i == 0 {
@@ -551,15 +622,25 @@ func closeAll(cs []idleConn) {
 	}
 }
 
-// dialOwner connects to an owner's server at addr: with TLS, accepting
-// only the certificate pin names, when pin is set.
-func dialOwner(ctx context.Context, addr, pin string) (net.Conn, error) {
+// dialOwner connects to an owner's server at addr, within the bound: with
+// TLS, accepting only the certificate pin names, when pin is set. The
+// error says so, marked errHungUp if the owner closed the connection.
+func dialOwner(ctx context.Context, addr, pin string, within time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
 	var d net.Dialer
+	var c net.Conn
+	var err error
 	if pin == "" {
-		return d.DialContext(ctx, "tcp", addr)
+		c, err = d.DialContext(ctx, "tcp", addr)
+	} else {
+		td := tls.Dialer{NetDialer: &d, Config: clientTLS(pin)}
+		c, err = td.DialContext(ctx, "tcp", addr)
 	}
-	td := tls.Dialer{NetDialer: &d, Config: clientTLS(pin)}
-	return td.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("ibverbs: reach the buffer's owner at %s (within %v): %w", addr, within, hungUp(err, 0))
+	}
+	return c, nil
 }
 
 // transfer is bounded by ctx and by transferBound. A large one is cut in
@@ -596,16 +677,18 @@ func (t *tcpBackend) atomic(ctx context.Context, h Handle, off int, op atomicOp,
 }
 
 // onConn runs fn, one request, on a connection to h's owner, bounded by
-// ctx and by transferBound; the connection is kept for reuse if fn
-// succeeds. When an idle connection turns out closed before the owner
-// answered any of the request (errHungUp), the request goes again, once,
-// on a new connection, and the other idle connections to the owner, which
-// are older, are closed. That is safe because the owner closes a
-// connection only between requests (for idleness, serverIdleBound) or
-// when a request on it stops moving, and answers a request it acted on
-// before it closes: an atomic, sent whole and applied only once read
-// whole, is not applied twice; a write sent again puts the same bytes in
-// the same place.
+// ctx, by transferBound and by the owner's progress; the connection is
+// kept for reuse if fn succeeds. When a connection turns out closed
+// before the owner answered any of the request (errHungUp), the request
+// goes again on a new connection: at once after an idle one (whose
+// elders, kept with it, are closed too), and after a pause, growing, for
+// limits.redial at most, after a new one, which the owner's door let go
+// for newer ones (door.go). That is safe because the owner acts on a
+// request only once it read it whole, closes a connection that proved
+// itself only between requests (for idleness, serverIdleBound) or when a
+// request on it stops moving, and answers a request it acted on before it
+// closes: an atomic is not applied twice; a write sent again puts the
+// same bytes in the same place.
 func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) error) error {
 	k := connKey(h.Addr, h.TLS)
 	if c := t.takeIdle(k); c != nil {
@@ -615,39 +698,63 @@ func (t *tcpBackend) onConn(ctx context.Context, h Handle, fn func(net.Conn) err
 		}
 		t.dropIdle(k)
 	}
-	c, err := dialOwner(ctx, h.Addr, h.TLS)
-	if err != nil {
-		return fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
+	start, pause := time.Now(), 5*time.Millisecond
+	for {
+		c, err := dialOwner(ctx, h.Addr, h.TLS, t.limits.connect)
+		if err == nil {
+			err = t.request(ctx, k, c, fn)
+		}
+		if !errors.Is(err, errHungUp) || time.Since(start)+pause > t.limits.redial {
+			return err
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		pause = min(2*pause, 500*time.Millisecond)
 	}
-	return t.request(ctx, k, c, fn)
 }
 
-// boundConn bounds what is done on c: its deadline is ctx's, at most
-// transferBound away, and moves to now if ctx ends first (so that a read
-// or write blocked on c returns). stop is context.AfterFunc's.
-func boundConn(ctx context.Context, c net.Conn) (stop func() bool) {
-	deadline := time.Now().Add(transferBound)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+// paced is c under the bounds of a request: progress (each progressChunk
+// within bound), and an end at ctx's deadline, at most transferBound
+// away; stop, context.AfterFunc's, ends them when ctx ends first (so that
+// a read or write blocked on c returns).
+func paced(ctx context.Context, c net.Conn, bound time.Duration) (pc *pacedConn, stop func() bool) {
+	end := time.Now().Add(transferBound)
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
 	}
-	c.SetDeadline(deadline)
-	return context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	pc = &pacedConn{Conn: c, bound: bound, end: end}
+	return pc, context.AfterFunc(ctx, pc.stop)
 }
 
 // request runs fn on c, kept under k afterwards if fn succeeds and
 // closed if not.
 func (t *tcpBackend) request(ctx context.Context, k string, c net.Conn, fn func(net.Conn) error) error {
-	stop := boundConn(ctx, c)
+	pc, stop := paced(ctx, c, t.limits.progress)
 	defer stop()
-	if err := fn(c); err != nil {
+	if err := fn(pc); err != nil {
 		c.Close()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return err
+		return pc.why(err)
 	}
 	t.putConn(k, c)
 	return nil
+}
+
+// why is err, a request's failure on c, saying which bound passed if one
+// did.
+func (c *pacedConn) why(err error) error {
+	switch {
+	case !errors.Is(err, os.ErrDeadlineExceeded):
+		return err
+	case time.Now().Before(c.end):
+		return fmt.Errorf("%w (less than %d MiB of it moved in %v: the owner stalled)", err, progressChunk>>20, c.bound)
+	}
+	return fmt.Errorf("%w (the request's end passed: a transfer lasts %v at most)", err, transferBound)
 }
 
 // errHungUp marks a request whose connection the owner had closed before
@@ -655,11 +762,11 @@ func (t *tcpBackend) request(ctx context.Context, k string, c net.Conn, fn func(
 // connection closed with nothing read.
 var errHungUp = errors.New("the owner closed the connection before answering")
 
-// hungUp is err, a failure to send a request or to read its answer after
-// read bytes of it, marked errHungUp if nothing was read and err says the
-// connection was closed.
+// hungUp is err, a failure to reach the owner, to send a request or to
+// read its answer after read bytes of it, marked errHungUp if nothing was
+// read and err says the connection was closed.
 func hungUp(err error, read int) error {
-	if read == 0 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+	if read == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
 		return fmt.Errorf("%w: %w", errHungUp, err)
 	}
 	return err
@@ -710,7 +817,7 @@ func exchange(c net.Conn, h Handle, off int, b []byte, write bool) error {
 	if write {
 		bufs = append(bufs, b)
 	}
-	if _, err := bufs.WriteTo(c); err != nil {
+	if err := send(c, bufs); err != nil {
 		return fmt.Errorf("ibverbs: send to %s: %w", h.Addr, hungUp(err, 0))
 	}
 	var st [1]byte

@@ -65,7 +65,7 @@ func clientTLS(pin string) *tls.Config {
 			}
 			sum := sha256.Sum256(raw[0])
 			if got := hex.EncodeToString(sum[:]); got != pin {
-				return fmt.Errorf("ibverbs: the buffer's owner presented certificate %.16s..., the handle names %.16s...", got, pin)
+				return fmt.Errorf("ibverbs: the buffer's owner presented a certificate whose SHA-256 begins %.16s, not the handle's %.16s", got, pin)
 			}
 			return nil
 		},

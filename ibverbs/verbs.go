@@ -461,6 +461,11 @@ func (v *verbsBackend) do(ctx context.Context, c *verbsConn, op byte, n int, rad
 }
 
 func (v *verbsBackend) read(ctx context.Context, h Handle, off int, dst []byte) error {
+	if len(dst) == 0 {
+		// Handle.Check: the queue pair, one per owner, says nothing of
+		// the key; the owner's tcp server does.
+		return checkOwner(ctx, h, off)
+	}
 	return v.copy(ctx, h, off, dst, false)
 }
 
@@ -522,14 +527,27 @@ func (v *verbsBackend) atomic(ctx context.Context, h Handle, off int, op atomicO
 	return *(*uint64)(c.staging), nil
 }
 
+// checkOwner asks h's owner, on a connection of its own, for no bytes at
+// off of h's buffer: whether it serves it (Handle.Check).
+func checkOwner(ctx context.Context, h Handle, off int) error {
+	c, err := dialOwner(ctx, h.Addr, h.TLS, connectBound)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pc, stop := paced(ctx, c, clientProgressBound)
+	defer stop()
+	return pc.why(exchange(pc, h, off, nil, false))
+}
+
 // tcpHandshake sends this process's queue pair data to h's owner and
 // returns the owner's.
 func tcpHandshake(ctx context.Context, h Handle, req []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := dialOwner(ctx, h.Addr, h.TLS)
+	c, err := dialOwner(ctx, h.Addr, h.TLS, connectBound)
 	if err != nil {
-		return nil, fmt.Errorf("ibverbs: reach the buffer's owner at %s: %w", h.Addr, err)
+		return nil, err
 	}
 	defer c.Close()
 	if dl, ok := ctx.Deadline(); ok {

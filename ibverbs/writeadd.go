@@ -29,17 +29,14 @@ func (h Handle) WriteAdd(ctx context.Context, src []byte, off, word int, delta u
 	if err != nil {
 		return err
 	}
-	if t, ok := be.(*tcpBackend); ok {
+	if t, ok := be.backend.(*tcpBackend); ok {
 		err = t.onConn(ctx, h, func(c net.Conn) error { return exchangeWriteAdd(c, h, off, src, word, delta) })
-	} else if s, ok := be.(*shmBackend); ok {
+	} else if s, ok := be.backend.(*shmBackend); ok {
 		err = s.writeAdd(h, off, src, word, delta)
 	} else if err = be.write(ctx, h, off, src); err == nil {
 		_, err = be.atomic(ctx, h, word, opFetchAdd, delta, 0)
 	}
-	if isClosed(err) {
-		p.unbind(h)
-	}
-	return err
+	return p.settle(h, be, err)
 }
 
 // writeAddOp is the tcp request of WriteAdd:
@@ -103,7 +100,7 @@ func exchangeWriteAdd(c net.Conn, h Handle, off int, src []byte, word int, delta
 	binary.LittleEndian.PutUint64(hdr[25:33], uint64(word))
 	binary.LittleEndian.PutUint64(hdr[33:41], delta)
 	bufs := net.Buffers{hdr, src}
-	if _, err := bufs.WriteTo(c); err != nil {
+	if err := send(c, bufs); err != nil {
 		return fmt.Errorf("ibverbs: send to %s: %w", h.Addr, hungUp(err, 0))
 	}
 	var st [1]byte

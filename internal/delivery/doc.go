@@ -34,9 +34,11 @@
 // the run, one sequencing check and parse on arrival. A payload past
 // OutOfBand (256 KiB) travels out of band (oob.go): the sender copies it
 // once into a pooled ibverbs buffer and the frame carries a reference;
-// the receiver reads it into memory of its own, releases it
+// the receiver asks the buffer's owner whether it serves it before it
+// allocates anything, reads it into memory of its own, releases it
 // (wire.KindRelease), and routes the frame, later frames of that sender
-// waiting behind it. The layer's own frames are tail markers
+// waiting behind it: for seconds at most if the owner stalls, and then
+// the frame fails to whoever waits for it. The layer's own frames are tail markers
 // (wire.KindTail), resends (KindResend), NAKs and their "no longer held"
 // answers (KindNak), acknowledgements (KindAck) and releases.
 //

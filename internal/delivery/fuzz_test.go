@@ -1,13 +1,16 @@
 package delivery
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
 	"github.com/monarch-go/monarch/bus"
+	"github.com/monarch-go/monarch/ibverbs"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/reliable"
 	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // frame encodes a frame of header h and payload p.
@@ -43,7 +46,22 @@ func FuzzReceive(f *testing.F) {
 	run.Add(&wire.Header{Kind: wire.KindActor, Target: "m", Method: "M", Rank: -1}, [][]byte{{0x90}})
 	run.Add(&wire.Header{Kind: wire.KindActor, Target: "m", Method: "M", Rank: -1}, [][]byte{{0x90}})
 	seq := wire.Header{Kind: wire.KindActor, Target: "m", Method: "M", Rank: -1, From: "s", Seq: 1}
+	oob := seq
+	oob.Flags |= wire.FlagOutOfBand
+	ref := func(r oobRef) []byte {
+		b, err := msgpack.Marshal(&r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
 	for _, b := range [][]byte{
+		// References a buggy peer sends: a made-up key at an address
+		// nothing serves, a gigabyte claimed, another process's fd on
+		// this host (init's).
+		frame(oob, ref(oobRef{ID: 1, Size: 1 << 20, Handle: ibverbs.Handle{Size: 1 << 20, Key: 9, FD: -1, Addr: "127.0.0.1:1"}})),
+		frame(oob, ref(oobRef{ID: 1, Size: 1 << 30, Handle: ibverbs.Handle{Size: 1 << 30, Key: 9, FD: -1, Addr: "127.0.0.1:1"}})),
+		frame(oob, ref(oobRef{ID: 1, Size: 4096, Handle: ibverbs.Handle{Size: 4096, Key: 9, PID: 1, FD: 0, Boot: "any"}})),
 		frame(seq, []byte{0x90}),
 		frame(wire.Header{Kind: wire.KindRun, From: "s", Seq: 2, Rank: -1, Fences: []wire.Fence{{Key: "mesh.g", Seq: 4}}}, run.Bytes()),
 		frame(wire.Header{Kind: wire.KindRun, From: "s", Seq: 9, Rank: -1}, nil),
@@ -69,7 +87,10 @@ func FuzzReceive(f *testing.F) {
 			subject = testSubjects.Mesh("g")
 		}
 		for range 3 { // again: repeats and what they free
-			l.Receive(bus.Message{Subject: subject, Data: data})
+			// A message's data is its handler's (bus.Message), and a
+			// payload read out of band keeps its frame after the call:
+			// not the fuzzer's buffer, which the next input overwrites.
+			l.Receive(bus.Message{Subject: subject, Data: bytes.Clone(data)})
 		}
 		l.step(l.now())
 		if l.in.Senders() > 1 || routed > 3*wire.MaxRun {

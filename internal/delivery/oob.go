@@ -19,12 +19,25 @@ import (
 // into a buffer of its own (ibverbs shared memory, which peers on its host
 // map and peers elsewhere read over the tcp backend's parallel streams,
 // or verbs where there is a device), and the frame carries a small
-// reference (FlagOutOfBand). The receiver reads the bytes into memory of
-// its own (one copy), tells the sender it is done (KindRelease), and
-// hands the frame on with its payload in place. Later frames of the same
-// sender wait behind it, so that order is kept. The sender reuses the
-// buffer once every receiver let it go, or a receiver ended; it frees
-// what nobody released within OutOfBandHold.
+// reference (FlagOutOfBand). The receiver asks the buffer's owner whether
+// it serves the buffer the reference names (ibverbs Handle.Check), then
+// reads the bytes into memory of its own (one copy), tells the sender it
+// is done (KindRelease), and hands the frame on with its payload in
+// place. Later frames of the same sender wait behind it, so that order is
+// kept. The sender reuses the buffer once every receiver let it go, or a
+// receiver ended; it frees what nobody released within OutOfBandHold.
+//
+// A reference is a peer's word, and a buggy peer's may be wrong: it may
+// name a buffer its owner does not serve (a made-up key, another
+// process's buffer on the host), claim more bytes than there are, or an
+// owner that accepts and never answers. Nothing is allocated for it
+// before the owner vouched for the buffer, and no read slot (oobFetches)
+// is taken either, so that references nobody serves cannot keep other
+// senders' payloads waiting; a sender has one payload read at a time, so
+// it holds one slot at most. Each step is bounded by the tcp backend's
+// bounds, seconds without progress: a stalled owner fails its payload to
+// whoever waits for it (Config.Failed, naming it), and the sender's later
+// frames go on.
 const (
 	// OutOfBand is the largest payload that crosses the bus.
 	OutOfBand = 256 << 10
@@ -39,16 +52,17 @@ const (
 	OutOfBandHold = 2 * time.Minute
 	// oobSpare bounds the bytes of free buffers kept for reuse.
 	oobSpare = 512 << 20
-	// oobFetches bounds the payloads a receiver reads at once.
+	// oobFetches bounds the payloads a receiver reads at once, once their
+	// owners vouched for them; one sender reads one at a time.
 	oobFetches = 4
 	// oobQueued bounds the bytes of frames waiting behind a payload being
 	// read, per sender, and oobQueuedAll for all senders: past either they
 	// are lost (and said so).
 	oobQueued    = 256 << 20
 	oobQueuedAll = 1 << 30
-	// oobFetchFor bounds one read (the tcp backend bounds its progress
-	// on its own).
-	oobFetchFor = 30 * time.Minute
+	// oobFetchFor bounds one read, its check and its wait for a slot; the
+	// tcp backend bounds each step by its progress, in seconds, on its own.
+	oobFetchFor = 10 * time.Minute
 )
 
 // oobRef is what a frame sent out of band carries in place of its payload.
@@ -351,12 +365,7 @@ func (l *Layer) fetch(from string, f wire.Frame, subject string) bool {
 		l.parked[from] = &parkedSender{}
 	}
 	go func() {
-		l.fetches <- struct{}{}
-		data := payloadMemory(ref.Size)
-		ctx, cancel := context.WithTimeout(context.Background(), oobFetchFor)
-		err := ref.Handle.ReadAt(ctx, data, 0)
-		cancel()
-		<-l.fetches
+		data, err := l.readPayload(ref)
 		if ref.Once {
 			ref.Handle.Forget()
 		}
@@ -368,9 +377,10 @@ func (l *Layer) fetch(from string, f wire.Frame, subject string) bool {
 		f.Flags &^= wire.FlagOutOfBand
 		if err != nil {
 			if errors.Is(err, ibverbs.ErrClosed) {
-				err = fmt.Errorf("the sender no longer holds it (it ended, or held it past %v): %w", OutOfBandHold, err)
+				err = fmt.Errorf("the buffer named is not served (the sender ended, or held it past %v, or never had it): %w", OutOfBandHold, err)
 			}
-			l.cfg.Failed(&f, subject, fmt.Errorf("delivery: read the payload of %d bytes of a frame from %s: %w", ref.Size, from, err))
+			l.cfg.Failed(&f, subject, fmt.Errorf("delivery: read the payload of %d bytes of a frame from %s, in the buffer of %d bytes at %s: %w",
+				ref.Size, from, ref.Handle.Size, ref.Handle.Addr, err))
 		} else {
 			f.Payload = data
 			l.cfg.Route(&f, subject)
@@ -392,6 +402,28 @@ func (l *Layer) fetch(from string, f wire.Frame, subject string) bool {
 		delete(l.parked, from)
 	}()
 	return true
+}
+
+// readPayload reads the payload ref names into memory of this process:
+// once its owner vouched for the buffer (Check), and in one of the
+// layer's read slots.
+func (l *Layer) readPayload(ref oobRef) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), oobFetchFor)
+	defer cancel()
+	if err := ref.Handle.Check(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case l.fetches <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("no read slot free within %v", oobFetchFor)
+	}
+	defer func() { <-l.fetches }()
+	data := payloadMemory(ref.Size)
+	if err := ref.Handle.ReadAt(ctx, data, 0); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 var oobRefTypes = []reflect.Type{reflect.TypeFor[oobRef]()}

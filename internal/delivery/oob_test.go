@@ -3,11 +3,15 @@ package delivery
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/monarch-go/monarch/ibverbs"
 	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/testenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -85,8 +89,8 @@ func TestLargeGone(t *testing.T) {
 	if got := b.got; !slices.Equal(got, []string{"after"}) {
 		t.Errorf("routed %v", got)
 	}
-	if len(b.failed) != 1 || !strings.Contains(b.failed[0], "no longer holds") {
-		t.Errorf("failed: %q; want one error saying the sender no longer holds the payload", b.failed)
+	if len(b.failed) != 1 || !strings.Contains(b.failed[0], "not served") {
+		t.Errorf("failed: %q; want one error saying the buffer is not served", b.failed)
 	}
 }
 
@@ -118,19 +122,7 @@ func TestLargeReferenceChecked(t *testing.T) {
 	}
 	to := a.layer.ToProc("b")
 	for i, r := range bad {
-		h := wire.Header{Kind: wire.KindActor, Target: "m", Method: "M", Rank: -1, Flags: wire.FlagOutOfBand}
-		w := wire.NewPayload(&h, 1<<20)
-		if err := w.Enc.Encode(&r); err != nil {
-			t.Fatal(err)
-		}
-		a.layer.outMu.Lock()
-		a.layer.resolve(&to)
-		err := a.layer.sendOne(w, &h, to)
-		a.layer.outMu.Unlock()
-		w.Free()
-		if err != nil {
-			t.Fatal(err)
-		}
+		a.sendRef(to, r)
 		a.send(to, fmt.Sprint("after ", i))
 	}
 	waitFor(t, "the frames after", func() bool { return len(b.routed()) == len(bad) })
@@ -139,6 +131,136 @@ func TestLargeReferenceChecked(t *testing.T) {
 	if len(b.failed) != len(bad) {
 		t.Errorf("failed %q; want %d errors", b.failed, len(bad))
 	}
+}
+
+// sendRef sends d a frame out of band whose reference is r, whatever r
+// says: what a buggy peer would send.
+func (n *node) sendRef(d Dest, r oobRef) {
+	n.t.Helper()
+	h := wire.Header{Kind: wire.KindActor, Target: "m", Method: "M", Rank: -1, Flags: wire.FlagOutOfBand}
+	w := wire.NewPayload(&h, 1<<20)
+	defer w.Free()
+	if err := w.Enc.Encode(&r); err != nil {
+		n.t.Fatal(err)
+	}
+	n.layer.outMu.Lock()
+	n.layer.resolve(&d)
+	err := n.layer.sendOne(w, &h, d)
+	n.layer.outMu.Unlock()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// TestLargeStalledOwner: references naming an owner that accepts and
+// never answers, from more senders than a receiver has read slots, take
+// none of them: another sender's large payload is read and routed at
+// once, before any of the stalled ones fails (which takes the tcp
+// backend's progress bound, 10 s). Each stalled payload then fails to
+// Failed, naming the owner, and its sender's later frames are routed.
+func TestLargeStalledOwner(t *testing.T) {
+	srv := startServer(t)
+	a, b := newNode(t, srv, "a", 0), newNode(t, srv, "b", 0)
+	stalled := testenv.StalledServer(t)
+	var liars []*node
+	for i := range oobFetches + 2 {
+		x := newNode(t, srv, fmt.Sprint("x", i), 0)
+		x.sendRef(x.layer.ToProc("b"), oobRef{ID: 1, Size: 1 << 20, Handle: ibverbs.Handle{Size: 1 << 20, Key: uint64(i + 1), FD: -1, Addr: stalled}})
+		x.send(x.layer.ToProc("b"), "after "+x.id)
+		liars = append(liars, x)
+	}
+	waitFor(t, "the stalled references to be asked", func() bool {
+		b.layer.inMu.Lock()
+		defer b.layer.inMu.Unlock()
+		return len(b.layer.parked) == len(liars)
+	})
+	payload := large("real", 3<<20)
+	a.send(a.layer.ToProc("b"), payload)
+	a.send(a.layer.ToProc("b"), "after a")
+	waitFor(t, "a's frames", func() bool { return slices.Contains(b.routed(), "after a") })
+	b.mu.Lock()
+	failedEarly := len(b.failed)
+	b.mu.Unlock()
+	if failedEarly != 0 {
+		t.Errorf("%d stalled payloads had failed before a's was read: a's waited behind them", failedEarly)
+	}
+	waitFor(t, "every liar's frame after its stalled payload", func() bool { return len(b.routed()) == 2+len(liars) })
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.got[0] != payload {
+		t.Errorf("a's payload routed as %d bytes", len(b.got[0]))
+	}
+	if len(b.failed) != len(liars) {
+		t.Fatalf("failed: %q; want %d errors", b.failed, len(liars))
+	}
+	for _, f := range b.failed {
+		if !strings.Contains(f, stalled) {
+			t.Errorf("a stalled payload failed with %q, which does not name its owner %s", f, stalled)
+		}
+	}
+}
+
+// TestLargeClaimAllocatesNothing: references claiming a gigabyte in
+// buffers their owners do not serve (made-up keys at a real owner's
+// address, and in this process's own memory) cost the receiver no
+// memory: its peak resident size does not grow by them, and 10,000
+// references that fail leave less than 8 MiB of heap behind.
+func TestLargeClaimAllocatesNothing(t *testing.T) {
+	srv := startServer(t)
+	a, b := newNode(t, srv, "a", 0), newNode(t, srv, "b", 0)
+	ref, err := a.layer.pool.park([][]byte{[]byte("x")}, 1, []string{"b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := a.layer.ToProc("b")
+	const claim = 1 << 30
+	peak := maxRSS(t)
+	for i := range 4 {
+		remote, here := ref.Handle, ref.Handle
+		remote.Size, remote.Key, remote.Boot = claim, ref.Handle.Key+uint64(i)+1, ""
+		here.Size, here.Key = claim, ref.Handle.Key+uint64(i)+1
+		a.sendRef(to, oobRef{ID: 7, Size: claim, Handle: remote})
+		a.sendRef(to, oobRef{ID: 7, Size: claim, Handle: here})
+	}
+	a.send(to, "after the claims")
+	waitFor(t, "the frame after the claims", func() bool { return len(b.routed()) == 1 })
+	if grew := maxRSS(t) - peak; grew > 256<<20 {
+		t.Errorf("8 references claiming %d MiB each: the peak resident size grew by %d MiB", claim>>20, grew>>20)
+	}
+
+	heap := heapInUse()
+	const n = 10000
+	for i := range n {
+		h := ibverbs.Handle{Size: 1 << 20, Key: uint64(i), FD: -1, Addr: "127.0.0.1:1"}
+		a.sendRef(to, oobRef{ID: 7, Size: 1 << 20, Handle: h})
+	}
+	a.send(to, "after the references")
+	waitFor(t, "the frame after the references", func() bool { return len(b.routed()) == 2 })
+	if grew := int64(heapInUse()) - int64(heap); grew > 8<<20 {
+		t.Errorf("%d references that failed left %d MiB of heap", n, grew>>20)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.failed) != 8+n {
+		t.Errorf("%d failed, want %d", len(b.failed), 8+n)
+	}
+}
+
+// maxRSS is this process's peak resident size, in bytes.
+func maxRSS(t *testing.T) int64 {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return ru.Maxrss << 10
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
 }
 
 // TestLargeReleasedWhenReceiverEnds: what a sender holds for a receiver

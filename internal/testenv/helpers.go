@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"sync"
+	"testing"
 )
 
 // FreePort is a loopback TCP port that was free a moment ago, for a
@@ -15,6 +16,39 @@ func FreePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// StalledServer is the address of a loopback TCP server that accepts
+// every connection and never reads or answers, until the test ends: a
+// peer that hangs, for the tests of what bounds a wait on one.
+func StalledServer(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
 }
 
 // SyncBuffer is a bytes.Buffer safe for several writers (a command's
