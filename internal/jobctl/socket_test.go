@@ -118,7 +118,14 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 // A state dir too deep for a socket path gets a short one in the private
 // runtime dir; both halves find it.
 func TestSocketPathTooLong(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
+	// A short TMPDIR, under /tmp itself: the test's own (testenv's) is too
+	// deep for the short path to fit.
+	short, err := os.MkdirTemp("/tmp", "jc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(short) })
+	t.Setenv("TMPDIR", short)
 	deep := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
 	p := SocketPath(deep, "job3")
 	if len(p) > maxSocketPath || filepath.Dir(p) != RuntimeDir() || p != SocketPath(deep, "job3") || p == SocketPath(deep, "job4") {
