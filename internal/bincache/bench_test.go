@@ -91,11 +91,11 @@ func BenchmarkOpenProgram(b *testing.B) {
 // BenchmarkCheckWarm: the hosts' check of a warm cache, two stamped
 // copies of 32 MiB (a monarch binary and a program), beside the floor of
 // the same run: a check of no binary (the shell, its tools and the rule
-// on the cache folder: what any check costs; each stamped copy adds four
-// tools started: stat for its folder, its file, and it with its stamp,
-// and touch); and beside the same check when the copies have no stamp
-// and are hashed, as each use did before stamps. Milliseconds, medians
-// of 5.
+// on the cache folder: what any check costs; each stamped copy adds
+// three tools started: stat for the rule on it and its folders, stat for
+// it and its stamp, touch); and beside the same check when the copies
+// have no stamp and are hashed, as each use did before stamps.
+// Milliseconds, medians of 5.
 func BenchmarkCheckWarm(b *testing.B) {
 	const size = 32 << 20
 	src, cache := b.TempDir(), filepath.Join(b.TempDir(), "cache")

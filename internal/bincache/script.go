@@ -81,15 +81,18 @@ const (
 // defines:
 //   - say WORD INDEX REST...: one answer line
 //   - sum FILE: sets $got to FILE's sha256 ("" when it cannot be read)
-//   - safe KIND PATH [up]: fails, saying why in $why, unless PATH is a
-//     regular file (KIND f) or a directory (d) that keeps the rule, and
-//     with "up" every folder above it too
-//   - keeps KIND PATH UID MODE OWNER LEAF: the rule on one path of safe's
-//     as stat showed it (MODE raw, in hex; OWNER a name for $why; LEAF ""
-//     for a folder above)
+//   - safe KINDS PATH [up]: fails, saying why in $why and which path in
+//     $bad, unless PATH and, with "up", every folder above it keep the
+//     rule: KINDS has a letter for PATH and may have one for each folder
+//     above, f for a regular file and d for a directory; the folders
+//     above those are directories that may be root's and sticky (u)
+//   - keeps KIND PATH UID MODE OWNER: the rule on one path of safe's as
+//     stat showed it (KIND f, d or u; MODE raw, in hex; OWNER a name for
+//     $why)
 //   - entry SUM NAME: sets $d, $e and $sf, the entry's directory, file
-//     and stamp; the directory or the file, if there and breaking the
-//     rule, is removed, and entry fails
+//     and stamp; fails if the file, its directory, the cache or a folder
+//     above (one stat for all) breaks the rule, removing the directory or
+//     the file that does
 //   - held SUM: true when $e holds SUM: as its stamp says (unread), else
 //     read and hashed ($got), then stamped
 //   - settle PART SUM: checks PART against SUM and moves it into place as
@@ -118,7 +121,7 @@ done
 uid=$(id -u)
 sum() { got=$(sha256sum <"$1" 2>/dev/null) || got=; got=${got%% *}; }
 safe() {
-	_k=$1 _p=$2 _up=${3:-}
+	_k=$1 _p=$2 _up=${3:-} bad=
 	set -- "$_p"
 	while [ -n "$_up" ] && [ "$_p" != / ]; do
 		_p=${_p%/*}
@@ -126,11 +129,15 @@ safe() {
 		set -- "$@" "$_p"
 	done
 	_st=$(stat -c '%u %f %U' -- "$@" 2>/dev/null) || { why="cannot look at $1 or a folder above it"; return 1; }
-	_leaf=1
 	while read -r _u _m _n; do
-		keeps "$_k" "$1" "$_u" "$_m" "$_n" "$_leaf" || return 1
+		_c=u
+		case $_k in ?*)
+			_c=${_k%"${_k#?}"}
+			_k=${_k#?}
+			;;
+		esac
+		keeps "$_c" "$1" "$_u" "$_m" "$_n" || { bad=$1; return 1; }
 		shift
-		_leaf=
 	done <<EOF
 $_st
 EOF
@@ -140,13 +147,13 @@ keeps() {
 	_t=$((_m & 61440))
 	if [ $_t = 40960 ]; then
 		why="$2 is a symbolic link"
-	elif [ -n "$6" ] && [ $1 = f ] && [ $_t != 32768 ]; then
+	elif [ $1 = f ] && [ $_t != 32768 ]; then
 		why="$2 is not a regular file"
-	elif { [ -z "$6" ] || [ $1 = d ]; } && [ $_t != 16384 ]; then
+	elif [ $1 != f ] && [ $_t != 16384 ]; then
 		why="$2 is not a directory"
 	elif [ "$3" != "$uid" ] && [ "$3" != 0 ]; then
 		why="$2 belongs to $5 (uid $3), not to you (uid $uid) or root"
-	elif [ $((_m & 18)) != 0 ] && ! { [ -z "$6" ] && [ "$3" = 0 ] && [ $((_m & 512)) != 0 ]; }; then
+	elif [ $((_m & 18)) != 0 ] && ! { [ $1 = u ] && [ "$3" = 0 ] && [ $((_m & 512)) != 0 ]; }; then
 		why=$(printf '%s is writable by others (mode %04o)' "$2" $((_m & 4095)))
 	else
 		return 0
@@ -155,12 +162,16 @@ keeps() {
 }
 ` + stampFuncs + `entry() {
 	d=$cache/$1 e=$cache/$1/$2 sf=$cache/$1/.$2.stamp
-	if { [ -e "$d" ] || [ -L "$d" ]; } && ! safe d "$d"; then
-		rm -rf -- "$d"
+	if [ -e "$e" ] || [ -L "$e" ]; then
+		safe fdd "$e" up && return 0
+		case $bad in
+		"$e") rm -rf -- "$e" "$sf" ;;
+		"$d") rm -rf -- "$d" ;;
+		esac
 		return 1
 	fi
-	if { [ -e "$e" ] || [ -L "$e" ]; } && ! safe f "$e"; then
-		rm -rf -- "$e" "$sf"
+	if { [ -e "$d" ] || [ -L "$d" ]; } && ! safe d "$d"; then
+		rm -rf -- "$d"
 		return 1
 	fi
 }

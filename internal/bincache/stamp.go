@@ -64,7 +64,7 @@ fresh() {
 	shaped "$st" || { st=; return 1; }
 	shaped "$_s" || return 1
 	set -- $_s
-	keeps f "$sf" "$6" "$7" "uid $6" 1 && [ "$3" = $((${#st} + 4)) ] && IFS= read -r _l <"$sf" && [ "$_l" = "v1 $st" ]
+	keeps f "$sf" "$6" "$7" "uid $6" && [ "$3" = $((${#st} + 4)) ] && IFS= read -r _l <"$sf" && [ "$_l" = "v1 $st" ]
 }
 stamp() {
 	[ -n "$1" ] || return 0
