@@ -80,8 +80,10 @@
 // same with fstat of the program it opened.
 //
 // Why that is enough: no one but the user and root can write in the
-// entry's folder, nor in any folder above it, so no one else can write,
-// replace or rename the copy, nor write its stamp. And any change to the
+// entry's folder or the cache folder, nor rename one of the folders above
+// (a sticky folder of root's lets others add to it, not move what is
+// ours), so no one else can write, replace or rename the copy, nor write
+// its stamp. And any change to the
 // copy shows in what the stamp records: a write changes its mtime and
 // ctime; a chmod, a chown, a link, a touch (even one that puts the mtime
 // back) change its ctime, which no call can set; a file put in its place
