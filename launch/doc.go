@@ -29,7 +29,7 @@
 //     cached copies, and only them: a cache another user could write to,
 //     a copy that fails its sum, a check or a transfer that fails, fail
 //     the launch, and the agent runs the program only if it has the sum
-//     sent (AgentArgs.ProgramSum), from the descriptor it hashed.
+//     sent (AgentArgs.ProgramSum), from the descriptor it checked.
 //
 // A scheduler with a queue of batch jobs of its own (queue) takes a
 // detached job (--detach) into it; the job store asks it what became of

@@ -45,8 +45,9 @@ import (
 // sent again, once; failing again, the job fails, naming the host and the
 // binary. So does a check, a copy or a transfer that fails: nothing runs
 // from a path unchecked. The agent gets the program's sum
-// (jobenv.AgentArgs.ProgramSum), hashes the cached copy once more as it
-// opens it, and runs every proc from that descriptor.
+// (jobenv.AgentArgs.ProgramSum), checks the cached copy once more as it
+// opens it (hashes it, or finds it as its stamp says: bincache), and runs
+// every proc from that descriptor.
 
 // shipTimeout bounds one transfer (an ssh session or an sbcast);
 // shipCheckTimeout one check of the hosts (an ssh session or srun step

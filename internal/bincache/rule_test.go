@@ -262,6 +262,8 @@ func TestCacheRule(t *testing.T) {
 	copied(t, tr.theirs(e))
 	os.Chown(filepath.Dir(e), tr.c.Other.UID, tr.c.Other.GID)
 	copied(t, tr.theirs(filepath.Dir(e)))
+	syscall.Chmod(filepath.Dir(e), 0o1777) // root's and sticky: others could add to it
+	copied(t, filepath.Dir(e)+" is writable by others (mode 1777)")
 	os.Remove(e)
 	os.Symlink(prog.Path, e)
 	copied(t, e+" is a symbolic link")

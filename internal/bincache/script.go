@@ -81,29 +81,47 @@ const (
 // defines:
 //   - say WORD INDEX REST...: one answer line
 //   - sum FILE: sets $got to FILE's sha256 ("" when it cannot be read)
-//   - safe KIND PATH [up]: fails, saying why in $why, unless PATH is a
-//     regular file (KIND f) or a directory (d) that keeps the rule, and
-//     with "up" every folder above it too
-//   - entry SUM NAME: sets $d and $e, the entry's directory and file;
-//     either, if there and breaking the rule, is removed, and entry fails
-//   - settle PART SUM ENTRY: checks PART against SUM and moves it into
-//     place as ENTRY, or removes it; sets $res to ok when ENTRY then holds
-//     SUM (whoever put it there: hosts may share a cache), else to bad
-//     (PART was not SUM: $pg is its sum, $n its size) or fail ($err)
+//   - safe KINDS PATH [up]: fails, saying why in $why and which path in
+//     $bad, unless PATH and, with "up", every folder above it keep the
+//     rule: KINDS has a letter for PATH and may have one for each folder
+//     above, f for a regular file and d for a directory; the folders
+//     above those are directories that may be root's and sticky (u)
+//   - keeps KIND PATH UID MODE OWNER: the rule on one path of safe's as
+//     stat showed it (KIND f, d or u; MODE raw, in hex; OWNER a name for
+//     $why)
+//   - entry SUM NAME: sets $d, $e and $sf, the entry's directory, file
+//     and stamp; fails if the file, its directory, the cache or a folder
+//     above (one stat for all) breaks the rule, removing the directory or
+//     the file that does
+//   - held SUM: true when $e holds SUM: as its stamp says (unread), else
+//     read and hashed ($got), then stamped
+//   - settle PART SUM: checks PART against SUM and moves it into place as
+//     $e, stamped, or removes it; sets $res to ok when $e then holds SUM
+//     (whoever put it there: hosts may share a cache), else to bad (PART
+//     was not SUM: $pg is its sum, $n its size) or fail ($err)
 //
 // safe reads every path it checks with one stat: the owner's uid, the
-// raw mode (type and permissions, hex) and the owner's name.
+// raw mode (type and permissions, hex) and the owner's name. The stamps
+// are stampFuncs'.
 const prelude = `set -u
 umask 077
 host=${SLURMD_NODENAME:-$(hostname)}
-say() { _w=$1 _i=$2; shift 2; printf '%s %s %s %s %s\n' ` + Prefix + ` "$host" "$_w" "$_i" "$(printf '%s' "$*" | tr '\n' ' ')"; }
+nl='
+'
+say() {
+	_w=$1 _i=$2
+	shift 2
+	_r=$*
+	while case $_r in *"$nl"*) ;; *) false ;; esac; do _r=${_r%%"$nl"*}" "${_r#*"$nl"}; done
+	printf '%s %s %s %s %s\n' ` + Prefix + ` "$host" "$_w" "$_i" "$_r"
+}
 for _t in sha256sum stat readlink id; do
 	command -v $_t >/dev/null 2>&1 || { say notool - "no $_t in PATH ($PATH)"; exit 0; }
 done
 uid=$(id -u)
 sum() { got=$(sha256sum <"$1" 2>/dev/null) || got=; got=${got%% *}; }
 safe() {
-	_k=$1 _p=$2 _up=${3:-}
+	_k=$1 _p=$2 _up=${3:-} bad=
 	set -- "$_p"
 	while [ -n "$_up" ] && [ "$_p" != / ]; do
 		_p=${_p%/*}
@@ -111,55 +129,78 @@ safe() {
 		set -- "$@" "$_p"
 	done
 	_st=$(stat -c '%u %f %U' -- "$@" 2>/dev/null) || { why="cannot look at $1 or a folder above it"; return 1; }
-	_leaf=1
 	while read -r _u _m _n; do
-		_q=$1
+		_c=u
+		case $_k in ?*)
+			_c=${_k%"${_k#?}"}
+			_k=${_k#?}
+			;;
+		esac
+		keeps "$_c" "$1" "$_u" "$_m" "$_n" || { bad=$1; return 1; }
 		shift
-		_m=$((0x$_m))
-		_t=$((_m & 61440))
-		if [ $_t = 40960 ]; then
-			why="$_q is a symbolic link"
-		elif [ -n "$_leaf" ] && [ $_k = f ] && [ $_t != 32768 ]; then
-			why="$_q is not a regular file"
-		elif { [ -z "$_leaf" ] || [ $_k = d ]; } && [ $_t != 16384 ]; then
-			why="$_q is not a directory"
-		elif [ "$_u" != "$uid" ] && [ "$_u" != 0 ]; then
-			why="$_q belongs to $_n (uid $_u), not to you (uid $uid) or root"
-		elif [ $((_m & 18)) != 0 ] && ! { [ -z "$_leaf" ] && [ "$_u" = 0 ] && [ $((_m & 512)) != 0 ]; }; then
-			why=$(printf '%s is writable by others (mode %04o)' "$_q" $((_m & 4095)))
-		else
-			_leaf=
-			continue
-		fi
-		return 1
 	done <<EOF
 $_st
 EOF
 }
-entry() {
-	d=$cache/$1 e=$cache/$1/$2
+keeps() {
+	_m=$((0x$4))
+	_t=$((_m & 61440))
+	if [ $_t = 40960 ]; then
+		why="$2 is a symbolic link"
+	elif [ $1 = f ] && [ $_t != 32768 ]; then
+		why="$2 is not a regular file"
+	elif [ $1 != f ] && [ $_t != 16384 ]; then
+		why="$2 is not a directory"
+	elif [ "$3" != "$uid" ] && [ "$3" != 0 ]; then
+		why="$2 belongs to $5 (uid $3), not to you (uid $uid) or root"
+	elif [ $((_m & 18)) != 0 ] && ! { [ $1 = u ] && [ "$3" = 0 ] && [ $((_m & 512)) != 0 ]; }; then
+		why=$(printf '%s is writable by others (mode %04o)' "$2" $((_m & 4095)))
+	else
+		return 0
+	fi
+	return 1
+}
+` + stampFuncs + `entry() {
+	d=$cache/$1 e=$cache/$1/$2 sf=$cache/$1/.$2.stamp
+	if [ -e "$e" ] || [ -L "$e" ]; then
+		safe fdd "$e" up && return 0
+		case $bad in
+		"$e") rm -rf -- "$e" "$sf" ;;
+		"$d") rm -rf -- "$d" ;;
+		esac
+		return 1
+	fi
 	if { [ -e "$d" ] || [ -L "$d" ]; } && ! safe d "$d"; then
 		rm -rf -- "$d"
 		return 1
 	fi
-	if { [ -e "$e" ] || [ -L "$e" ]; } && ! safe f "$e"; then
-		rm -rf -- "$e"
-		return 1
-	fi
+}
+held() {
+	fresh && return 0
+	_was=$st
+	sum "$e"
+	[ "$got" = "$1" ] || return 1
+	stamp "$_was"
+	return 0
 }
 settle() {
+	look "$1"
+	_was=$st
 	sum "$1"
 	pg=$got err= n= res=fail
 	if [ "$pg" != "$2" ]; then
 		n=$(wc -c <"$1" 2>/dev/null) || n=0
 		rm -f "$1"
 		res=bad
-	elif err=$(chmod 500 "$1" 2>&1 && mv -f "$1" "$3" 2>&1); then
+	elif err=$(chmod 500 "$1" 2>&1 && mv -f "$1" "$e" 2>&1); then
 		res=ok
+		# The file hashed, unwritten since (chmod and mv change only its
+		# ctime and mode): stamped as it is now.
+		look "$e"
+		[ -z "$_was" ] || [ "${_was% * * *}" != "${st% * * *}" ] || stamp "$st"
 	else
 		rm -f "$1"
-		sum "$3"
-		[ "$got" != "$2" ] || res=ok
+		! held "$2" || res=ok
 	fi
 }
 cache=$1
@@ -167,7 +208,7 @@ case $cache in
 '') cache=${XDG_CACHE_HOME:-$HOME/.cache}/monarch/bin ;;
 '~/'*) cache=$HOME/${cache#'~/'} ;;
 esac
-err=$(mkdir -p -- "$cache" 2>&1) || { say unsafe - "cannot make $cache: $err"; exit 0; }
+[ -d "$cache" ] || err=$(mkdir -p -- "$cache" 2>&1) || { say unsafe - "cannot make $cache: $err"; exit 0; }
 cache=$(readlink -f -- "$cache") || { say unsafe - "cannot resolve $1"; exit 0; }
 safe d "$cache" up || { say unsafe - "$why"; exit 0; }
 `
@@ -175,7 +216,8 @@ safe d "$cache" up || { say unsafe - "$why"; exit 0; }
 // checkScript: $1 cache, $2 mode, then per binary SUM SIZE NAME PATH.
 // First it answers "dir - CACHE", the cache dir resolved; then for each
 // binary (INDEX counts from 0):
-//   - have I ENTRY: cached, checksum good (its directory is touched: a use)
+//   - have I ENTRY: cached, holding its sum: hashed, or as its stamp says
+//     (its directory is touched: a use)
 //   - bad I GOT: cached but failing its checksum: removed
 //   - unsafe I WHY: its entry (directory or file) breaks the rule: removed
 //   - copied I ENTRY: ModeAuto, and PATH keeps the rule and holds the
@@ -198,14 +240,13 @@ while [ $# -ge 4 ]; do
 	if ! entry "$s" "$name"; then
 		say unsafe $i "$why"
 	elif [ -f "$e" ]; then
-		sum "$e"
-		if [ "$got" = "$s" ]; then
+		if held "$s"; then
 			touch "$d"
 			say have $i "$e"
 			i=$((i+1))
 			continue
 		fi
-		rm -f "$e"
+		rm -f -- "$e" "$sf"
 		say bad $i "$got"
 	fi
 	if [ "$mode" = auto ] && p=$(readlink -f -- "$path" 2>/dev/null) && [ -f "$p" ]; then
@@ -220,7 +261,7 @@ while [ $# -ge 4 ]; do
 			i=$((i+1))
 			continue
 		else
-			settle "$t" "$s" "$e"
+			settle "$t" "$s"
 			case $res in
 			ok) say copied $i "$e"; i=$((i+1)); continue ;;
 			bad) say differs $i "sha256 $pg" ;;
@@ -250,7 +291,7 @@ elif ! err=$(cat 2>&1 >"$t"); then
 	rm -f "$t"
 	say fail "$2" "$err"
 else
-	settle "$t" "$3" "$e"
+	settle "$t" "$3"
 	case $res in
 	ok) say ok "$2" "$e" ;;
 	bad) say bad "$2" "$pg" $n ;;
@@ -271,15 +312,14 @@ while [ $# -ge 2 ]; do
 	if ! entry "$1" "$2"; then
 		say unsafe $i "$why"
 	elif [ -f "$t" ]; then
-		settle "$t" "$1" "$e"
+		settle "$t" "$1"
 		case $res in
 		ok) say ok $i "$e" ;;
 		bad) say bad $i "$pg" $n ;;
 		*) say fail $i "$err" ;;
 		esac
 	else
-		sum "$e"
-		if [ "$got" = "$1" ]; then say ok $i "$e"; else say missing $i "$t"; fi
+		if held "$1"; then say ok $i "$e"; else say missing $i "$t"; fi
 	fi
 	shift 2
 	i=$((i+1))

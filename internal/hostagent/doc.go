@@ -52,7 +52,8 @@
 // (a standalone agent whose launcher sent the program: as it starts), and
 // checked (bincache.OpenProgram): it and every folder above it belong to
 // the user or root and no one else may write them, and with
-// Config.ProgramSum its sha256 is the one the launcher sent. A program
+// Config.ProgramSum its sha256 is the one the launcher sent (hashed, or,
+// for a copy in a binary cache, as its stamp vouches). A program
 // that fails is refused, for every proc asked of it, with an error that
 // says which file or folder and why. Every proc, respawns included, runs
 // from that descriptor (its file 3, /proc/self/fd/3, which a wrapper runs
