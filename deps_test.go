@@ -34,6 +34,7 @@ func TestLayering(t *testing.T) {
 		"internal/delivery":  {"bus", "ibverbs", "internal/jobenv", "internal/reliable", "internal/wire"},
 		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child", "internal/procstat", "internal/hostlink", "internal/jobca", "internal/munge", "internal/bincache"},
 		"internal/hostlink":  {},
+		"internal/door":      {},
 		"internal/jobca":     {},
 		"internal/munge":     {},
 		"internal/bincache":  {},
