@@ -15,7 +15,7 @@ func TestLayering(t *testing.T) {
 		"bus":         {"internal/dropnames"},
 		"hostsconfig": {},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
-		"ibverbs":     {"bus", "internal/jobenv"},
+		"ibverbs":     {"bus", "internal/jobenv", "internal/door"},
 		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge"},
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery", "internal/jobctl", "internal/procstat", "internal/dashboard", "internal/metrics"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
