@@ -33,7 +33,7 @@ func TestLayering(t *testing.T) {
 		"internal/reliable":  {},
 		"internal/delivery":  {"bus", "ibverbs", "internal/jobenv", "internal/reliable", "internal/wire"},
 		"internal/hostagent": {"bus", "logagg", "internal/jobenv", "internal/jobstate", "internal/wire", "internal/child", "internal/procstat", "internal/hostlink", "internal/jobca", "internal/munge", "internal/bincache"},
-		"internal/hostlink":  {},
+		"internal/hostlink":  {"internal/door"},
 		"internal/door":      {},
 		"internal/jobca":     {},
 		"internal/munge":     {},

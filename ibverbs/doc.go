@@ -76,8 +76,8 @@
 //     does this server: each owning process makes a self-signed
 //     certificate, and its handles pin its SHA-256 (tls.go). Anyone who
 //     reaches the port can connect, and nothing is spent on a connection
-//     before it proves itself (the server's door, internal/door): its
-//     first request must name a
+//     before it proves itself (the server's door, internal/door, which
+//     the job's link watcher has too): its first request must name a
 //     buffer of the process by its key, whole within 5 seconds of its
 //     first byte (TLS handshake included). Until it sends anything a
 //     connection is held, a socket in an epoll set (no goroutine, no
