@@ -274,6 +274,29 @@ func TestPenalties(t *testing.T) {
 	}
 }
 
+// TestDisplacedPenalized: with penalties, a connection displaced while
+// reading counts as a failure of its source, whose next readable
+// connection then waits; one that waits and hangs up is let go at once.
+func TestDisplacedPenalized(t *testing.T) {
+	var p prover
+	d, addr := testDoor(t, Limits{Prove: time.Minute, Hold: time.Minute, Held: 100, Reading: 8, PerSource: 1,
+		PenaltyFirst: time.Minute, PenaltyMost: time.Minute}, p.serve)
+	first := dialFrom(t, 1, addr, "s")
+	waitFor(t, "reading", func() bool { return d.Counts().Reading == 1 })
+	dialFrom(t, 1, addr, "s")
+	waitFor(t, "the first displaced", func() bool { return !openAtServer(first) })
+	if !d.Penalized(src(1)) {
+		t.Fatal("a displacement did not penalize its source")
+	}
+	waiter := dialFrom(t, 1, addr, "p1")
+	waitFor(t, "waiting", func() bool { return d.Counts().Waiting == 1 })
+	waiter.Close()
+	waitFor(t, "a waiting peer that hung up let go", func() bool { n := d.Counts(); return n.Waiting == 0 && n.Held == 0 })
+	if n := d.Counts(); n.Reading != 1 || n.Displaced != 1 {
+		t.Fatalf("counts %+v", n)
+	}
+}
+
 // TestPenaltyTimes: a failure penalizes its source for the first
 // penalty, doubling with each failure that follows within the most of
 // the last penalty's end, up to the most; a proof forgives it; a failure
