@@ -76,21 +76,26 @@
 //     does this server: each owning process makes a self-signed
 //     certificate, and its handles pin its SHA-256 (tls.go). Anyone who
 //     reaches the port can connect, and nothing is spent on a connection
-//     before it proves itself (door.go): its first request must name a
+//     before it proves itself (the server's door, internal/door, which
+//     the job's link watcher has too): its first request must name a
 //     buffer of the process by its key, whole within 5 seconds of its
 //     first byte (TLS handshake included). Until it sends anything a
 //     connection is held, a socket in an epoll set (no goroutine, no
 //     buffer), for 30 to 60 seconds; then it reads only its request's
-//     header, one of at most 1024 reading, 128 per source address. The
-//     held are bounded by the process's descriptors (up to 65,536), the
-//     busiest source's oldest giving way past the bound, and so are the
-//     reading, the oldest of the source giving way: a flood of
-//     connections that never prove themselves is held, not cut (which
-//     would only make it open more, at the processors' cost), and a
-//     client's connection, readable at once, goes past it (a 4 MiB read
-//     on a new connection under a flood of 10,000 from another process
-//     takes about as long as without, BenchmarkTCPUnderFlood). A request
-//     naming no buffer is answered so and its connection closed. A peer that
+//     header, one of at most 1024 reading, 128 per source (an IPv4
+//     address, an IPv6 /64, all of loopback). The held are bounded per
+//     server (65,536) and with the process's other doors by two thirds
+//     of its descriptors, the busiest source's oldest giving way past
+//     the bound, and so are the reading, the oldest of the source giving
+//     way: a flood of connections that never prove themselves is held,
+//     not cut (which would only make it open more, at the processors'
+//     cost), and a client's connection, readable at once, goes past it
+//     (a 4 MiB read on a new connection under a flood of 10,000 from
+//     another process takes about as long as without,
+//     BenchmarkTCPUnderFlood). A request naming no buffer is answered so
+//     and its connection closed (without the penalty the link watcher
+//     gives a failing source: a peer of a buffer closed a moment ago is
+//     one of the job's). A peer that
 //     proved itself cannot make the owner hold connections without end
 //     either: the server closes a connection on which no request starts
 //     within 2 minutes, and one whose request stops moving (a MiB of

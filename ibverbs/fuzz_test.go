@@ -4,20 +4,12 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
-)
 
-// serveNow serves c as the door serves a connection that turned
-// readable.
-func (s *tcpServer) serveNow(c net.Conn) {
-	w := &waiting{Conn: c, fd: -1, source: "fuzz", since: time.Now()}
-	s.door.mu.Lock()
-	gone := s.door.startReading(w)
-	s.door.mu.Unlock()
-	s.door.closeAll(gone)
-	s.serveConn(w)
-}
+	"github.com/monarch-go/monarch/internal/door"
+)
 
 // FuzzServeConn: whatever bytes a peer sends the buffer server, it
 // answers or hangs up, never panics, and ends when the peer does; the
@@ -67,7 +59,30 @@ func FuzzServeConn(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { b.Close() })
-	srv := thisProcess().newServer("fuzz", "", defaultServerLimits)
+	srv, err := thisProcess().newServer("fuzz", "", defaultServerLimits)
+	if err != nil {
+		f.Fatal(err)
+	}
+	// The server's door reads a pipe (no socket to hold) at once; done
+	// says when the server is done with each.
+	var done sync.Map // the pipe's server end -> chan struct{}
+	d, err := door.New(door.Config{Name: "fuzz", Limits: door.Limits{Prove: authBound, Hold: holdBound, Held: 1, Reading: 64, PerSource: 64},
+		Serve: func(c *door.Conn) {
+			srv.serveConn(c)
+			if ch, ok := done.LoadAndDelete(c.Conn); ok {
+				close(ch.(chan struct{}))
+			}
+		}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(d.Close)
+	serveNow := func(c net.Conn) {
+		ch := make(chan struct{})
+		done.Store(c, ch)
+		d.Enter(c)
+		<-ch
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Requests name the buffer by key: make key 1 this buffer's.
 		if len(data) >= 9 && binary.LittleEndian.Uint64(data[1:9]) == 1 {
@@ -75,7 +90,7 @@ func FuzzServeConn(f *testing.F) {
 		}
 		server, client := net.Pipe()
 		done := make(chan struct{})
-		go func() { srv.serveNow(server); close(done) }()
+		go func() { serveNow(server); close(done) }()
 		go io.Copy(io.Discard, client) // its answers
 		client.SetWriteDeadline(time.Now().Add(time.Second))
 		client.Write(data)

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/door"
 	"github.com/monarch-go/monarch/internal/jobenv"
 )
 
@@ -39,11 +40,15 @@ import (
 // connection's window.
 //
 // Anyone who can reach the port can connect, and nothing is spent on a
-// connection before it proves itself (door.go): its first request must
-// name a buffer of this process by its key within authBound of its first
-// byte, and until it does it is held, a socket and no goroutine, until
-// it has something to read, then reads only its header; both are
-// bounded, the reading per source address too. A peer that proved itself is another
+// connection before it proves itself (the server's door, internal/door):
+// its first request must name a buffer of this process by its key within
+// authBound of its first byte, and until it does it is held, a socket and
+// no goroutine, until it has something to read, then reads only its
+// header; both are bounded, the reading per source too. What a door's
+// source is, and what gives way past its bounds, is the door's (see
+// internal/door); the bounds are the buffer server's, below, and a
+// wrong key costs its source no penalty: the peer of a buffer closed a
+// moment ago is one of the job's. A peer that proved itself is another
 // process of the job, but a buggy or stalled one must not make the owner
 // hold goroutines, sockets and memory without end either: the server
 // closes a connection on which no request starts within serverIdleBound,
@@ -56,6 +61,27 @@ import (
 
 // The bounds of the buffer server and of its clients.
 const (
+	// authBound (5 s) is how long a new connection has to prove itself,
+	// from its first byte: a TLS handshake and a request's header, which
+	// a client sends at once, take milliseconds; a connection that sends
+	// half is closed at the bound.
+	authBound = 5 * time.Second
+	// holdBound (30 s) is the least time a connection that sends nothing
+	// is held; each is let go at a random time between it and twice it.
+	// It costs a socket, and letting it go sooner would only make a flood
+	// open another sooner.
+	holdBound = 30 * time.Second
+	// maxPending (1024) bounds the connections reading their first
+	// request, all sources together: at most a few MiB of goroutines and
+	// TLS state.
+	maxPending = 1024
+	// maxPendingPerSource (128) bounds them per source: more than a host's
+	// procs dial at once (a batch of 16 transfers on 4 streams each, from
+	// a few procs of the host).
+	maxPendingPerSource = 128
+	// maxHeld (65536) bounds the connections held, silent; all the doors
+	// of a process together hold at most two thirds of its descriptors.
+	maxHeld = 1 << 16
 	// serverIdleBound (2 minutes) is how long the server waits for a
 	// request to start on a connection that proved itself (its first
 	// byte) before it closes the connection: a peer that keeps a
@@ -118,14 +144,14 @@ type serverLimits struct {
 	idle      time.Duration // serverIdleBound
 	progress  time.Duration // requestProgressBound
 	conns     int           // maxServedConns
-	held      int           // heldBound()
+	held      int           // maxHeld
 	pending   int           // maxPending
 	perSource int           // maxPendingPerSource
 }
 
 // defaultServerLimits are the bounds of a process's buffer server.
 var defaultServerLimits = serverLimits{auth: authBound, hold: holdBound, idle: serverIdleBound, progress: requestProgressBound,
-	conns: maxServedConns, held: heldBound(), pending: maxPending, perSource: maxPendingPerSource}
+	conns: maxServedConns, held: maxHeld, pending: maxPending, perSource: maxPendingPerSource}
 
 // tcpServer is the owner side: one listener per process, started with
 // the process's first buffer. The process holds it under its mu.
@@ -135,7 +161,7 @@ type tcpServer struct {
 	addr   string
 	pin    string // its certificate's SHA-256 when it serves TLS
 	limits serverLimits
-	door   *door // the connections that have not proved themselves yet
+	door   *door.Door // the connections that have not proved themselves yet
 	// served holds a token for each connection being served, up to
 	// limits.conns.
 	served chan struct{}
@@ -162,25 +188,39 @@ func (p *process) serveTCP() (addr, pin string, err error) {
 			}
 			ln, pin = tls.NewListener(ln, serverTLS(cert)), sum
 		}
-		p.tcp = p.startServer(ln, pin, defaultServerLimits)
+		s, err := p.startServer(ln, pin, defaultServerLimits)
+		if err != nil {
+			ln.Close()
+			return "", "", err
+		}
+		p.tcp = s
 	}
 	return p.tcp.addr, p.tcp.pin, nil
 }
 
-// startServer serves this process's buffers on ln until ln is closed.
-func (p *process) startServer(ln net.Listener, pin string, limits serverLimits) *tcpServer {
-	s := p.newServer(ln.Addr().String(), pin, limits)
+// startServer serves this process's buffers on ln, through its door,
+// until ln is closed.
+func (p *process) startServer(ln net.Listener, pin string, limits serverLimits) (*tcpServer, error) {
+	s, err := p.newServer(ln.Addr().String(), pin, limits)
+	if err != nil {
+		return nil, err
+	}
 	s.ln = ln
-	go s.acceptLoop()
-	return s
+	go s.door.Serve(ln)
+	return s, nil
 }
 
 // newServer is a server of this process's buffers at addr, not yet
-// serving.
-func (p *process) newServer(addr, pin string, limits serverLimits) *tcpServer {
+// serving: its door is open, its listener for the caller to give it.
+func (p *process) newServer(addr, pin string, limits serverLimits) (*tcpServer, error) {
 	s := &tcpServer{p: p, addr: addr, pin: pin, limits: limits, served: make(chan struct{}, limits.conns)}
-	s.door = newDoor(addr, limits, s.serveConn)
-	return s
+	var err error
+	s.door, err = door.New(door.Config{Name: "ibverbs: the buffer server at " + addr, Serve: s.serveConn,
+		Limits: door.Limits{Prove: limits.auth, Hold: limits.hold, Held: limits.held, Reading: limits.pending, PerSource: limits.perSource}})
+	if err != nil {
+		return nil, fmt.Errorf("ibverbs: serve buffers: %w", err)
+	}
+	return s, nil
 }
 
 // listenHost is this host's address on the route to the job's hub (as
@@ -200,28 +240,6 @@ func listenHost() string {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).IP.String()
-}
-
-// acceptLoop takes each connection ln accepts to the door until ln is
-// closed, and then closes the door.
-func (s *tcpServer) acceptLoop() {
-	defer s.door.close()
-	var pause time.Duration
-	for {
-		c, err := s.ln.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		if err != nil {
-			// Out of descriptors or the like: wait for connections to end
-			// rather than stop serving for good.
-			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
-			time.Sleep(pause)
-			continue
-		}
-		pause = 0
-		s.door.enter(c)
-	}
 }
 
 const (
@@ -253,37 +271,34 @@ func tcpStreams() int {
 	return n
 }
 
-// serveConn serves w, a connection the door found readable: first its
+// serveConn serves dc, a connection the door found readable: first its
 // first request, which must name a buffer here within limits.auth of its
-// first byte; then, once through (and within the served bound), its
-// requests one after another, until the peer hangs up, breaks the
-// protocol or the server's limits.
-func (s *tcpServer) serveConn(w *waiting) {
-	c := w.Conn
+// first byte (the door's deadline); then, once through (and within the
+// served bound), its requests one after another, until the peer hangs
+// up, breaks the protocol or the server's limits.
+func (s *tcpServer) serveConn(dc *door.Conn) {
+	var hdr [headerLen]byte
+	if _, err := io.ReadFull(dc, hdr[:]); err != nil {
+		return
+	}
+	if s.p.lookup(binary.LittleEndian.Uint64(hdr[1:9])) == nil {
+		// No buffer of this process has that key (a closed one's peer,
+		// or a stranger): its one request is answered, under the door's
+		// deadline and with a reader of a few bytes, and the door closes
+		// the connection.
+		s.serveRequest(dc, dc, bufio.NewReaderSize(dc, 16), hdr)
+		return
+	}
+	if !dc.Through() {
+		return // displaced meanwhile: closed
+	}
+	c := dc.Conn
 	handed := false
 	defer func() {
 		if !handed {
 			c.Close()
 		}
 	}()
-	c.SetDeadline(w.since.Add(s.limits.auth))
-	var hdr [headerLen]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		s.door.leave(w)
-		return
-	}
-	if s.p.lookup(binary.LittleEndian.Uint64(hdr[1:9])) == nil {
-		// No buffer of this process has that key (a closed one's peer,
-		// or a stranger): its one request is answered, under the door's
-		// deadline and with a reader of a few bytes, and the connection
-		// closed.
-		defer s.door.leave(w)
-		s.serveRequest(c, c, bufio.NewReaderSize(c, 16), hdr)
-		return
-	}
-	if !s.door.through(w) {
-		return // displaced meanwhile: closed
-	}
 	s.admitted.Add(1)
 	select {
 	case s.served <- struct{}{}:
@@ -683,7 +698,7 @@ func (t *tcpBackend) atomic(ctx context.Context, h Handle, off int, op atomicOp,
 // goes again on a new connection: at once after an idle one (whose
 // elders, kept with it, are closed too), and after a pause, growing, for
 // limits.redial at most, after a new one, which the owner's door let go
-// for newer ones (door.go). That is safe because the owner acts on a
+// for newer ones (internal/door). That is safe because the owner acts on a
 // request only once it read it whole, closes a connection that proved
 // itself only between requests (for idleness, serverIdleBound) or when a
 // request on it stops moving, and answers a request it acted on before it

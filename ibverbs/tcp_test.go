@@ -46,7 +46,11 @@ func startTestServerOn(t *testing.T, limits serverLimits, withTLS bool) (*tcpSer
 		ln, pin = tls.NewListener(ln, serverTLS(cert)), sum
 	}
 	t.Cleanup(func() { ln.Close() })
-	return thisProcess().startServer(ln, pin, limits.orDefaults()), rec
+	srv, err := thisProcess().startServer(ln, pin, limits.orDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, rec
 }
 
 // orDefaults is l with the bounds it leaves zero at their defaults.

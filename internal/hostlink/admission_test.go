@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,9 +174,8 @@ func TestMungeRefusedOverTCP(t *testing.T) {
 	none(t, events, 200*time.Millisecond)
 }
 
-// rawDial opens a plain TCP conn to w and reads its challenge, trying
-// again while w refuses it (a source penalized for a failure of a moment
-// ago, see gate).
+// rawDial opens a plain TCP conn to w, greets it and reads its
+// challenge, trying again while w drops it.
 func rawDial(t *testing.T, w *Watcher) (net.Conn, *bufio.Reader, []byte) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -184,7 +184,10 @@ func rawDial(t *testing.T, w *Watcher) (net.Conn, *bufio.Reader, []byte) {
 		if err == nil {
 			c.SetDeadline(time.Now().Add(10 * time.Second))
 			challenge := make([]byte, challengeLen)
-			if _, err = io.ReadFull(c, challenge); err == nil {
+			if _, err = io.WriteString(c, greeting); err == nil {
+				_, err = io.ReadFull(c, challenge)
+			}
+			if err == nil {
 				t.Cleanup(func() { c.Close() })
 				return c, bufio.NewReader(c), challenge
 			}
@@ -423,15 +426,17 @@ func FuzzParseAnswer(f *testing.F) {
 }
 
 // FuzzAdmit: whatever a peer sends, the watcher admits no one without
-// the token, never a panic.
+// the token, never a panic; over plain TCP, nothing before its greeting.
 func FuzzAdmit(f *testing.F) {
-	f.Add([]byte("h1 " + strings.Repeat("ab", 32) + "\nnone\n"))
-	f.Add([]byte("h1 munge MUNGE:0:eA==\ncert AAAA\n"))
-	f.Add([]byte("\n\n\n"))
+	f.Add([]byte(greeting + "h1 " + strings.Repeat("ab", 32) + "\nnone\n"))
+	f.Add([]byte(greeting + "h1 munge MUNGE:0:eA==\ncert AAAA\n"))
+	f.Add([]byte(greeting + "\n\n\n"))
+	f.Add([]byte("h1 " + strings.Repeat("ab", 32) + "\nnone\n")) // no greeting
+	f.Add([]byte("monarch-lin"))                                 // half of it
+	f.Add([]byte("MONARCH-LINK\nh1 x\n"))                        // another
 	f.Fuzz(func(t *testing.T, in []byte) {
-		w := &Watcher{token: "secret", validID: validID, job: "j1", unmunge: fakeUnmunge, gate: newGate(), ctx: context.Background()}
-		src := &source{decode: make(chan struct{}, 1)}
-		if agent, err := w.admit(context.Background(), &peer{in: bytes.NewReader(in)}, src); err == nil {
+		w := &Watcher{token: "secret", validID: validID, job: "j1", unmunge: fakeUnmunge, decodes: newDecodes(), ctx: context.Background()}
+		if agent, err := w.admit(context.Background(), &peer{in: bytes.NewReader(in)}, netip.Prefix{}); err == nil {
 			t.Fatalf("admitted %q on %q", agent, in)
 		}
 	})

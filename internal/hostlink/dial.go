@@ -191,7 +191,11 @@ func dialOnce(ctx context.Context, o DialOptions) (net.Conn, Admission, error) {
 	defer stop()
 	c := raw
 	var binding []byte
-	if o.TLS != nil {
+	if o.TLS == nil {
+		if _, err := io.WriteString(raw, greeting); err != nil {
+			return fail(err)
+		}
+	} else {
 		tc := tls.Client(raw, o.TLS)
 		if err := tc.HandshakeContext(dctx); err != nil {
 			return fail(fmt.Errorf("TLS: %w", err))

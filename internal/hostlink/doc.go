@@ -27,10 +27,13 @@
 // job's CA only, so it talks to its own launcher or to no one); without,
 // plain TCP. Either way the keepalive and the user timeout are set on the
 // TCP connection beneath, and neither side reads or writes TLS records
-// after the handshake. The lines, each bounded in length, the TLS
-// handshake and the hello within 5 s of the connection, the whole
-// handshake (MUNGE included) within 10 s:
+// after the handshake. The agent speaks first: its TLS hello, or over
+// plain TCP the greeting line "monarch-link". Then the lines, each
+// bounded in length; the TLS handshake (or the greeting) and the hello
+// within 5 s of the agent's first byte, the whole handshake (MUNGE
+// included) within 10 s of it:
 //
+//	agent:   monarch-link            (plain TCP only)
 //	watcher: 16 random bytes, the challenge
 //	agent:   <id> <hex HMAC-SHA256 of challenge and id under the token>
 //	    or:  <id> munge <MUNGE credential>
@@ -77,24 +80,35 @@
 // # Bounds
 //
 // Anyone on the network may dial the watcher, so nothing is spent on a
-// peer before it proves itself beyond a small bound, and a flood from
-// some hosts leaves room for the agents of the others. A source is a
-// peer's IPv4 address, its IPv6 /64, or the whole loopback (any user of a
-// host may dial from any 127.x address). At most 512 handshakes are under
-// way at once, 32 of one source; a peer over its source's bound is reset
-// at once (no TLS, no goroutine); when all 512 are taken, a newcomer takes
-// the place of the oldest peer of the source that holds the most, if
-// that source holds more than the newcomer's would. A peer holds its
-// place 5 s at most before its proof. A MUNGE credential is checked for
-// munge's shape and a length that fits its payload before it is decoded;
-// at most 4 are decoded at once (a process each), one per source, each
-// waiting at most 3 s for its turn (else "busy"). A source whose peer
-// failed to prove itself (a wrong or late proof, a malformed line) is
-// refused for 10 ms, doubled for each failure that follows, up to 1 s,
-// and forgiven by a proof: a flood costs the watcher an accept and a
-// reset a connection, not a TLS handshake or an unmunge. Dial tries a
-// first admission again, after pauses from 50 ms doubling to 2 s, for 30
-// s, while the watcher resets it or answers busy. An agent on a host
-// from which another user floods the watcher shares that host's bounds
-// with the flood: it is admitted when its tries find room.
+// peer before it proves itself but a socket, and a flood from some hosts
+// leaves room for the agents of the others. The watcher's door
+// (internal/door, shared with the buffer server) holds a peer that sends
+// nothing, a socket in an epoll set (no goroutine, no TLS), and lets it
+// go between 30 and 60 s later; only a peer that speaks is read. At most
+// 512 handshakes are under way at once, 32 of one source (an IPv4
+// address, an IPv6 /64, or the whole loopback, from any 127.x address of
+// which any user of a host may dial); a readable peer past its source's
+// bound takes the place of its source's oldest in handshake, past the
+// overall bound that of the busiest source's oldest. A peer has 5 s from
+// its first byte to its proof. A MUNGE credential is checked for munge's
+// shape and a length that fits its payload before it is decoded; at most
+// 4 are decoded at once (a process each), one per source, each waiting
+// at most 3 s for its turn (else "busy"). A source whose peer failed to
+// prove itself (a wrong or late proof, a malformed line, displaced) is
+// not read for 10 ms, doubled for each failure that follows, up to 1 s,
+// and forgiven by a proof: its peers wait, held, and when the penalty
+// ends the newest are read first. Nothing of a flood is cut that it
+// would only open again: a flood of silent connections costs the watcher
+// their sockets, and one that sends wrong proofs as fast as it is
+// answered a few handshakes a second, not one a connection. Under a
+// flood of 10,000 connections of another user, silent or active, an
+// agent's admission takes 1.3 to 1.6 times as long as without
+// (BenchmarkAdmissionUnderFlood): what remains is unmunge's fork and
+// exec, which cost a few ms more in a process that holds 10,000 more
+// descriptors (the kernel copies and closes them). Dial
+// tries a first admission again, after pauses from 50 ms doubling to 2
+// s, for 30 s, while the watcher drops it or answers busy. An agent on a
+// host from which another user floods the watcher shares that host's
+// bounds (and penalties) with the flood: it is admitted when its tries
+// find room.
 package hostlink

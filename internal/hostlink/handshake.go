@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -30,6 +31,24 @@ const (
 )
 
 var errLong = errors.New("line too long")
+
+// greeting is what an agent sends first over plain TCP, before the
+// watcher's challenge: a peer speaks first, as its TLS hello does under
+// TLS, so that the watcher's door holds one that sends nothing without
+// reading it (or answering it).
+const greeting = "monarch-link\n"
+
+// readGreeting reads a plain TCP peer's greeting.
+func readGreeting(c io.Reader) error {
+	var b [len(greeting)]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return err
+	}
+	if string(b[:]) != greeting {
+		return errors.New("no greeting: not a link")
+	}
+	return nil
+}
 
 // readLine reads one line of at most most bytes, its "\n" included.
 func readLine(r *bufio.Reader, most int) (string, error) {

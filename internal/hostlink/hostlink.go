@@ -12,11 +12,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/door"
 )
 
 // DefaultTimeout is how long a link may go unanswered by the agent's
@@ -49,8 +52,9 @@ type Watcher struct {
 	job     string
 	unmunge func(ctx context.Context, cred []byte) (uint32, []byte, error)
 	certify func(agent string, pub crypto.PublicKey, names []string) ([]byte, error)
-	uid     uint32 // the uid a MUNGE proof must be of: ours
-	gate    *gate  // the peers not yet proven
+	uid     uint32     // the uid a MUNGE proof must be of: ours
+	door    *door.Door // the peers not yet proven
+	decodes *decodes
 	ctx     context.Context
 	stop    context.CancelFunc
 
@@ -119,13 +123,21 @@ func Listen(o WatcherOptions) (*Watcher, error) {
 	}
 	w := &Watcher{ln: ln, token: o.Token, timeout: o.Timeout, onEvent: o.OnEvent, validID: o.ValidID,
 		job: o.Job, unmunge: o.Unmunge, certify: o.Certify, uid: uint32(os.Getuid()),
-		gate: newGate(), conns: map[string]net.Conn{}}
+		decodes: newDecodes(), conns: map[string]net.Conn{}}
 	if o.TLS != nil {
 		w.tls = o.TLS.Clone()
 	}
+	w.door, err = door.New(door.Config{Name: "hostlink: the link watcher at " + ln.Addr().String(), Limits: doorLimits, Serve: w.serve})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("hostlink: %w", err)
+	}
 	w.ctx, w.stop = context.WithCancel(context.Background())
 	w.wg.Add(1)
-	go w.accept()
+	go func() {
+		defer w.wg.Done()
+		w.door.Serve(ln) // until Close closes ln; then every serve has returned
+	}()
 	return w, nil
 }
 
@@ -145,66 +157,14 @@ func (w *Watcher) Close() {
 	w.wg.Wait()
 }
 
-func (w *Watcher) accept() {
-	defer w.wg.Done()
-	var backoff time.Duration
-	for {
-		c, err := w.ln.Accept()
-		if err != nil {
-			// Out of descriptors, say: wait and go on, as net/http does,
-			// rather than stop admitting for good.
-			if w.ctx.Err() != nil || !acceptAgain(err) {
-				return
-			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			select {
-			case <-w.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			continue
-		}
-		backoff = 0
-		p, ok := w.gate.enter(w.ctx, c.RemoteAddr())
-		if !ok {
-			drop(c) // over the bounds: nothing more is spent on it
-			continue
-		}
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			w.serve(c, p)
-		}()
+// serve runs one link, which its door found readable: the handshake,
+// then a read that returns only when the link is gone.
+func (w *Watcher) serve(c *door.Conn) {
+	agent, err := w.admit(w.ctx, c, c.Source())
+	if err != nil || !c.Through() {
+		return // an agent of another job, a port scanner: not an event; the door closes it
 	}
-}
-
-// acceptAgain tells whether an Accept error may pass.
-func acceptAgain(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout() ||
-		errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
-		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
-		errors.Is(err, syscall.ECONNABORTED)
-}
-
-// drop closes a peer refused before its handshake with a reset: no
-// TIME_WAIT is kept for it, here or there.
-func drop(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	c.Close()
-}
-
-// serve runs one link: the handshake, then a read that returns only when
-// the link is gone.
-func (w *Watcher) serve(raw net.Conn, p *pending) {
-	agent, err := w.admit(p.ctx, raw, p.src)
-	w.gate.leave(p, err == nil)
-	if err != nil {
-		raw.Close() // an agent of another job, a port scanner: not an event
-		return
-	}
+	raw := c.Conn
 	// Keepalive and the user timeout are the TCP conn's, under TLS too.
 	if err := keep(raw, w.timeout); err != nil {
 		raw.Close()
@@ -246,18 +206,22 @@ func (w *Watcher) serve(raw net.Conn, p *pending) {
 // admit runs the handshake on raw, a peer from src, until ctx ends (see
 // the package doc), and returns the agent id it proves. A peer refused
 // after its hello hears why.
-func (w *Watcher) admit(ctx context.Context, raw net.Conn, src *source) (string, error) {
+func (w *Watcher) admit(ctx context.Context, raw net.Conn, src netip.Prefix) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, handshakeWait)
 	defer cancel()
 	// The proof comes first, and soon: until it does, the peer has only
-	// its TLS handshake, a challenge and a bounded line.
-	raw.SetDeadline(time.Now().Add(helloWait))
+	// its TLS handshake (or its greeting), a challenge and a bounded
+	// line, under the door's deadline (helloWait after its first byte).
 	defer raw.SetDeadline(time.Time{})
 	stop := context.AfterFunc(ctx, func() { raw.SetDeadline(time.Unix(1, 0)) }) // Close ends it
 	defer stop()
 	c := raw
 	var binding []byte
-	if w.tls != nil {
+	if w.tls == nil {
+		if err := readGreeting(raw); err != nil {
+			return "", err
+		}
+	} else {
 		tc := tls.Server(raw, w.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			return "", err
@@ -329,7 +293,7 @@ func (w *Watcher) admit(ctx context.Context, raw net.Conn, src *source) (string,
 // challenge and TLS session (binding). Whatever the cheap checks refuse
 // is never decoded; src decodes one credential at a time, so that no
 // source takes the decodes the others need.
-func (w *Watcher) prove(ctx context.Context, h hello, challenge, binding []byte, src *source) error {
+func (w *Watcher) prove(ctx context.Context, h hello, challenge, binding []byte, src netip.Prefix) error {
 	if h.cred == nil {
 		if !hmac.Equal(h.mac, sum(w.token, challenge, h.agent)) {
 			return errors.New("wrong proof (not this job's token)")
@@ -348,19 +312,11 @@ func (w *Watcher) prove(ctx context.Context, h hello, challenge, binding []byte,
 	}
 	wait, cancel := context.WithTimeout(ctx, decodeWait)
 	defer cancel()
-	for _, slot := range []chan struct{}{src.decode, w.gate.decodes} {
-		select {
-		case slot <- struct{}{}:
-			defer func() { <-slot }()
-		case <-wait.Done():
-			return errBusy
-		}
-		// The proof decoded before this one, of the same source, may
-		// have failed: then this one waits its turn like a newcomer.
-		if w.gate.penalized(src.key) {
-			return errPenalized
-		}
+	release, err := w.decodes.take(wait, src, func() bool { return w.door.Penalized(src) })
+	if err != nil {
+		return err
 	}
+	defer release()
 	uid, payload, err := w.unmunge(ctx, h.cred)
 	if err != nil {
 		return fmt.Errorf("MUNGE credential: %v", err)

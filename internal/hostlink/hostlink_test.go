@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,11 +19,15 @@ import (
 )
 
 // A child process that holds a link: the test binary run again, over TLS
-// when given the CA to trust; or one that floods a watcher (flood).
+// when given the CA to trust; or one that floods a watcher (flood); or
+// one that admits agents when told (agents).
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("HOSTLINK_TEST_FLOOD"); addr != "" {
 		n, _ := strconv.Atoi(os.Getenv("HOSTLINK_TEST_FLOOD_CONNS"))
-		flood(addr, n, os.Getenv("HOSTLINK_TEST_FLOOD_CRED"))
+		flood(addr, n, os.Getenv("HOSTLINK_TEST_FLOOD_CRED"), os.Getenv("HOSTLINK_TEST_FLOOD_KIND"))
+	}
+	if conf := os.Getenv("HOSTLINK_TEST_AGENTS"); conf != "" {
+		agents(conf)
 	}
 	if addr := os.Getenv("HOSTLINK_TEST_DIAL"); addr != "" {
 		o := DialOptions{Addr: addr, Agent: "h1", Token: os.Getenv("HOSTLINK_TEST_TOKEN")}
@@ -101,12 +106,27 @@ func clientTLS(ca *jobca.CA) *tls.Config {
 // ca, when ca is set), and waits for it to say its link is up.
 func startAgent(t *testing.T, w *Watcher, token string, ca *jobca.CA) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "HOSTLINK_TEST_DIAL="+addrOf(w), "HOSTLINK_TEST_TOKEN="+token)
+	env := []string{"HOSTLINK_TEST_DIAL=" + addrOf(w), "HOSTLINK_TEST_TOKEN=" + token}
 	if ca != nil {
-		cmd.Env = append(cmd.Env, "HOSTLINK_TEST_CA="+string(ca.CertPEM()))
+		env = append(env, "HOSTLINK_TEST_CA="+string(ca.CertPEM()))
 	}
-	out, err := cmd.StdoutPipe()
+	cmd, _, out := startChild(t, env...)
+	var b [3]byte
+	out.Read(b[:]) // "UP", or EOF when it failed; bounded by the child's handshake wait
+	return cmd
+}
+
+// startChild runs the test binary again with env added (see TestMain),
+// its stdin and stdout the caller's; it ends with the test.
+func startChild(t testing.TB, env ...string) (cmd *exec.Cmd, stdin io.WriteCloser, stdout io.Reader) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err = cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,13 +134,12 @@ func startAgent(t *testing.T, w *Watcher, token string, ca *jobca.CA) *exec.Cmd 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		stdin.Close()
 		cmd.Process.Signal(syscall.SIGCONT)
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	var b [3]byte
-	out.Read(b[:]) // "UP", or EOF when it failed; bounded by the child's handshake wait
-	return cmd
+	return cmd, stdin, stdout
 }
 
 func next(t *testing.T, events chan Event, within time.Duration) Event {
