@@ -2,12 +2,14 @@ package actorrt
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -20,7 +22,7 @@ import (
 type health struct {
 	// apply carries out what the table asks for; it is called without
 	// the lock held, in the order the effects came out.
-	apply func(effects []any)
+	apply func(effects []healthEffect)
 
 	nGone   atomic.Int32 // the table's numGone, for a lock-free fast path
 	nClosed atomic.Int32 // len(closed), likewise
@@ -38,14 +40,15 @@ type portKey struct {
 
 const closedMax = 1 << 14
 
-func newHealth(self string, hostTimeout, lostAfter time.Duration, apply func([]any)) *health {
+func newHealth(self string, hostTimeout, lostAfter time.Duration, apply func([]healthEffect)) *health {
 	return &health{apply: apply, table: newHealthTable(self, hostTimeout, lostAfter)}
 }
 
-// step runs one event through the table and carries out its effects.
-func (h *health) step(ev any) {
+// step runs one event, a method of the table, and carries out its
+// effects.
+func (h *health) step(event func(*healthTable) []healthEffect) {
 	h.mu.Lock()
-	effects := h.table.step(ev)
+	effects := event(h.table)
 	h.nGone.Store(int32(h.table.numGone()))
 	h.mu.Unlock()
 	if len(effects) > 0 {
@@ -56,27 +59,105 @@ func (h *health) step(ev any) {
 // gone records that a proc ended; announce tells the job (the process
 // that saw the end does; one that heard of it from the job does not).
 func (h *health) gone(n wire.GoneNotice, announce bool) {
-	h.step(evGone{n: n, announce: announce})
+	h.step(func(t *healthTable) []healthEffect { return t.procGone(n, announce) })
 }
 
 // started records which agent started each of procs; fresh says this
 // process is spawning them now (else they arrived from elsewhere, and may
 // have ended already).
 func (h *health) started(procs []procInfo, fresh bool) {
-	h.step(evStarted{procs: procs, fresh: fresh, at: time.Now()})
+	at := time.Now()
+	h.step(func(t *healthTable) []healthEffect { return t.started(procs, fresh, at) })
 }
 
 // heard takes a heartbeat of agent.
-func (h *health) heard(agent string) { h.step(evHeard{agent: agent, at: time.Now()}) }
+func (h *health) heard(agent string) {
+	at := time.Now()
+	h.step(func(t *healthTable) []healthEffect { return t.heard(agent, at) })
+}
 
 // link takes the job's link watcher's word on agent's link.
 func (h *health) link(agent string, up bool, cause string) {
-	h.step(evLink{agent: agent, up: up, cause: cause, at: time.Now()})
+	at := time.Now()
+	h.step(func(t *healthTable) []healthEffect { return t.linkChanged(agent, up, cause, at) })
 }
 
 // tick suspects silent agents and declares confirmed ones gone; starved says this process was
 // starved itself since the last tick.
-func (h *health) tick(now time.Time, starved bool) { h.step(evTick{at: now, starved: starved}) }
+func (h *health) tick(now time.Time, starved bool) {
+	h.step(func(t *healthTable) []healthEffect { return t.tick(now, starved) })
+}
+
+// healthEffects carries out the effects of one step of rt's health table
+// (healthApplier); said then logs, in one line each, the agents found
+// late and those heard again: at spawn many agents may be late at once.
+type healthEffects struct {
+	rt         *core
+	late, back []string
+	silent     time.Duration // the least silence of the late
+}
+
+// applyHealth carries out what rt's health table asks for.
+func applyHealth(rt *core, effects []healthEffect) {
+	a := healthEffects{rt: rt}
+	for _, e := range effects {
+		e.applyTo(&a)
+	}
+	a.said()
+}
+
+func (a *healthEffects) gone(e effGone) {
+	rt := a.rt
+	rt.role.procEnded(e.n)
+	rt.endOf(e.n)
+	rt.delivery.ProcGone(e.n.Proc)
+	rt.ports.failWaiting(e.n.Proc, goneError(e.n))
+	rt.sup.procEnded(e.n)
+	if !e.announce {
+		return
+	}
+	rt.announceGone(e.n, e.agent)
+	// Again after a while: a notice lost to a link that was down is not
+	// otherwise sent again (receivers drop repeats).
+	for _, d := range hostagent.AnnounceAgain {
+		time.AfterFunc(d, func() {
+			if !rt.closing.Load() && rt.ctx.Err() == nil {
+				rt.announceGone(e.n, e.agent)
+			}
+		})
+	}
+}
+
+func (a *healthEffects) watch(e effWatch) { a.rt.watchAgent(e.agent) }
+func (a *healthEffects) ask(e effAsk)     { a.rt.askEnded(e.agent, e.procs) }
+
+func (a *healthEffects) suspect(e effSuspect) {
+	if len(a.late) == 0 || e.silent < a.silent {
+		a.silent = e.silent
+	}
+	a.late = append(a.late, e.who)
+}
+
+func (a *healthEffects) cleared(e effCleared) { a.back = append(a.back, e.who) }
+
+func (a *healthEffects) said() {
+	if len(a.late) > 0 {
+		a.rt.log.Warn().Msgf("%s late: silent for %v or more, link up: suspected, lost if silent for %v",
+			someOf(a.late), a.silent.Round(100*time.Millisecond), a.rt.opts.lostAfter)
+	}
+	if len(a.back) > 0 {
+		a.rt.log.Info().Msgf("%s heard again: no longer suspected", someOf(a.back))
+	}
+}
+
+// someOf names the first few of many, and how many more.
+func someOf(names []string) string {
+	const most = 6
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
 
 func goneError(n wire.GoneNotice) error {
 	if n.Stopped {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,7 +114,7 @@ func newRuntime(job, procID string, env jobenv.Env, o options, logRole string) (
 		return nil, fmt.Errorf("actorrt: %w", err)
 	}
 	rt.log, rt.logFile = l, closer
-	rt.health = newHealth(procID, o.hostTimeout, o.lostAfter, rt.applyHealth)
+	rt.health = newHealth(procID, o.hostTimeout, o.lostAfter, func(e []healthEffect) { applyHealth(rt, e) })
 	return rt, nil
 }
 
@@ -247,66 +246,6 @@ func (rt *core) childEnded(n wire.GoneNotice) {
 		return // the whole runtime is going: nobody to tell
 	}
 	rt.health.gone(n, true)
-}
-
-// applyHealth carries out what the health table asks for.
-func (rt *core) applyHealth(effects []any) {
-	var late, back []string // said in one line each: at spawn many agents may be late at once
-	var silent time.Duration
-	defer func() {
-		if len(late) > 0 {
-			rt.log.Warn().Msgf("%s late: silent for %v or more, link up: suspected, lost if silent for %v",
-				someOf(late), silent.Round(100*time.Millisecond), rt.opts.lostAfter)
-		}
-		if len(back) > 0 {
-			rt.log.Info().Msgf("%s heard again: no longer suspected", someOf(back))
-		}
-	}()
-	for _, e := range effects {
-		switch e := e.(type) {
-		case effGone:
-			rt.role.procEnded(e.n)
-			rt.endOf(e.n)
-			rt.delivery.ProcGone(e.n.Proc)
-			rt.ports.failWaiting(e.n.Proc, goneError(e.n))
-			rt.sup.procEnded(e.n)
-			if e.announce {
-				rt.announceGone(e.n, e.agent)
-				// Again after a while: a notice lost to a link that was
-				// down is not otherwise sent again (receivers drop
-				// repeats).
-				for _, d := range hostagent.AnnounceAgain {
-					n, agent := e.n, e.agent
-					time.AfterFunc(d, func() {
-						if !rt.closing.Load() && rt.ctx.Err() == nil {
-							rt.announceGone(n, agent)
-						}
-					})
-				}
-			}
-		case effWatch:
-			rt.watchAgent(e.agent)
-		case effAsk:
-			rt.askEnded(e.agent, e.procs)
-		case effSuspect:
-			late = append(late, e.who)
-			silent = min(silent, e.silent)
-			if len(late) == 1 {
-				silent = e.silent
-			}
-		case effCleared:
-			back = append(back, e.who)
-		}
-	}
-}
-
-// someOf names the first few of many, and how many more.
-func someOf(names []string) string {
-	const most = 6
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 // watchAgent subscribes to what tells that agent and its procs live and
