@@ -2,14 +2,12 @@ package actorrt
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -86,77 +84,6 @@ func (h *health) link(agent string, up bool, cause string) {
 // starved itself since the last tick.
 func (h *health) tick(now time.Time, starved bool) {
 	h.step(func(t *healthTable) []healthEffect { return t.tick(now, starved) })
-}
-
-// healthEffects carries out the effects of one step of rt's health table
-// (healthApplier); said then logs, in one line each, the agents found
-// late and those heard again: at spawn many agents may be late at once.
-type healthEffects struct {
-	rt         *core
-	late, back []string
-	silent     time.Duration // the least silence of the late
-}
-
-// applyHealth carries out what rt's health table asks for.
-func applyHealth(rt *core, effects []healthEffect) {
-	a := healthEffects{rt: rt}
-	for _, e := range effects {
-		e.applyTo(&a)
-	}
-	a.said()
-}
-
-func (a *healthEffects) gone(e effGone) {
-	rt := a.rt
-	rt.role.procEnded(e.n)
-	rt.endOf(e.n)
-	rt.delivery.ProcGone(e.n.Proc)
-	rt.ports.failWaiting(e.n.Proc, goneError(e.n))
-	rt.sup.procEnded(e.n)
-	if !e.announce {
-		return
-	}
-	rt.announceGone(e.n, e.agent)
-	// Again after a while: a notice lost to a link that was down is not
-	// otherwise sent again (receivers drop repeats).
-	for _, d := range hostagent.AnnounceAgain {
-		time.AfterFunc(d, func() {
-			if !rt.closing.Load() && rt.ctx.Err() == nil {
-				rt.announceGone(e.n, e.agent)
-			}
-		})
-	}
-}
-
-func (a *healthEffects) watch(e effWatch) { a.rt.watchAgent(e.agent) }
-func (a *healthEffects) ask(e effAsk)     { a.rt.askEnded(e.agent, e.procs) }
-
-func (a *healthEffects) suspect(e effSuspect) {
-	if len(a.late) == 0 || e.silent < a.silent {
-		a.silent = e.silent
-	}
-	a.late = append(a.late, e.who)
-}
-
-func (a *healthEffects) cleared(e effCleared) { a.back = append(a.back, e.who) }
-
-func (a *healthEffects) said() {
-	if len(a.late) > 0 {
-		a.rt.log.Warn().Msgf("%s late: silent for %v or more, link up: suspected, lost if silent for %v",
-			someOf(a.late), a.silent.Round(100*time.Millisecond), a.rt.opts.lostAfter)
-	}
-	if len(a.back) > 0 {
-		a.rt.log.Info().Msgf("%s heard again: no longer suspected", someOf(a.back))
-	}
-}
-
-// someOf names the first few of many, and how many more.
-func someOf(names []string) string {
-	const most = 6
-	if len(names) <= most {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
 }
 
 func goneError(n wire.GoneNotice) error {
