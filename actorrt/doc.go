@@ -390,10 +390,10 @@
 //
 // The client's runtime and a proc's (client.go, worker.go) share a core
 // (runtime.go): its node on the bus (node.go, behind the link interface of
-// link.go), the actors it hosts (localactors.go; an actor's mailbox in
-// actor.go, its concurrent calls in concurrent.go, its end in
-// cleanup.go), the host agent, supervision (supervision.go, driving the
-// failureRouter state machine of failurerouter.go, which asks a mesh's
+// link.go), the actors it hosts (localactors.go; an actor in actor.go,
+// its mailbox in mailbox.go, its concurrent calls in concurrent.go, its
+// end in cleanup.go), the host agent, supervision (supervision.go,
+// driving the failureRouter state machine of failurerouter.go, which asks a mesh's
 // restartPlanner of restartplan.go; restart.go and moves.go carry out
 // restarts in place, on the member's proc or on a new one), the job's
 // names (names.go: the client's registry), what it knows of the job's

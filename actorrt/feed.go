@@ -378,7 +378,7 @@ func (f *jobFeed) meshStopped(id string) {
 
 // supervised takes what the client's supervision saw: one event and the
 // effects the router asked for.
-func (f *jobFeed) supervised(ev any, effects []any) {
+func (f *jobFeed) supervised(ev routerEvent, effects []routerEffect) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -424,7 +424,7 @@ func (f *jobFeed) supervised(ev any, effects []any) {
 		case effUnhandled:
 			f.markLocked(e.f.MeshID, e.f.Base, "failed", e.f.Reason)
 			f.eventLocked(jobctl.Event{At: now, Kind: "unhandled", Mesh: e.f.Mesh, Rank: e.f.Base, Proc: e.f.Proc, Reason: e.f.Reason})
-		case effSupervise[*actor]:
+		case effSupervise:
 			f.markLocked(e.f.MeshID, e.f.Base, "failed", e.f.Reason)
 		case effRestart:
 			name := e.id
