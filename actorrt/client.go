@@ -31,7 +31,7 @@ type client struct {
 	server   *bus.Server       // the embedded bus, when there is no launcher
 	logs     *clientLogs       // the job's output
 	record   *jobstate.Writer  // the job's record, when there is no launcher
-	counts   *jobCounts        // procs and hosts up, for the record
+	counts   *jobview.Counts   // procs and hosts up, for the record
 	launched *launchedAgents   // the host agents a launcher started, or nil
 	jobProcs []hostsconfig.Dim // the job file's [procs], from the launcher
 	execOff  string            // where the job file turns monarch exec off (internal/jobview), or ""
@@ -276,7 +276,7 @@ func (c *client) take(m bus.Message) bool {
 	case m.Subject == c.subjects.Log():
 		c.logs.receive(m.Data)
 	case m.Subject == c.subjects.Up():
-		c.counts.up(m.Data)
+		c.counts.Up(m.Data)
 	case c.launched != nil && strings.HasPrefix(m.Subject, c.subjects.AgentGonePrefix()):
 		// The launcher saw an agent's process end: no need to wait for
 		// its heartbeats to stop.
@@ -332,7 +332,7 @@ func (c *client) fatal(err error) {
 }
 
 func (c *client) procEnded(n wire.GoneNotice) {
-	c.counts.gone(n.Proc)
+	c.counts.Gone(n.Proc)
 	c.names.procEnded(n)
 	if n.Stopped || n.Status == 0 {
 		c.logs.takeTail(n.Proc) // nothing failed: nobody will ask

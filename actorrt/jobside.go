@@ -142,7 +142,7 @@ func (j jobSide) Live() jobview.Live {
 			n, gone := c.health.notice(id)
 			return jobview.Gone{Reason: n.Reason, Stopped: n.Stopped}, gone
 		},
-		HostOf: c.counts.hostOf, Sent: c.sent.to}
+		HostOf: c.counts.HostOf, Sent: c.sent.to}
 	c.spawnedMu.Lock()
 	pms := slices.Clone(c.spawned)
 	c.spawnedMu.Unlock()

@@ -1,5 +1,5 @@
 // Package jobview is a job's client's view of its running job: the live
-// model of the job (Model), the control socket's handlers that serve it
+// model of the job (Model) and the counts of its record (Counts), the control socket's handlers that serve it
 // (`monarch status --watch`, `top`, `stacks`, `profile`, `exec`,
 // `dashboard`), the exec queue, and the dashboard with its Prometheus
 // endpoint (internal/dashboard, internal/metrics).
@@ -14,6 +14,11 @@
 // procs run, what it sent, the last log lines). It runs nothing, sends
 // nothing and reads no clock: time comes in with the events. The scripts
 // in testdata/model (TestModel) drive it.
+//
+// Counts counts the job's procs up and their hosts for the job's record
+// (`monarch status`), from the procs' announcements and ends; the client
+// writes the record, or reports the counts to its launcher (actorrt's
+// jobrecord.go). Its scripts are in testdata/counts (TestCounts).
 //
 // # The view
 //
