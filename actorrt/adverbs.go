@@ -95,7 +95,7 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 		return err
 	}
 	if feedOn {
-		rt.countSent(ref, reg)
+		rt.sent.count(ref, reg)
 	}
 	return nil
 }

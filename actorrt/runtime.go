@@ -57,11 +57,8 @@ type core struct {
 	// profiling: a CPU profile of `monarch profile` runs in this process,
 	// and actor calls carry pprof labels (profile.go).
 	profiling atomic.Bool
-	// sent counts the calls sent from here to each actor mesh, by id
-	// (feed.go): made at a mesh's first call, never removed (one small
-	// record per mesh this process called).
-	sentMu sync.Mutex
-	sent   map[string]*meshCounts
+	// sent counts the calls sent from here to each actor mesh (feed.go).
+	sent sentTable
 }
 
 // role is what the client and a proc do differently.
@@ -336,7 +333,7 @@ func (rt *core) watchAgent(agent string) {
 		}
 		rt.health.heard(agent)
 		if c := rt.client(); c != nil {
-			c.feed.heard(agent)
+			c.feedHeard(agent)
 		}
 	})
 	if err != nil {

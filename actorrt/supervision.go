@@ -119,7 +119,7 @@ func (s *supervision) step(ev routerEvent) {
 	}
 	s.mu.Unlock()
 	if c := s.rt.client(); c != nil {
-		c.feed.supervised(ev, effects)
+		c.feedSupervised(ev, effects)
 	}
 	for _, ref := range stopped {
 		ref.stopped.Store(true)
