@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monarch-go/monarch/logagg"
-
 	"github.com/monarch-go/monarch/internal/testenv"
+	"github.com/monarch-go/monarch/logagg"
 )
 
 // readmeShapes: each monarch command line of the README, as written

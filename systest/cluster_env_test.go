@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
-
 	"github.com/monarch-go/monarch/internal/testenv"
 )
 

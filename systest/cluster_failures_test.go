@@ -176,7 +176,7 @@ func TestSlurmKilledAgentNamesHost(t *testing.T) {
 // name in its environment).
 func agentOn(t *testing.T, host string) int {
 	t.Helper()
-	for _, p := range testcluster.Procs("monarch agent") {
+	for _, p := range ourProcs("monarch agent") {
 		if !runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) {
 			continue
 		}
@@ -185,7 +185,7 @@ func agentOn(t *testing.T, host string) int {
 			return p.PID
 		}
 	}
-	t.Fatalf("no host agent of the job on %s: %v", host, testcluster.Procs("monarch agent"))
+	t.Fatalf("no host agent of the job on %s: %v", host, ourProcs("monarch agent"))
 	return 0
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/testcluster"
-
 	"github.com/monarch-go/monarch/internal/testenv"
 )
 
@@ -32,7 +31,7 @@ func TestClusterHubServerKilled(t *testing.T) {
 	job := testenv.WriteFile(t, dir, "job.toml", fmt.Sprintf("program = %q\nargs = [\"-for=8s\"]\nhosts = \"hosts.toml\"\n", prog))
 	cmd, stderr, stdout := startRun(t, c, job)
 	out, killed := killMidTraffic(t, cmd, stdout, stderr, c.Hosts[0], func() int {
-		for _, p := range testcluster.Procs("monarch agent") {
+		for _, p := range ourProcs("monarch agent") {
 			if runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) && strings.Contains(p.Cmdline, "--program ") &&
 				strings.Contains(p.Cmdline, cachedAs(t, prog)+" ") && strings.Contains(p.Cmdline, "--index 0 ") {
 				return p.PID

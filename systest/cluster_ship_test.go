@@ -107,12 +107,12 @@ func (s *shipSetup) cached(t *testing.T, name string) map[string]string {
 	return ids
 }
 
-// checkGone fails if a process whose command line holds substr (the
-// test's own cache or job dir: other tests' jobs may run meanwhile) is
-// still running 10 s after the job ended.
+// checkGone fails if a process of this run whose command line holds
+// substr (the test's own cache or job dir: other tests' jobs may run
+// meanwhile) is still running 10 s after the job ended.
 func checkGone(t *testing.T, substr string) {
 	t.Helper()
-	if left := testcluster.WaitNoProcs(substr, 10*time.Second); len(left) > 0 {
+	if left := waitNoneOurs(substr, 10*time.Second); len(left) > 0 {
 		t.Errorf("still running 10s after the job ended: %v", left)
 	}
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/monarch-go/monarch/internal/bincache"
 	"github.com/monarch-go/monarch/internal/testcluster"
-
 	"github.com/monarch-go/monarch/internal/testenv"
 )
 
@@ -85,23 +84,6 @@ func stateDir(t *testing.T) string {
 	d := t.TempDir()
 	stateDirs[t] = d
 	return d
-}
-
-// checkNothingLeft fails if a process of the job is still running: host
-// agents, or procs whose command line holds program (an SPMD command's
-// words), or that run it (a file: from its path, or from a host's cached
-// copy).
-func checkNothingLeft(t *testing.T, program string) {
-	t.Helper()
-	subs := []string{"monarch agent", program}
-	if _, err := os.Stat(program); err == nil {
-		subs = append(subs, cachedAs(t, program))
-	}
-	for _, sub := range subs {
-		if left := testcluster.WaitNoProcs(sub, 10*time.Second); len(left) > 0 {
-			t.Errorf("still running 10s after the job ended: %v", left)
-		}
-	}
 }
 
 // cachedAs is how a host's cached copy of the binary at path here shows
@@ -304,7 +286,7 @@ func TestKilledAgent(t *testing.T) {
 		t.Fatalf("procs %v", procs)
 	}
 	var agents []testcluster.Proc
-	for _, p := range testcluster.Procs("monarch agent") {
+	for _, p := range ourProcs("monarch agent") {
 		if runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) && strings.Contains(p.Cmdline, " agent ") {
 			agents = append(agents, p) // the agent itself, not the ssh session holding it
 		}

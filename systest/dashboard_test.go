@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
 	"github.com/monarch-go/monarch/internal/testenv"
 )
 

@@ -14,9 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/monarch-go/monarch/logagg"
-
 	"github.com/monarch-go/monarch/internal/testenv"
+	"github.com/monarch-go/monarch/logagg"
 )
 
 // TestRunHubServerKilled runs a job on three simulated hosts whose hub is

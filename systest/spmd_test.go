@@ -159,7 +159,7 @@ func TestSPMDLocalCtrlC(t *testing.T) {
 	// Wait (bounded) until the 4 ranks run.
 	deadline := time.Now().Add(time.Minute)
 	ranks := func() (n int) {
-		for _, p := range testcluster.Procs(script) {
+		for _, p := range ourProcs(script) {
 			if strings.HasPrefix(p.Cmdline, python+" "+script) {
 				n++
 			}
@@ -168,7 +168,7 @@ func TestSPMDLocalCtrlC(t *testing.T) {
 	}
 	for ranks() < 4 {
 		if time.Now().After(deadline) {
-			t.Fatalf("ranks running: %v\nstderr:\n%s", testcluster.Procs(script), stderr.String())
+			t.Fatalf("ranks running: %v\nstderr:\n%s", ourProcs(script), stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -126,7 +126,7 @@ func heldTopology(t *testing.T, hubs int) {
 		t.Fatalf("procs %v; stderr:\n%s", procs, stderr)
 	}
 	var agents []int // by index
-	for _, p := range testcluster.Procs("monarch agent") {
+	for _, p := range ourProcs("monarch agent") {
 		// The agent itself, not the ssh session holding it.
 		if runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) && strings.Contains(p.Cmdline, cachedAs(t, program)+" ") {
 			if strings.Contains(p.Cmdline, "--index 1 ") {
