@@ -6,5 +6,6 @@
 // It is internal: the command line is monarch's interface to users, not
 // an API for other programs; they import actorrt and launch. Its unit
 // tests run the app in-process (runCLI); the tests that run the built
-// binary as users do are in systest.
+// binary as users do are in systest. Inside the package, cli names
+// urfave/cli/v2, the library the command is built on.
 package cli
