@@ -36,7 +36,7 @@ bench:
 # hosts x 4 procs x 4 actors (MONARCH_SCALE_SIZES=1,4 for fewer), a line
 # of figures per size.
 bench-scale:
-	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m .
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m ./systest/
 
 # Every Fuzz* target of every package, found by `go test -list`, for
 # FUZZTIME each; not part of test, which already runs their seed corpora.
@@ -52,12 +52,12 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done < $(BIN)/fuzz-targets.txt
 
-# The README's picture of the dashboard: the screenshot TestDashboardBrowser
+# The README's picture of the dashboard: the screenshot systest's TestDashboardBrowser
 # takes of a real local job in headless Chromium (testdata/browser/setup.sh
 # installs it; without it this fails), written to docs/dashboard.png.
 docs-dashboard:
 	MONARCH_REQUIRE_CLUSTER=1 MONARCH_DASHBOARD_SCREENSHOT=$(CURDIR)/docs/dashboard.png \
-		$(GO) test -count=1 -run '^TestDashboardBrowser$$' -v .
+		$(GO) test -count=1 -run '^TestDashboardBrowser$$' -v ./systest/
 
 generate:
 	$(GO) generate ./...

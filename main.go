@@ -1,14 +1,15 @@
 // Command monarch runs programs built with the monarch SDK: on this
 // machine (monarch local), on Slurm clusters and over ssh (monarch run).
+// The command is package internal/cli.
 package main
 
 import (
 	"context"
 	"os"
+
+	"github.com/monarch-go/monarch/internal/cli"
 )
 
 func main() {
-	// No signal is caught here: the commands that have something to tear
-	// down catch what they need (see tearsDown).
-	os.Exit(newApp(os.Stdout, os.Stderr).run(context.Background(), os.Args))
+	os.Exit(cli.Main(context.Background(), os.Args, os.Stdout, os.Stderr))
 }

@@ -2,7 +2,10 @@ package testenv
 
 import (
 	"bytes"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -75,4 +78,25 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// WriteFile writes a file in dir and returns its path.
+func WriteFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ShJob writes dir/job.toml, a job file whose program is sh -c script, on
+// this machine unless hostsFile is set, and returns its path.
+func ShJob(t testing.TB, dir, script, hostsFile string) string {
+	t.Helper()
+	content := fmt.Sprintf("program = \"/bin/sh\"\nargs = [\"-c\", %q]\n", script)
+	if hostsFile != "" {
+		content += fmt.Sprintf("hosts = %q\n", hostsFile)
+	}
+	return WriteFile(t, dir, "job.toml", content)
 }

@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+
+	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/launch"
+	"github.com/urfave/cli/v2"
+)
+
+func runCommand(a *app) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run a job on the hosts of its " + jobenv.HostsVar + " file (Slurm, ssh or local)",
+		ArgsUsage: "JOB.toml",
+		Description: "Reads the job file, starts the job's bus and a host agent on every host (one srun step in a\n" +
+			"Slurm allocation, salloc first outside one; one ssh session per host; or local processes),\n" +
+			"runs the job's program as the client and exits with its status. The hosts file is the job's\n" +
+			"`hosts`, else $" + jobenv.HostsVar + "; with neither the job runs on this machine.\n" +
+			"\n" +
+			"With --detach it prints the job's id and returns: a Slurm job is submitted with sbatch, any\n" +
+			"other runs on here in the background. monarch logs -f ID, status ID and stop ID take the id\n" +
+			"(or Slurm's job id). --nodes, --time, --partition and --job-name override the hosts file's\n" +
+			"[slurm] keys for this run.",
+		Flags: append(runFlags("leave the job to run (sbatch on Slurm, in the background here otherwise); print its id"),
+			&cli.IntFlag{Name: "nodes", Aliases: []string{"N"}, Usage: "allocate `N` nodes ([slurm] nodes)", Action: atLeast("nodes", 1, "nodes")},
+			&cli.StringFlag{Name: "time", Aliases: []string{"t"}, Usage: "time limit `TIME` in Slurm's formats: MM, HH:MM:SS, D-HH:MM ([slurm] time)"},
+			&cli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "Slurm partition `NAME` ([slurm] partition)"},
+			&cli.StringFlag{Name: "job-name", Aliases: []string{"J"}, Usage: "name the Slurm job `NAME` (default: the job file's name)"},
+		),
+		Action: func(c *cli.Context) error {
+			// One argument: prepare checks the count ArgsUsage shows.
+			cfg, err := loadRun(c.Args().First())
+			if err != nil {
+				return err
+			}
+			if err := applyOverrides(c, &cfg); err != nil {
+				return err
+			}
+			if err := detachOptions(c, &cfg, append([]string{"run"}, overrideArgs(c)...), cfg.JobPath); err != nil {
+				return err
+			}
+			cfg.Stdout, cfg.Stderr, cfg.Progress = c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
+			code, err := launch.Run(c.Context, cfg)
+			a.code = code
+			return err
+		},
+	}
+}
+
+// runFlags are the flags of every command that runs a job, which
+// detachOptions reads: --detach (detach says what it does there),
+// --output, and the id a detached job's launcher takes (hidden: --detach
+// gives it).
+func runFlags(detach string) []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "detach", Usage: detach},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --detach, write the launcher's output to `FILE` (default: ID.out in the job store)"},
+		&cli.StringFlag{Name: "job-id", Hidden: true, Usage: "run as job `ID`, submitted before"},
+	}
+}
+
+// jobIDPattern is what jobstate.NewID makes.
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// detachOptions sets cfg's detach fields from c's flags: the job id a
+// submit gave this run, --detach, and the command line that runs the job
+// again (rerun, then its arguments: under salloc, or detached).
+func detachOptions(c *cli.Context, cfg *launch.RunConfig, rerun []string, args ...string) error {
+	if id := c.String("job-id"); id != "" {
+		if !jobIDPattern.MatchString(id) {
+			return fmt.Errorf("--job-id %q: want letters, digits, '-' or '_'", id)
+		}
+		cfg.JobID = id
+	}
+	cfg.Detach = c.Bool("detach")
+	if c.IsSet("output") {
+		if !cfg.Detach {
+			return usagef(c, "--output is where a detached job's output goes: add --detach")
+		}
+		out, err := filepath.Abs(c.String("output"))
+		if err != nil {
+			return err
+		}
+		cfg.Output = out
+	}
+	if cfg.Detach && cfg.JobID != "" {
+		return errors.New("--detach: the job is already detached (--job-id)")
+	}
+	cfg.Rerun = append(rerun, args...)
+	return nil
+}
+
+// applyOverrides applies --nodes, --time, --partition and --job-name to
+// the job's Slurm hosts, checked as the hosts file's keys are.
+func applyOverrides(c *cli.Context, cfg *launch.RunConfig) error {
+	var set []string
+	for _, f := range []string{"nodes", "time", "partition", "job-name"} {
+		if c.IsSet(f) {
+			set = append(set, "--"+f)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	h := cfg.Hosts
+	if h == nil || h.Scheduler != hostsconfig.SchedulerSlurm {
+		where := "the job has no hosts file: it runs on this machine"
+		if h != nil {
+			where = fmt.Sprintf("%s says scheduler = %q", hostsName(h), h.Scheduler)
+		}
+		return fmt.Errorf("%s: for Slurm jobs only, and %s", set[0], where)
+	}
+	s := *h.Slurm // the file's settings stay as read
+	s.Flags = map[string]string{}
+	for _, f := range []string{"nodes", "time", "partition"} {
+		if c.IsSet(f) {
+			s.Flags[f] = "--" + f
+		}
+	}
+	if c.IsSet("nodes") {
+		s.Nodes = c.Int("nodes")
+	}
+	if c.IsSet("partition") {
+		p := c.String("partition")
+		if p == "" || !slurmName.MatchString(p) {
+			return fmt.Errorf("--partition %q: want a Slurm partition name (letters, digits, '-', '_', '.')", p)
+		}
+		s.Partition = p
+	}
+	if c.IsSet("time") {
+		t := c.String("time")
+		limit, ok := hostsconfig.SlurmTimeLimit(t)
+		if !ok {
+			return fmt.Errorf("--time %q: want a Slurm time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (30, 4:00:00, 1-12:00)", t)
+		}
+		s.Time = t
+		if s.SignalBefore >= limit {
+			s.SignalBefore = limit / 2 // as for a short time in the file: warn half way
+		}
+	}
+	if c.IsSet("job-name") {
+		n := c.String("job-name")
+		if n == "" || len(n) > 128 || !slurmName.MatchString(n) {
+			return fmt.Errorf("--job-name %q: want at most 128 letters, digits, '-', '_' or '.'", n)
+		}
+		cfg.JobName = n
+	}
+	hc := *h
+	hc.Slurm = &s
+	cfg.Hosts = &hc
+	return nil
+}
+
+var slurmName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// overrideArgs are the override flags c was given, as a detached job's
+// launcher takes them again.
+func overrideArgs(c *cli.Context) []string {
+	var args []string
+	if c.IsSet("nodes") {
+		args = append(args, "--nodes="+strconv.Itoa(c.Int("nodes")))
+	}
+	for _, f := range []string{"time", "partition", "job-name"} {
+		if c.IsSet(f) {
+			args = append(args, "--"+f+"="+c.String(f))
+		}
+	}
+	return args
+}
+
+func hostsName(h *hostsconfig.Hosts) string {
+	if h.Path == "" {
+		return "the job file's [hosts]"
+	}
+	return h.Path
+}
+
+// loadRun reads a job file and the hosts it runs on.
+func loadRun(path string) (launch.RunConfig, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return launch.RunConfig{}, err
+	}
+	job, err := hostsconfig.LoadJob(path) // errors name the file as the user did
+	if err != nil {
+		return launch.RunConfig{}, err
+	}
+	cfg := launch.RunConfig{Job: job, JobPath: abs, Hosts: job.Hosts}
+	if cfg.Hosts == nil {
+		if p := os.Getenv(jobenv.HostsVar); p != "" {
+			if cfg.Hosts, err = hostsconfig.LoadHosts(p); err != nil {
+				return launch.RunConfig{}, fmt.Errorf("$%s: %w", jobenv.HostsVar, err)
+			}
+		}
+	}
+	if cfg.Hosts != nil {
+		cfg.HostsPath = cfg.Hosts.Path
+	}
+	return cfg, nil
+}
