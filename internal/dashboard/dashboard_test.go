@@ -24,7 +24,7 @@ import (
 
 // fixedJob is a job of one proc and one member whose log is a real log
 // file, written by the test: the access rules and the API's bounds need
-// no running job (the root package's TestDashboard has one).
+// no running job (systest's TestDashboard has one).
 type fixedJob struct{ dir string }
 
 func (j fixedJob) State(ctx context.Context) (*jobctl.JobState, error) {
