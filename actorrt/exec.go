@@ -233,9 +233,9 @@ type execPort struct {
 	res         jobctl.ExecHost
 }
 
-func (p *execPort) deliver(f *wire.Frame) bool {
+func (p *execPort) deliver(rt *core, f *wire.Frame) bool {
 	var ev wire.ExecEvent
-	if err := decodeReply(f, &ev); err != nil {
+	if err := decodeReply(rt, f, &ev); err != nil {
 		p.finish(-1, "its host agent answered with an error: "+err.Error(), 0)
 		return false
 	}

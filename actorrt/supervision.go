@@ -96,8 +96,8 @@ type supervision struct {
 	stepped chan struct{}
 }
 
-func newSupervision(rt *core, client bool) *supervision {
-	return &supervision{rt: rt, router: newFailureRouter[*actor](rt.procID, client), refs: map[string]*meshRef{}}
+func newSupervision(rt *core, root bool) *supervision {
+	return &supervision{rt: rt, router: newFailureRouter[*actor](rt.procID, root), refs: map[string]*meshRef{}}
 }
 
 // step runs one event through the router and carries out its effects,
