@@ -235,7 +235,10 @@
 // whose values would not arrive as sent (an unexported field, say), listing
 // every problem of the actor type at once; see Register. A type whose
 // fields should not travel as they are gets a codec of two functions
-// with RegisterCodec, which keeps it off the type's method set.
+// with RegisterCodec, which keeps it off the type's method set. A mesh or
+// Port among them arrives bound to the receiving runtime; one a program
+// encodes itself (msgpack.Marshal) is decoded with Unmarshal(ctx, ...),
+// which binds it to ctx's runtime.
 //
 // # Supervision
 //
@@ -281,7 +284,10 @@
 //   - a member whose proc ended restarts on a new proc its host agent
 //     starts in the old one's place (same environment, rank variables,
 //     wrapper and CPU binding); calls in flight to the old proc fail with
-//     ErrProcFailed, and a holder's later calls wait for the restart;
+//     ErrProcFailed, and a holder's later calls wait for the restart:
+//     not in the adverb, which returns at once, but queued in the
+//     holder's reference, in order (a Call's Get waits as long as its ctx
+//     lets it; a queued Broadcast that cannot be sent is logged);
 //   - past the limit, or when the member's host is gone, the failure
 //     goes to the owner as it would without a policy, naming why it was
 //     not restarted.

@@ -455,6 +455,11 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	if err != nil {
 		return fail(err)
 	}
+	// ctx says who owns the mesh: an actor, or the client, of the
+	// runtime the procs belong to.
+	if other, err := runtimeOf(ctx); err == nil && other != rt {
+		return fail(fmt.Errorf("%w: ctx belongs to another runtime (job %s) than the procs (job %s)", ErrBadArgs, other.job, rt.job))
+	}
 	if procs.command {
 		return fail(fmt.Errorf("%w: the procs run a command (WithCommand), not this program: they host no actors", ErrBadArgs))
 	}

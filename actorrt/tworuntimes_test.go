@@ -124,6 +124,10 @@ func TestTwoRuntimes(t *testing.T) {
 	if actorrt.ThisProc(ctx).String() == "" || actorrt.ProcIDs(actorrt.ThisProc(ctx))[0] != actorrt.ClientProc {
 		t.Fatalf("ThisProc of the first is %v", actorrt.ProcIDs(actorrt.ThisProc(ctx)))
 	}
+	// A mesh is owned in its procs' runtime: a ctx of the other is refused.
+	if _, err := actorrt.Spawn[Counter](ctx2, procs, "twin-crossed", 0); !errors.Is(err, actorrt.ErrBadArgs) {
+		t.Fatalf("Spawn on the first's procs with the second's ctx: %v, want ErrBadArgs", err)
+	}
 	close(release)
 	select {
 	case err := <-second:
