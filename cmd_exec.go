@@ -16,7 +16,7 @@ import (
 
 // monarch exec runs a command on hosts of a running job, through the
 // job's client (its control socket, internal/jobctl) and the host agents
-// (see actorrt's exec.go): the output of each host is printed as it
+// (see internal/jobview's exec.go): the output of each host is printed as it
 // comes, each line prefixed by the host, and then how the command ended
 // on each; monarch exec exits with the worst status.
 func execCommand(a *app) *cli.Command {

@@ -17,7 +17,7 @@ func TestLayering(t *testing.T) {
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv", "internal/door"},
 		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge"},
-		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery", "internal/jobctl", "internal/procstat", "internal/dashboard", "internal/metrics"},
+		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery", "internal/jobctl", "internal/jobview"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
 		"spmd":        {"actorrt"},
 		"collective":  {"actorrt", "ibverbs"},
@@ -41,6 +41,7 @@ func TestLayering(t *testing.T) {
 		"internal/jobctl":    {"internal/privfs"},
 		"internal/dashboard": {"internal/jobctl", "logagg"},
 		"internal/topview":   {"internal/jobctl"},
+		"internal/jobview":   {"hostsconfig", "logagg", "internal/jobctl", "internal/wire", "internal/procstat", "internal/dashboard", "internal/metrics"},
 		"internal/metrics":   {"internal/jobctl", "internal/promtest"},
 		"internal/promtest":  {"internal/testenv"},
 	}

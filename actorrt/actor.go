@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,21 +27,8 @@ type actor struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 
-	mu    sync.Mutex
-	queue []envelope
-	spare []envelope // the drained batch's array, reused
-	wake  chan struct{}
-	done  chan struct{}
-
-	// pending and pendingBytes count the messages queued or in hand, for
-	// the mailbox's bound.
-	pending, pendingBytes atomic.Int64
-
-	// staged holds what route gave this actor in the batch the delivery
-	// layer is routing (under its receive lock, so one writer):
-	// flushStaged queues it all under one lock of mu.
-	staged      []envelope
-	stagedBytes int64
+	box  mailbox       // its messages (mailbox.go)
+	done chan struct{} // closed when its goroutine ends
 
 	failed error // set when Init failed: later messages get this error
 	// msgCtx is the Context of every endpoint call, reused: only its
@@ -59,24 +45,9 @@ type actor struct {
 	dead atomic.Pointer[error]
 	end  ending // its Cleanup and Context.Stop (cleanup.go)
 
-	// hold, for the stand-in of a failed member of a mesh with a restart
-	// policy, brings its owner's order: until it comes the stand-in keeps
-	// the messages sent to the member. released (under mesh.mu) says it
-	// was sent.
-	hold     chan restartOrder
-	released bool
-	// standsFor is the reason of the failure a stand-in stands in for.
-	standsFor string
-	// prev is the failed instance a stand-in replaces, next the stand-in
-	// that replaces a failed one: the one-way messages left in prev's
-	// mailbox go to next, and next's Init waits for prev's end. Once prev
-	// handed its mailbox over (handedOff, under prev.mu), what is routed
-	// to it still goes straight to next, after what prev handed over
-	// (handed, under next.mu: how many at the front of next's queue came
-	// that way, its Init included).
-	prev, next *actor
-	handedOff  bool
-	handed     int
+	// The instance it replaces, or that replaces it, in a restart in
+	// place.
+	restartHandOff
 	// goroutines counts its concurrent calls and ctx.Go functions
 	// running: Cleanup waits for them.
 	goroutines sync.WaitGroup
@@ -93,6 +64,30 @@ type actor struct {
 	// labels caches, per endpoint name, the pprof labels of its calls
 	// while a CPU profile runs (profile.go).
 	labels sync.Map
+}
+
+// restartHandOff links the instances of a member of a mesh with a restart
+// policy across a restart in place (localMesh.standIn, localActors.restart).
+// The stand-in of a failed member holds the messages sent to it until
+// its owner's order comes (hold); prev is the failed instance it
+// replaces, next (on the failed one) the stand-in: the one-way messages
+// left in prev's mailbox go to next's, after what was handed over before
+// (mailbox.handOver), and next's Init waits for prev's end.
+type restartHandOff struct {
+	hold      chan restartOrder // nil: not a stand-in
+	released  bool              // the order was sent; under mesh.mu
+	standsFor string            // the reason of the failure it stands in for
+	prev      *actor
+	next      *actor
+}
+
+// held says a stand-in still waits for its order. Hold mesh.mu.
+func (h *restartHandOff) held() bool { return h.hold != nil && !h.released }
+
+// order gives a stand-in its order, once. Hold mesh.mu.
+func (h *restartHandOff) order(o restartOrder) {
+	h.released = true
+	h.hold <- o
 }
 
 // restartOrder is what a stand-in waits for: the Init of its restart, or
@@ -127,11 +122,11 @@ func newActor(lm *localMesh, baseRank int) *actor {
 		mesh:     lm,
 		val:      val,
 		ptr:      val.Interface(),
-		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		end:      ending{over: make(chan struct{})},
 		stats:    lm.stats[baseRank],
 	}
+	a.box.setLimits(a.id, lm.rt.opts.mailboxMessages, lm.rt.opts.mailboxBytes)
 	// The actor travels in its context: what it spawns with it (or with a
 	// context derived from it) it owns.
 	a.ctx, a.cancel = context.WithCancel(context.WithValue(lm.rt.ctx, actorKey{}, a))
@@ -139,78 +134,15 @@ func newActor(lm *localMesh, baseRank int) *actor {
 	return a
 }
 
-// enqueue adds a message; it never blocks, so the dispatcher is never
-// held up by a busy actor. The mailbox is bounded (WithMailboxLimit): a
-// message that would pass the bound is refused with ErrMailboxFull and the
-// caller says so to whoever sent it (the runtime's own messages, Init and
-// Supervise, always go in).
-func (a *actor) enqueue(e envelope) error {
-	size := int64(len(e.payload))
-	if !e.init && e.failure == nil {
-		lim := &a.mesh.rt.opts
-		if n, b := a.pending.Load(), a.pendingBytes.Load(); n >= int64(lim.mailboxMessages) || b+size > lim.mailboxBytes {
-			return fmt.Errorf("%w: actor %s has %d messages (%d bytes) waiting; the bound is %d messages, %d bytes (WithMailboxLimit)",
-				ErrMailboxFull, a.id, n, b, lim.mailboxMessages, lim.mailboxBytes)
-		}
-	}
-	a.pending.Add(1)
-	a.pendingBytes.Add(size)
-	a.mu.Lock()
-	a.queue = append(a.queue, e)
-	first := len(a.queue) == 1
-	a.mu.Unlock()
-	if first {
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
-	}
-	return nil
-}
+// enqueue adds a message to the mailbox (see mailbox.push).
+func (a *actor) enqueue(e envelope) error { return a.box.push(e) }
 
-// stage adds a message route hands over, for flushStaged to queue with
-// the rest of its batch; the mailbox's bound is checked as enqueue does.
-// Call it under the delivery layer's receive lock only.
-func (a *actor) stage(e envelope) error {
-	size := int64(len(e.payload))
-	lim := &a.mesh.rt.opts
-	if n, b := a.pending.Load()+int64(len(a.staged)), a.pendingBytes.Load()+a.stagedBytes; n >= int64(lim.mailboxMessages) || b+size > lim.mailboxBytes {
-		return fmt.Errorf("%w: actor %s has %d messages (%d bytes) waiting; the bound is %d messages, %d bytes (WithMailboxLimit)",
-			ErrMailboxFull, a.id, n, b, lim.mailboxMessages, lim.mailboxBytes)
-	}
-	if len(a.staged) == 0 {
-		a.mesh.rt.actors.staged = append(a.mesh.rt.actors.staged, a)
-	}
-	a.staged = append(a.staged, e)
-	a.stagedBytes += size
-	return nil
-}
-
-// flushStaged queues what was staged, under one lock.
+// flushStaged queues what route staged, under one lock. An actor that has
+// left refuses it instead: its calls get its error, its one-way messages
+// go to its stand-in, if it has one.
 func (a *actor) flushStaged() {
-	a.mu.Lock()
-	if a.handedOff {
-		// The actor has left: its calls are refused, its one-way
-		// messages go to its stand-in, if it has one.
-		a.mu.Unlock()
-		q := slices.Clone(a.staged)
-		clear(a.staged)
-		a.staged, a.stagedBytes = a.staged[:0], 0
+	if q := a.box.flush(); len(q) > 0 {
 		a.refuse(q)
-		return
-	}
-	a.pending.Add(int64(len(a.staged)))
-	a.pendingBytes.Add(a.stagedBytes)
-	first := len(a.queue) == 0
-	a.queue = append(a.queue, a.staged...)
-	a.mu.Unlock()
-	clear(a.staged)
-	a.staged, a.stagedBytes = a.staged[:0], 0
-	if first {
-		select {
-		case a.wake <- struct{}{}:
-		default:
-		}
 	}
 }
 
@@ -222,17 +154,13 @@ func (a *actor) run() {
 	}
 	for {
 		select {
-		case <-a.wake:
+		case <-a.box.wake:
 			a.stopIfAsked() // Context.Stop from outside a message
 		case <-a.ctx.Done():
 			a.leave(nil)
 			return
 		}
-		a.mu.Lock()
-		batch := a.queue
-		a.queue = a.spare[:0]
-		a.handed = 0
-		a.mu.Unlock()
+		batch := a.box.take()
 		for i := range batch {
 			if a.ctx.Err() != nil {
 				a.leave(batch[i:])
@@ -240,11 +168,9 @@ func (a *actor) run() {
 			}
 			a.handle(&batch[i])
 			a.stopIfAsked()
-			a.pending.Add(-1)
-			a.pendingBytes.Add(-int64(len(batch[i].payload)))
-			batch[i] = envelope{}
+			a.box.served(&batch[i])
 		}
-		a.spare = batch[:0]
+		a.box.recycle(batch)
 	}
 }
 
@@ -280,45 +206,15 @@ func (a *actor) awaitRestart() bool {
 		t.Stop()
 		a.prev = nil
 	}
-	a.takeOver([]envelope{o.init}, true)
+	a.box.handOver([]envelope{o.init}, true)
 	return true
-}
-
-// takeOver puts q in the mailbox, before what came any other way: first,
-// or after what was handed over before.
-func (a *actor) takeOver(q []envelope, first bool) {
-	var size int64
-	for i := range q {
-		size += int64(len(q[i].payload))
-	}
-	a.pending.Add(int64(len(q)))
-	a.pendingBytes.Add(size)
-	a.mu.Lock()
-	at := a.handed
-	if first {
-		at = 0
-	}
-	a.queue = slices.Insert(a.queue, at, q...)
-	a.handed += len(q)
-	a.mu.Unlock()
-	select {
-	case a.wake <- struct{}{}:
-	default:
-	}
 }
 
 // leave refuses what is left in the mailbox, q (the rest of a batch) and
 // then the queue, as the actor ends: calls get its error, and one-way
 // messages go to its stand-in, if it has one. What is routed to it after
 // goes the same way (flushStaged).
-func (a *actor) leave(q []envelope) {
-	a.mu.Lock()
-	q = append(q, a.queue...)
-	a.queue = nil
-	a.handedOff = true
-	a.mu.Unlock()
-	a.refuse(q)
-}
+func (a *actor) leave(q []envelope) { a.refuse(a.box.leave(q)) }
 
 // stop ends the actor; messages still queued are refused with ErrStopped,
 // and ports it still owes an answer get ErrStopped too. cause is why, as
@@ -413,7 +309,7 @@ func (a *actor) refuse(q []envelope) {
 		}
 	}
 	if len(left) > 0 {
-		a.next.takeOver(left, false)
+		a.next.box.handOver(left, false)
 	}
 }
 

@@ -128,7 +128,7 @@ func (c *outCall) post() error {
 		return err
 	}
 	if feedOn {
-		rt.countSent(c.ref, c.reg)
+		rt.sent.count(c.ref, c.reg)
 	}
 	return nil
 }

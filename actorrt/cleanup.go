@@ -85,10 +85,7 @@ func (c *Context) Stop() {
 	if a == nil || a.end.stopAsked.Swap(true) {
 		return
 	}
-	select { // an idle actor wakes to stop
-	case a.wake <- struct{}{}:
-	default:
-	}
+	a.box.signal() // an idle actor wakes to stop
 }
 
 // stopIfAsked stops the actor if Context.Stop was called. The actor's

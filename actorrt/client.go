@@ -14,11 +14,10 @@ import (
 
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/hostsconfig"
-	"github.com/monarch-go/monarch/internal/dashboard"
 	"github.com/monarch-go/monarch/internal/hostagent"
-	"github.com/monarch-go/monarch/internal/jobctl"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/jobstate"
+	"github.com/monarch-go/monarch/internal/jobview"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
@@ -33,10 +32,10 @@ type client struct {
 	server   *bus.Server       // the embedded bus, when there is no launcher
 	logs     *clientLogs       // the job's output
 	record   *jobstate.Writer  // the job's record, when there is no launcher
-	counts   *jobCounts        // procs and hosts up, for the record
+	counts   *jobview.Counts   // procs and hosts up, for the record
 	launched *launchedAgents   // the host agents a launcher started, or nil
 	jobProcs []hostsconfig.Dim // the job file's [procs], from the launcher
-	execOff  string            // where the job file turns monarch exec off (exec.go), or ""
+	execOff  string            // where the job file turns monarch exec off (internal/jobview), or ""
 	stopLogs context.CancelFunc
 
 	faults    chan *MeshFailure // failures for the fault hook
@@ -45,12 +44,10 @@ type client struct {
 	fatalOnce sync.Once
 
 	names *nameRegistry // the job's mesh names (names.go)
-	feed  *jobFeed      // the job state feed (feed.go)
-
-	control *jobctl.Server // the job's control socket (inspect.go), or nil
-
-	dashboard *dashboard.Server // the job's dashboard (dashboard.go), or nil
-	dashOff   string            // why there is none
+	// view is the client's view of its job (internal/jobview, jobside.go):
+	// the model of the job feed tells, its control socket and dashboard.
+	view *jobview.View
+	feed jobModel // view's model, as the runtime tells it what it sees
 
 	spawnedMu sync.Mutex
 	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
@@ -182,7 +179,6 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 		return nil, err
 	}
 	c := &client{core: rt, jobProcs: env.Procs, execOff: env.ExecOff, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
-	c.feed = newJobFeed(c)
 	c.names = newNameRegistry(rt)
 	jobstate.PruneSystemLogs(time.Now())
 	if env.Bus.URL == "" {
@@ -236,6 +232,7 @@ func (c *client) start(env jobenv.Env, l link) error {
 	// What the dispatcher reads (take) is set before it starts.
 	c.startCounting()
 	c.logs = newClientLogs(c, env)
+	c.startView()
 	if env.HostAgents > 0 {
 		c.launched = openLaunchedAgents(c.core, env.HostAgents)
 	}
@@ -264,11 +261,9 @@ func (c *client) start(env jobenv.Env, l link) error {
 	if err := l.Flush(ctx); err != nil {
 		return fmt.Errorf("actorrt: client: %w", err)
 	}
-	// The dashboard first: the control socket's OpDashboard reads it.
-	if err := c.serveDashboard(env); err != nil {
+	if err := c.serveView(env); err != nil {
 		return err
 	}
-	c.serveControl(hostsconfig.StateDir())
 	if c.launched != nil {
 		return c.launched.ask() // after the inbox SUB: the answers can come
 	}
@@ -282,7 +277,7 @@ func (c *client) take(m bus.Message) bool {
 	case m.Subject == c.subjects.Log():
 		c.logs.receive(m.Data)
 	case m.Subject == c.subjects.Up():
-		c.counts.up(m.Data)
+		c.counts.Up(m.Data)
 	case c.launched != nil && strings.HasPrefix(m.Subject, c.subjects.AgentGonePrefix()):
 		// The launcher saw an agent's process end: no need to wait for
 		// its heartbeats to stop.
@@ -338,7 +333,7 @@ func (c *client) fatal(err error) {
 }
 
 func (c *client) procEnded(n wire.GoneNotice) {
-	c.counts.gone(n.Proc)
+	c.counts.Gone(n.Proc)
 	c.names.procEnded(n)
 	if n.Stopped || n.Status == 0 {
 		c.logs.takeTail(n.Proc) // nothing failed: nobody will ask
@@ -376,11 +371,8 @@ func (c *client) meshName(seq uint64) string { return "procs" + strconv.FormatUi
 func (c *client) shutdown() {
 	c.shutOnce.Do(func() {
 		c.closing.Store(true)
-		if c.control != nil {
-			c.control.Close() // first: the job is ending, nothing more to ask
-		}
-		if c.dashboard != nil {
-			c.dashboard.Close()
+		if c.view != nil {
+			c.view.Close() // first: the job is ending, nothing more to ask
 		}
 		if c.link != nil {
 			c.logs.endOutput() // the program's last lines are in the log

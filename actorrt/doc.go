@@ -380,10 +380,11 @@
 //
 // `monarch exec` asks it to run a command on the job's hosts: the client
 // asks the host agent of each (the launcher's, then its own host's) and
-// passes their output on as it comes (exec.go).
+// passes their output on as it comes (internal/jobview's exec.go).
 //
 // The job state feed (what `monarch top` and the dashboard read) is the
-// client's live model of the job (feed.go): hosts, proc and actor meshes
+// client's live model of the job (internal/jobview, told what the client
+// sees through jobside.go): hosts, proc and actor meshes
 // with each member's state, message counts, supervision events, each proc's
 // CPU and memory, bus traffic, the last log lines, and per actor mesh and
 // endpoint the calls handled, their errors and a histogram of handler times
@@ -406,10 +407,10 @@
 //
 // The client's runtime and a proc's (client.go, worker.go) share a core
 // (runtime.go): its node on the bus (node.go, behind the link interface of
-// link.go), the actors it hosts (localactors.go; an actor's mailbox in
-// actor.go, its concurrent calls in concurrent.go, its end in
-// cleanup.go), the host agent, supervision (supervision.go, driving the
-// failureRouter state machine of failurerouter.go, which asks a mesh's
+// link.go), the actors it hosts (localactors.go; an actor in actor.go,
+// its mailbox in mailbox.go, its concurrent calls in concurrent.go, its
+// end in cleanup.go), the host agent, supervision (supervision.go,
+// driving the failureRouter state machine of failurerouter.go, which asks a mesh's
 // restartPlanner of restartplan.go; restart.go and moves.go carry out
 // restarts in place, on the member's proc or on a new one; a call to a
 // mesh whose member's restart has not settled waits in sendqueue.go, not
@@ -419,11 +420,14 @@
 // a member of the job as the delivery layer asks (members.go: only a
 // member's word makes messages lost; a sender this process never heard
 // of is vouched for by the proc or agent its id names as its starter)
-// and the inspector and control socket (inspect.go; profiles: profile.go;
-// exec.go for `monarch exec`; the state feed: feed.go; the dashboard:
-// dashboard.go). The
+// and the inspector (inspect.go; profiles: profile.go; what a proc counts
+// and answers of itself for the state feed: feed.go, feedcount.go). The
+// client's view of its job (the model of the state feed, the control
+// socket, `monarch exec`, the dashboard) is internal/jobview's; the
+// client answers its questions and tells its model what it sees
+// (jobside.go). The
 // state machines do no I/O; their tests are scripts in testdata/health
-// and testdata/supervision.
+// and testdata/supervision (and jobview's model, in its testdata/model).
 package actorrt
 
 //go:generate go run gen_adverbs.go

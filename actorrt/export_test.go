@@ -44,7 +44,7 @@ func ClientState(ctx context.Context) (*jobctl.JobState, error) {
 	if c == nil {
 		return nil, fmt.Errorf("not the client")
 	}
-	return dashboardJob{c}.State(ctx)
+	return c.view.State(ctx, jobctl.DefaultStateTimeout), nil
 }
 
 // JobBus returns the job id, bus URL and token of this process: what a

@@ -57,7 +57,7 @@ func (c *client) failureOf(err error, code int) *Failure {
 	}
 	var mf *MeshFailure
 	if errors.As(err, &mf) {
-		host := c.counts.hostOf(mf.Proc)
+		host := c.counts.HostOf(mf.Proc)
 		where := mf.Proc
 		if host != "" {
 			where = host

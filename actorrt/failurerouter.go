@@ -27,40 +27,49 @@ import (
 // but whose mesh is owned elsewhere is sent to the owner's process
 // (effForward).
 //
-// It is a plain state machine: events in (step), effects out, which the
-// runtime carries out. No I/O, clock or goroutines; not safe for
-// concurrent use (its driver holds a lock around step).
-type failureRouter[O comparable] struct {
+// It is a plain state machine, shaped as raft's: each event is a type
+// with its own method of the router (routerEvent), each effect a type the
+// driver carries out through a method of its own (routerApplier), so that
+// an event or an effect nobody handles does not compile. No I/O, clock or
+// goroutines; not safe for concurrent use (its driver holds a lock around
+// step). Owners are actors, only compared: a test makes its own.
+type failureRouter struct {
 	self   string // this process's proc id
 	client bool   // this process is the client: the root of supervision
-	owned  map[string]*ownedMesh[O]
-	ended  map[O]bool // owner actors that failed or stopped
+	owned  map[string]*ownedMesh
+	ended  map[*actor]bool // owner actors that failed or stopped
 }
 
 // ownedMesh is the router's record of a mesh owned here.
-type ownedMesh[O comparable] struct {
+type ownedMesh struct {
 	name     string
 	base     Extent
 	procs    []string // the proc of each member, by base rank
-	owner    O
+	owner    *actor
 	reported map[int]bool // members already reported, by base rank
 	stopped  bool
 	plan     *restartPlanner // the mesh's restart policy's decisions; nil: none
 }
 
-func newFailureRouter[O comparable](self string, client bool) *failureRouter[O] {
-	return &failureRouter[O]{self: self, client: client, owned: map[string]*ownedMesh[O]{}, ended: map[O]bool{}}
+func newFailureRouter(self string, client bool) *failureRouter {
+	return &failureRouter{self: self, client: client, owned: map[string]*ownedMesh{}, ended: map[*actor]bool{}}
+}
+
+// routerEvent is one event a failureRouter takes: one of the ev types
+// below, each passed to the router's method of its own.
+type routerEvent interface {
+	stepOn(r *failureRouter) []routerEffect
 }
 
 // The events a failureRouter takes.
 type (
-	// evOwned: this process spawned mesh id (owner: the zero O for the
-	// process itself).
-	evOwned[O comparable] struct {
+	// evOwned: this process spawned mesh id (owner: nil for the process
+	// itself).
+	evOwned struct {
 		id, name string
 		base     Extent
 		procs    []string
-		owner    O
+		owner    *actor
 		plan     *restartPlanner
 	}
 	// evDisowned: a spawn failed; the mesh is not owned after all.
@@ -99,13 +108,41 @@ type (
 	// evMeshStopped: mesh id was stopped on request.
 	evMeshStopped struct{ id string }
 	// evOwnerEnded: an owner actor failed or stopped.
-	evOwnerEnded[O comparable] struct{ owner O }
+	evOwnerEnded struct{ owner *actor }
 )
+
+func (ev evOwned) stepOn(r *failureRouter) []routerEffect        { r.own(ev); return nil }
+func (ev evDisowned) stepOn(r *failureRouter) []routerEffect     { delete(r.owned, ev.id); return nil }
+func (ev evMemberFailed) stepOn(r *failureRouter) []routerEffect { return r.memberFailed(ev) }
+func (ev evProcEnded) stepOn(r *failureRouter) []routerEffect    { return r.procEnded(ev) }
+func (ev evMoved) stepOn(r *failureRouter) []routerEffect        { r.moved(ev); return nil }
+func (ev evRestartDone) stepOn(r *failureRouter) []routerEffect  { return r.restartDone(ev) }
+func (ev evMeshStopped) stepOn(r *failureRouter) []routerEffect  { r.meshStopped(ev.id); return nil }
+func (ev evOwnerEnded) stepOn(r *failureRouter) []routerEffect   { return r.ownerEnded(ev.owner) }
+
+// routerEffect is one thing a failureRouter asks for: one of the eff
+// types below, each carried out by the applier's method of its own.
+type routerEffect interface {
+	applyTo(a routerApplier)
+}
+
+// routerApplier carries out a failureRouter's effects: a new kind of
+// effect is a new method here, which every driver must then have.
+type routerApplier interface {
+	supervise(effSupervise)
+	forward(effForward)
+	escalate(effEscalate)
+	unhandled(effUnhandled)
+	stopMesh(effStopMesh)
+	restartLater(effRestart)
+	giveUp(effGiveUp)
+}
 
 // The effects a failureRouter asks for.
 type (
-	effSupervise[O comparable] struct {
-		owner O
+	// effSupervise: give f to its mesh's owner actor.
+	effSupervise struct {
+		owner *actor
 		f     *MeshFailure
 	}
 	// effForward: send f to proc, where its mesh's owner is.
@@ -139,83 +176,104 @@ type (
 	}
 )
 
+func (e effSupervise) applyTo(a routerApplier) { a.supervise(e) }
+func (e effForward) applyTo(a routerApplier)   { a.forward(e) }
+func (e effEscalate) applyTo(a routerApplier)  { a.escalate(e) }
+func (e effUnhandled) applyTo(a routerApplier) { a.unhandled(e) }
+func (e effStopMesh) applyTo(a routerApplier)  { a.stopMesh(e) }
+func (e effRestart) applyTo(a routerApplier)   { a.restartLater(e) }
+func (e effGiveUp) applyTo(a routerApplier)    { a.giveUp(e) }
+
 // step applies one event and returns the effects, in order.
-func (r *failureRouter[O]) step(ev any) []any {
-	var out []any
-	switch ev := ev.(type) {
-	case evOwned[O]:
-		r.owned[ev.id] = &ownedMesh[O]{name: ev.name, base: ev.base, procs: ev.procs, owner: ev.owner, reported: map[int]bool{}, plan: ev.plan}
-	case evDisowned:
-		delete(r.owned, ev.id)
-	case evMemberFailed:
-		if ev.ownerProc != "" && ev.ownerProc != r.self {
-			return append(out, effForward{ev.ownerProc, ev.f})
+func (r *failureRouter) step(ev routerEvent) []routerEffect { return ev.stepOn(r) }
+
+func (r *failureRouter) own(ev evOwned) {
+	r.owned[ev.id] = &ownedMesh{name: ev.name, base: ev.base, procs: ev.procs, owner: ev.owner, reported: map[int]bool{}, plan: ev.plan}
+}
+
+func (r *failureRouter) memberFailed(ev evMemberFailed) []routerEffect {
+	if ev.ownerProc != "" && ev.ownerProc != r.self {
+		return []routerEffect{effForward{ev.ownerProc, ev.f}}
+	}
+	return r.route(nil, ev.f, ev.at, true)
+}
+
+func (r *failureRouter) restartDone(ev evRestartDone) []routerEffect {
+	m := r.owned[ev.id]
+	if m == nil {
+		return nil
+	}
+	if m.plan != nil {
+		m.plan.done(ev.ranks)
+	}
+	for _, b := range ev.ranks {
+		delete(m.reported, b)
+	}
+	var out []routerEffect
+	for _, f := range ev.failed {
+		out = r.route(out, f, ev.at, true)
+	}
+	for _, f := range ev.final {
+		out = r.route(out, f, ev.at, false)
+	}
+	return out
+}
+
+func (r *failureRouter) moved(ev evMoved) {
+	m := r.owned[ev.id]
+	if m == nil {
+		return
+	}
+	procs := slices.Clone(m.procs)
+	for _, b := range ev.ranks {
+		if b >= 0 && b < len(procs) {
+			procs[b] = ev.proc
 		}
-		out = r.route(out, ev.f, ev.at, true)
-	case evRestartDone:
-		m := r.owned[ev.id]
-		if m == nil {
-			return nil
+	}
+	m.procs = procs
+}
+
+func (r *failureRouter) procEnded(ev evProcEnded) []routerEffect {
+	if ev.n.Stopped {
+		return nil
+	}
+	var out []routerEffect
+	for _, id := range r.ownedIDs() {
+		m := r.owned[id]
+		if m.stopped {
+			continue
 		}
-		if m.plan != nil {
-			m.plan.done(ev.ranks)
-		}
-		for _, b := range ev.ranks {
-			delete(m.reported, b)
-		}
-		for _, f := range ev.failed {
-			out = r.route(out, f, ev.at, true)
-		}
-		for _, f := range ev.final {
-			out = r.route(out, f, ev.at, false)
-		}
-	case evMoved:
-		if m := r.owned[ev.id]; m != nil {
-			procs := slices.Clone(m.procs)
-			for _, b := range ev.ranks {
-				if b >= 0 && b < len(procs) {
-					procs[b] = ev.proc
-				}
-			}
-			m.procs = procs
-		}
-	case evProcEnded:
-		if ev.n.Stopped {
-			return nil
-		}
-		for _, id := range r.ownedIDs() {
-			m := r.owned[id]
-			if m.stopped {
+		var fs []*MeshFailure
+		for b, p := range m.procs {
+			if p != ev.n.Proc || m.reported[b] {
 				continue
 			}
-			var fs []*MeshFailure
-			for b, p := range m.procs {
-				if p != ev.n.Proc || m.reported[b] {
-					continue
-				}
-				pt := m.base.point(b)
-				fs = append(fs, &MeshFailure{
-					Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(b) + "]",
-					Proc: p, Reason: "its proc ended: " + ev.n.Reason, Dims: m.base.dims, Coords: pt.coords, Base: b,
-				})
-			}
-			out = r.routeAll(out, m, fs, ev.at)
+			pt := m.base.point(b)
+			fs = append(fs, &MeshFailure{
+				Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(b) + "]",
+				Proc: p, Reason: "its proc ended: " + ev.n.Reason, Dims: m.base.dims, Coords: pt.coords, Base: b,
+			})
 		}
-	case evMeshStopped:
-		if m := r.owned[ev.id]; m != nil {
+		out = r.routeAll(out, m, fs, ev.at)
+	}
+	return out
+}
+
+func (r *failureRouter) meshStopped(id string) {
+	if m := r.owned[id]; m != nil {
+		m.stopped = true
+	}
+}
+
+func (r *failureRouter) ownerEnded(owner *actor) []routerEffect {
+	r.ended[owner] = true
+	var out []routerEffect
+	for _, id := range r.ownedIDs() {
+		m := r.owned[id]
+		if m.owner == owner && !m.stopped {
 			m.stopped = true
+			out = append(out, effStopMesh{id, uniq(m.procs)})
 		}
-	case evOwnerEnded[O]:
-		r.ended[ev.owner] = true
-		for _, id := range r.ownedIDs() {
-			m := r.owned[id]
-			if m.owner == ev.owner && !m.stopped {
-				m.stopped = true
-				out = append(out, effStopMesh{id, uniq(m.procs)})
-			}
-		}
-	default:
-		panic(fmt.Sprintf("actorrt: failureRouter: unknown event %T", ev))
 	}
 	return out
 }
@@ -223,7 +281,7 @@ func (r *failureRouter[O]) step(ev any) []any {
 // route passes a failure of a mesh on to whoever decides about it here:
 // its restart policy, when it has one and the member may restart
 // (restartable: not a failure for good), else its owner.
-func (r *failureRouter[O]) route(out []any, f *MeshFailure, at time.Time, restartable bool) []any {
+func (r *failureRouter) route(out []routerEffect, f *MeshFailure, at time.Time, restartable bool) []routerEffect {
 	m := r.owned[f.MeshID]
 	if m == nil {
 		return r.toOwner(out, nil, f) // an escalation from elsewhere
@@ -241,7 +299,7 @@ func (r *failureRouter[O]) route(out []any, f *MeshFailure, at time.Time, restar
 // routeAll passes on members of m that failed together (one, or those on
 // a proc that ended), not reported yet: one decision of m's restart
 // policy for them all, or each to the owner.
-func (r *failureRouter[O]) routeAll(out []any, m *ownedMesh[O], fs []*MeshFailure, at time.Time) []any {
+func (r *failureRouter) routeAll(out []routerEffect, m *ownedMesh, fs []*MeshFailure, at time.Time) []routerEffect {
 	if len(fs) == 0 {
 		return out
 	}
@@ -275,10 +333,9 @@ func (r *failureRouter[O]) routeAll(out []any, m *ownedMesh[O], fs []*MeshFailur
 // toOwner passes f on to m's owner actor, if it still runs; else (owned
 // by this process, by an actor that ended, or not owned here: an
 // escalation) the root decides.
-func (r *failureRouter[O]) toOwner(out []any, m *ownedMesh[O], f *MeshFailure) []any {
-	var zero O
-	if m != nil && m.owner != zero && !r.ended[m.owner] {
-		return append(out, effSupervise[O]{m.owner, f})
+func (r *failureRouter) toOwner(out []routerEffect, m *ownedMesh, f *MeshFailure) []routerEffect {
+	if m != nil && m.owner != nil && !r.ended[m.owner] {
+		return append(out, effSupervise{m.owner, f})
 	}
 	if !r.client {
 		return append(out, effEscalate{f})
@@ -289,7 +346,7 @@ func (r *failureRouter[O]) toOwner(out []any, m *ownedMesh[O], f *MeshFailure) [
 // restartable checks a restart by hand of ranks of mesh id: each failed
 // and was reported, and is not being restarted by the policy. On
 // success, the policy (if any) starts afresh: the owner took over.
-func (r *failureRouter[O]) restartable(id string, ranks []int) error {
+func (r *failureRouter) restartable(id string, ranks []int) error {
 	m := r.owned[id]
 	if m == nil || m.stopped {
 		return fmt.Errorf("%w: the mesh is stopped, or not owned by proc %s (only its owner restarts it)", ErrStopped, r.self)
@@ -311,7 +368,7 @@ func (r *failureRouter[O]) restartable(id string, ranks []int) error {
 
 // ownedIDs lists the owned meshes in a stable order, so that effects come
 // out in one.
-func (r *failureRouter[O]) ownedIDs() []string {
+func (r *failureRouter) ownedIDs() []string {
 	ids := make([]string, 0, len(r.owned))
 	for id := range r.owned {
 		ids = append(ids, id)

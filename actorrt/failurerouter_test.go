@@ -33,18 +33,25 @@ import (
 // effects; read the diff before keeping it.
 func TestFailureRouter(t *testing.T) {
 	datadriven.Walk(t, "testdata/supervision", func(t *testing.T, path string) {
-		var r *failureRouter[string]
-		meshes := map[string]ownedMesh[string]{} // what the script spawned, to make failures
+		var r *failureRouter
+		meshes := map[string]ownedMesh{}     // what the script spawned, to make failures
+		owners := map[string]*actor{"": nil} // by name ("" for the process itself)
+		ownerNamed := func(name string) *actor {
+			if _, ok := owners[name]; !ok {
+				owners[name] = &actor{id: name}
+			}
+			return owners[name]
+		}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			if d.Cmd != "router" && r == nil {
 				d.Fatalf(t, "start the script with: router self=ID [client]")
 			}
-			var effects []any
+			var effects []routerEffect
 			switch d.Cmd {
 			case "router":
 				var self string
 				d.ScanArgs(t, "self", &self)
-				r = newFailureRouter[string](self, d.HasArg("client"))
+				r = newFailureRouter(self, d.HasArg("client"))
 				return ""
 			case "owned":
 				var id, name, owner string
@@ -61,14 +68,14 @@ func TestFailureRouter(t *testing.T) {
 				if err != nil || base.NumRanks() != len(procs) {
 					d.Fatalf(t, "dims %v for %d procs: %v", dims, len(procs), err)
 				}
-				meshes[id] = ownedMesh[string]{name: name, base: base, procs: procs}
+				meshes[id] = ownedMesh{name: name, base: base, procs: procs}
 				var plan *restartPlanner
 				if d.HasArg("restart") {
 					if plan, err = newRestartPlanner(scanPolicy(t, d), base); err != nil {
 						return err.Error() + "\n"
 					}
 				}
-				effects = r.step(evOwned[string]{id: id, name: name, base: base, procs: procs, owner: owner, plan: plan})
+				effects = r.step(evOwned{id: id, name: name, base: base, procs: procs, owner: ownerNamed(owner), plan: plan})
 			case "disowned":
 				var id string
 				d.ScanArgs(t, "id", &id)
@@ -82,7 +89,7 @@ func TestFailureRouter(t *testing.T) {
 				d.MaybeScanArgs(t, "owner-proc", &ownerProc)
 				m, ok := meshes[id]
 				if !ok {
-					m = ownedMesh[string]{name: "other", base: Extent{}, procs: []string{"p?"}}
+					m = ownedMesh{name: "other", base: Extent{}, procs: []string{"p?"}}
 				}
 				effects = r.step(evMemberFailed{f: failureOf(id, m, rank, reason), ownerProc: ownerProc, at: scanAt(t, d)})
 			case "restart-done":
@@ -130,37 +137,41 @@ func TestFailureRouter(t *testing.T) {
 			case "owner-ended":
 				var owner string
 				d.ScanArgs(t, "owner", &owner)
-				effects = r.step(evOwnerEnded[string]{owner})
+				effects = r.step(evOwnerEnded{ownerNamed(owner)})
 			default:
 				d.Fatalf(t, "unknown command %s", d.Cmd)
 			}
-			var b strings.Builder
+			var p routerPrinter
 			for _, e := range effects {
-				switch e := e.(type) {
-				case effSupervise[string]:
-					fmt.Fprintf(&b, "supervise %s: %s\n", e.owner, e.f)
-				case effForward:
-					fmt.Fprintf(&b, "forward to %s: %s\n", e.proc, e.f)
-				case effEscalate:
-					fmt.Fprintf(&b, "escalate to the client: %s\n", e.f)
-				case effUnhandled:
-					fmt.Fprintf(&b, "fault hook: %s\n", e.f)
-				case effStopMesh:
-					fmt.Fprintf(&b, "stop %s on %s\n", e.id, strings.Join(e.procs, ","))
-				case effRestart:
-					fmt.Fprintf(&b, "restart %s ranks %v after %v: %s\n", e.id, e.ranks, e.after, e.f)
-				case effGiveUp:
-					fmt.Fprintf(&b, "give up on %s ranks %v: %s\n", e.id, e.ranks, e.reason)
-				default:
-					fmt.Fprintf(&b, "? %T\n", e)
-				}
+				e.applyTo(&p)
 			}
-			return b.String()
+			return p.String()
 		})
 	})
 }
 
-func failureOf(id string, m ownedMesh[string], rank int, reason string) *MeshFailure {
+// routerPrinter writes a failureRouter's effects, one a line.
+type routerPrinter struct{ strings.Builder }
+
+func (p *routerPrinter) supervise(e effSupervise) {
+	fmt.Fprintf(p, "supervise %s: %s\n", e.owner.id, e.f)
+}
+func (p *routerPrinter) forward(e effForward) { fmt.Fprintf(p, "forward to %s: %s\n", e.proc, e.f) }
+func (p *routerPrinter) escalate(e effEscalate) {
+	fmt.Fprintf(p, "escalate to the client: %s\n", e.f)
+}
+func (p *routerPrinter) unhandled(e effUnhandled) { fmt.Fprintf(p, "fault hook: %s\n", e.f) }
+func (p *routerPrinter) stopMesh(e effStopMesh) {
+	fmt.Fprintf(p, "stop %s on %s\n", e.id, strings.Join(e.procs, ","))
+}
+func (p *routerPrinter) restartLater(e effRestart) {
+	fmt.Fprintf(p, "restart %s ranks %v after %v: %s\n", e.id, e.ranks, e.after, e.f)
+}
+func (p *routerPrinter) giveUp(e effGiveUp) {
+	fmt.Fprintf(p, "give up on %s ranks %v: %s\n", e.id, e.ranks, e.reason)
+}
+
+func failureOf(id string, m ownedMesh, rank int, reason string) *MeshFailure {
 	pt := m.base.point(rank)
 	return &MeshFailure{Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(rank) + "]",
 		Proc: m.procs[rank], Reason: reason, Dims: m.base.dims, Coords: pt.coords, Base: rank}

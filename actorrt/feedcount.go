@@ -7,6 +7,7 @@ import (
 
 	"github.com/monarch-go/monarch/internal/jobctl"
 	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/jobview"
 )
 
 // feedOn says whether this process counts for the job state feed: calls
@@ -15,9 +16,8 @@ import (
 // that the message path tests a plain bool.
 var feedOn = !jobenv.FeedOff()
 
-// numDurBuckets is how many buckets an endpoint's handler times fall in:
-// one per bound of jobctl.DurationBounds, and one past them.
-const numDurBuckets = jobctl.NumDurationBounds + 1
+// numDurBuckets is how many buckets an endpoint's handler times fall in.
+const numDurBuckets = jobview.NumDurBuckets
 
 // monoEpoch is when this process started, with its monotonic clock
 // reading: an actor's since is nanoseconds after it (monoNow), which
@@ -131,22 +131,12 @@ func (lm *localMesh) newStats(ranks []int) {
 	}
 }
 
-// endpointFigures is what the members of a mesh on a proc handled through
-// one endpoint: jobctl.EndpointState's figures, the sum in nanoseconds.
-type endpointFigures struct {
-	Name    string   `msgpack:"name"`
-	Calls   uint64   `msgpack:"calls"`
-	Buckets []uint64 `msgpack:"buckets"`
-	Nanos   uint64   `msgpack:"nanos"`
-	Errors  uint64   `msgpack:"errors"`
-}
-
 // endpointFigures sums the stats of lm's members here, endpoint by
 // endpoint; those not called yet are left out.
-func (lm *localMesh) endpointFigures() []endpointFigures {
-	var out []endpointFigures
+func (lm *localMesh) endpointFigures() []jobview.EndpointFigures {
+	var out []jobview.EndpointFigures
 	for i, name := range lm.typ.statNames {
-		ef := endpointFigures{Name: name, Buckets: make([]uint64, numDurBuckets)}
+		ef := jobview.EndpointFigures{Name: name, Buckets: make([]uint64, numDurBuckets)}
 		for _, st := range lm.stats {
 			s := &st[i]
 			ef.Calls += s.calls.Load()

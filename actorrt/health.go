@@ -20,7 +20,7 @@ import (
 type health struct {
 	// apply carries out what the table asks for; it is called without
 	// the lock held, in the order the effects came out.
-	apply func(effects []any)
+	apply func(effects []healthEffect)
 
 	nGone   atomic.Int32 // the table's numGone, for a lock-free fast path
 	nClosed atomic.Int32 // len(closed), likewise
@@ -38,14 +38,15 @@ type portKey struct {
 
 const closedMax = 1 << 14
 
-func newHealth(self string, hostTimeout, lostAfter time.Duration, apply func([]any)) *health {
+func newHealth(self string, hostTimeout, lostAfter time.Duration, apply func([]healthEffect)) *health {
 	return &health{apply: apply, table: newHealthTable(self, hostTimeout, lostAfter)}
 }
 
-// step runs one event through the table and carries out its effects.
-func (h *health) step(ev any) {
+// step runs one event, a method of the table, and carries out its
+// effects.
+func (h *health) step(event func(*healthTable) []healthEffect) {
 	h.mu.Lock()
-	effects := h.table.step(ev)
+	effects := event(h.table)
 	h.nGone.Store(int32(h.table.numGone()))
 	h.mu.Unlock()
 	if len(effects) > 0 {
@@ -56,27 +57,34 @@ func (h *health) step(ev any) {
 // gone records that a proc ended; announce tells the job (the process
 // that saw the end does; one that heard of it from the job does not).
 func (h *health) gone(n wire.GoneNotice, announce bool) {
-	h.step(evGone{n: n, announce: announce})
+	h.step(func(t *healthTable) []healthEffect { return t.procGone(n, announce) })
 }
 
 // started records which agent started each of procs; fresh says this
 // process is spawning them now (else they arrived from elsewhere, and may
 // have ended already).
 func (h *health) started(procs []procInfo, fresh bool) {
-	h.step(evStarted{procs: procs, fresh: fresh, at: time.Now()})
+	at := time.Now()
+	h.step(func(t *healthTable) []healthEffect { return t.started(procs, fresh, at) })
 }
 
 // heard takes a heartbeat of agent.
-func (h *health) heard(agent string) { h.step(evHeard{agent: agent, at: time.Now()}) }
+func (h *health) heard(agent string) {
+	at := time.Now()
+	h.step(func(t *healthTable) []healthEffect { return t.heard(agent, at) })
+}
 
 // link takes the job's link watcher's word on agent's link.
 func (h *health) link(agent string, up bool, cause string) {
-	h.step(evLink{agent: agent, up: up, cause: cause, at: time.Now()})
+	at := time.Now()
+	h.step(func(t *healthTable) []healthEffect { return t.linkChanged(agent, up, cause, at) })
 }
 
 // tick suspects silent agents and declares confirmed ones gone; starved says this process was
 // starved itself since the last tick.
-func (h *health) tick(now time.Time, starved bool) { h.step(evTick{at: now, starved: starved}) }
+func (h *health) tick(now time.Time, starved bool) {
+	h.step(func(t *healthTable) []healthEffect { return t.tick(now, starved) })
+}
 
 func goneError(n wire.GoneNotice) error {
 	if n.Stopped {

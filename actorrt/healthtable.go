@@ -19,12 +19,15 @@ import (
 // to the job's link watcher is down (its process ended, its host or the
 // network between is gone: see internal/hostlink), or it stays silent,
 // its host still answering, for lostAfter (stopped, or wedged). A
-// heartbeat clears a suspicion. It is a plain state machine: events go in (step) and
-// effects come out, which the runtime then carries out (failing the calls
-// that wait on a gone proc, telling supervision, announcing the end to the
-// job, watching an agent's heartbeats). It does no I/O, reads no clock
-// (time comes in the events) and starts no goroutine; it is not safe for
-// concurrent use: its driver holds a lock around step (see health).
+// heartbeat clears a suspicion. It is a plain state machine: each event is
+// a method of its own (procGone, started, heard, linkChanged, tick), and
+// returns the effects, which the runtime then carries out (failing the
+// calls that wait on a gone proc, telling supervision, announcing the end
+// to the job, watching an agent's heartbeats): each effect is a type with
+// a method of its own in healthApplier, so an effect nobody carries out
+// does not compile. It does no I/O, reads no clock (time comes in the
+// events) and starts no goroutine; it is not safe for concurrent use: its
+// driver holds a lock around each event (see health).
 type healthTable struct {
 	self      string        // this process's proc id: its own agent is not watched
 	timeout   time.Duration // an agent silent this long is suspected
@@ -35,7 +38,7 @@ type healthTable struct {
 	lastHeard map[string]time.Time // watched agents -> when last heard from
 	// hostOf names each agent's host, for messages: users know hosts by
 	// name, and an agent's id (h0, h1...) is an index that reads like
-	// one. It comes with the procs (evStarted): a proc runs on the host
+	// one. It comes with the procs (started): a proc runs on the host
 	// of the agent that started it, and the launcher's agents reported
 	// their own hosts when they said hello (launchedAgents.hosts).
 	hostOf map[string]string
@@ -61,45 +64,21 @@ func (t *healthTable) agentOn(agent string) string {
 	return "host agent " + agent
 }
 
-// The events a healthTable takes.
-type (
-	// evGone: a proc (or host agent) is gone. announce asks that the job
-	// be told (the process that saw the end tells everyone; one that
-	// heard of it from the job does not repeat it).
-	evGone struct {
-		n        wire.GoneNotice
-		announce bool
-	}
-	// evStarted: these procs were started by these agents. fresh says
-	// this process is spawning them now (none can have ended yet); else
-	// they arrived as an argument, and may have ended already.
-	evStarted struct {
-		procs []procInfo
-		fresh bool
-		at    time.Time
-	}
-	// evHeard: an agent's heartbeat arrived.
-	evHeard struct {
-		agent string
-		at    time.Time
-	}
-	// evLink: the job's link watcher says agent's link is up, or down
-	// and why.
-	evLink struct {
-		agent string
-		up    bool
-		cause string
-		at    time.Time
-	}
-	// evTick: time passes; silent agents are suspected, and suspects
-	// whose silence is confirmed are declared gone. starved says
-	// this process itself was starved since the last tick (the tick came
-	// late): its silence is not the agents', so they get a fresh start.
-	evTick struct {
-		at      time.Time
-		starved bool
-	}
-)
+// healthEffect is one thing a healthTable asks for: one of the eff types
+// below, each carried out by the applier's method of its own.
+type healthEffect interface {
+	applyTo(a healthApplier)
+}
+
+// healthApplier carries out a healthTable's effects: a new kind of effect
+// is a new method here, which every driver must then have.
+type healthApplier interface {
+	gone(effGone)
+	watch(effWatch)
+	ask(effAsk)
+	suspect(effSuspect)
+	cleared(effCleared)
+}
 
 // The effects a healthTable asks for.
 type (
@@ -134,98 +113,127 @@ type (
 	}
 )
 
-// step applies one event and returns the effects, in order.
-func (t *healthTable) step(ev any) []any {
-	var out []any
-	switch ev := ev.(type) {
-	case evGone:
-		out = t.goneWithAgents(out, ev.n, ev.announce)
-	case evStarted:
-		var ask map[string][]string // agent -> procs it started, new to this table
-		var agents []string
-		for _, p := range ev.procs {
-			if p.Agent != "" && p.Host != "" && t.hostOf[p.Agent] == "" {
-				t.hostOf[p.Agent] = p.Host
-			}
-			if p.Agent == "" || p.Agent == t.self {
-				continue // this process's own agent tells it directly
-			}
-			if _, known := t.agentOf[p.ID]; known {
-				continue
-			}
-			t.agentOf[p.ID] = p.Agent
-			if _, gone := t.gone[p.Agent]; gone {
-				out = t.goneWithAgents(out, wire.GoneNotice{Proc: p.ID, Reason: "its " + t.agentOn(p.Agent) + " is gone", Status: -1}, false)
-				continue
-			}
-			if _, watched := t.lastHeard[p.Agent]; !watched {
-				t.lastHeard[p.Agent] = ev.at
-				out = append(out, effWatch{p.Agent})
-			}
-			if !ev.fresh {
-				if ask == nil {
-					ask = map[string][]string{}
-				}
-				if ask[p.Agent] == nil {
-					agents = append(agents, p.Agent)
-				}
-				ask[p.Agent] = append(ask[p.Agent], p.ID)
-			}
+func (e effGone) applyTo(a healthApplier)    { a.gone(e) }
+func (e effWatch) applyTo(a healthApplier)   { a.watch(e) }
+func (e effAsk) applyTo(a healthApplier)     { a.ask(e) }
+func (e effSuspect) applyTo(a healthApplier) { a.suspect(e) }
+func (e effCleared) applyTo(a healthApplier) { a.cleared(e) }
+
+// The events a healthTable takes, each returning its effects in order.
+
+// procGone: a proc (or host agent) is gone. announce asks that the job be
+// told (the process that saw the end tells everyone; one that heard of it
+// from the job does not repeat it).
+func (t *healthTable) procGone(n wire.GoneNotice, announce bool) []healthEffect {
+	return t.goneWithAgents(nil, n, announce)
+}
+
+// started: these procs were started by these agents. fresh says this
+// process is spawning them now (none can have ended yet); else they
+// arrived as an argument, and may have ended already.
+func (t *healthTable) started(procs []procInfo, fresh bool, at time.Time) []healthEffect {
+	var out []healthEffect
+	var ask map[string][]string // agent -> procs it started, new to this table
+	var agents []string
+	for _, p := range procs {
+		if p.Agent != "" && p.Host != "" && t.hostOf[p.Agent] == "" {
+			t.hostOf[p.Agent] = p.Host
 		}
-		for _, a := range agents {
-			out = append(out, effAsk{a, ask[a]})
+		if p.Agent == "" || p.Agent == t.self {
+			continue // this process's own agent tells it directly
 		}
-	case evHeard:
-		if last, watched := t.lastHeard[ev.agent]; watched {
-			t.lastHeard[ev.agent] = ev.at
-			if t.suspect[ev.agent] {
-				delete(t.suspect, ev.agent)
-				out = append(out, effCleared{ev.agent, t.agentOn(ev.agent), ev.at.Sub(last)})
+		if _, known := t.agentOf[p.ID]; known {
+			continue
+		}
+		t.agentOf[p.ID] = p.Agent
+		if _, gone := t.gone[p.Agent]; gone {
+			out = t.goneWithAgents(out, wire.GoneNotice{Proc: p.ID, Reason: "its " + t.agentOn(p.Agent) + " is gone", Status: -1}, false)
+			continue
+		}
+		if _, watched := t.lastHeard[p.Agent]; !watched {
+			t.lastHeard[p.Agent] = at
+			out = append(out, effWatch{p.Agent})
+		}
+		if !fresh {
+			if ask == nil {
+				ask = map[string][]string{}
 			}
-		}
-	case evLink:
-		if ev.up {
-			delete(t.linkDown, ev.agent)
-			break
-		}
-		t.linkDown[ev.agent] = ev.cause
-		if last, watched := t.lastHeard[ev.agent]; watched && ev.at.Sub(last) > t.timeout {
-			out = t.lost(out, ev.agent, ev.at.Sub(last))
-		}
-	case evTick:
-		if ev.starved {
-			for a := range t.lastHeard {
-				t.lastHeard[a] = ev.at
+			if ask[p.Agent] == nil {
+				agents = append(agents, p.Agent)
 			}
-			break
+			ask[p.Agent] = append(ask[p.Agent], p.ID)
 		}
-		var silent []string
-		for a, last := range t.lastHeard {
-			if _, gone := t.gone[a]; !gone && ev.at.Sub(last) > t.timeout {
-				silent = append(silent, a)
-			}
+	}
+	for _, a := range agents {
+		out = append(out, effAsk{a, ask[a]})
+	}
+	return out
+}
+
+// heard: agent's heartbeat arrived.
+func (t *healthTable) heard(agent string, at time.Time) []healthEffect {
+	last, watched := t.lastHeard[agent]
+	if !watched {
+		return nil
+	}
+	t.lastHeard[agent] = at
+	if !t.suspect[agent] {
+		return nil
+	}
+	delete(t.suspect, agent)
+	return []healthEffect{effCleared{agent, t.agentOn(agent), at.Sub(last)}}
+}
+
+// linkChanged: the job's link watcher says agent's link is up, or down
+// and why.
+func (t *healthTable) linkChanged(agent string, up bool, cause string, at time.Time) []healthEffect {
+	if up {
+		delete(t.linkDown, agent)
+		return nil
+	}
+	t.linkDown[agent] = cause
+	if last, watched := t.lastHeard[agent]; watched && at.Sub(last) > t.timeout {
+		return t.lost(nil, agent, at.Sub(last))
+	}
+	return nil
+}
+
+// tick: time passes; silent agents are suspected, and suspects whose
+// silence is confirmed are declared gone. starved says this process itself
+// was starved since the last tick (the tick came late): its silence is not
+// the agents', so they get a fresh start.
+func (t *healthTable) tick(at time.Time, starved bool) []healthEffect {
+	if starved {
+		for a := range t.lastHeard {
+			t.lastHeard[a] = at
 		}
-		slices.Sort(silent) // effects in a stable order
-		for _, a := range silent {
-			quiet := ev.at.Sub(t.lastHeard[a])
-			_, down := t.linkDown[a]
-			switch {
-			case down || quiet > t.lostAfter:
-				out = t.lost(out, a, quiet)
-			case !t.suspect[a]:
-				t.suspect[a] = true
-				out = append(out, effSuspect{a, t.agentOn(a), quiet})
-			}
+		return nil
+	}
+	var silent []string
+	for a, last := range t.lastHeard {
+		if _, gone := t.gone[a]; !gone && at.Sub(last) > t.timeout {
+			silent = append(silent, a)
 		}
-	default:
-		panic(fmt.Sprintf("actorrt: healthTable: unknown event %T", ev))
+	}
+	slices.Sort(silent) // effects in a stable order
+	var out []healthEffect
+	for _, a := range silent {
+		quiet := at.Sub(t.lastHeard[a])
+		_, down := t.linkDown[a]
+		switch {
+		case down || quiet > t.lostAfter:
+			out = t.lost(out, a, quiet)
+		case !t.suspect[a]:
+			t.suspect[a] = true
+			out = append(out, effSuspect{a, t.agentOn(a), quiet})
+		}
 	}
 	return out
 }
 
 // lost declares agent, silent for quiet, gone: its link is down, or it
 // has been silent past lostAfter.
-func (t *healthTable) lost(out []any, agent string, quiet time.Duration) []any {
+func (t *healthTable) lost(out []healthEffect, agent string, quiet time.Duration) []healthEffect {
 	delete(t.suspect, agent)
 	reason := fmt.Sprintf("%s silent for %v while its host still answers (stopped or wedged?)", t.agentOn(agent), t.lostAfter)
 	if t.lostAfter <= t.timeout {
@@ -241,7 +249,7 @@ func (t *healthTable) lost(out []any, agent string, quiet time.Duration) []any {
 // goneWithAgents records n and, if n's proc is an agent, every proc it
 // started that is not gone yet (they are only told, not announced: the
 // job hears of the agent).
-func (t *healthTable) goneWithAgents(out []any, n wire.GoneNotice, announce bool) []any {
+func (t *healthTable) goneWithAgents(out []healthEffect, n wire.GoneNotice, announce bool) []healthEffect {
 	if _, dup := t.gone[n.Proc]; dup {
 		return out
 	}

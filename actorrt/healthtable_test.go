@@ -44,7 +44,7 @@ func TestHealthTable(t *testing.T) {
 			if d.Cmd != "table" && ht == nil {
 				d.Fatalf(t, "start the script with: table self=ID timeout=D")
 			}
-			var effects []any
+			var effects []healthEffect
 			switch d.Cmd {
 			case "table":
 				var self, timeout, lost string
@@ -74,26 +74,26 @@ func TestHealthTable(t *testing.T) {
 					}
 					procs = append(procs, p)
 				}
-				effects = ht.step(evStarted{procs: procs, fresh: d.HasArg("fresh"), at: at(d)})
+				effects = ht.started(procs, d.HasArg("fresh"), at(d))
 			case "gone":
 				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)
 				d.ScanArgs(t, "reason", &n.Reason)
 				n.Stopped = d.HasArg("stopped")
-				effects = ht.step(evGone{n: n, announce: d.HasArg("announce")})
+				effects = ht.procGone(n, d.HasArg("announce"))
 			case "heard":
 				var agent string
 				d.ScanArgs(t, "agent", &agent)
-				effects = ht.step(evHeard{agent: agent, at: at(d)})
+				effects = ht.heard(agent, at(d))
 			case "link":
 				var agent, cause string
 				d.ScanArgs(t, "agent", &agent)
 				if d.HasArg("cause") {
 					d.ScanArgs(t, "cause", &cause)
 				}
-				effects = ht.step(evLink{agent: agent, up: d.HasArg("up"), cause: cause, at: at(d)})
+				effects = ht.linkChanged(agent, d.HasArg("up"), cause, at(d))
 			case "tick":
-				effects = ht.step(evTick{at: at(d), starved: d.HasArg("starved")})
+				effects = ht.tick(at(d), d.HasArg("starved"))
 			case "query":
 				var proc string
 				d.ScanArgs(t, "proc", &proc)
@@ -105,30 +105,34 @@ func TestHealthTable(t *testing.T) {
 			default:
 				d.Fatalf(t, "unknown command %s", d.Cmd)
 			}
-			var b strings.Builder
+			var p healthPrinter
 			for _, e := range effects {
-				switch e := e.(type) {
-				case effGone:
-					fmt.Fprintf(&b, "gone %s: %s", e.n.Proc, describeGone(e.n))
-					if e.announce {
-						fmt.Fprintf(&b, " (announce to the holders of %s's procs)", e.agent)
-					}
-					b.WriteString("\n")
-				case effWatch:
-					fmt.Fprintf(&b, "watch %s\n", e.agent)
-				case effSuspect:
-					fmt.Fprintf(&b, "suspect %s: silent for %v\n", e.agent, e.silent)
-				case effCleared:
-					fmt.Fprintf(&b, "cleared %s: heard after %v\n", e.agent, e.silent)
-				case effAsk:
-					fmt.Fprintf(&b, "ask %s which ended of %s\n", e.agent, strings.Join(e.procs, ","))
-				default:
-					fmt.Fprintf(&b, "? %T\n", e)
-				}
+				e.applyTo(&p)
 			}
-			return b.String()
+			return p.String()
 		})
 	})
+}
+
+// healthPrinter writes a healthTable's effects, one a line.
+type healthPrinter struct{ strings.Builder }
+
+func (p *healthPrinter) gone(e effGone) {
+	fmt.Fprintf(p, "gone %s: %s", e.n.Proc, describeGone(e.n))
+	if e.announce {
+		fmt.Fprintf(p, " (announce to the holders of %s's procs)", e.agent)
+	}
+	p.WriteString("\n")
+}
+func (p *healthPrinter) watch(e effWatch) { fmt.Fprintf(p, "watch %s\n", e.agent) }
+func (p *healthPrinter) ask(e effAsk) {
+	fmt.Fprintf(p, "ask %s which ended of %s\n", e.agent, strings.Join(e.procs, ","))
+}
+func (p *healthPrinter) suspect(e effSuspect) {
+	fmt.Fprintf(p, "suspect %s: silent for %v\n", e.agent, e.silent)
+}
+func (p *healthPrinter) cleared(e effCleared) {
+	fmt.Fprintf(p, "cleared %s: heard after %v\n", e.agent, e.silent)
 }
 
 func describeGone(n wire.GoneNotice) string {

@@ -90,7 +90,7 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 		return nil, err
 	}
 	if c != nil {
-		c.counts.hostsNotProcs(agents.ids())
+		c.counts.HostsNotProcs(agents.ids())
 	}
 	hosts := make([]hostInfo, n)
 	for i, p := range agents.procs {

@@ -192,7 +192,11 @@ func (la *localActors) deliverOr(f wire.Frame, subject string, fail error) {
 				e.reply.rank = f.Rank // the sender chose the rank (remote functions)
 			}
 		}
-		if err := a.stage(e); err != nil {
+		first, err := a.box.stage(e)
+		if first {
+			la.staged = append(la.staged, a)
+		}
+		if err != nil {
 			if f.Port != 0 {
 				la.rt.sendErrorToPort(e.reply, err)
 			} else {
@@ -379,8 +383,7 @@ func (lm *localMesh) standIn(a *actor, err *error, reason string) bool {
 	lm.replace(a, next)
 	if !a.dead.CompareAndSwap(nil, err) {
 		// Stopped meanwhile: the stand-in ends with it.
-		next.released = true
-		next.hold <- restartOrder{giveUp: a.deadErr()}
+		next.order(restartOrder{giveUp: a.deadErr()})
 		go next.run()
 		return false
 	}
@@ -436,17 +439,15 @@ func (la *localActors) restart(req *restartReq, reply portRef) {
 			init.reply = reply
 			init.reply.rank = b
 		}
-		held := a.hold != nil && !a.released
+		held := a.held()
 		switch {
 		case req.GiveUp != "":
 			if held {
-				a.released = true
-				a.hold <- restartOrder{giveUp: fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, req.GiveUp)}
+				a.order(restartOrder{giveUp: fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, req.GiveUp)})
 			}
 			continue
 		case held:
-			a.released = true
-			a.hold <- restartOrder{init: init}
+			a.order(restartOrder{init: init})
 			continue
 		case a.deadErr() == nil && req.Manual:
 			answer(b, fmt.Errorf("%w: actor %s is running", ErrNotFailed, a.id))
@@ -458,13 +459,13 @@ func (la *localActors) restart(req *restartReq, reply portRef) {
 		// hands its one-way messages over.
 		next := newActor(lm, b)
 		next.hold = make(chan restartOrder, 1)
-		next.prev, next.released = a, true
+		next.prev = a
 		if a.deadErr() == nil {
 			a.next = next
 			a.stopAs(fmt.Errorf("%w: actor %s was restarted with its group: %s", ErrActorFailed, a.id, req.Cause), nil)
 		}
 		lm.replace(a, next)
-		next.hold <- restartOrder{init: init}
+		next.order(restartOrder{init: init})
 		go next.run()
 	}
 }

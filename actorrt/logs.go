@@ -76,7 +76,7 @@ type clientLogs struct {
 	opts  map[string]LogOptions
 	tails map[string]*stderrTail // proc -> its last stderr lines
 	// recent is a ring of the last lines received, for the job state
-	// feed (feed.go); nRecent counts the lines it took.
+	// feed (recentLines, jobside.go); nRecent counts the lines it took.
 	recent  [jobctl.MaxLogLines]logagg.Line
 	nRecent int64
 

@@ -405,7 +405,7 @@ func (r *nameRegistry) add(w actorMeshWire) error {
 		r.byProc[p][w.ID] = nm
 	}
 	if c := r.rt.client(); c != nil {
-		c.feed.meshAdded(w)
+		c.feedMeshAdded(w)
 	}
 	return nil
 }
@@ -425,7 +425,7 @@ func (r *nameRegistry) freeLocked(id string) {
 	}
 	delete(r.byID, id)
 	if c := r.rt.client(); c != nil {
-		c.feed.meshStopped(id)
+		c.feedMeshStopped(id)
 	}
 	list := r.byName[nm.w.Name]
 	for i, other := range list {

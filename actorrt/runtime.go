@@ -57,11 +57,8 @@ type core struct {
 	// profiling: a CPU profile of `monarch profile` runs in this process,
 	// and actor calls carry pprof labels (profile.go).
 	profiling atomic.Bool
-	// sent counts the calls sent from here to each actor mesh, by id
-	// (feed.go): made at a mesh's first call, never removed (one small
-	// record per mesh this process called).
-	sentMu sync.Mutex
-	sent   map[string]*meshCounts
+	// sent counts the calls sent from here to each actor mesh (feed.go).
+	sent sentTable
 }
 
 // role is what the client and a proc do differently.
@@ -146,7 +143,7 @@ func newRuntime(job, procID string, env jobenv.Env, o options, logRole string) (
 		return nil, fmt.Errorf("actorrt: %w", err)
 	}
 	rt.log, rt.logFile = l, closer
-	rt.health = newHealth(procID, o.hostTimeout, o.lostAfter, rt.applyHealth)
+	rt.health = newHealth(procID, o.hostTimeout, o.lostAfter, func(e []healthEffect) { applyHealth(rt, e) })
 	return rt, nil
 }
 
@@ -270,54 +267,65 @@ func (rt *core) childEnded(n wire.GoneNotice) {
 	rt.health.gone(n, true)
 }
 
-// applyHealth carries out what the health table asks for.
-func (rt *core) applyHealth(effects []any) {
-	var late, back []string // said in one line each: at spawn many agents may be late at once
-	var silent time.Duration
-	defer func() {
-		if len(late) > 0 {
-			rt.log.Warn().Msgf("%s late: silent for %v or more, link up: suspected, lost if silent for %v",
-				someOf(late), silent.Round(100*time.Millisecond), rt.opts.lostAfter)
-		}
-		if len(back) > 0 {
-			rt.log.Info().Msgf("%s heard again: no longer suspected", someOf(back))
-		}
-	}()
+// healthEffects carries out the effects of one step of rt's health table
+// (healthApplier); said then logs, in one line each, the agents found
+// late and those heard again: at spawn many agents may be late at once.
+type healthEffects struct {
+	rt         *core
+	late, back []string
+	silent     time.Duration // the least silence of the late
+}
+
+// applyHealth carries out what rt's health table asks for.
+func applyHealth(rt *core, effects []healthEffect) {
+	a := healthEffects{rt: rt}
 	for _, e := range effects {
-		switch e := e.(type) {
-		case effGone:
-			rt.role.procEnded(e.n)
-			rt.endOf(e.n)
-			rt.delivery.ProcGone(e.n.Proc)
-			rt.ports.failWaiting(e.n.Proc, goneError(e.n))
-			rt.sup.procEnded(e.n)
-			if e.announce {
+		e.applyTo(&a)
+	}
+	a.said()
+}
+
+func (a *healthEffects) gone(e effGone) {
+	rt := a.rt
+	rt.role.procEnded(e.n)
+	rt.endOf(e.n)
+	rt.delivery.ProcGone(e.n.Proc)
+	rt.ports.failWaiting(e.n.Proc, goneError(e.n))
+	rt.sup.procEnded(e.n)
+	if !e.announce {
+		return
+	}
+	rt.announceGone(e.n, e.agent)
+	// Again after a while: a notice lost to a link that was down is not
+	// otherwise sent again (receivers drop repeats).
+	for _, d := range hostagent.AnnounceAgain {
+		time.AfterFunc(d, func() {
+			if !rt.closing.Load() && rt.ctx.Err() == nil {
 				rt.announceGone(e.n, e.agent)
-				// Again after a while: a notice lost to a link that was
-				// down is not otherwise sent again (receivers drop
-				// repeats).
-				for _, d := range hostagent.AnnounceAgain {
-					n, agent := e.n, e.agent
-					time.AfterFunc(d, func() {
-						if !rt.closing.Load() && rt.ctx.Err() == nil {
-							rt.announceGone(n, agent)
-						}
-					})
-				}
 			}
-		case effWatch:
-			rt.watchAgent(e.agent)
-		case effAsk:
-			rt.askEnded(e.agent, e.procs)
-		case effSuspect:
-			late = append(late, e.who)
-			silent = min(silent, e.silent)
-			if len(late) == 1 {
-				silent = e.silent
-			}
-		case effCleared:
-			back = append(back, e.who)
-		}
+		})
+	}
+}
+
+func (a *healthEffects) watch(e effWatch) { a.rt.watchAgent(e.agent) }
+func (a *healthEffects) ask(e effAsk)     { a.rt.askEnded(e.agent, e.procs) }
+
+func (a *healthEffects) suspect(e effSuspect) {
+	if len(a.late) == 0 || e.silent < a.silent {
+		a.silent = e.silent
+	}
+	a.late = append(a.late, e.who)
+}
+
+func (a *healthEffects) cleared(e effCleared) { a.back = append(a.back, e.who) }
+
+func (a *healthEffects) said() {
+	if len(a.late) > 0 {
+		a.rt.log.Warn().Msgf("%s late: silent for %v or more, link up: suspected, lost if silent for %v",
+			someOf(a.late), a.silent.Round(100*time.Millisecond), a.rt.opts.lostAfter)
+	}
+	if len(a.back) > 0 {
+		a.rt.log.Info().Msgf("%s heard again: no longer suspected", someOf(a.back))
 	}
 }
 
@@ -346,7 +354,7 @@ func (rt *core) watchAgent(agent string) {
 		}
 		rt.health.heard(agent)
 		if c := rt.client(); c != nil {
-			c.feed.heard(agent)
+			c.feedHeard(agent)
 		}
 	})
 	if err != nil {

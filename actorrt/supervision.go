@@ -89,7 +89,7 @@ type supervision struct {
 	rt *core
 
 	mu     sync.Mutex
-	router *failureRouter[*actor]
+	router *failureRouter
 	refs   map[string]*meshRef // the meshes owned here, to mark them stopped
 	// stepped is closed (and replaced) at each step: awaitSettled looks
 	// again then.
@@ -97,12 +97,12 @@ type supervision struct {
 }
 
 func newSupervision(rt *core, root bool) *supervision {
-	return &supervision{rt: rt, router: newFailureRouter[*actor](rt.procID, root), refs: map[string]*meshRef{}}
+	return &supervision{rt: rt, router: newFailureRouter(rt.procID, root), refs: map[string]*meshRef{}}
 }
 
 // step runs one event through the router and carries out its effects,
 // without the lock.
-func (s *supervision) step(ev any) {
+func (s *supervision) step(ev routerEvent) {
 	s.mu.Lock()
 	effects := s.router.step(ev)
 	if s.stepped != nil {
@@ -119,32 +119,31 @@ func (s *supervision) step(ev any) {
 	}
 	s.mu.Unlock()
 	if c := s.rt.client(); c != nil {
-		c.feed.supervised(ev, effects)
+		c.feedSupervised(ev, effects)
 	}
 	for _, ref := range stopped {
 		ref.stopped.Store(true)
 	}
-	rt := s.rt
 	for _, e := range effects {
-		switch e := e.(type) {
-		case effSupervise[*actor]:
-			e.owner.enqueue(envelope{failure: e.f})
-		case effForward:
-			s.send(e.proc, e.f)
-		case effEscalate:
-			s.send(jobenv.ClientID, e.f)
-		case effUnhandled:
-			rt.role.unhandled(e.f)
-		case effStopMesh:
-			stopOn(rt, e.id, e.procs)
-			rt.nameFreed(e.id)
-		case effRestart:
-			s.restartLater(e)
-		case effGiveUp:
-			if ref := s.ref(e.id); ref != nil {
-				giveUpOn(rt, ref, e.ranks, e.reason)
-			}
-		}
+		e.applyTo(s)
+	}
+}
+
+// The router's effects (routerApplier), carried out.
+
+func (s *supervision) supervise(e effSupervise) { e.owner.enqueue(envelope{failure: e.f}) }
+func (s *supervision) forward(e effForward)     { s.send(e.proc, e.f) }
+func (s *supervision) escalate(e effEscalate)   { s.send(jobenv.ClientID, e.f) }
+func (s *supervision) unhandled(e effUnhandled) { s.rt.role.unhandled(e.f) }
+
+func (s *supervision) stopMesh(e effStopMesh) {
+	stopOn(s.rt, e.id, e.procs)
+	s.rt.nameFreed(e.id)
+}
+
+func (s *supervision) giveUp(e effGiveUp) {
+	if ref := s.ref(e.id); ref != nil {
+		giveUpOn(s.rt, ref, e.ranks, e.reason)
 	}
 }
 
@@ -160,7 +159,7 @@ func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restart
 	s.mu.Lock()
 	s.refs[ref.id] = ref
 	s.mu.Unlock()
-	s.step(evOwned[*actor]{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan})
+	s.step(evOwned{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan})
 }
 
 func (s *supervision) ref(id string) *meshRef {
@@ -303,4 +302,4 @@ func (s *supervision) procEnded(n wire.GoneNotice) { s.step(evProcEnded{n: n, at
 func (s *supervision) meshStopped(id string) { s.step(evMeshStopped{id}) }
 
 // ownerEnded stops the meshes actor a owns: they die with their owner.
-func (s *supervision) ownerEnded(a *actor) { s.step(evOwnerEnded[*actor]{a}) }
+func (s *supervision) ownerEnded(a *actor) { s.step(evOwnerEnded{a}) }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/monarch-go/monarch/internal/jobview"
 )
 
 // TestStderrTail: a proc's tail keeps its last MaxTail lines, oldest
@@ -41,9 +43,9 @@ func TestStderrTail(t *testing.T) {
 
 // TestFailureOf: what a client reports for each way it can fail.
 func TestFailureOf(t *testing.T) {
-	c := &client{counts: newJobCounts(func(int, int) {})}
-	c.counts.up([]byte("c-3 node7"))
-	c.counts.gone("c-3") // a failure is often told after its proc's end
+	c := &client{counts: jobview.NewCounts(func(jobview.CountsNow) {})}
+	c.counts.Up([]byte("c-3 node7"))
+	c.counts.Gone("c-3") // a failure is often told after its proc's end
 	long := make([]string, MaxTail+5)
 	for i := range long {
 		long[i] = fmt.Sprint(i)

@@ -7,9 +7,10 @@
 //
 // # Usage
 //
-// The job's client starts it beside its control socket, with a Job that
-// answers from the client's own model of the job (internal/jobctl's
-// JobState), and prints the URL it gives once:
+// The job's client (its view of the job, internal/jobview) starts it
+// beside its control socket, with a Job that answers from the client's
+// own model of the job (internal/jobctl's JobState), and prints the URL
+// it gives once:
 //
 //	tok, err := dashboard.NewToken()
 //	...

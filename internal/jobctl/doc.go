@@ -57,7 +57,8 @@
 // job's procs, all taken at once (ProfileRequest, ProfileAnswer): each as
 // runtime/pprof writes it. The command merges them (with
 // github.com/google/pprof/profile, which this package leaves out so that
-// the jobs, which import it through actorrt, do not carry it).
+// the jobs, which import it through actorrt and internal/jobview, do not
+// carry it).
 //
 // # Exec
 //

@@ -1,4 +1,4 @@
-package actorrt
+package jobview
 
 import (
 	"context"
@@ -12,68 +12,40 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/jobctl"
-	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
-// Running a command on the job's hosts (`monarch exec`). The job's
-// client serves jobctl.OpExec on its control socket: it asks the host
-// agent of each selected host to run the command (wire.OpExec; the agent
-// runs it as the job's user, not as a proc of the job: see
+// Running a command on the job's hosts (`monarch exec`). The view serves
+// jobctl.OpExec on the control socket: it asks the host agent of each
+// selected host to run the command (wire.OpExec, through Job.Exec; the
+// agent runs it as the job's user, not as a proc of the job: see
 // internal/hostagent's exec.go), passes each piece of output on to the
 // caller as it comes, and answers with how the command ended on each
-// host. When the caller asks it to end (Ctrl-C), or the request's
-// timeout passes, it asks the agents to stop their commands and waits,
-// bounded, for their ends.
+// host. When the caller asks it to end (Ctrl-C), or the request's timeout
+// passes, it asks the agents to stop their commands and waits, bounded,
+// for their ends.
 //
-// The job's hosts are those of its host agents: the agents a launcher
-// started (one a host: h0, h1, ... under `monarch local --hosts N`; the
-// nodes' names under Slurm or ssh), then the client's own host, through
-// the client's own agent, unless an agent of the launcher has its name.
-// They are the hosts `monarch stacks --host` and the log lines name.
+// The job's hosts are those of its host agents (Job.ExecHosts): the
+// agents a launcher started, then the client's own host. They are the
+// hosts `monarch stacks --host` and the log lines name.
 
-// maxExecQueue bounds the output the client holds for a caller that
-// reads slower than the hosts write; what comes past it is dropped and
-// counted.
+// maxExecQueue bounds the output held for a caller that reads slower than
+// the hosts write; what comes past it is dropped and counted.
 const maxExecQueue = 8 << 20
-
-// execHost is a host a command can run on: its name and its agent.
-type execHost struct{ name, agent string }
-
-// execHosts lists the job's hosts (see above), waiting a little for the
-// launcher's agents to have reported.
-func (c *client) execHosts(ctx context.Context) ([]execHost, error) {
-	var out []execHost
-	if la := c.launched; la != nil {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		ready, err := la.fut.Get(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("the job's %d host agents have not all reported (yet): %v", la.n, err)
-		}
-		for i, r := range ready.Values() {
-			out = append(out, execHost{name: r.Host, agent: jobenv.AgentID(i)})
-		}
-	}
-	if !slices.ContainsFunc(out, func(h execHost) bool { return h.name == c.hostLabel }) {
-		out = append(out, execHost{name: c.hostLabel, agent: c.procID})
-	}
-	return out, nil
-}
 
 // selectExecHosts picks the hosts req names (all with req.All); a host
 // the job does not have is an error naming those it has.
-func selectExecHosts(all []execHost, req jobctl.ExecRequest) ([]execHost, error) {
+func selectExecHosts(all []ExecHost, req jobctl.ExecRequest) ([]ExecHost, error) {
 	if req.All {
 		return all, nil
 	}
-	var out []execHost
+	var out []ExecHost
 	for _, name := range req.Hosts {
-		i := slices.IndexFunc(all, func(h execHost) bool { return h.name == name })
+		i := slices.IndexFunc(all, func(h ExecHost) bool { return h.Name == name })
 		if i < 0 {
 			names := make([]string, len(all))
 			for j, h := range all {
-				names[j] = h.name
+				names[j] = h.Name
 			}
 			return nil, fmt.Errorf("no host %q in the job; its hosts: %s", name, strings.Join(names, ", "))
 		}
@@ -85,14 +57,14 @@ func selectExecHosts(all []execHost, req jobctl.ExecRequest) ([]execHost, error)
 }
 
 // ctlExec answers an OpExec request on the control socket.
-func (c *client) ctlExec(ctx context.Context, body json.RawMessage, send func(any) error) (any, error) {
+func (v *View) ctlExec(ctx context.Context, body json.RawMessage, send func(any) error) (any, error) {
 	var req jobctl.ExecRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, fmt.Errorf("exec request: %v", err)
 	}
 	switch {
-	case c.execOff != "":
-		return nil, fmt.Errorf("exec is turned off for job %s by %s ([exec] enabled = false)", c.job, c.execOff)
+	case v.cfg.ExecOff != "":
+		return nil, fmt.Errorf("exec is turned off for job %s by %s ([exec] enabled = false)", v.cfg.Job, v.cfg.ExecOff)
 	case len(req.Argv) == 0 || req.Argv[0] == "":
 		return nil, errors.New("no command to run")
 	case req.All == (len(req.Hosts) > 0):
@@ -104,7 +76,7 @@ func (c *client) ctlExec(ctx context.Context, body json.RawMessage, send func(an
 	if grace <= 0 {
 		grace = jobctl.DefaultExecGrace
 	}
-	all, err := c.execHosts(ctx)
+	all, err := v.job.ExecHosts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -121,24 +93,22 @@ func (c *client) ctlExec(ctx context.Context, body json.RawMessage, send func(an
 	backstop += jobctl.ExecStopBound(grace)
 
 	q := newExecQueue()
-	runs := make([]*execPort, len(sel))
+	runs := make([]*execRun, len(sel))
 	for i, h := range sel {
-		p := &execPort{host: h.name, agent: h.agent, q: q, end: make(chan struct{})}
-		runs[i] = p
-		if err := c.health.goneErr(h.agent); err != nil {
-			p.finish(-1, "its host agent is gone: "+err.Error(), 0)
+		r := &execRun{host: h.Name, agent: h.Agent, q: q, end: make(chan struct{})}
+		runs[i] = r
+		if err := v.job.AgentGone(h.Agent); err != nil {
+			r.finish(-1, "its host agent is gone: "+err.Error(), 0)
 			continue
 		}
-		port, err := c.ports.open(p, []string{h.agent})
+		xr := wire.ExecReq{Argv: req.Argv, GraceMS: grace.Milliseconds(), TimeoutMS: backstop.Milliseconds()}
+		id, done, err := v.job.Exec(h.Agent, xr, r)
+		if done != nil {
+			defer done()
+		}
+		r.id = id
 		if err != nil {
-			p.finish(-1, "cannot ask its host agent: "+err.Error(), 0)
-			continue
-		}
-		defer c.ports.close(port)
-		p.id = "x" + strconv.FormatUint(port, 10)
-		xr := wire.ExecReq{ID: p.id, Argv: req.Argv, GraceMS: grace.Milliseconds(), TimeoutMS: backstop.Milliseconds()}
-		if err := c.sendControl(h.agent, wire.OpExec, port, &xr); err != nil {
-			p.finish(-1, "cannot ask its host agent: "+err.Error(), 0)
+			r.finish(-1, "cannot ask its host agent: "+err.Error(), 0)
 		}
 	}
 
@@ -176,9 +146,9 @@ func (c *client) ctlExec(ctx context.Context, body json.RawMessage, send func(an
 	}
 	stopping := ""
 ends:
-	for _, p := range runs {
+	for _, r := range runs {
 		select {
-		case <-p.end:
+		case <-r.end:
 		case <-runCtx.Done():
 			stopping = "stopped"
 			break ends
@@ -188,43 +158,43 @@ ends:
 		}
 	}
 	if stopping != "" {
-		for _, p := range runs {
-			if !p.ended() && p.id != "" {
-				c.sendControl(p.agent, wire.OpExecStop, 0, &wire.ExecStopReq{ID: p.id})
+		for _, r := range runs {
+			if !r.ended() && r.id != "" {
+				v.job.StopExec(r.agent, r.id)
 			}
 		}
 		bound := jobctl.ExecStopBound(grace)
 		t := time.NewTimer(bound)
 		defer t.Stop()
 	wait:
-		for _, p := range runs {
+		for _, r := range runs {
 			select {
-			case <-p.end:
+			case <-r.end:
 			case <-t.C:
 				break wait
 			}
 		}
-		for _, p := range runs {
-			p.finish(-1, fmt.Sprintf("no end from its host agent within %v of the stop", bound), 0)
+		for _, r := range runs {
+			r.finish(-1, fmt.Sprintf("no end from its host agent within %v of the stop", bound), 0)
 		}
 	}
 	q.close()
 	<-pumped // bounded: each send has jobctl.IOTimeout
 
-	ans := &jobctl.ExecAnswer{Job: c.job, Hosts: make([]jobctl.ExecHost, len(runs))}
-	for i, p := range runs {
-		ans.Hosts[i] = p.res
-		ans.Hosts[i].Dropped += q.droppedOf(p.host)
-		if stopping != "" && strings.HasSuffix(p.res.Reason, "(stopped)") {
-			ans.Hosts[i].Reason = strings.TrimSuffix(p.res.Reason, "(stopped)") + "(" + stopping + ")"
+	ans := &jobctl.ExecAnswer{Job: v.cfg.Job, Hosts: make([]jobctl.ExecHost, len(runs))}
+	for i, r := range runs {
+		ans.Hosts[i] = r.res
+		ans.Hosts[i].Dropped += q.droppedOf(r.host)
+		if stopping != "" && strings.HasSuffix(r.res.Reason, "(stopped)") {
+			ans.Hosts[i].Reason = strings.TrimSuffix(r.res.Reason, "(stopped)") + "(" + stopping + ")"
 		}
 	}
 	return ans, nil
 }
 
-// execPort receives the events of one host's command, on the client's
-// dispatcher.
-type execPort struct {
+// execRun is one host's command: it takes what its agent sends (on the
+// client's dispatcher).
+type execRun struct {
 	host, agent string
 	id          string // the command's id at its agent; "" if never asked
 	q           *execQueue
@@ -233,33 +203,30 @@ type execPort struct {
 	res         jobctl.ExecHost
 }
 
-func (p *execPort) deliver(rt *core, f *wire.Frame) bool {
-	var ev wire.ExecEvent
-	if err := decodeReply(rt, f, &ev); err != nil {
-		p.finish(-1, "its host agent answered with an error: "+err.Error(), 0)
-		return false
-	}
+// Output implements ExecSink.
+func (r *execRun) Output(ev wire.ExecEvent) bool {
 	if !ev.End {
-		p.q.push(jobctl.ExecEvent{Host: p.host, Stream: int(ev.Stream), Data: ev.Data})
+		r.q.push(jobctl.ExecEvent{Host: r.host, Stream: int(ev.Stream), Data: ev.Data})
 		return true
 	}
-	p.finish(ev.Status, ev.Reason, ev.Dropped)
+	r.finish(ev.Status, ev.Reason, ev.Dropped)
 	return false
 }
 
-func (p *execPort) fail(err error) { p.finish(-1, "lost: "+err.Error(), 0) }
+// Broken implements ExecSink.
+func (r *execRun) Broken(reason string) { r.finish(-1, reason, 0) }
 
 // finish sets the host's end, once; later ones do nothing.
-func (p *execPort) finish(status int, reason string, dropped int64) {
-	p.once.Do(func() {
-		p.res = jobctl.ExecHost{Host: p.host, Status: status, Reason: reason, Dropped: dropped}
-		close(p.end)
+func (r *execRun) finish(status int, reason string, dropped int64) {
+	r.once.Do(func() {
+		r.res = jobctl.ExecHost{Host: r.host, Status: status, Reason: reason, Dropped: dropped}
+		close(r.end)
 	})
 }
 
-func (p *execPort) ended() bool {
+func (r *execRun) ended() bool {
 	select {
-	case <-p.end:
+	case <-r.end:
 		return true
 	default:
 		return false
