@@ -477,7 +477,7 @@ func (a *actor) invoke(m *method, ctx *Context, payload []byte, sole bool) (out 
 	in := make([]reflect.Value, lead+len(m.args))
 	in[0], in[1] = a.val, reflect.ValueOf(ctx)
 	if m.readers == nil || !readPlainArgs(payload, sole, m.readers, in[lead:]) {
-		if err := decodeArgs(payload, m.args, in[lead:]); err != nil {
+		if err := decodeArgs(a.mesh.rt, payload, m.args, in[lead:]); err != nil {
 			return nil, a.errorf(m.name, CodeDecode, "%v", err)
 		}
 	}
@@ -556,14 +556,15 @@ func (a *actor) explicitPort(m *method, reply portRef) reflect.Value {
 	if !reply.zero() {
 		reply.once = true
 		a.mesh.rt.health.owe(reply, a)
-		pv.Interface().(portSetter).setRef(reply)
+		pv.Interface().(portSetter).setRef(a.mesh.rt, reply)
 	}
 	return pv.Elem()
 }
 
-// decodeArgs decodes an argument array into values of the given types.
-func decodeArgs(p []byte, types []reflect.Type, into []reflect.Value) error {
-	return wire.DecodePayload(p, types, func(d *msgpack.Decoder) error {
+// decodeArgs decodes an argument array into values of the given types,
+// the references among them bound to rt.
+func decodeArgs(rt *core, p []byte, types []reflect.Type, into []reflect.Value) error {
+	return decodeIn(rt, p, types, func(d *msgpack.Decoder) error {
 		n, err := d.DecodeArrayLen()
 		if err != nil {
 			return fmt.Errorf("argument list: %v", err)

@@ -2,7 +2,6 @@ package actorrt_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"errors"
 	"reflect"
@@ -15,8 +14,8 @@ import (
 // spawnProcs starts procs for one test and stops them after it.
 func spawnProcs(t *testing.T, dims actorrt.Dims) *actorrt.ProcMesh {
 	t.Helper()
-	ctx := context.Background() // bounded by the spawn and stop timeouts
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, dims)
+	ctx := clientCtx // bounded by the spawn and stop timeouts
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, dims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +39,7 @@ func spawn[T any](t *testing.T, procs *actorrt.ProcMesh, name string, args ...an
 // TestGuideCounters is the guide's counter walk-through, checked.
 func TestGuideCounters(t *testing.T) {
 	ctx := testCtx(t)
-	counter := spawn[Counter](t, actorrt.ThisProc(), "counter-local", 0)
+	counter := spawn[Counter](t, actorrt.ThisProc(ctx), "counter-local", 0)
 	v, err := actorrt.Method((*Counter).GetValue).CallOne(counter).Get(ctx)
 	if err != nil || v != 0 {
 		t.Fatalf("local counter = %d, %v; want 0", v, err)
@@ -194,8 +193,8 @@ func firstDiff(a, b []int64) int {
 // actor of the same proc.
 func TestActorsOfAProcRunConcurrently(t *testing.T) {
 	ctx := testCtx(t)
-	a := spawn[Gate](t, actorrt.ThisProc(), "gate-a")
-	b := spawn[Gate](t, actorrt.ThisProc(), "gate-b")
+	a := spawn[Gate](t, actorrt.ThisProc(ctx), "gate-a")
+	b := spawn[Gate](t, actorrt.ThisProc(ctx), "gate-b")
 	waiting := actorrt.Method((*Gate).Wait).CallOne(a)
 	if _, err := actorrt.VoidMethod((*Gate).Open).CallOne(b).Get(ctx); err != nil {
 		t.Fatal(err)
@@ -208,7 +207,7 @@ func TestActorsOfAProcRunConcurrently(t *testing.T) {
 // TestOneMessageAtATime: many concurrent calls to one actor never overlap.
 func TestOneMessageAtATime(t *testing.T) {
 	ctx := testCtx(t)
-	s := spawn[Sleeper](t, actorrt.ThisProc(), "sleeper")
+	s := spawn[Sleeper](t, actorrt.ThisProc(ctx), "sleeper")
 	var futs []*actorrt.Future[actorrt.Void]
 	for i := 0; i < 50; i++ {
 		futs = append(futs, actorrt.VoidMethod((*Sleeper).Nap).CallOne(s))
@@ -267,7 +266,7 @@ func TestLargeArgumentToSeveral(t *testing.T) {
 
 func TestEndpointErrors(t *testing.T) {
 	ctx := testCtx(t)
-	echo := spawn[Echo](t, actorrt.ThisProc(), "errors")
+	echo := spawn[Echo](t, actorrt.ThisProc(ctx), "errors")
 	_, err := actorrt.VoidMethod1((*Echo).Fail).CallOne(echo, "no thanks").Get(ctx)
 	var ae *actorrt.ActorError
 	if !errors.As(err, &ae) || ae.Endpoint != "Fail" || ae.Message != "no thanks" || ae.ActorID != "errors[0]" {

@@ -47,10 +47,6 @@ func prepare(t meshTarget, b binding) (*core, *method, label, error) {
 	if t.err != nil {
 		return nil, nil, what, t.err
 	}
-	rt, err := getRuntime()
-	if err != nil {
-		return nil, nil, what, err
-	}
 	if t.ref == nil {
 		return nil, nil, what, fmt.Errorf("actorrt: mesh was not spawned (use Spawn)")
 	}
@@ -58,44 +54,81 @@ func prepare(t meshTarget, b binding) (*core, *method, label, error) {
 	if err != nil {
 		return nil, nil, what, err
 	}
-	// A member on a proc that ended may have been restarted on a new one.
-	rt.refreshMoves(rt.ctx, t.ref, t.reg)
-	return rt, m, label{t.ref.name, m.name}, nil
+	return t.ref.rt, m, label{t.ref.name, m.name}, nil
+}
+
+// outCall is one call, encoded, on its way to the members of reg.
+type outCall struct {
+	ref   *meshRef
+	reg   region
+	w     *wire.Writer
+	h     wire.Header
+	reply portRef
 }
 
 // send publishes one call to the members of reg; each answers on reply
 // (a port of any proc) unless it is the zero port. This is the one way
-// calls travel: every adverb is a port and a send.
-func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply portRef) error {
-	if err := rt.health.meshUsable(ref, reg); err != nil {
+// calls travel: every adverb is a port and a send. A call to a mesh whose
+// members' places are being refreshed (sendQueue) is queued behind that
+// refresh: send then returns at once, and failed hears of a queued call
+// that could not be sent.
+func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply portRef, failed func(error)) error {
+	if err := rt.health.meshUsable(ref, reg); err != nil && !ref.queue.due(ref, reg) {
 		return err
 	}
-	h := wire.Header{Kind: wire.KindActor, Target: ref.id, Method: m.name, Rank: -1}
+	c, err := encodeCall(ref, reg, m, args, reply)
+	if err != nil {
+		return err
+	}
+	if ref.queue.add(c, failed) {
+		return nil
+	}
+	defer c.w.Free()
+	return c.post()
+}
+
+// encodeCall encodes a call now: the caller may change its arguments
+// once the adverb returns, queued or not.
+func encodeCall(ref *meshRef, reg region, m *method, args []any, reply portRef) (*outCall, error) {
+	c := &outCall{ref: ref, reg: reg, reply: reply, h: wire.Header{Kind: wire.KindActor, Target: ref.id, Method: m.name, Rank: -1}}
 	if !reply.zero() {
-		h.Port, h.ReplyTo = reply.id, reply.proc
+		c.h.Port, c.h.ReplyTo = reply.id, reply.proc
 	}
 	if !reg.isWhole() {
-		h.Region = reg.appendWire(make([]int, 0, 3*len(reg.start)))
+		c.h.Region = reg.appendWire(make([]int, 0, 3*len(reg.start)))
 	}
-	w := wire.NewPayload(&h, rt.link.MaxMessage())
-	defer w.Free()
+	w := wire.NewPayload(&c.h, ref.rt.link.MaxMessage())
+	fail := func(err error) (*outCall, error) {
+		w.Free()
+		return nil, err
+	}
 	if err := w.Enc.EncodeArrayLen(len(args)); err != nil {
-		return err
+		return fail(err)
 	}
 	for i, a := range args {
 		if err := wire.EncodeArg(w.Enc, a); err != nil {
 			what := fmt.Sprintf("%s.%s argument %d", ref.name, m.name, i+1)
 			if tl := w.TooLarge(what, err); tl != nil {
-				return tl
+				return fail(tl)
 			}
-			return fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err)
+			return fail(fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err))
 		}
 	}
-	if err := rt.deliverTo(ref, reg, w, &h); err != nil {
+	c.w = w
+	return c, nil
+}
+
+// post publishes an encoded call.
+func (c *outCall) post() error {
+	rt := c.ref.rt
+	if err := rt.health.meshUsable(c.ref, c.reg); err != nil {
+		return err
+	}
+	if err := rt.deliverTo(c.ref, c.reg, c.w, &c.h); err != nil {
 		return err
 	}
 	if feedOn {
-		rt.sent.count(ref, reg)
+		rt.sent.count(c.ref, c.reg)
 	}
 	return nil
 }
@@ -155,33 +188,46 @@ func callOneAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
 }
 
 func broadcastAdverb(t meshTarget, b binding, args []any) error {
-	rt, m, _, err := prepare(t, b)
+	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return err
 	}
-	return rt.send(t.ref, t.reg, m, args, portRef{})
+	return rt.send(t.ref, t.reg, m, args, portRef{}, lostSend(rt, what))
+}
+
+// lostSend logs a queued send that no reply port waits for (Broadcast,
+// Send) and that could not be sent: its caller has long returned.
+func lostSend(rt *core, what label) func(error) {
+	return func(err error) {
+		rt.log.Warn().Err(err).Str("mesh", what.mesh).Str("method", what.method).Msg("a send queued behind a restart could not be sent")
+	}
 }
 
 // sendAdverb is Send: every member answers on the caller's port.
 func sendAdverb(t meshTarget, b binding, port portRef, args []any) error {
-	rt, m, _, err := prepare(t, b)
+	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return err
 	}
 	if port.zero() {
 		return fmt.Errorf("%w: Send to the zero Port (open one with OpenChannel)", ErrBadArgs)
 	}
-	return rt.send(t.ref, t.reg, m, args, port)
+	return rt.send(t.ref, t.reg, m, args, port, lostSend(rt, what))
 }
 
 // sendOpen opens a port of this proc for h, which waits for the members'
-// procs, and sends the call with it as the reply port.
+// procs, and sends the call with it as the reply port. A queued call
+// that cannot be sent fails h.
 func (rt *core) sendOpen(t meshTarget, m *method, args []any, h portHandler) error {
 	id, err := rt.ports.open(h, t.ref.procsOf(t.reg))
 	if err != nil {
 		return err
 	}
-	if err := rt.send(t.ref, t.reg, m, args, portRef{proc: rt.procID, id: id}); err != nil {
+	failed := func(err error) {
+		rt.ports.close(id)
+		h.fail(err)
+	}
+	if err := rt.send(t.ref, t.reg, m, args, portRef{proc: rt.procID, id: id}, failed); err != nil {
 		rt.ports.close(id)
 		return err
 	}

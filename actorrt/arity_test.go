@@ -123,7 +123,7 @@ func TestSixArguments(t *testing.T) {
 	if v, err := wideSix.Choose(w, 5, "six", blob, 2.5, pair, m).Get(ctx); err != nil || !slices.Contains([]string{want(0, 5), want(1, 5), want(2, 5)}, v) {
 		t.Fatalf("Choose = %q, %v", v, err)
 	}
-	port, recv := actorrt.OpenChannel[string]()
+	port, recv := actorrt.OpenChannel[string](ctx)
 	defer recv.Close()
 	if err := wideSix.Send(w.At("gpus", 1), port, 6, "six", blob, 2.5, pair, m); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestRemoteThreeArguments(t *testing.T) {
 	if _, err := join3.Call(procs.Slice("gpus", 0, 1), "a", -1, nil).Get(ctx); err == nil || !strings.Contains(err.Error(), "join3: negative -1") {
 		t.Fatalf("failing remote: %v", err)
 	}
-	port, recv := actorrt.OpenChannel[string]()
+	port, recv := actorrt.OpenChannel[string](ctx)
 	defer recv.Close()
 	if err := join3.Send(procs.Slice("gpus", 1, 2), port, "s", 1, nil); err != nil {
 		t.Fatal(err)

@@ -121,7 +121,7 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 	t.Run("bad extent", func(t *testing.T) {
-		if _, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 0}}); !errors.Is(err, actorrt.ErrBadExtent) {
+		if _, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 0}}); !errors.Is(err, actorrt.ErrBadExtent) {
 			t.Fatalf("err = %v", err)
 		}
 		if _, err := actorrt.SpawnPerProc[Echo](ctx, procs, "dup-dim", actorrt.Dims{{"gpus", 2}}); !errors.Is(err, actorrt.ErrBadExtent) {

@@ -127,7 +127,7 @@ func (clientSource) State(ctx context.Context) (*jobctl.JobState, error) {
 // counted (or did not), and prints `FEEDCHILD <W1 p50s> <W2 rates>
 // <scrapes>`.
 func feedChild(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(clientCtx)
 	var scrapes atomic.Int64
 	done := make(chan struct{})
 	if os.Getenv(feedReadVar) != "" {
@@ -157,7 +157,7 @@ func feedChild(b *testing.B) {
 	w1, w2 := childW1W2(b, tlsChildRounds, tlsW2Msgs)
 	cancel()
 	<-done
-	s, err := actorrt.ClientState(context.Background())
+	s, err := actorrt.ClientState(clientCtx)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package actorrt_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"github.com/monarch-go/monarch/ibverbs"
@@ -26,7 +25,7 @@ const largeSize = 64 << 20
 // argument before it answers. Both count the bytes both ways (128 MiB a
 // round trip), in MB/s.
 func BenchmarkLarge64MiB(b *testing.B) {
-	ctx := context.Background()
+	ctx := clientCtx
 	echo := spawnRemote[Echo](b, "large")
 	data := make([]byte, largeSize)
 	for i := range data {
@@ -76,8 +75,8 @@ func BenchmarkLarge64MiB(b *testing.B) {
 // memory of its own (Echo.ReadLen). Milliseconds a round; the target is
 // within 3x the buffers.
 func BenchmarkLargeBroadcast4MiB(b *testing.B) {
-	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 4}})
+	ctx := clientCtx
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"procs", 4}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package actorrt_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -25,8 +24,8 @@ func BenchmarkRestartAfterPanic(b *testing.B) {
 // policy that allows as many restarts as a benchmark makes, and no
 // backoff; dir is its directory.
 func restartingPhoenix(b *testing.B, name string) (m *actorrt.ActorMesh[Phoenix], dir string) {
-	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	ctx := clientCtx
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +42,7 @@ func restartingPhoenix(b *testing.B, name string) (m *actorrt.ActorMesh[Phoenix]
 // untilNewInstance makes m's one member fail with fail (sent with
 // Broadcast) and returns the time until a new instance answers, in ms.
 func untilNewInstance(b *testing.B, m *actorrt.ActorMesh[Phoenix], fail func(*Phoenix, *actorrt.Context) error) float64 {
-	ctx := context.Background()
+	ctx := clientCtx
 	old, err := phoenixNonce.CallOne(m).Get(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -66,9 +65,9 @@ func untilNewInstance(b *testing.B, m *actorrt.ActorMesh[Phoenix], fail func(*Ph
 // freshMesh spawns a 1-proc mesh and a Phoenix on it, until it answers;
 // it returns the time that took, in ms, and stops the proc.
 func freshMesh(b *testing.B, dir string) float64 {
-	ctx := context.Background()
+	ctx := clientCtx
 	t0 := time.Now()
-	p, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	p, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		b.Fatal(err)
 	}

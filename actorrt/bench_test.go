@@ -2,7 +2,6 @@ package actorrt_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -113,8 +112,8 @@ func report(b *testing.B, name string, ours, floor []float64, unit, dir string, 
 // spawnRemote spawns an actor of type A in a proc of its own, stopped
 // when the benchmark ends.
 func spawnRemote[A any](b *testing.B, name string) *actorrt.ActorMesh[A] {
-	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	ctx := clientCtx
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -163,7 +162,7 @@ func latencies(b *testing.B, n int, fn func() error) []float64 {
 // BenchmarkW1CallOne: CallOne round trip to an actor in another proc,
 // beside raw NATS request-reply; p50 latency in µs.
 func BenchmarkW1CallOne(b *testing.B) {
-	ctx := context.Background()
+	ctx := clientCtx
 	echo := spawnRemote[Echo](b, "w1")
 	raw := newRawBus(b)
 	raw.startRaw(b, "raw-rr", 0)
@@ -184,8 +183,8 @@ func BenchmarkW1CallOne(b *testing.B) {
 // replies, beside a raw NATS fan-out to 64 subscribers in 4 processes
 // gathering 64 replies; p50 latency in µs.
 func BenchmarkW3Call64(b *testing.B) {
-	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 4}})
+	ctx := clientCtx
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"procs", 4}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -295,7 +294,7 @@ func recorderRate(b *testing.B, rec *actorrt.ActorMesh[Recorder], n int, sent *i
 		}
 	}
 	*sent += n
-	got, err := actorrt.Method((*Recorder).Count).CallOne(rec).Get(context.Background())
+	got, err := actorrt.Method((*Recorder).Count).CallOne(rec).Get(clientCtx)
 	if err != nil || got != *sent {
 		b.Fatalf("actor counted %d of %d: %v", got, *sent, err)
 	}
@@ -322,8 +321,8 @@ func (f *Flooder) Flood(ctx *actorrt.Context, d time.Duration) (int, error) {
 // line written must reach the client. Printed as received lines/s against
 // written lines/s: the ratio must be 1.
 func BenchmarkLogsEndToEnd(b *testing.B) {
-	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 16}})
+	ctx := clientCtx
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"procs", 16}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -336,7 +335,7 @@ func BenchmarkLogsEndToEnd(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	before := actorrt.ClientLogStats().Lines
+	before := actorrt.ClientLogStats(clientCtx).Lines
 	const d = 5 * time.Second
 	t0 := time.Now()
 	counts, err := actorrt.Method1((*Flooder).Flood).Call(f, d).Get(ctx)
@@ -348,12 +347,12 @@ func BenchmarkLogsEndToEnd(b *testing.B) {
 		written += n
 	}
 	// Wait (bounded) until the client has every line.
-	for deadline := time.Now().Add(60 * time.Second); actorrt.ClientLogStats().Lines-before < int64(written) && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(60 * time.Second); actorrt.ClientLogStats(clientCtx).Lines-before < int64(written) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	took := time.Since(t0).Seconds()
-	received := actorrt.ClientLogStats().Lines - before
-	if st := actorrt.ClientLogStats(); st.Bad != 0 {
+	received := actorrt.ClientLogStats(clientCtx).Lines - before
+	if st := actorrt.ClientLogStats(clientCtx); st.Bad != 0 {
 		b.Errorf("%d undecodable log messages", st.Bad)
 	}
 	fmt.Printf("BENCH logs-e2e-16procs ours=%.0f floor=%.0f ratio=%.3f target>=1.0\n", float64(received)/took, float64(written)/took, float64(received)/float64(written))

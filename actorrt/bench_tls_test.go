@@ -160,7 +160,7 @@ func runBenchChild(b *testing.B, bench string, vars []string, tag string) (out [
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), tlsChildFor)
+	ctx, cancel := context.WithTimeout(clientCtx, tlsChildFor)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(jobenv.Clean(os.Environ()), vars...)
@@ -201,7 +201,7 @@ func tlsChild(b *testing.B) {
 // one-way messages, msgs/s) rounds times each, after a warm-up, in a
 // child client: each figure formatted.
 func childW1W2(b *testing.B, rounds, w2Msgs int) (w1, w2 []string) {
-	ctx := context.Background()
+	ctx := clientCtx
 	echo := spawnRemote[Echo](b, "w1")
 	rec := spawnRemote[Recorder](b, "w2")
 	ping := actorrt.Method((*Echo).Ping)

@@ -290,7 +290,7 @@ func TestCleanupBounded(t *testing.T) {
 	stopped := spawn[Journal](t, procs, "hang-stopped", dir, "hang")
 	ending := spawn[Journal](t, procs, "hang-ending", dir, "hang")
 	panicky := spawn[Journal](t, procs, "cleanup-panics", dir, "panic")
-	job, _, _ := actorrt.JobBus()
+	job, _, _ := actorrt.JobBus(clientCtx)
 	syslog := filepath.Join(logagg.SystemLogDir(), "monarch_"+job+"_proc-"+actorrt.ProcIDs(procs)[0]+".log")
 
 	for _, m := range []*actorrt.ActorMesh[Journal]{stopped, panicky} {
@@ -356,7 +356,7 @@ func TestCleanupAtJobStop(t *testing.T) {
 // for SIGTERM; it returns once the proc has the stop notice.
 func helperCleanupSigterm() int {
 	return actorrt.Run(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 		if err != nil {
 			return err
 		}
@@ -402,7 +402,7 @@ func TestCleanupRegister(t *testing.T) {
 		t.Fatalf("Register[BadCleanup]: %v", err)
 	}
 	dir := t.TempDir()
-	j := spawn[Journal](t, actorrt.ThisProc(), "journal-register", dir, "")
+	j := spawn[Journal](t, actorrt.ThisProc(clientCtx), "journal-register", dir, "")
 	_, err = actorrt.VoidMethod1((*Journal).Cleanup).CallOne(j, nil).Get(testCtx(t))
 	if !errors.Is(err, actorrt.ErrBadEndpoint) || !strings.Contains(err.Error(), "Cleanup is not an endpoint") {
 		t.Errorf("calling Cleanup: %v, want ErrBadEndpoint", err)

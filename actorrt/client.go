@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,7 +179,7 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 		return nil, err
 	}
 	c := &client{core: rt, jobProcs: env.Procs, execOff: env.ExecOff, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
-	c.names = newNameRegistry(rt)
+	c.names = newNameRegistry(c)
 	jobstate.PruneSystemLogs(time.Now())
 	if env.Bus.URL == "" {
 		c.openJobRecord() // no launcher: the record is ours to keep
@@ -235,7 +236,7 @@ func (c *client) start(env jobenv.Env, l link) error {
 	if env.HostAgents > 0 {
 		c.launched = openLaunchedAgents(c.core, env.HostAgents)
 	}
-	if err := c.core.start(l, c, true); err != nil {
+	if err := c.core.start(l, c); err != nil {
 		return err
 	}
 	logCtx, stopLogs := context.WithCancel(context.Background())
@@ -351,6 +352,19 @@ func (c *client) linesArrived() { c.logs.flush() }
 // subjects).
 func (c *client) watchSubjects(string) []string { return nil }
 
+// ownSubjects: the client sends the notices; it subscribes to its own
+// subjects in start.
+func (c *client) ownSubjects() []string { return nil }
+
+// root: the client is the root of the supervision tree.
+func (c *client) root() bool { return true }
+
+// registry: the client keeps the job's names.
+func (c *client) registry() nameService { return clientNames{c.names} }
+
+// meshName: procs1, procs2, ...
+func (c *client) meshName(seq uint64) string { return "procs" + strconv.FormatUint(seq, 10) }
+
 // shutdown stops the procs this client started (through their agents:
 // their last lines arrive before the agents' replies), prints the last
 // lines, then stops the runtime and the embedded bus. Idempotent.
@@ -457,5 +471,5 @@ func (la *launchedAgents) hosts(ctx context.Context) (*HostMesh, error) {
 		infos[i] = procInfo{ID: id, Host: r.Host, PID: r.PID, Agent: id}
 	}
 	la.rt.health.started(infos, true) // the launcher tells of an agent that ends
-	return &HostMesh{reg: wholeRegion(ready.Extent()), hosts: hosts}, nil
+	return &HostMesh{rt: la.rt, reg: wholeRegion(ready.Extent()), hosts: hosts}, nil
 }

@@ -1,7 +1,6 @@
 package actorrt_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -443,7 +442,7 @@ func TestRegisterRefusesBadConcurrent(t *testing.T) {
 			}
 		})
 	}
-	_, err := actorrt.Spawn[ConcBad](testCtx(t), actorrt.ThisProc(), "conc-bad")
+	_, err := actorrt.Spawn[ConcBad](testCtx(t), actorrt.ThisProc(clientCtx), "conc-bad")
 	if !errors.Is(err, actorrt.ErrNotRegistered) || !strings.Contains(err.Error(), "Register failed") {
 		t.Fatalf("Spawn: %v", err)
 	}
@@ -460,7 +459,7 @@ func (t *Twin) PingConcurrent(ctx *actorrt.Context) (int, error) { return 1, nil
 // of that actor (W1's); p50 latency in µs. The difference is the call's
 // goroutine and Context.
 func BenchmarkW1Concurrent(b *testing.B) {
-	ctx := context.Background()
+	ctx := clientCtx
 	twin := spawnRemote[Twin](b, "w1-concurrent")
 	ours := func() error { _, err := actorrt.Method((*Twin).PingConcurrent).CallOne(twin).Get(ctx); return err }
 	floor := func() error { _, err := actorrt.Method((*Twin).Ping).CallOne(twin).Get(ctx); return err }

@@ -95,7 +95,7 @@ func MyMesh[A any](ctx *Context) (*ActorMesh[A], error) {
 		return nil, fmt.Errorf("actorrt: MyMesh: %w", err)
 	}
 	rt := lm.rt
-	ref := &meshRef{id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: info.Procs, agents: info.Agents, all: uniq(info.Procs),
+	ref := &meshRef{rt: rt, id: lm.id, name: lm.name, typ: lm.typ, subject: rt.subjects.Mesh(lm.id), procs: info.Procs, agents: info.Agents, all: uniq(info.Procs),
 		owner: lm.owner, restartable: lm.restarts}
 	if mv := movesOf(info.Moved); mv != nil {
 		ref.moves.Store(mv)

@@ -18,7 +18,7 @@ import (
 // recipients, and a proc's end reaches the procs that hold its meshes.
 
 var remoteReceived = actorrt.Remote("test_received", func(ctx context.Context) (map[string]uint64, error) {
-	return actorrt.ReceivedCounts(), nil
+	return actorrt.ReceivedCounts(ctx), nil
 })
 
 // Holder keeps a reference to a mesh of Crashers and calls it.

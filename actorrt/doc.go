@@ -21,7 +21,7 @@
 //	func main() {
 //		actorrt.Register[Counter]()
 //		actorrt.Main(func(ctx context.Context) error {
-//			procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
+//			procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 //			...
 //			counters, err := actorrt.Init1((*Counter).Init).Spawn(ctx, procs, "counters", 0)
 //			increment.Broadcast(counters)
@@ -106,6 +106,16 @@
 // makes the running actor the owner; any other context, the client (or,
 // in a proc, the proc itself, whose failures go up to the client).
 //
+// A runtime is a value, not a property of the process: the ctx Main's
+// function receives carries it, as does every endpoint's *Context and
+// every context derived from them, and ThisHost, ThisProc, OpenChannel,
+// Lookup, GetOrSpawn, Preempted, JobProcs and HostsFromConfig resolve it
+// from the ctx they are given (ErrNotStarted for a ctx of none, such as
+// context.Background()). A mesh, a port and a future belong to the
+// runtime that made them, or that received them: a reference decoded
+// from the wire binds to the runtime that decoded it. So two runtimes
+// work side by side in one process, each its own job.
+//
 // # Meshes
 //
 // A mesh has an Extent: ordered, named dimensions such as {hosts: 2,
@@ -114,7 +124,7 @@
 // rank (ActorInstance().Rank()), and a message sent to a slice tells each
 // member its place in the slice (Context.MessageRank()). SpawnPerProc puts
 // several actors of one mesh on each proc. An extent with no dimensions
-// has exactly one point and prints as {}: ThisHost() is such a mesh, and
+// has exactly one point and prints as {}: ThisHost(ctx) is such a mesh, and
 // its SpawnProcs gives just the dimensions asked for.
 //
 // # Names
@@ -225,7 +235,10 @@
 // whose values would not arrive as sent (an unexported field, say), listing
 // every problem of the actor type at once; see Register. A type whose
 // fields should not travel as they are gets a codec of two functions
-// with RegisterCodec, which keeps it off the type's method set.
+// with RegisterCodec, which keeps it off the type's method set. A mesh or
+// Port among them arrives bound to the receiving runtime; one a program
+// encodes itself (msgpack.Marshal) is decoded with Unmarshal(ctx, ...),
+// which binds it to ctx's runtime.
 //
 // # Supervision
 //
@@ -271,7 +284,10 @@
 //   - a member whose proc ended restarts on a new proc its host agent
 //     starts in the old one's place (same environment, rank variables,
 //     wrapper and CPU binding); calls in flight to the old proc fail with
-//     ErrProcFailed, and a holder's later calls wait for the restart;
+//     ErrProcFailed, and a holder's later calls wait for the restart:
+//     not in the adverb, which returns at once, but queued in the
+//     holder's reference, in order (a Call's Get waits as long as its ctx
+//     lets it; a queued Broadcast that cannot be sent is logged);
 //   - past the limit, or when the member's host is gone, the failure
 //     goes to the owner as it would without a policy, naming why it was
 //     not restarted.
@@ -319,7 +335,7 @@
 // # Processes
 //
 // Every process of a job that hosts actors (the client, and each proc) has
-// a host agent of its own serving ThisHost(): it
+// a host agent of its own serving ThisHost(ctx): it
 // starts procs, captures their output and watches them. Procs are started
 // with a parent-death signal from a thread that lives as long as the
 // process, so they die with their parent, and they exit when their bus
@@ -396,7 +412,9 @@
 // end in cleanup.go), the host agent, supervision (supervision.go,
 // driving the failureRouter state machine of failurerouter.go, which asks a mesh's
 // restartPlanner of restartplan.go; restart.go and moves.go carry out
-// restarts in place, on the member's proc or on a new one), the job's
+// restarts in place, on the member's proc or on a new one; a call to a
+// mesh whose member's restart has not settled waits in sendqueue.go, not
+// in the adverb), the job's
 // names (names.go: the client's registry), what it knows of the job's
 // health (health.go, driving the healthTable of healthtable.go), who is
 // a member of the job as the delivery layer asks (members.go: only a

@@ -18,8 +18,10 @@ var (
 )
 
 var (
-	// ErrNotStarted: the runtime is used before Main started it.
-	ErrNotStarted = errors.New("actorrt: not started (call actorrt.Main first)")
+	// ErrNotStarted: the runtime is used before Main started it, or from
+	// a context that carries none (Main's function's ctx, an endpoint's
+	// *Context and contexts derived from them carry their runtime).
+	ErrNotStarted = errors.New("actorrt: not started (call actorrt.Main first, and pass on the ctx it gives)")
 	// ErrBadExtent: dimensions with an empty or repeated name, or a size < 1.
 	ErrBadExtent = errors.New("actorrt: bad extent")
 	// ErrOutOfRange: a slice, index or rank outside a mesh.

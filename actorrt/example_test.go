@@ -42,7 +42,7 @@ var (
 // exampleCtx bounds an example: a call that cannot be answered fails
 // instead of hanging the test run.
 func exampleCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 30*time.Second)
+	return context.WithTimeout(clientCtx, 30*time.Second)
 }
 
 // Spawn an actor in this process (ThisProc) and call it. CallOne sends to
@@ -53,7 +53,7 @@ func ExampleSpawn() {
 	defer cancel()
 
 	// The arguments after the name go to Counter's Init.
-	counter, err := actorrt.Spawn[Counter](ctx, actorrt.ThisProc(), "example-counter", 0)
+	counter, err := actorrt.Spawn[Counter](ctx, actorrt.ThisProc(ctx), "example-counter", 0)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -88,7 +88,7 @@ func ExampleEndpoint_Broadcast() {
 
 	// Four procs on this host, one dimension named gpus; each proc is this
 	// program started again.
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -149,7 +149,7 @@ func ExampleContext_MessageRank() {
 	defer cancel()
 
 	// Four members on this proc, along gpus.
-	positions, err := actorrt.SpawnPerProc[Position](ctx, actorrt.ThisProc(), "example-positions", actorrt.Dims{{"gpus", 4}})
+	positions, err := actorrt.SpawnPerProc[Position](ctx, actorrt.ThisProc(ctx), "example-positions", actorrt.Dims{{"gpus", 4}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -192,7 +192,7 @@ func ExampleAccumulate() {
 	defer cancel()
 
 	// SpawnPerProc puts several members on each proc: here 4 on this one.
-	shards, err := actorrt.SpawnPerProc[Shard](ctx, actorrt.ThisProc(), "example-shards", actorrt.Dims{{"shards", 4}})
+	shards, err := actorrt.SpawnPerProc[Shard](ctx, actorrt.ThisProc(ctx), "example-shards", actorrt.Dims{{"shards", 4}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -233,7 +233,7 @@ func ExampleOpenChannel() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
 
-	port, recv := actorrt.OpenChannel[int]()
+	port, recv := actorrt.OpenChannel[int](ctx)
 	defer recv.Close()
 	if err := port.Send(3); err != nil {
 		fmt.Println(err)
@@ -246,7 +246,7 @@ func ExampleOpenChannel() {
 	}
 	fmt.Println("received", v)
 
-	counters, err := actorrt.SpawnPerProc[Counter](ctx, actorrt.ThisProc(), "example-channel", actorrt.Dims{{"gpus", 3}}, 10)
+	counters, err := actorrt.SpawnPerProc[Counter](ctx, actorrt.ThisProc(ctx), "example-channel", actorrt.Dims{{"gpus", 3}}, 10)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -310,7 +310,7 @@ func ExamplePortMethod1() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
 
-	meeting, err := actorrt.Spawn[Meeting](ctx, actorrt.ThisProc(), "example-meeting", 3)
+	meeting, err := actorrt.Spawn[Meeting](ctx, actorrt.ThisProc(ctx), "example-meeting", 3)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -381,7 +381,7 @@ func ExampleRestartPolicy() {
 
 	// Up to 3 restarts a minute; no Backoff, so the restart is at once.
 	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
-	parser, err := actorrt.SpawnWith[Parser](ctx, actorrt.ThisProc(), "example-parser",
+	parser, err := actorrt.SpawnWith[Parser](ctx, actorrt.ThisProc(ctx), "example-parser",
 		actorrt.SpawnOptions{Restart: &policy})
 	if err != nil {
 		fmt.Println(err)
@@ -428,7 +428,7 @@ func ExampleRemote1() {
 	ctx, cancel := exampleCtx()
 	defer cancel()
 
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -11,13 +11,23 @@ import (
 )
 
 // Hooks for the black-box tests that play a buggy or hostile peer of the
-// job (malformed_test.go). Compiled into the test binary only.
+// job (malformed_test.go). Compiled into the test binary only. Each acts
+// on the runtime its ctx belongs to.
+
+// mustRuntime is ctx's runtime; a test that passes a ctx of none is wrong.
+func mustRuntime(ctx context.Context) *core {
+	rt, err := runtimeOf(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return rt
+}
 
 // DropCounts returns the drop counters of this process, by kind (the
 // dispatcher's, and the bus connection's as bus-<kind>).
-func DropCounts() map[string]uint64 {
-	rt := current.Load()
-	if rt == nil {
+func DropCounts(ctx context.Context) map[string]uint64 {
+	rt, err := runtimeOf(ctx)
+	if err != nil {
 		return nil
 	}
 	return rt.dropCounts()
@@ -26,7 +36,7 @@ func DropCounts() map[string]uint64 {
 // ClientState is the client's job state feed, as the metrics endpoint
 // reads it (refresh and snapshot).
 func ClientState(ctx context.Context) (*jobctl.JobState, error) {
-	rt, err := getRuntime()
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -39,15 +49,15 @@ func ClientState(ctx context.Context) (*jobctl.JobState, error) {
 
 // JobBus returns the job id, bus URL and token of this process: what a
 // peer of the job holds.
-func JobBus() (job, url, token string) {
-	rt := current.Load()
+func JobBus(ctx context.Context) (job, url, token string) {
+	rt := mustRuntime(ctx)
 	return rt.job, rt.bus.URL, rt.bus.Token
 }
 
 // HubLeafNodes is the number of leaves linked to the client's own bus
 // (the hub of a program run directly); 0 elsewhere.
-func HubLeafNodes() int {
-	rt, err := getRuntime()
+func HubLeafNodes(ctx context.Context) int {
+	rt, err := runtimeOf(ctx)
 	if err != nil || rt.client() == nil || rt.client().server == nil {
 		return 0
 	}
@@ -55,7 +65,9 @@ func HubLeafNodes() int {
 }
 
 // ProcSubject is the subject of a proc's inbox; ClientProc the client's id.
-func ProcSubject(proc string) string { return current.Load().subjects.Proc(proc) }
+func ProcSubject(ctx context.Context, proc string) string {
+	return mustRuntime(ctx).subjects.Proc(proc)
+}
 
 const ClientProc = jobenv.ClientID
 
@@ -66,8 +78,8 @@ func MeshSubjectOf[A any](m *ActorMesh[A]) string { return m.ref.subject }
 func ProcIDs(p *ProcMesh) []string { return p.ids() }
 
 // NextPortID is the id of the next port this process opens.
-func NextPortID() uint64 {
-	rt := current.Load()
+func NextPortID(ctx context.Context) uint64 {
+	rt := mustRuntime(ctx)
 	rt.ports.mu.Lock()
 	defer rt.ports.mu.Unlock()
 	return rt.ports.next + 1
@@ -90,11 +102,13 @@ func SpanBody(lo, hi uint64) []byte { return wire.AppendSpan(nil, wire.Span{Lo: 
 
 // DeliverySenders is how many senders this process's delivery layer
 // tracks.
-func DeliverySenders() int { return current.Load().delivery.Senders() }
+func DeliverySenders(ctx context.Context) int { return mustRuntime(ctx).delivery.Senders() }
 
 // SenderStanding is what this process's delivery layer takes sender id
 // for: "member", "stranger" or "unknown".
-func SenderStanding(id string) string { return current.Load().members.standing(id).String() }
+func SenderStanding(ctx context.Context, id string) string {
+	return mustRuntime(ctx).members.standing(id).String()
+}
 
 // TestHeader is a frame header as a peer writes it. Region, if set, is
 // written as is in place of the region (nil there writes none).
@@ -137,8 +151,8 @@ type LogStats struct {
 
 // ClientLogStats returns the client's counts of its procs' lines so
 // far; zero outside the client.
-func ClientLogStats() LogStats {
-	rt, err := getRuntime()
+func ClientLogStats(ctx context.Context) LogStats {
+	rt, err := runtimeOf(ctx)
 	if err != nil || rt.client() == nil {
 		return LogStats{}
 	}
@@ -148,9 +162,9 @@ func ClientLogStats() LogStats {
 
 // ReceivedCounts counts what this process's dispatcher took: frames by
 // kind (actor, port, control) and notices of ends.
-func ReceivedCounts() map[string]uint64 {
-	rt := current.Load()
-	if rt == nil {
+func ReceivedCounts(ctx context.Context) map[string]uint64 {
+	rt, err := runtimeOf(ctx)
+	if err != nil {
 		return nil
 	}
 	return map[string]uint64{
@@ -161,8 +175,8 @@ func ReceivedCounts() map[string]uint64 {
 
 // SetChildBusURL makes the procs this process starts from now on dial
 // url (a proxy a test can cut); restore undoes it.
-func SetChildBusURL(url string) (hub string, restore func()) {
-	rt := current.Load()
+func SetChildBusURL(ctx context.Context, url string) (hub string, restore func()) {
+	rt := mustRuntime(ctx)
 	old := rt.bus
 	b := old
 	b.URL = url

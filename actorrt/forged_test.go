@@ -23,7 +23,7 @@ var remoteDeliveryState = actorrt.Remote("test_delivery_state", func(ctx context
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return [2]uint64{uint64(actorrt.DeliverySenders()), ms.HeapInuse}, nil
+	return [2]uint64{uint64(actorrt.DeliverySenders(ctx)), ms.HeapInuse}, nil
 })
 
 func deliveryState(t *testing.T, ctx context.Context, procs *actorrt.ProcMesh) (senders int, heap uint64) {
@@ -52,7 +52,7 @@ func TestForgedDeliveryFrames(t *testing.T) {
 		}
 	}
 	j.before(t)
-	procInbox, clientInbox := actorrt.ProcSubject(proc), actorrt.ProcSubject(actorrt.ClientProc)
+	procInbox, clientInbox := actorrt.ProcSubject(clientCtx, proc), actorrt.ProcSubject(clientCtx, actorrt.ClientProc)
 	send := func(subject string, h actorrt.TestHeader, body []byte) {
 		t.Helper()
 		if err := j.peer.Publish(subject, actorrt.EncodeFrame(h, body)); err != nil {
@@ -125,7 +125,7 @@ func TestMadeUpSenders(t *testing.T) {
 	start := time.Now()
 	for i := range n {
 		h := actorrt.TestHeader{Kind: actorrt.KindActor, Target: "sys", Method: "Run", Rank: -1, From: fmt.Sprintf("fake-%d", i), Seq: 5}
-		if err := peer.Publish(actorrt.ProcSubject(proc), actorrt.EncodeFrame(h, payload)); err != nil {
+		if err := peer.Publish(actorrt.ProcSubject(clientCtx, proc), actorrt.EncodeFrame(h, payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -225,7 +225,7 @@ func (j *forgedJob) before(t *testing.T) {
 	t.Helper()
 	j.failures = failureCount()
 	j.procDrops = j.drops(t)
-	j.clientDrops = actorrt.DropCounts()
+	j.clientDrops = actorrt.DropCounts(clientCtx)
 }
 
 // drops reads the first proc's drop counters.
@@ -237,7 +237,7 @@ func (j *forgedJob) drops(t *testing.T) map[string]uint64 {
 // send publishes a frame to proc to's inbox.
 func (j *forgedJob) send(t *testing.T, to string, h actorrt.TestHeader, body []byte) {
 	t.Helper()
-	if err := j.peer.Publish(actorrt.ProcSubject(to), actorrt.EncodeFrame(h, body)); err != nil {
+	if err := j.peer.Publish(actorrt.ProcSubject(clientCtx, to), actorrt.EncodeFrame(h, body)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -248,7 +248,7 @@ func (j *forgedJob) wait(t *testing.T, procWant, clientWant map[string]uint64) {
 	t.Helper()
 	j.peer.Flush()
 	waitCounts(t, "proc "+j.proc, j.procDrops, procWant, func() map[string]uint64 { return j.drops(t) })
-	waitCounts(t, "client", j.clientDrops, clientWant, actorrt.DropCounts)
+	waitCounts(t, "client", j.clientDrops, clientWant, clientDrops)
 }
 
 // stillAnswers checks that every actor answers calls, both ways, and that
@@ -364,14 +364,14 @@ func TestDeliveredMadeUpSenders(t *testing.T) {
 		// one past the bound forgets another (strangers of other tests
 		// too).
 		deadline := time.Now().Add(20 * time.Second)
-		for actorrt.DropCounts()["sender"]-j.clientDrops["sender"] < uint64(max(0, sent-strangers)) {
+		for actorrt.DropCounts(clientCtx)["sender"]-j.clientDrops["sender"] < uint64(max(0, sent-strangers)) {
 			if time.Now().After(deadline) {
-				t.Fatalf("after %d made-up senders, the client forgot %d", sent, actorrt.DropCounts()["sender"]-j.clientDrops["sender"])
+				t.Fatalf("after %d made-up senders, the client forgot %d", sent, actorrt.DropCounts(clientCtx)["sender"]-j.clientDrops["sender"])
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	if s := actorrt.DeliverySenders(); s > strangers+16 {
+	if s := actorrt.DeliverySenders(clientCtx); s > strangers+16 {
 		t.Errorf("the client tracks %d senders after %d made-up ones", s, n)
 	}
 	fresh := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
@@ -380,7 +380,7 @@ func TestDeliveredMadeUpSenders(t *testing.T) {
 }
 
 var remoteStanding = actorrt.Remote1("test_sender_standing", func(ctx context.Context, id string) (string, error) {
-	return actorrt.SenderStanding(id), nil
+	return actorrt.SenderStanding(ctx, id), nil
 })
 
 // TestVouchedSender: a proc that calls another proc's actor, which never

@@ -17,21 +17,27 @@ type hostInfo struct {
 	Name  string `msgpack:"name"`
 }
 
-// HostMesh is a mesh of hosts that can start procs. ThisHost() is the
+// HostMesh is a mesh of hosts that can start procs. ThisHost(ctx) is the
 // machine this process runs on, with the zero Extent.
 type HostMesh struct {
+	rt    *core // the runtime it belongs to: procs are started from there
 	reg   region
 	hosts []hostInfo // by base rank
 	err   error
 }
 
-// ThisHost is the host this process runs on.
-func ThisHost() *HostMesh {
-	rt, err := getRuntime()
+// ThisHost is the host this process runs on, in the runtime ctx belongs
+// to (Main's function's ctx, or an endpoint's *Context).
+func ThisHost(ctx context.Context) *HostMesh {
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return &HostMesh{err: err}
 	}
-	return &HostMesh{reg: wholeRegion(Extent{}), hosts: []hostInfo{{Agent: rt.procID, Name: rt.hostname}}}
+	return thisHostOf(rt)
+}
+
+func thisHostOf(rt *core) *HostMesh {
+	return &HostMesh{rt: rt, reg: wholeRegion(Extent{}), hosts: []hostInfo{{Agent: rt.procID, Name: rt.hostname}}}
 }
 
 // HostsFromConfig returns the job's hosts, as described by the
@@ -45,7 +51,7 @@ func ThisHost() *HostMesh {
 // a "local" hosts file gets its simulated hosts started here, as procs of
 // this machine; the other schedulers need the launcher and say so.
 func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
-	rt, err := getRuntime()
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +83,7 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	// real host it runs its own bus, a leaf of the job's hub, which its
 	// procs dial.
 	hostBus := rt.bus.Leaf != ""
-	agents, err := ThisHost().spawnProcs(ctx, Dims{{"hosts", n}}, procOptions{env: func(p Point) []string {
+	agents, err := thisHostOf(rt).spawnProcs(ctx, Dims{{"hosts", n}}, procOptions{env: func(p Point) []string {
 		return jobenv.Env{HostName: jobenv.AgentID(p.Rank()), HostBus: hostBus}.Environ()
 	}})
 	if err != nil {
@@ -92,7 +98,7 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 		// machine it shares with the others).
 		hosts[i] = hostInfo{Agent: p.ID, Name: jobenv.AgentID(i)}
 	}
-	return &HostMesh{reg: agents.reg, hosts: hosts}, nil
+	return &HostMesh{rt: rt, reg: agents.reg, hosts: hosts}, nil
 }
 
 // Extent is the shape of the (sliced) host mesh.
@@ -107,7 +113,7 @@ func (h *HostMesh) Slice(dim string, start, end int) *HostMesh {
 		return h
 	}
 	r, err := h.reg.slice(dim, start, end)
-	return &HostMesh{reg: r, hosts: h.hosts, err: err}
+	return &HostMesh{rt: h.rt, reg: r, hosts: h.hosts, err: err}
 }
 
 // At fixes dimension dim to index i and drops it.
@@ -116,7 +122,7 @@ func (h *HostMesh) At(dim string, i int) *HostMesh {
 		return h
 	}
 	r, err := h.reg.at(dim, i)
-	return &HostMesh{reg: r, hosts: h.hosts, err: err}
+	return &HostMesh{rt: h.rt, reg: r, hosts: h.hosts, err: err}
 }
 
 func (h *HostMesh) String() string { return fmt.Sprintf("HostMesh%v", h.Extent()) }
@@ -150,9 +156,9 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	if h.err != nil {
 		return nil, h.err
 	}
-	rt, err := getRuntime()
-	if err != nil {
-		return nil, err
+	rt := h.rt
+	if rt == nil {
+		return nil, ErrNotStarted
 	}
 	ext, err := NewExtent(append(h.Extent().Dims(), perHost...))
 	if err != nil {
@@ -235,7 +241,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	// Watch the agents first: a new proc that ends before it is ready is
 	// heard of.
 	rt.health.started(procs, true)
-	pm := &ProcMesh{reg: wholeRegion(ext), procs: procs, ends: ends, command: o.command != nil, name: name}
+	pm := &ProcMesh{rt: rt, reg: wholeRegion(ext), procs: procs, ends: ends, command: o.command != nil, name: name}
 	for _, a := range agents {
 		req := reqs[a]
 		req.Proc, req.Port = rt.procID, port
@@ -287,9 +293,10 @@ func torchEnv(job string, ext Extent, rank, perHost int, master wire.FreePort, g
 
 // JobProcs is the per-host procs a job file asks for ([procs] in the job,
 // which `monarch run` passes to its client), or def when the program was
-// not started from a job file, or outside the client.
-func JobProcs(def Dims) Dims {
-	rt, err := getRuntime()
+// not started from a job file, or outside the client (ctx is Main's
+// function's).
+func JobProcs(ctx context.Context, def Dims) Dims {
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return def
 	}

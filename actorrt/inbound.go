@@ -28,7 +28,7 @@ func (in inbound) route(f *wire.Frame, subject string) {
 		h := in.ports.get(pf.Port)
 		if h == nil {
 			in.undeliverable(&pf, subject)
-		} else if !h.deliver(&pf) {
+		} else if !h.deliver(in.core, &pf) {
 			in.ports.close(pf.Port)
 		}
 	case wire.KindControl:

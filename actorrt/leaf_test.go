@@ -20,7 +20,7 @@ import (
 type Racer struct{}
 
 func (r *Racer) Bus(ctx *actorrt.Context) (string, error) {
-	_, url, _ := actorrt.JobBus()
+	_, url, _ := actorrt.JobBus(ctx)
 	return url, nil
 }
 
@@ -91,11 +91,11 @@ func simulatedHosts(t *testing.T, ctx context.Context, n int) *actorrt.HostMesh 
 // hosts do not, and none dials the hub.
 func TestSimulatedHostsOnLeaves(t *testing.T) {
 	ctx := testCtx(t)
-	before := actorrt.HubLeafNodes()
+	before := actorrt.HubLeafNodes(clientCtx)
 	start := time.Now()
 	hosts := simulatedHosts(t, ctx, 3)
 	t.Logf("3 simulated hosts with their leaves up in %v", time.Since(start).Round(time.Millisecond))
-	if got := actorrt.HubLeafNodes() - before; got != 3 {
+	if got := actorrt.HubLeafNodes(clientCtx) - before; got != 3 {
 		t.Fatalf("the hub holds %d more leaf connections, want 3 (one per host)", got)
 	}
 	procs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
@@ -111,7 +111,7 @@ func TestSimulatedHostsOnLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, hub, _ := actorrt.JobBus()
+	_, hub, _ := actorrt.JobBus(clientCtx)
 	byHost := map[int]string{}
 	seen := map[string]int{}
 	for p, u := range urls.Items() {
@@ -131,7 +131,7 @@ func TestSimulatedHostsOnLeaves(t *testing.T) {
 	if len(byHost) != 3 {
 		t.Errorf("buses by host: %v", byHost)
 	}
-	// A proc's own procs (ThisHost() in an actor) dial what it dials.
+	// A proc's own procs (ThisHost(ctx) in an actor) dial what it dials.
 	starter, err := actorrt.Spawn[Starter](ctx, procs.Slice("hosts", 2, 3).Slice("gpus", 0, 1), "starter")
 	if err != nil {
 		t.Fatal(err)

@@ -90,13 +90,13 @@ func (p *cutProxy) cut(d time.Duration) {
 // proxyChildBus puts a cut proxy between the client's bus and the procs
 // spawned until restore is called.
 func proxyChildBus(t *testing.T) (proxy *cutProxy, restore func()) {
-	hub, restore := actorrt.SetChildBusURL("")
+	hub, restore := actorrt.SetChildBusURL(clientCtx, "")
 	u, err := url.Parse(hub)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy = newCutProxy(t, u.Host)
-	actorrt.SetChildBusURL(proxy.url())
+	actorrt.SetChildBusURL(clientCtx, proxy.url())
 	return proxy, restore
 }
 
@@ -177,7 +177,7 @@ func TestLinkCutLosesNothing(t *testing.T) {
 func TestLinkCutPastTheHostTimeout(t *testing.T) {
 	ctx := testCtx(t)
 	proxy, restore := proxyChildBus(t)
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", 1}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"procs", 1}})
 	restore()
 	if err != nil {
 		t.Fatal(err)

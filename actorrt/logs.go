@@ -42,10 +42,7 @@ type LogOptions struct {
 // SetLogOptions sets how the client shows the output of these procs
 // (every proc of the mesh, slices included). Call it from the client.
 func (p *ProcMesh) SetLogOptions(ctx context.Context, o LogOptions) error {
-	if p.err != nil {
-		return p.err
-	}
-	rt, err := getRuntime()
+	rt, err := p.runtime()
 	if err != nil {
 		return err
 	}
@@ -299,7 +296,7 @@ func (l *clientLogs) drain() {
 // tails of the procs that run and of those that failed, until asked; nil
 // in a proc, which does not receive the job's lines.
 func (p *ProcMesh) StderrTail(ctx context.Context, pt Point) []string {
-	rt, err := getRuntime()
+	rt, err := p.runtime()
 	if err != nil || rt.client() == nil {
 		return nil
 	}

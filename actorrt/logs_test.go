@@ -33,7 +33,7 @@ func (p *Printer) Print(ctx *actorrt.Context, n int) error {
 func helperLogLines() int {
 	return actorrt.Run(func(ctx context.Context) error {
 		n, _ := strconv.Atoi(os.Getenv("LOG_LINES"))
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 		if err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func TestLogsRaw(t *testing.T) {
 	checkSequences(t, seen, n)
 
 	recorded := map[int][]int{}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(clientCtx, 30*time.Second)
 	defer cancel()
 	err = logagg.Read(ctx, state, "logsraw", logagg.Filter{}, false, func(l logagg.Line) error {
 		var proc, i int

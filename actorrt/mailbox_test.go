@@ -37,7 +37,7 @@ func helperMailbox() int {
 	failed := make(chan *actorrt.MeshFailure, 8)
 	return actorrt.Run(func(ctx context.Context) error {
 		hold, note, seen := actorrt.VoidMethod((*Stall).Hold), actorrt.VoidMethod((*Stall).Note), actorrt.Method((*Stall).Seen)
-		calls, err := actorrt.Spawn[Stall](ctx, actorrt.ThisProc(), "calls")
+		calls, err := actorrt.Spawn[Stall](ctx, actorrt.ThisProc(ctx), "calls")
 		if err != nil {
 			return err
 		}
@@ -77,7 +77,7 @@ func helperMailbox() int {
 		}
 		fmt.Println("SEEN", n)
 
-		flood, err := actorrt.Spawn[Stall](ctx, actorrt.ThisProc(), "flood")
+		flood, err := actorrt.Spawn[Stall](ctx, actorrt.ThisProc(ctx), "flood")
 		if err != nil {
 			return err
 		}

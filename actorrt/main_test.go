@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 	// cut at 2s (cleanup_test.go), not the default 3s.
 	code := 0
 	status := actorrt.Run(func(ctx context.Context) error {
+		clientCtx = ctx
 		code = m.Run()
 		return nil
 	}, actorrt.WithSpawnTimeout(60*time.Second), actorrt.WithFaultHook(failures.record), actorrt.WithCleanupTimeout(2*time.Second))
@@ -82,10 +83,15 @@ func registerTestActors() {
 	}
 }
 
-// testCtx is a context bounded for one test step.
+// clientCtx is the ctx Run gives the tests: it carries the client's
+// runtime (ThisHost, Lookup, OpenChannel resolve it from their ctx). Nil
+// in a proc, whose actors have their *Context.
+var clientCtx context.Context
+
+// testCtx is a context of the client, bounded for one test step.
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(clientCtx, 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }

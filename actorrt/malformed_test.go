@@ -20,7 +20,7 @@ import (
 
 // remoteDrops reads the drop counters of a proc.
 var remoteDrops = actorrt.Remote("test_drop_counts", func(ctx context.Context) (map[string]uint64, error) {
-	return actorrt.DropCounts(), nil
+	return actorrt.DropCounts(ctx), nil
 })
 
 // forged is one malformed message a peer sends, and the counter it must
@@ -103,7 +103,7 @@ func TestMalformedMessagesDropped(t *testing.T) {
 	job, peer := jobPeer(t)
 
 	procBefore := remoteCounts(t, ctx, procs)
-	clientBefore := actorrt.DropCounts()
+	clientBefore := actorrt.DropCounts(clientCtx)
 	want := map[string]uint64{}
 	msgs := malformedMessages(t)
 	// A region that does not fit the mesh, on the mesh's own subject.
@@ -111,7 +111,7 @@ func TestMalformedMessagesDropped(t *testing.T) {
 		Region: []byte{0x96, 0, 1, 1, 0, 1, 1}}, []byte{0x90})
 	for range 2 {
 		for _, m := range msgs {
-			for _, inbox := range []string{actorrt.ProcSubject(proc), actorrt.ProcSubject(actorrt.ClientProc)} {
+			for _, inbox := range []string{actorrt.ProcSubject(clientCtx, proc), actorrt.ProcSubject(clientCtx, actorrt.ClientProc)} {
 				if err := peer.PublishMsg(m.msg(inbox)); err != nil {
 					t.Fatalf("%s: %v", m.name, err)
 				}
@@ -128,7 +128,7 @@ func TestMalformedMessagesDropped(t *testing.T) {
 	procWant := maps.Clone(want)
 	procWant["region"] += 2
 
-	waitCounts(t, "client", clientBefore, want, actorrt.DropCounts)
+	waitCounts(t, "client", clientBefore, want, clientDrops)
 	waitCounts(t, "proc "+proc, procBefore, procWant, func() map[string]uint64 { return remoteCounts(t, ctx, procs) })
 
 	// Still working: calls from the client to the proc, a channel of the
@@ -138,7 +138,7 @@ func TestMalformedMessagesDropped(t *testing.T) {
 			t.Fatalf("call after the malformed messages: %q, %v", v, err)
 		}
 	}
-	port, recv := actorrt.OpenChannel[string]()
+	port, recv := actorrt.OpenChannel[string](ctx)
 	defer recv.Close()
 	if err := actorrt.Method1((*Echo).Say).Send(echo, port, "back"); err != nil {
 		t.Fatal(err)
@@ -170,17 +170,17 @@ func TestRepliesForPortsNeverOpened(t *testing.T) {
 	proc := actorrt.ProcIDs(procs)[0]
 	_, peer := jobPeer(t)
 
-	before := actorrt.DropCounts()
+	before := actorrt.DropCounts(clientCtx)
 	const n = 20
-	next := actorrt.NextPortID()
+	next := actorrt.NextPortID(clientCtx)
 	for id := next; id < next+n; id++ {
 		f := actorrt.EncodeFrame(actorrt.TestHeader{Kind: actorrt.KindPort, Port: id, ReplyTo: proc, Rank: 0}, []byte{0xc0})
-		if err := peer.Publish(actorrt.ProcSubject(actorrt.ClientProc), f); err != nil {
+		if err := peer.Publish(actorrt.ProcSubject(clientCtx, actorrt.ClientProc), f); err != nil {
 			t.Fatal(err)
 		}
 	}
 	peer.Flush()
-	waitCounts(t, "client", before, map[string]uint64{"ids": n}, actorrt.DropCounts)
+	waitCounts(t, "client", before, map[string]uint64{"ids": n}, clientDrops)
 	for i := 0; i < n; i++ {
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := actorrt.Method((*Echo).Ping).CallOne(echo).Get(callCtx)
@@ -195,7 +195,7 @@ func TestRepliesForPortsNeverOpened(t *testing.T) {
 // until the test ends; it returns the job's id too.
 func jobPeer(t *testing.T) (string, *nats.Conn) {
 	t.Helper()
-	job, url, token := actorrt.JobBus()
+	job, url, token := actorrt.JobBus(clientCtx)
 	peer, err := nats.Connect(url, nats.Token(token))
 	if err != nil {
 		t.Fatal(err)
@@ -266,3 +266,6 @@ func meshID[A any](t *testing.T, m *actorrt.ActorMesh[A]) string {
 	}
 	return subj[i+len(".mesh."):]
 }
+
+// clientDrops is the client's drop counters.
+func clientDrops() map[string]uint64 { return actorrt.DropCounts(clientCtx) }

@@ -353,7 +353,7 @@ type vouchPort struct {
 	once sync.Once
 }
 
-func (p *vouchPort) deliver(f *wire.Frame) bool {
+func (p *vouchPort) deliver(rt *core, f *wire.Frame) bool {
 	if f.ReplyTo != p.to {
 		return true // not the voucher's: its answer may still come
 	}

@@ -26,6 +26,7 @@ type procInfo struct {
 // ProcMesh is a mesh of procs (OS processes) that actors can be spawned
 // on. Slicing it selects procs; it is an immutable value, safe to share.
 type ProcMesh struct {
+	rt      *core // the runtime it belongs to
 	reg     region
 	procs   []procInfo // by base rank
 	err     error
@@ -44,13 +45,26 @@ type ProcMesh struct {
 // shows it in their prefix: [trainer 0]. "" for ThisProc.
 func (p *ProcMesh) Name() string { return p.name }
 
-// ThisProc is this process, as a mesh of one proc with the zero Extent.
-func ThisProc() *ProcMesh {
-	rt, err := getRuntime()
+// ThisProc is this process, as a mesh of one proc with the zero Extent,
+// in the runtime ctx belongs to (Main's function's ctx, or an endpoint's
+// *Context).
+func ThisProc(ctx context.Context) *ProcMesh {
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return &ProcMesh{err: err}
 	}
-	return &ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{{ID: rt.procID, Host: rt.hostname, Agent: rt.startedBy}}}
+	return &ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{{ID: rt.procID, Host: rt.hostname, Agent: rt.startedBy}}}
+}
+
+// runtime is the runtime the mesh belongs to.
+func (p *ProcMesh) runtime() (*core, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	if p.rt == nil {
+		return nil, ErrNotStarted
+	}
+	return p.rt, nil
 }
 
 // Extent is the shape of the (sliced) mesh.
@@ -66,7 +80,7 @@ func (p *ProcMesh) Slice(dim string, start, end int) *ProcMesh {
 		return p
 	}
 	r, err := p.reg.slice(dim, start, end)
-	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
+	return &ProcMesh{rt: p.rt, reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
 }
 
 // At fixes dimension dim to index i and drops it.
@@ -75,7 +89,7 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 		return p
 	}
 	r, err := p.reg.at(dim, i)
-	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
+	return &ProcMesh{rt: p.rt, reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
 }
 
 // Stop stops the procs of the (sliced) mesh: each is asked to exit
@@ -88,7 +102,7 @@ func (p *ProcMesh) At(dim string, i int) *ProcMesh {
 // recorded) before Stop returns. It waits for the procs' agents, at most
 // the stop timeout (or the grace) and a margin, or until ctx ends.
 func (p *ProcMesh) Stop(ctx context.Context, opts ...StopOption) error {
-	rt, err := getRuntime()
+	rt, err := p.runtime()
 	if err != nil {
 		return err
 	}
@@ -129,7 +143,7 @@ const _ = uint(wire.MaxStopGrace-time.Hour) + uint(time.Hour-wire.MaxStopGrace)
 // output, say before printing a result after a call. It waits at most
 // 10s, or until ctx ends.
 func (p *ProcMesh) FlushLogs(ctx context.Context) error {
-	rt, err := getRuntime()
+	rt, err := p.runtime()
 	if err != nil {
 		return err
 	}
@@ -202,7 +216,7 @@ func (p *ProcMesh) SliceAt(pt Point) *ProcMesh {
 		}
 		r, err = r.at(d.Name, pt.coords[i])
 	}
-	return &ProcMesh{reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
+	return &ProcMesh{rt: p.rt, reg: r, procs: p.procs, err: err, ends: p.ends, command: p.command, name: p.name}
 }
 
 func (p *ProcMesh) String() string { return fmt.Sprintf("ProcMesh%v", p.Extent()) }
@@ -218,6 +232,7 @@ type ActorMesh[A any] struct {
 
 // meshRef is what identifies a spawned actor mesh.
 type meshRef struct {
+	rt      *core // the runtime it belongs to (refs.go binds a received one)
 	id      string
 	name    string
 	typ     *actorType
@@ -240,6 +255,8 @@ type meshRef struct {
 	// counts counts the calls sent through it (feed.go), once the
 	// first is.
 	counts atomic.Pointer[meshCounts] // the mesh's subject, as delivery numbers it (dest)
+	// queue holds calls made while where members live is refreshed.
+	queue sendQueue
 }
 
 // dest is the mesh's subject as the delivery layer knows it, made once.
@@ -352,10 +369,7 @@ func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 	if m.ref == nil {
 		return fmt.Errorf("actorrt: Stop on a mesh that was not spawned")
 	}
-	rt, err := getRuntime()
-	if err != nil {
-		return err
-	}
+	rt := m.ref.rt
 	m.ref.stopped.Store(true)
 	rt.sup.meshStopped(m.ref.id) // a stop is not a failure (if owned here)
 	stopOn(rt, m.ref.id, m.ref.allProcs())
@@ -434,15 +448,17 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	fail := func(err error) (*meshRef, Extent, error) {
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)
 	}
-	rt, err := getRuntime()
-	if err != nil {
-		return fail(err)
-	}
 	if procs == nil {
 		return fail(fmt.Errorf("nil ProcMesh"))
 	}
-	if procs.err != nil {
-		return fail(procs.err)
+	rt, err := procs.runtime()
+	if err != nil {
+		return fail(err)
+	}
+	// ctx says who owns the mesh: an actor, or the client, of the
+	// runtime the procs belong to.
+	if other, err := runtimeOf(ctx); err == nil && other != rt {
+		return fail(fmt.Errorf("%w: ctx belongs to another runtime (job %s) than the procs (job %s)", ErrBadArgs, other.job, rt.job))
 	}
 	if procs.command {
 		return fail(fmt.Errorf("%w: the procs run a command (WithCommand), not this program: they host no actors", ErrBadArgs))
@@ -477,7 +493,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	for _, d := range perProc {
 		perN *= d.Size
 	}
-	ref := &meshRef{id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks()), agents: make([]string, ext.NumRanks()),
+	ref := &meshRef{rt: rt, id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks()), agents: make([]string, ext.NumRanks()),
 		owner: rt.procID, restartable: plan != nil}
 	ref.subject = rt.subjects.Mesh(ref.id)
 

@@ -141,13 +141,20 @@ func (rt *core) deliverMoved(ref *meshRef, reg region, mv *memberMoves, w *wire.
 	return rt.delivery.SendAll(w, h, dests)
 }
 
+// refreshDue reports whether a member of reg of ref is on a proc that
+// ended, in a mesh whose owner may have restarted it elsewhere.
+func (ref *meshRef) refreshDue(reg region) bool {
+	h := ref.rt.health
+	return ref.restartable && ref.owner != "" && h.nGone.Load() != 0 && h.anyGone(ref.procsOf(reg)) != nil
+}
+
 // refreshMoves asks the owner of a mesh with a restart policy where its
 // members are now, when one of reg's is on a proc that ended: the owner
 // answers once it restarted it elsewhere, or gave up. It waits at most the
 // spawn timeout, or until ctx ends; on any failure the reference stays as
 // it was (and the send fails on the gone proc, as it would have).
 func (rt *core) refreshMoves(ctx context.Context, ref *meshRef, reg region) {
-	if !ref.restartable || ref.owner == "" || rt.health.nGone.Load() == 0 || rt.health.anyGone(ref.procsOf(reg)) == nil {
+	if !ref.refreshDue(reg) {
 		return
 	}
 	if ref.owner == rt.procID {
@@ -273,7 +280,7 @@ func (rt *core) respawn(ctx context.Context, old, agent string) (procInfo, error
 	}
 	rd := ready.Values()[0]
 	p.Host, p.PID = rd.Host, rd.PID
-	rt.role.procsStarted(&ProcMesh{reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
+	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
 	return p, nil
 }
 

@@ -52,19 +52,14 @@ func Lookup[T any](ctx context.Context, name string) (*ActorMesh[T], error) {
 	fail := func(err error) (*ActorMesh[T], error) {
 		return nil, fmt.Errorf("actorrt: Lookup[%s] %q: %w", shortName(want), name, err)
 	}
-	rt, err := getRuntime()
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	if !validName(name) {
 		return fail(badName(name))
 	}
-	var w actorMeshWire
-	if c := rt.client(); c != nil {
-		w, err = c.names.lookup(name)
-	} else {
-		w, err = askClient[actorMeshWire](ctx, rt, wire.OpLookup, &lookupReq{Name: name}, rt.opts.spawnTimeout)
-	}
+	w, err := rt.role.registry().lookup(ctx, name)
 	if err != nil {
 		return fail(err)
 	}
@@ -99,7 +94,7 @@ func GetOrSpawn[T any](ctx context.Context, name string, args ...any) (*ActorMes
 	fail := func(err error) (*ActorMesh[T], error) {
 		return nil, fmt.Errorf("actorrt: GetOrSpawn[%s] %q: %w", shortName(want), name, err)
 	}
-	rt, err := getRuntime()
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -116,23 +111,7 @@ func GetOrSpawn[T any](ctx context.Context, name string, args ...any) (*ActorMes
 	if err := ctx.Err(); err != nil {
 		return fail(err) // a caller gone already starts no spawn
 	}
-	var w actorMeshWire
-	if c := rt.client(); c != nil {
-		w, err = c.names.getOrSpawn(ctx, at, name, args)
-	} else {
-		if args == nil {
-			args = []any{} // an empty array: a nil one would arrive as no bytes at all
-		}
-		raw, merr := wire.MarshalLimited(args, rt.link.MaxMessage(), "Init arguments")
-		if merr != nil {
-			if !errors.Is(merr, ErrTooLarge) {
-				merr = fmt.Errorf("%w: encode: %v", ErrBadArgs, merr)
-			}
-			return fail(merr)
-		}
-		req := &getOrSpawnReq{Name: name, Type: at.name, Args: raw}
-		w, err = askClient[actorMeshWire](ctx, rt, wire.OpGetOrSpawn, req, rt.opts.spawnTimeout+answerMargin)
-	}
+	w, err := rt.role.registry().getOrSpawn(ctx, at, name, args)
 	if err != nil {
 		return fail(err)
 	}
@@ -192,44 +171,93 @@ func askClient[R any](ctx context.Context, rt *core, op string, body any, d time
 // the client; from a proc, in a round trip to the client, so that once
 // Spawn has returned a Lookup from anywhere finds the mesh.
 func (rt *core) registerName(ctx context.Context, ref *meshRef, ext Extent) error {
-	w := ref.toWire(wholeRegion(ext))
-	if c := rt.client(); c != nil {
-		return c.names.add(w)
+	return rt.role.registry().add(ctx, ref.toWire(wholeRegion(ext)))
+}
+
+// nameFreed tells the job's registry that mesh id was stopped.
+func (rt *core) nameFreed(id string) { rt.role.registry().free(id) }
+
+// serveNames answers a proc's request to the registry (the client's only;
+// a proc drops it, and says so to a sender that waits).
+func (rt *core) serveNames(op string, body any, reply portRef, subject string) {
+	rt.role.registry().serve(op, body, reply, subject)
+}
+
+// nameService is the job's name registry as a process reaches it: the client
+// keeps it (clientNames), a proc asks the client (procNames).
+type nameService interface {
+	lookup(ctx context.Context, name string) (actorMeshWire, error)
+	getOrSpawn(ctx context.Context, at *actorType, name string, args []any) (actorMeshWire, error)
+	add(ctx context.Context, w actorMeshWire) error
+	free(id string)
+	// serve answers a proc's request to the registry.
+	serve(op string, body any, reply portRef, subject string)
+}
+
+// clientNames is the registry in the client, which keeps it.
+type clientNames struct{ r *nameRegistry }
+
+func (n clientNames) lookup(_ context.Context, name string) (actorMeshWire, error) {
+	return n.r.lookup(name)
+}
+
+func (n clientNames) getOrSpawn(ctx context.Context, at *actorType, name string, args []any) (actorMeshWire, error) {
+	return n.r.getOrSpawn(ctx, at, name, args)
+}
+
+func (n clientNames) add(_ context.Context, w actorMeshWire) error { return n.r.add(w) }
+func (n clientNames) free(id string)                               { n.r.free(id) }
+
+// procNames is the registry as a proc reaches it: round trips to the
+// client.
+type procNames struct{ rt *core }
+
+func (n procNames) lookup(ctx context.Context, name string) (actorMeshWire, error) {
+	return askClient[actorMeshWire](ctx, n.rt, wire.OpLookup, &lookupReq{Name: name}, n.rt.opts.spawnTimeout)
+}
+
+func (n procNames) getOrSpawn(ctx context.Context, at *actorType, name string, args []any) (actorMeshWire, error) {
+	if args == nil {
+		args = []any{} // an empty array: a nil one would arrive as no bytes at all
 	}
-	if _, err := askClient[Void](ctx, rt, wire.OpNameAdd, &nameAddReq{Mesh: w}, rt.opts.spawnTimeout); err != nil {
+	raw, err := wire.MarshalLimited(args, n.rt.link.MaxMessage(), "Init arguments")
+	if err != nil {
+		if !errors.Is(err, ErrTooLarge) {
+			err = fmt.Errorf("%w: encode: %v", ErrBadArgs, err)
+		}
+		return actorMeshWire{}, err
+	}
+	req := &getOrSpawnReq{Name: name, Type: at.name, Args: raw}
+	return askClient[actorMeshWire](ctx, n.rt, wire.OpGetOrSpawn, req, n.rt.opts.spawnTimeout+answerMargin)
+}
+
+func (n procNames) add(ctx context.Context, w actorMeshWire) error {
+	if _, err := askClient[Void](ctx, n.rt, wire.OpNameAdd, &nameAddReq{Mesh: w}, n.rt.opts.spawnTimeout); err != nil {
 		return fmt.Errorf("registering the name with the client: %w", err)
 	}
 	return nil
 }
 
-// nameFreed tells the job's registry that mesh id was stopped. From a
-// proc it needs no answer: what the proc sends the client next (a Spawn's
+// free needs no answer: what the proc sends the client next (a Spawn's
 // registration of the same name) arrives after it.
-func (rt *core) nameFreed(id string) {
-	if c := rt.client(); c != nil {
-		c.names.free(id)
-		return
-	}
-	if err := rt.sendControl(jobenv.ClientID, wire.OpNameFree, 0, &nameFreeReq{Mesh: id}); err != nil {
-		rt.log.Warn().Err(err).Str("mesh", id).Msg("cannot tell the client that a mesh's name is free")
+func (n procNames) free(id string) {
+	if err := n.rt.sendControl(jobenv.ClientID, wire.OpNameFree, 0, &nameFreeReq{Mesh: id}); err != nil {
+		n.rt.log.Warn().Err(err).Str("mesh", id).Msg("cannot tell the client that a mesh's name is free")
 	}
 }
 
-// serveNames answers a proc's request to the registry (the client's only;
-// a proc drops it, and says so to a sender that waits). It does not block
-// the dispatcher: a first GetOrSpawn waits for its spawn on a goroutine
-// of its own.
-func (rt *core) serveNames(op string, body any, reply portRef, subject string) {
-	c := rt.client()
-	if c == nil {
-		err := fmt.Errorf("%s sent to proc %s: the client keeps the job's names", op, rt.procID)
-		rt.drop(wire.DropOp, subject, err)
-		if wire.OpReplies(op) {
-			rt.sendErrorToPort(reply, err)
-		}
-		return
+func (n procNames) serve(op string, _ any, reply portRef, subject string) {
+	err := fmt.Errorf("%s sent to proc %s: the client keeps the job's names", op, n.rt.procID)
+	n.rt.drop(wire.DropOp, subject, err)
+	if wire.OpReplies(op) {
+		n.rt.sendErrorToPort(reply, err)
 	}
-	r := c.names
+}
+
+// serve does not block the dispatcher: a first GetOrSpawn waits for its
+// spawn on a goroutine of its own.
+func (n clientNames) serve(op string, body any, reply portRef, subject string) {
+	r, rt := n.r, n.r.rt
 	switch b := body.(type) {
 	case *nameAddReq:
 		answerName(rt, reply, nil, r.add(b.Mesh))
@@ -329,6 +357,7 @@ func (b *getOrSpawnReq) check() error {
 // concurrent use.
 type nameRegistry struct {
 	rt *core
+	c  *client // whose registry it is: its view of the job hears of meshes
 
 	mu     sync.Mutex
 	byName map[string][]*namedMesh          // the live meshes of each name, oldest first
@@ -351,8 +380,8 @@ type firstUse struct {
 	err  error
 }
 
-func newNameRegistry(rt *core) *nameRegistry {
-	return &nameRegistry{rt: rt, byName: map[string][]*namedMesh{}, byID: map[string]*namedMesh{},
+func newNameRegistry(c *client) *nameRegistry {
+	return &nameRegistry{rt: c.core, c: c, byName: map[string][]*namedMesh{}, byID: map[string]*namedMesh{},
 		byProc: map[string]map[string]*namedMesh{}, firsts: map[string]*firstUse{}}
 }
 
@@ -376,9 +405,7 @@ func (r *nameRegistry) add(w actorMeshWire) error {
 		}
 		r.byProc[p][w.ID] = nm
 	}
-	if c := r.rt.client(); c != nil {
-		c.feedMeshAdded(w)
-	}
+	r.c.feedMeshAdded(w)
 	return nil
 }
 
@@ -396,9 +423,7 @@ func (r *nameRegistry) freeLocked(id string) {
 		return
 	}
 	delete(r.byID, id)
-	if c := r.rt.client(); c != nil {
-		c.feedMeshStopped(id)
-	}
+	r.c.feedMeshStopped(id)
 	list := r.byName[nm.w.Name]
 	for i, other := range list {
 		if other == nm {
@@ -500,7 +525,7 @@ func (r *nameRegistry) getOrSpawnFor(req *getOrSpawnReq) (actorMeshWire, error) 
 		types = at.init.args
 	}
 	vals := make([]reflect.Value, len(types))
-	if err := decodeArgs(req.Args, types, vals); err != nil {
+	if err := decodeArgs(r.rt, req.Args, types, vals); err != nil {
 		return actorMeshWire{}, fmt.Errorf("%w: Init arguments: %v", ErrBadArgs, err)
 	}
 	args := make([]any, len(vals))
@@ -515,7 +540,7 @@ func (r *nameRegistry) getOrSpawnFor(req *getOrSpawnReq) (actorMeshWire, error) 
 // context: the singleton is the client's, whoever asked first, and no
 // caller's ctx ends a spawn that others wait on.
 func (r *nameRegistry) spawnFirst(name string, f *firstUse, args []any) {
-	ref, ext, err := spawnMesh(r.rt.ctx, ThisProc(), name, f.typ, SpawnOptions{}, args)
+	ref, ext, err := spawnMesh(r.rt.ctx, ThisProc(r.rt.ctx), name, f.typ, SpawnOptions{}, args)
 	var stray *ActorMesh[Void]
 	r.mu.Lock()
 	delete(r.firsts, name)

@@ -295,7 +295,7 @@ func TestGetOrSpawnOutlivesAsker(t *testing.T) {
 	for _, where := range []string{"proc", "client"} {
 		t.Run(where, func(t *testing.T) {
 			name := "controller-of-" + where
-			procs := actorrt.ThisProc()
+			procs := actorrt.ThisProc(ctx)
 			if where == "proc" {
 				procs = spawnProcs(t, actorrt.Dims{{"procs", 1}})
 			}
@@ -366,7 +366,7 @@ func TestGetOrSpawnFailed(t *testing.T) {
 // TestGetOrSpawnContext: a caller whose ctx has ended gets its error,
 // not a hang, and spawns nothing.
 func TestGetOrSpawnContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(clientCtx)
 	cancel()
 	const name = "controller-never-asked"
 	_, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, name, "x")

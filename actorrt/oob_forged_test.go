@@ -175,7 +175,7 @@ func TestForgedPayloadsStalled(t *testing.T) {
 	failuresBefore := failureCount()
 	stalled := testenv.StalledServer(t)
 	for i, id := range liars {
-		f := &forger{t: t, peer: peer, to: actorrt.ProcSubject(victim), from: id, mesh: meshID(t, echo), reply: "watcher"}
+		f := &forger{t: t, peer: peer, to: actorrt.ProcSubject(clientCtx, victim), from: id, mesh: meshID(t, echo), reply: "watcher"}
 		ref := oobRef{ID: 1, Size: 1 << 20, Handle: ibverbs.Handle{Size: 1 << 20, Key: uint64(i + 1), FD: -1, Addr: stalled}}
 		f.call("Bytes", uint64(1+i), mp(t, ref), true)
 		f.call("Ping", uint64(101+i), mp(t, []any{}), false)
@@ -231,7 +231,7 @@ func TestForgedPayloadsLie(t *testing.T) {
 	copy(secret.Bytes(), args)
 	secretSum := sha256.Sum256(secretBytes)
 
-	f := &forger{t: t, peer: peer, to: actorrt.ProcSubject(victim), from: ids[1], mesh: meshID(t, echo), reply: "watcher"}
+	f := &forger{t: t, peer: peer, to: actorrt.ProcSubject(clientCtx, victim), from: ids[1], mesh: meshID(t, echo), reply: "watcher"}
 	viaShm, viaTCP := secret.Handle(), secret.Handle()
 	viaShm.Key ^= 0x5a5a
 	viaTCP.Key ^= 0x5a5a

@@ -19,7 +19,7 @@ import (
 // of its own, prints every pid and waits.
 func helperTree() int {
 	return actorrt.Run(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"hosts", 2}})
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"hosts", 2}})
 		if err != nil {
 			return err
 		}
@@ -59,7 +59,7 @@ func helperTree() int {
 // the default hook prints the failure and the client exits 1.
 func helperFailure(opts ...actorrt.Option) int {
 	return actorrt.Run(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 		if err != nil {
 			return err
 		}
@@ -234,7 +234,7 @@ func TestOneReportPerFailure(t *testing.T) {
 // grace period); it is not a failure, and calls after it fail clearly.
 func TestProcMeshStop(t *testing.T) {
 	ctx := testCtx(t)
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

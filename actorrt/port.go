@@ -17,6 +17,7 @@ import (
 // keep it, pass it as an endpoint argument to another proc and Send from
 // there. The zero Port goes nowhere: Send on it does nothing.
 type Port[T any] struct {
+	rt  *core // the runtime that sends from here
 	ref portRef
 }
 
@@ -40,12 +41,11 @@ func (p Port[T]) Send(v T) error {
 	if p.ref.zero() {
 		return nil
 	}
-	rt, err := getRuntime()
-	if err != nil {
-		return err
+	if p.rt == nil {
+		return ErrNotStarted
 	}
 	prepareWire(reflect.TypeFor[T]())
-	return rt.sendToPort(p.ref, 0, func(e *msgpack.Encoder) error { return wire.EncodeArg(e, v) })
+	return p.rt.sendToPort(p.ref, 0, func(e *msgpack.Encoder) error { return wire.EncodeArg(e, v) })
 }
 
 // String prints the port's address.
@@ -57,6 +57,11 @@ func (p Port[T]) encodeWire(e *msgpack.Encoder) error {
 }
 
 func (p *Port[T]) decodeWire(d *msgpack.Decoder) error {
+	rt, err := decodingRuntime(d)
+	if err != nil {
+		return err
+	}
+	p.rt = rt
 	return d.DecodeMulti(&p.ref.proc, &p.ref.id, &p.ref.rank, &p.ref.once)
 }
 
@@ -64,21 +69,22 @@ func (p *Port[T]) decodeWire(d *msgpack.Decoder) error {
 // is a Port is an explicit-response endpoint.
 func (Port[T]) portElem() reflect.Type { return reflect.TypeFor[T]() }
 
-func (p *Port[T]) setRef(r portRef) { p.ref = r }
+func (p *Port[T]) setRef(rt *core, r portRef) { p.rt, p.ref = rt, r }
 
 type portType interface{ portElem() reflect.Type }
 
-type portSetter interface{ setRef(portRef) }
+type portSetter interface{ setRef(*core, portRef) }
 
 var portIface = reflect.TypeFor[portType]()
 
-// OpenChannel opens a channel: values sent to the Port, from any proc, are
-// received in arrival order from the PortReceiver. Values from one sender
-// arrive in the order sent.
-func OpenChannel[T any]() (Port[T], *PortReceiver[T]) {
+// OpenChannel opens a channel in the runtime ctx belongs to (Main's
+// function's ctx, or an endpoint's *Context): values sent to the Port,
+// from any proc, are received in arrival order from the PortReceiver.
+// Values from one sender arrive in the order sent.
+func OpenChannel[T any](ctx context.Context) (Port[T], *PortReceiver[T]) {
 	prepareWire(reflect.TypeFor[Port[T]]())
 	r := &PortReceiver[T]{}
-	rt, err := getRuntime()
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		r.err = err
 		return Port[T]{}, r
@@ -89,7 +95,7 @@ func OpenChannel[T any]() (Port[T], *PortReceiver[T]) {
 		return Port[T]{}, r
 	}
 	r.rt, r.id = rt, id
-	return Port[T]{ref: portRef{proc: rt.procID, id: id, rank: -1}}, r
+	return Port[T]{rt: rt, ref: portRef{proc: rt.procID, id: id, rank: -1}}, r
 }
 
 // PortReceiver is the receiving end of a channel. It is safe for use from
@@ -154,9 +160,9 @@ func (r *PortReceiver[T]) Close() {
 	r.fail(fmt.Errorf("%w: channel closed", ErrStopped))
 }
 
-func (r *PortReceiver[T]) deliver(f *wire.Frame) bool {
+func (r *PortReceiver[T]) deliver(rt *core, f *wire.Frame) bool {
 	var v T
-	err := decodeReply(f, &v)
+	err := decodeReply(rt, f, &v)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {

@@ -16,7 +16,7 @@ import (
 
 func TestChannel(t *testing.T) {
 	ctx := testCtx(t)
-	port, recv := actorrt.OpenChannel[int]()
+	port, recv := actorrt.OpenChannel[int](ctx)
 	if err := port.Send(3); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestPortThroughTwoHops(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	hops := spawn[Hop](t, procs, "hops")
-	port, recv := actorrt.OpenChannel[string]()
+	port, recv := actorrt.OpenChannel[string](ctx)
 	defer recv.Close()
 	if _, err := actorrt.VoidMethod2((*Hop).Forward).CallOne(hops.At("gpus", 0), hops.Slice("gpus", 1, 2), port).Get(ctx); err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestSendToPort(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 	echo := spawn[Echo](t, procs, "send-echo")
-	port, recv := actorrt.OpenChannel[string]()
+	port, recv := actorrt.OpenChannel[string](ctx)
 	defer recv.Close()
 	if err := actorrt.Method1((*Echo).Say).Send(echo, port, "hi"); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestSendToPort(t *testing.T) {
 		}
 	}
 	// Errors reach the port too.
-	vport, vrecv := actorrt.OpenChannel[actorrt.Void]()
+	vport, vrecv := actorrt.OpenChannel[actorrt.Void](ctx)
 	defer vrecv.Close()
 	if err := actorrt.VoidMethod1((*Echo).Fail).Send(echo.At("gpus", 1), vport, "nope"); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestUnansweredPortFailsWhenActorStops(t *testing.T) {
 // Send fail rather than vanish.
 func TestSendToGonePort(t *testing.T) {
 	ctx := testCtx(t)
-	port, recv := actorrt.OpenChannel[int]()
+	port, recv := actorrt.OpenChannel[int](ctx)
 	recv.Close()
 	// The first send cannot know; the receiving proc tells us, and later
 	// sends fail.
@@ -174,7 +174,7 @@ func TestSendToGonePort(t *testing.T) {
 		t.Fatalf("send to a closed channel: %v", err)
 	}
 
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestMeshReferences(t *testing.T) {
 		}
 	}
 	// A HostMesh travels too: a trainer spawns procs and actors of its own.
-	n, err := actorrt.Method1((*Trainer).SpawnHere).CallOne(trainers.At("hosts", 1).At("gpus", 1), actorrt.ThisHost()).Get(ctx)
+	n, err := actorrt.Method1((*Trainer).SpawnHere).CallOne(trainers.At("hosts", 1).At("gpus", 1), actorrt.ThisHost(ctx)).Get(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("SpawnHere = %d, %v", n, err)
 	}
@@ -251,7 +251,7 @@ func TestRemoteFunctions(t *testing.T) {
 		t.Fatalf("failing remote: %v", err)
 	}
 	// Send: one message per proc on our port.
-	port, recv := actorrt.OpenChannel[int]()
+	port, recv := actorrt.OpenChannel[int](ctx)
 	defer recv.Close()
 	if err := pidFn.Send(procs, port); err != nil {
 		t.Fatal(err)

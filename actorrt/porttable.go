@@ -15,7 +15,7 @@ import (
 type portHandler interface {
 	// deliver takes one message for the port, on the dispatcher goroutine,
 	// in arrival order. It returns false once the port wants no more.
-	deliver(f *wire.Frame) bool
+	deliver(rt *core, f *wire.Frame) bool
 	// fail ends the port with err (shutdown, lost proc, lost bus). It may be
 	// called after the port is done; it must then do nothing.
 	fail(err error)
@@ -108,5 +108,17 @@ func (t *portTable) failWaiting(proc string, err error) {
 	t.mu.Unlock()
 	for _, h := range hs {
 		h.fail(err)
+	}
+}
+
+// rewait makes port id, if it waits for procs at all (a call's own reply
+// port, not a channel), wait for procs instead: where the members of a
+// queued call live once a restart settled (sendQueue).
+func (t *portTable) rewait(id uint64, procs []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.m[id]; ok && e.waits != nil {
+		e.waits = procs
+		t.m[id] = e
 	}
 }

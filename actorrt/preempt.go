@@ -109,7 +109,7 @@ func (ns *notices) deliver(n PreemptNotice) bool {
 // it beside its work. The channel holds both notices a job can have.
 func Preempted(ctx context.Context) <-chan PreemptNotice {
 	ch := make(chan PreemptNotice, 2)
-	rt, err := getRuntime()
+	rt, err := runtimeOf(ctx)
 	if err != nil {
 		return ch
 	}

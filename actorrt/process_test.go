@@ -38,7 +38,7 @@ func runHelper(name string) int {
 	case "raw-tcp-echo":
 		return runTCPEcho()
 	case "not-started":
-		_, err := actorrt.Spawn[Echo](context.Background(), actorrt.ThisProc(), "x")
+		_, err := actorrt.Spawn[Echo](context.Background(), actorrt.ThisProc(context.Background()), "x")
 		fmt.Println(err)
 		if errors.Is(err, actorrt.ErrNotStarted) {
 			return 0

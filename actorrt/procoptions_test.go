@@ -56,7 +56,7 @@ func TestProcBootstrap(t *testing.T) {
 			cpus = append(cpus, c)
 		}
 	}
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}},
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}},
 		actorrt.WithProcEnv(func(p actorrt.Point) []string { return []string{fmt.Sprintf("MY_SHARD=shard-%d", p.Rank())} }),
 		actorrt.WithWrapper(func(p actorrt.Point) []string {
 			return []string{"env", fmt.Sprintf("WRAPPED_AS=%d", p.Rank())}
@@ -99,7 +99,7 @@ func TestMasterPort(t *testing.T) {
 	ctx := testCtx(t)
 	getenv := actorrt.Method1((*Bootstrapped).Getenv)
 	portOf := func() string {
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func TestCommandProcs(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
 	script := `echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $ROLE_RANK $ROLE_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RUN_ID ${CUDA_VISIBLE_DEVICES-none} ${MONARCH_BUS_TOKEN-} ${MONARCH_BUS_URL-}" > "$OUT/$RANK"; exit $((RANK + 3))`
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 3}},
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 3}},
 		actorrt.WithCommand("sh", "-c", script), actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"OUT=" + dir} }))
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +185,7 @@ func TestCommandProcs(t *testing.T) {
 // naming the command and the host.
 func TestCommandNotFound(t *testing.T) {
 	ctx := testCtx(t)
-	_, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithCommand("no-such-command-here", "x"))
+	_, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithCommand("no-such-command-here", "x"))
 	host, _ := os.Hostname()
 	if err == nil || !strings.Contains(err.Error(), "no-such-command-here") || !strings.Contains(err.Error(), " on "+host) {
 		t.Fatalf("SpawnProcs of a missing command: %v", err)
@@ -206,7 +206,7 @@ func TestGPUsDim(t *testing.T) {
 		dir := t.TempDir()
 		opts := append(tc.opts, actorrt.WithCommand("sh", "-c", `echo "${CUDA_VISIBLE_DEVICES-none}" > "$OUT/$RANK"`),
 			actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"OUT=" + dir} }))
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"dev", 2}}, opts...)
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"dev", 2}}, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

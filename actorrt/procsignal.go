@@ -24,7 +24,7 @@ func (p *ProcMesh) Notify(ctx context.Context, sig syscall.Signal) (int, error) 
 	if !slices.Contains(wire.NoticeSignals, int(sig)) {
 		return 0, fmt.Errorf("%w: Notify with %v: want SIGUSR1, SIGUSR2, SIGTERM, SIGINT or SIGHUP", ErrBadArgs, sig)
 	}
-	rt, err := getRuntime()
+	rt, err := p.runtime()
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package actorrt
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -75,7 +76,7 @@ func (m *ActorMesh[A]) decodeWire(d *msgpack.Decoder) error {
 	if err := d.Decode(&w); err != nil {
 		return err
 	}
-	rt, err := getRuntime()
+	rt, err := decodingRuntime(d)
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func (w *actorMeshWire) bind(rt *core) (*meshRef, region, error) {
 	if err != nil {
 		return nil, region{}, err
 	}
-	ref := &meshRef{id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, agents: w.Agents, all: uniq(w.Procs),
+	ref := &meshRef{rt: rt, id: w.ID, name: w.Name, typ: at, subject: rt.subjects.Mesh(w.ID), procs: w.Procs, agents: w.Agents, all: uniq(w.Procs),
 		owner: w.Owner, restartable: w.Restart}
 	if mv := movesOf(w.Moved); mv != nil {
 		ref.moves.Store(mv)
@@ -176,6 +177,10 @@ func (p *ProcMesh) decodeWire(d *msgpack.Decoder) error {
 	if err := d.Decode(&w); err != nil {
 		return err
 	}
+	rt, err := decodingRuntime(d)
+	if err != nil {
+		return err
+	}
 	reg, err := w.Region.region(len(w.Procs))
 	if err != nil {
 		return err
@@ -185,10 +190,8 @@ func (p *ProcMesh) decodeWire(d *msgpack.Decoder) error {
 			return err
 		}
 	}
-	p.reg, p.procs, p.err, p.command, p.name = reg, w.Procs, nil, w.Command, w.Name
-	if rt, err := getRuntime(); err == nil {
-		rt.health.started(w.Procs, false)
-	}
+	p.rt, p.reg, p.procs, p.err, p.command, p.name = rt, reg, w.Procs, nil, w.Command, w.Name
+	rt.health.started(w.Procs, false)
 	return nil
 }
 
@@ -212,11 +215,15 @@ func (h *HostMesh) decodeWire(d *msgpack.Decoder) error {
 	if err := d.Decode(&w); err != nil {
 		return err
 	}
+	rt, err := decodingRuntime(d)
+	if err != nil {
+		return err
+	}
 	reg, err := w.Region.region(len(w.Hosts))
 	if err != nil {
 		return err
 	}
-	h.reg, h.hosts, h.err = reg, w.Hosts, nil
+	h.rt, h.reg, h.hosts, h.err = rt, reg, w.Hosts, nil
 	return nil
 }
 
@@ -228,4 +235,18 @@ func checkProcRef(proc, agent string) error {
 		return fmt.Errorf("%w: mesh reference: proc %.40q of agent %.40q", ErrDecode, proc, agent)
 	}
 	return nil
+}
+
+// Unmarshal decodes msgpack data into v as the runtime decodes an
+// endpoint's arguments: a mesh or port reference in it binds to the
+// runtime ctx belongs to (an endpoint's *Context, or Main's function's
+// ctx). It is for references a program encoded itself (msgpack.Marshal of
+// a mesh): a reference decoded by msgpack.Unmarshal has no runtime, and
+// fails with ErrNotStarted.
+func Unmarshal(ctx context.Context, data []byte, v any) error {
+	rt, err := runtimeOf(ctx)
+	if err != nil {
+		return err
+	}
+	return decodeIn(rt, data, []reflect.Type{reflect.TypeOf(v)}, func(d *msgpack.Decoder) error { return d.Decode(v) })
 }

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -80,10 +79,8 @@ func remoteTarget(procs *ProcMesh, name string, regErr error) (*core, error) {
 		return nil, regErr
 	case procs == nil:
 		return nil, fmt.Errorf("actorrt: remote %s on a nil ProcMesh", name)
-	case procs.err != nil:
-		return nil, procs.err
 	}
-	return getRuntime()
+	return procs.runtime()
 }
 
 func callRemote[R any](procs *ProcMesh, name string, regErr error, args []any) *Future[ValueMesh[R]] {
@@ -167,18 +164,15 @@ func (procService) Run(ctx *Context, name string, args msgpack.RawMessage) (msgp
 		return nil, fmt.Errorf("%w: no remote function %q in this program (register it with actorrt.Remote in a package-level var)", ErrBadEndpoint, name)
 	}
 	in := make([]reflect.Value, len(fn.args))
-	if err := decodeArgs(args, fn.args, in); err != nil {
+	rt := ctx.actor.mesh.rt
+	if err := decodeArgs(rt, args, fn.args, in); err != nil {
 		return nil, fmt.Errorf("%w: remote %s: %v", ErrDecode, name, err)
 	}
 	v, err := fn.invoke(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	limit := bus.DefaultMaxMessage
-	if rt, err := getRuntime(); err == nil {
-		limit = rt.link.MaxMessage()
-	}
-	return wire.MarshalLimited(v, limit, "the result of remote "+name)
+	return wire.MarshalLimited(v, rt.link.MaxMessage(), "the result of remote "+name)
 }
 
 // startSystemActor makes the proc's system actor, a mesh of one reached

@@ -10,8 +10,8 @@ import (
 )
 
 // decodeReply decodes a reply value into v, or returns the error the reply
-// carries.
-func decodeReply[T any](f *wire.Frame, v *T) error {
+// carries; references in it bind to rt, which received it.
+func decodeReply[T any](rt *core, f *wire.Frame, v *T) error {
 	if f.Flags&wire.FlagError != 0 {
 		return replyError(f)
 	}
@@ -19,7 +19,7 @@ func decodeReply[T any](f *wire.Frame, v *T) error {
 		return nil
 	}
 	prepareWire(reflect.TypeFor[T]())
-	if err := wire.DecodePayload(f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
+	if err := decodeIn(rt, f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
 		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
 	}
 	return nil
@@ -42,7 +42,7 @@ func newCallPort[R any](fut *Future[ValueMesh[R]], ext Extent) *callPort[R] {
 	return &callPort[R]{fut: fut, ext: ext, vals: make([]R, n), got: make([]bool, n), left: n}
 }
 
-func (p *callPort[R]) deliver(f *wire.Frame) bool {
+func (p *callPort[R]) deliver(rt *core, f *wire.Frame) bool {
 	r := f.Rank
 	if r < 0 || r >= len(p.vals) {
 		p.fail(fmt.Errorf("%w: reply for rank %d of %v", ErrDecode, r, p.ext))
@@ -51,7 +51,7 @@ func (p *callPort[R]) deliver(f *wire.Frame) bool {
 	if p.got[r] {
 		return true // a second answer from one member: the first stands
 	}
-	if err := decodeReply(f, &p.vals[r]); err != nil {
+	if err := decodeReply(rt, f, &p.vals[r]); err != nil {
 		p.fail(err)
 		return false
 	}
@@ -69,9 +69,9 @@ func (p *callPort[R]) fail(err error) { p.fut.resolve(ValueMesh[R]{}, err) }
 // onePort takes a single reply.
 type onePort[R any] struct{ fut *Future[R] }
 
-func (p *onePort[R]) deliver(f *wire.Frame) bool {
+func (p *onePort[R]) deliver(rt *core, f *wire.Frame) bool {
 	var v R
-	err := decodeReply(f, &v)
+	err := decodeReply(rt, f, &v)
 	p.fut.resolve(v, err)
 	return false
 }
@@ -85,9 +85,9 @@ type streamPort[R any] struct {
 	left int
 }
 
-func (p *streamPort[R]) deliver(f *wire.Frame) bool {
+func (p *streamPort[R]) deliver(rt *core, f *wire.Frame) bool {
 	var v R
-	err := decodeReply(f, &v)
+	err := decodeReply(rt, f, &v)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.left == 0 {

@@ -175,15 +175,16 @@ func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
 	}
-	rt, err := getRuntime()
-	if err != nil {
-		return err
+	if m.ref == nil {
+		return fmt.Errorf("actorrt: Restart on a mesh that was not spawned")
 	}
+	rt := m.ref.rt
 	ranks := m.reg.baseRanks()
 	if err := rt.sup.restartByHand(m.ref.id, ranks); err != nil {
 		return fmt.Errorf("actorrt: Restart %s: %w", m.ref.name, err)
 	}
 	errs, whole := restartMembers(ctx, rt, m.ref, ranks, "restarted by its owner", true)
+	var err error
 	// Those that did not restart stay failed: the owner may try again.
 	var restarted []int
 	err = whole
@@ -253,14 +254,14 @@ func newRestartPort(ranks []int) *restartPort {
 	return p
 }
 
-func (p *restartPort) deliver(f *wire.Frame) bool {
+func (p *restartPort) deliver(rt *core, f *wire.Frame) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.left[f.Rank] {
 		return len(p.left) > 0 // not one it waits for, or a second answer
 	}
 	var v Void
-	if err := decodeReply(f, &v); err != nil {
+	if err := decodeReply(rt, f, &v); err != nil {
 		p.errs[f.Rank] = err
 	}
 	delete(p.left, f.Rank)

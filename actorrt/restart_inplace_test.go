@@ -31,6 +31,13 @@ func (p *Phoenix) Init(ctx *actorrt.Context, dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "fail-init")); err == nil {
 		return errors.New("told to fail in Init")
 	}
+	// While the file hold-init is there (at most 30s), Init waits: a
+	// restart that has not settled.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "hold-init")); err != nil {
+			break
+		}
+	}
 	p.dir, p.nonce = dir, rand.Int64()
 	b, _ := os.ReadFile(p.checkpoint(ctx))
 	p.restored = string(b)

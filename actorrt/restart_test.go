@@ -81,7 +81,7 @@ func init() {
 func TestSuperviseRestartsAMesh(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
-	sup := spawn[Restarter](t, actorrt.ThisProc(), "restarter", procs)
+	sup := spawn[Restarter](t, actorrt.ThisProc(ctx), "restarter", procs)
 	first, err := actorrt.Method((*Restarter).Workers).CallOne(sup).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func TestSuperviseRestartsAMesh(t *testing.T) {
 type Nester struct{}
 
 func (n *Nester) Grow(ctx *actorrt.Context, size int) ([]int, error) {
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"inner", size}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"inner", size}})
 	if err != nil {
 		return nil, err
 	}

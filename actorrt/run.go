@@ -34,10 +34,14 @@ func Main(fn func(ctx context.Context) error, opts ...Option) {
 // or in a proc, and returns the exit status Main would exit with. Use it
 // where the caller must act on the status itself, above all in a
 // TestMain, which runs its tests inside the client and exits with their
-// status:
+// status. The tests reach the runtime through the ctx Run gives (ThisHost,
+// Lookup and OpenChannel resolve it from their ctx), so keep it:
+//
+//	var clientCtx context.Context // the tests' contexts derive from it
 //
 //	func TestMain(m *testing.M) {
 //		os.Exit(actorrt.Run(func(ctx context.Context) error {
+//			clientCtx = ctx
 //			if m.Run() != 0 {
 //				return &actorrt.ExitError{Code: 1}
 //			}

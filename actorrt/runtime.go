@@ -24,7 +24,7 @@ import (
 
 // core is what every runtime of a process of a job that hosts actors has,
 // the client's and a proc's alike: their node on the bus, the actors they
-// host, the host agent that serves ThisHost(), supervision of the meshes
+// host, the host agent that serves ThisHost(ctx), supervision of the meshes
 // they spawn, and what they know of the job's health. What only one of
 // them does is its role (client, worker).
 type core struct {
@@ -79,16 +79,52 @@ type role interface {
 	// path, to watch a host agent (the ends of its procs); its heartbeats
 	// every process watches on arrival (see watchAgent).
 	watchSubjects(agent string) []string
+	// ownSubjects are the subjects besides its inbox that the runtime
+	// subscribes to at start (a proc hears the client's notices).
+	ownSubjects() []string
+	// root reports whether failures nobody handled end here (the client,
+	// the root of the supervision tree) or go up (a proc).
+	root() bool
+	// registry is the job's names as this process reaches them.
+	registry() nameService
+	// meshName names a proc mesh spawned here without WithName.
+	meshName(seq uint64) string
+	// heardAgent and supervised tell this process's view of the job (the
+	// client's; a proc keeps none) of a heartbeat of agent, and of a step
+	// of supervision: the event and the effects the router asked for.
+	heardAgent(agent string)
+	supervised(ev routerEvent, effects []routerEffect)
 }
 
-// current is the runtime Main started.
-var current atomic.Pointer[core]
+// runtimeKey is the context key of the runtime a context belongs to:
+// Main's function's ctx and every actor's carry theirs (start puts it in
+// rt.ctx, from which both derive).
+type runtimeKey struct{}
 
-func getRuntime() (*core, error) {
-	if rt := current.Load(); rt != nil {
-		return rt, nil
+// runtimeOf is the runtime ctx belongs to: the one whose Main gave it
+// (or a context derived from it), or whose actor's endpoint it is.
+func runtimeOf(ctx context.Context) (*core, error) {
+	if ctx != nil {
+		if rt, ok := ctx.Value(runtimeKey{}).(*core); ok {
+			return rt, nil
+		}
 	}
 	return nil, ErrNotStarted
+}
+
+// decodingRuntime is the runtime that decodes with d (decodeIn): a
+// reference decoded from the wire binds to it.
+func decodingRuntime(d *msgpack.Decoder) (*core, error) {
+	if rt, ok := wire.Owner(d).(*core); ok && rt != nil {
+		return rt, nil
+	}
+	return nil, fmt.Errorf("%w: a mesh or port reference decoded outside a runtime", ErrNotStarted)
+}
+
+// decodeIn decodes payload p (of types) with fn, the references in it
+// bound to rt.
+func decodeIn(rt *core, p []byte, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
+	return wire.DecodePayloadFor(rt, p, types, fn)
 }
 
 // newRuntime makes the core of the runtime of proc procID of job, before
@@ -119,10 +155,10 @@ func newRuntime(job, procID string, env jobenv.Env, o options, logRole string) (
 // start runs the runtime on its link for role: the proc's inbox, the
 // deaths subject, the system actor, the dispatcher, heartbeats and the
 // watch on other hosts.
-func (rt *core) start(l link, r role, client bool) error {
+func (rt *core) start(l link, r role) error {
 	rt.link, rt.role = l, r
-	rt.ctx, rt.cancel = context.WithCancel(context.Background())
-	rt.sup = newSupervision(rt, client)
+	rt.ctx, rt.cancel = context.WithCancel(context.WithValue(context.Background(), runtimeKey{}, rt))
+	rt.sup = newSupervision(rt, r.root())
 	rt.actors = newLocalActors(rt)
 	in := inbound{rt}
 	// What was sent is kept as long as a receiver may be late without
@@ -144,17 +180,13 @@ func (rt *core) start(l link, r role, client bool) error {
 	// On a host whose bus delivers its procs' subjects (jobenv.Bus.Local),
 	// this proc's arrives under the host's local prefix: dispatch maps it
 	// back.
-	subjects := []string{rt.subjects.Inbox(rt.procID, rt.bus.Local)}
-	if !client {
-		subjects = append(subjects, rt.subjects.Notice()) // the client sends them
-	}
+	subjects := append([]string{rt.subjects.Inbox(rt.procID, rt.bus.Local)}, r.ownSubjects()...)
 	for _, s := range subjects {
 		if _, err := l.Subscribe(s); err != nil {
 			return fmt.Errorf("actorrt: proc %s: %w", rt.procID, err)
 		}
 	}
 	rt.dispatchEnd = make(chan struct{})
-	current.Store(rt)
 	go rt.dispatchLoop()
 	go rt.agent.Heartbeats(rt.ctx, false)
 	go rt.agent.WatchLiveness(rt.ctx, rt.opts.hostTimeout)
@@ -202,13 +234,7 @@ func (rt *core) newMeshID() string {
 // newMeshName names a proc mesh spawned here without WithName: procs1,
 // procs2, ... in the client; prefixed with this proc's id in a proc, so
 // that two spawners never make the same name.
-func (rt *core) newMeshName() string {
-	name := "procs" + strconv.FormatUint(rt.procMeshSeq.Add(1), 10)
-	if rt.client() == nil {
-		name = rt.procID + "." + name
-	}
-	return name
-}
+func (rt *core) newMeshName() string { return rt.role.meshName(rt.procMeshSeq.Add(1)) }
 
 // newProcID names a proc that host agent agent starts. Its id carries
 // the key of that agent's host (jobenv.HostKey): one started by this
@@ -332,9 +358,7 @@ func (rt *core) watchAgent(agent string) {
 			return
 		}
 		rt.health.heard(agent)
-		if c := rt.client(); c != nil {
-			c.feedHeard(agent)
-		}
+		rt.role.heardAgent(agent)
 	})
 	if err != nil {
 		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")
@@ -388,7 +412,7 @@ func (rt *core) askEnded(agent string, procs []string) {
 // endedPort takes an agent's EndedReply.
 type endedPort struct{ h *health }
 
-func (p *endedPort) deliver(f *wire.Frame) bool {
+func (p *endedPort) deliver(rt *core, f *wire.Frame) bool {
 	var r wire.EndedReply
 	if f.Flags&wire.FlagError == 0 && decodeBody(f, &r) == nil {
 		for _, n := range r.Gone {
@@ -444,7 +468,6 @@ func (rt *core) stop() {
 	rt.link.Close()
 	rt.cancel()
 	<-rt.dispatchEnd
-	current.CompareAndSwap(rt, nil)
 }
 
 func decodeBody(f *wire.Frame, v any) error {

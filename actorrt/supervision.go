@@ -96,8 +96,8 @@ type supervision struct {
 	stepped chan struct{}
 }
 
-func newSupervision(rt *core, client bool) *supervision {
-	return &supervision{rt: rt, router: newFailureRouter(rt.procID, client), refs: map[string]*meshRef{}}
+func newSupervision(rt *core, root bool) *supervision {
+	return &supervision{rt: rt, router: newFailureRouter(rt.procID, root), refs: map[string]*meshRef{}}
 }
 
 // step runs one event through the router and carries out its effects,
@@ -118,9 +118,7 @@ func (s *supervision) step(ev routerEvent) {
 		}
 	}
 	s.mu.Unlock()
-	if c := s.rt.client(); c != nil {
-		c.feedSupervised(ev, effects)
-	}
+	s.rt.role.supervised(ev, effects)
 	for _, ref := range stopped {
 		ref.stopped.Store(true)
 	}

@@ -101,7 +101,7 @@ func TestSupervise(t *testing.T) {
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	for _, handle := range []bool{true, false} {
 		name := map[bool]string{true: "sup-handles", false: "sup-escalates"}[handle]
-		sup := spawn[Supervisor](t, actorrt.ThisProc(), name, handle)
+		sup := spawn[Supervisor](t, actorrt.ThisProc(ctx), name, handle)
 		if _, err := actorrt.VoidMethod2((*Supervisor).SpawnWorkers).CallOne(sup, procs, name+"-w").Get(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestSupervise(t *testing.T) {
 func TestOwnershipStaysWithTheCreator(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
-	sup := spawn[Supervisor](t, actorrt.ThisProc(), "owner", true)
+	sup := spawn[Supervisor](t, actorrt.ThisProc(ctx), "owner", true)
 	if _, err := actorrt.VoidMethod2((*Supervisor).SpawnWorkers).CallOne(sup, procs, "owned").Get(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ type Starter struct{ procs *actorrt.ProcMesh }
 
 func (s *Starter) Start(ctx *actorrt.Context) (*actorrt.ProcMesh, error) {
 	var err error
-	s.procs, err = actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"inner", 1}})
+	s.procs, err = actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"inner", 1}})
 	return s.procs, err
 }
 

@@ -59,7 +59,7 @@ func (s *Supervisor) SpawnWorkers(ctx *actorrt.Context, procs *actorrt.ProcMesh,
 	if s.workers, err = actorrt.Spawn[Echo](ctx, procs, name); err != nil {
 		return err
 	}
-	s.helper, err = actorrt.Spawn[Echo](ctx, actorrt.ThisProc(), name+"-helper")
+	s.helper, err = actorrt.Spawn[Echo](ctx, actorrt.ThisProc(ctx), name+"-helper")
 	return err
 }
 

@@ -23,7 +23,7 @@ func (h *Hop) Deliver(ctx *actorrt.Context, msg string, port actorrt.Port[string
 
 // Open returns a port of a channel this actor opened (and never reads).
 func (h *Hop) Open(ctx *actorrt.Context) (actorrt.Port[int], error) {
-	port, _ := actorrt.OpenChannel[int]()
+	port, _ := actorrt.OpenChannel[int](ctx)
 	return port, nil
 }
 

@@ -36,7 +36,7 @@ func init() {
 // prints, for each, the bytes the refused send allocated and its error.
 func helperTooLarge() int {
 	return actorrt.Run(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 		if err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func helperTooLarge() int {
 		if err != nil {
 			return err
 		}
-		port, recv := actorrt.OpenChannel[[]byte]()
+		port, recv := actorrt.OpenChannel[[]byte](ctx)
 		defer recv.Close()
 		// Warm the paths up: the measures should see the refused sends only.
 		small := make([]byte, 100)

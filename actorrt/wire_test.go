@@ -94,7 +94,7 @@ func TestErrorReplyReads(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := decodeReply(&f, new(int))
+		got := decodeReply((*core)(nil), &f, new(int))
 		if got == nil || got.Error() != sent.Error() {
 			t.Errorf("%q came back as %v", sent, got)
 		}

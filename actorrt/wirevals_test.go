@@ -1,7 +1,6 @@
 package actorrt_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -95,10 +94,10 @@ func (*WireEcho) FailWith(ctx *actorrt.Context, e *actorrt.ActorError) error { r
 
 // Here is this proc and its host, as meshes others can use.
 func (*WireEcho) Here(ctx *actorrt.Context) (*actorrt.ProcMesh, error) {
-	return actorrt.ThisProc(), nil
+	return actorrt.ThisProc(ctx), nil
 }
 func (*WireEcho) Host(ctx *actorrt.Context) (*actorrt.HostMesh, error) {
-	return actorrt.ThisHost(), nil
+	return actorrt.ThisHost(ctx), nil
 }
 
 var wireSentinels = []error{actorrt.ErrNotStarted, actorrt.ErrBadExtent, actorrt.ErrOutOfRange, actorrt.ErrNotRegistered,
@@ -282,8 +281,8 @@ func TestWireValuesRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("host meshes", func(t *testing.T) {
-		got, err := actorrt.Method1((*WireEcho).Hosts).CallOne(w, actorrt.ThisHost()).Get(ctx)
-		if err != nil || !got.Extent().Equal(actorrt.ThisHost().Extent()) {
+		got, err := actorrt.Method1((*WireEcho).Hosts).CallOne(w, actorrt.ThisHost(ctx)).Get(ctx)
+		if err != nil || !got.Extent().Equal(actorrt.ThisHost(ctx).Extent()) {
 			t.Fatalf("ThisHost came back as %v (%v)", got, err)
 		}
 		// Usable: procs started through the received host mesh serve.
@@ -301,7 +300,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("ports", func(t *testing.T) {
-		port, recv := actorrt.OpenChannel[string]()
+		port, recv := actorrt.OpenChannel[string](ctx)
 		defer recv.Close()
 		got, err := actorrt.Method2((*WireEcho).Port).CallOne(w, 1, port).Get(ctx)
 		if err != nil || got.String() != port.String() {
@@ -488,7 +487,7 @@ func TestRegisterRefusesLossyTypes(t *testing.T) {
 		t.Errorf("refused an endpoint whose values travel:\n%v", err)
 	}
 	// Spawn says why.
-	if _, err := actorrt.Spawn[LossyStore](context.Background(), actorrt.ThisProc(), "lossy"); !errors.Is(err, actorrt.ErrNotRegistered) ||
+	if _, err := actorrt.Spawn[LossyStore](clientCtx, actorrt.ThisProc(clientCtx), "lossy"); !errors.Is(err, actorrt.ErrNotRegistered) ||
 		!strings.Contains(err.Error(), "Config.inner.secret") {
 		t.Errorf("Spawn of a refused type: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -81,7 +82,7 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 		rt.logFile.Close()
 		return nil, err
 	}
-	if err := rt.start(busLink{conn}, w, false); err != nil {
+	if err := rt.start(busLink{conn}, w); err != nil {
 		conn.Close()
 		if w.hostBus != nil {
 			w.hostBus.Close()
@@ -177,4 +178,25 @@ func (w *worker) linesArrived() {}
 
 func (w *worker) watchSubjects(agent string) []string {
 	return []string{w.subjects.Deaths(agent)}
+}
+
+// ownSubjects: a proc hears the notices the client sends.
+func (w *worker) ownSubjects() []string { return []string{w.subjects.Notice()} }
+
+// root: a proc's unhandled failures go up to the client.
+func (w *worker) root() bool { return false }
+
+// registry: a proc asks the client, which keeps the job's names.
+func (w *worker) registry() nameService { return procNames{w.core} }
+
+// heardAgent: a proc keeps no view of the job.
+func (w *worker) heardAgent(string) {}
+
+// supervised: a proc keeps no view of the job.
+func (w *worker) supervised(routerEvent, []routerEffect) {}
+
+// meshName: prefixed with this proc's id, so that two spawners never make
+// the same name.
+func (w *worker) meshName(seq uint64) string {
+	return w.procID + ".procs" + strconv.FormatUint(seq, 10)
 }

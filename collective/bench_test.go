@@ -66,7 +66,7 @@ func (w *Worker) Fetch(ctx *actorrt.Context, addr string, n int) (float64, error
 func BenchmarkAllReduce64MiB(b *testing.B) {
 	const n = 16 << 20 // float32s: 64 MiB
 	const size = 4 * n
-	ctx := context.Background()
+	ctx := clientCtx
 	for _, backend := range []string{"shm", "tcp"} {
 		c, w, procs := benchProcs(b, backend)
 		timed := actorrt.Method1((*Worker).Timed)
@@ -108,9 +108,9 @@ func BenchmarkAllReduce64MiB(b *testing.B) {
 // benchProcs spawns 4 procs on this host, forced to backend, with a
 // communicator and a worker each (within 2 minutes).
 func benchProcs(b *testing.B, backend string) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(clientCtx, 2*time.Minute)
 	defer cancel()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}},
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}},
 		actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"MONARCH_RDMA_BACKEND=" + backend} }))
 	if err != nil {
 		b.Fatal(err)
@@ -227,7 +227,7 @@ func (w *Worker) PingPong(ctx *actorrt.Context, j PingJob) ([]float64, error) {
 // issue's "a few hundred microseconds at most".
 func BenchmarkAllReduce1KiB(b *testing.B) {
 	const n, reps = 256, 300
-	ctx := context.Background()
+	ctx := clientCtx
 	for _, backend := range []string{"shm", "tcp"} {
 		c, w, procs := benchProcs(b, backend)
 		ts, err := actorrt.Method2((*Worker).AllReduceLoop).Call(w, Job{Comm: *c, Dim: "gpus", N: n}, reps).Get(ctx)

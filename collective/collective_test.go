@@ -16,6 +16,10 @@ import (
 
 // The test binary is also the procs' program: SpawnProcs runs it again in
 // worker mode.
+// clientCtx is the ctx Run gives the tests: it carries the client's
+// runtime, which ThisHost resolves from it.
+var clientCtx context.Context
+
 func TestMain(m *testing.M) {
 	env := testenv.Setup()
 	if err := actorrt.Register[Worker](); err != nil {
@@ -24,6 +28,7 @@ func TestMain(m *testing.M) {
 	}
 	code := 0
 	status := actorrt.Run(func(ctx context.Context) error {
+		clientCtx = ctx
 		code = m.Run()
 		return nil
 		// TestMemberDies kills a proc on purpose: its failures are the
@@ -140,8 +145,8 @@ func setup(t *testing.T, dims actorrt.Dims, backend string) (*collective.Comm, *
 // setupEnv is setup with env as each proc's environment.
 func setupEnv(t *testing.T, dims actorrt.Dims, env func(actorrt.Point) []string) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
 	t.Helper()
-	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, dims, actorrt.WithProcEnv(env))
+	ctx := clientCtx
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, dims, actorrt.WithProcEnv(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +202,7 @@ func want(op collective.Op, ranks []int, i int) float64 {
 }
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(clientCtx, 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -38,10 +38,10 @@ func init() {
 // actors there, which run the collective together; the data moves proc to
 // proc, not through the client.
 func Example() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(clientCtx, 30*time.Second)
 	defer cancel()
 
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -186,7 +186,7 @@ func spawnVsGloo(b *testing.B, backend string) *vsGlooProcs {
 // run runs one round of vsGlooSizes and returns, by size, the slowest
 // member's time of each repetition, in seconds.
 func (p *vsGlooProcs) run(b *testing.B) [][]float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(clientCtx, 4*time.Minute)
 	defer cancel()
 	timed := actorrt.Method1((*Worker).TimedReps)
 	var out [][]float64

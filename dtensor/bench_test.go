@@ -1,7 +1,6 @@
 package dtensor_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,8 +15,8 @@ import (
 // awaited; the clock stops when the last result is fetched), beside the
 // same 1,000 ops on one shard here. Microseconds per op.
 func BenchmarkOpDispatch(b *testing.B) {
-	ctx := context.Background()
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}})
+	ctx := clientCtx
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 4}})
 	if err != nil {
 		b.Fatal(err)
 	}

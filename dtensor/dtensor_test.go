@@ -55,6 +55,10 @@ var (
 	broken  = dtensor.Endpoint("test.broken", (*Linear).Broken, func(s tensor.Shape) tensor.Shape { return s })
 )
 
+// clientCtx is the ctx Run gives the tests: it carries the client's
+// runtime, which ThisHost resolves from it.
+var clientCtx context.Context
+
 func TestMain(m *testing.M) {
 	env := testenv.Setup() // first: procs inherit it
 	if err := actorrt.Register[Linear](); err != nil {
@@ -62,7 +66,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	code := 0
-	status := actorrt.Run(func(ctx context.Context) error { code = m.Run(); return nil })
+	status := actorrt.Run(func(ctx context.Context) error { clientCtx = ctx; code = m.Run(); return nil })
 	if status != 0 {
 		code = status
 	}
@@ -70,9 +74,9 @@ func TestMain(m *testing.M) {
 }
 
 func setup(t *testing.T) (context.Context, *actorrt.ProcMesh, *dtensor.Mesh) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(clientCtx, 60*time.Second)
 	t.Cleanup(cancel)
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +272,7 @@ func TestReduceScatterRefuses(t *testing.T) {
 // mesh of another extent is refused.
 func TestToMesh(t *testing.T) {
 	ctx, procs, m := setup(t)
-	other, err := actorrt.ThisHost().SpawnProcs(ctx, procs.Extent().Dims())
+	other, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, procs.Extent().Dims())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +290,7 @@ func TestToMesh(t *testing.T) {
 	if got := shards(t, ctx, sum); got[0].Float64s()[0] != xs[0].Float64s()[0]+1 {
 		t.Fatalf("moved + 1 = %v", got[0].Float64s())
 	}
-	small, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+	small, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

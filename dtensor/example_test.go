@@ -13,10 +13,10 @@ import (
 // mesh: ops are sent to every proc and run there, on its shard; only what
 // is fetched comes back here.
 func Example() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(clientCtx, 30*time.Second)
 	defer cancel()
 
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
 	if err != nil {
 		fmt.Println(err)
 		return

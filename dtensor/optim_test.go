@@ -140,7 +140,7 @@ func TestOptimizers(t *testing.T) {
 func TestOptimizerRefuses(t *testing.T) {
 	ctx, procs, m := setup(t)
 	tt := must[*dtensor.Tensor](t)
-	other, err := actorrt.ThisHost().SpawnProcs(ctx, procs.Extent().Dims())
+	other, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, procs.Extent().Dims())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func Endpoint[A any](name string, ep func(*A, *actorrt.Context, Shard) (Shard, e
 	rrefs.shapes[name] = propagate
 	rrefs.m[name] = func(ctx context.Context, raw []byte, rank int, in *tensor.Dense) (*tensor.Dense, error) {
 		var m *actorrt.ActorMesh[A]
-		if err := msgpack.Unmarshal(raw, &m); err != nil {
+		if err := actorrt.Unmarshal(ctx, raw, &m); err != nil {
 			return nil, err
 		}
 		p, err := m.Extent().Point(rank)

@@ -18,7 +18,7 @@ import (
 // "local", or monarch local --hosts N) its hosts are simulated: one host
 // agent process each, all here, named h0, h1, ... in logs and status.
 // Without one the program runs alone, with no host agents: its
-// ThisHost() is its own.
+// ThisHost(ctx) is its own.
 
 func init() {
 	register(kind{name: hostsconfig.SchedulerLocal, title: "local", open: func(h *hostsconfig.Hosts) scheduler {

@@ -63,7 +63,7 @@ func Run(ctx context.Context, j Job) error {
 	}
 	hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 	if errors.Is(err, actorrt.ErrNoHostsConfig) {
-		hosts, err = actorrt.ThisHost(), nil
+		hosts, err = actorrt.ThisHost(ctx), nil
 	}
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func Run(ctx context.Context, j Job) error {
 	if j.GPUsDim != "" {
 		opts = append(opts, actorrt.WithGPUsDim(j.GPUsDim))
 	}
-	dims := actorrt.JobProcs(defaultProcs)
+	dims := actorrt.JobProcs(ctx, defaultProcs)
 	for attempt := 0; ; attempt++ {
 		// Each attempt is a new mesh: rank 0's agent gives it a
 		// MASTER_PORT it never handed out before, a new rendezvous.

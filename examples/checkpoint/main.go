@@ -94,12 +94,12 @@ func train(ctx context.Context, steps int, work time.Duration, path string) erro
 	}
 	hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 	if errors.Is(err, actorrt.ErrNoHostsConfig) {
-		hosts, err = actorrt.ThisHost(), nil
+		hosts, err = actorrt.ThisHost(ctx), nil
 	}
 	if err != nil {
 		return err
 	}
-	procs, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(actorrt.Dims{{"gpus", 2}}))
+	procs, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(ctx, actorrt.Dims{{"gpus", 2}}))
 	if err != nil {
 		return err
 	}

@@ -124,7 +124,7 @@ func main() {
 }
 
 func run(ctx context.Context, trainers, shards int) error {
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"trainers", trainers}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"trainers", trainers}})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func main() {
 		log.Fatal(err)
 	}
 	actorrt.Main(func(ctx context.Context) error {
-		procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 		if err != nil {
 			return err
 		}

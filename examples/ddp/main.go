@@ -84,7 +84,7 @@ func (t *trainer) step(ctx context.Context) (*dtensor.ShardFuture, error) {
 }
 
 func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error {
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"procs", nprocs}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"procs", nprocs}})
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 // on it.
 func channels(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	heading("Channels and low-level messaging")
-	port, recv := actorrt.OpenChannel[int]()
+	port, recv := actorrt.OpenChannel[int](ctx)
 	if err := port.Send(3); err != nil {
 		return err
 	}
@@ -23,7 +23,7 @@ func channels(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	fmt.Println(v)
 	recv.Close()
 
-	memPort, memRecv := actorrt.OpenChannel[Memory]()
+	memPort, memRecv := actorrt.OpenChannel[Memory](ctx)
 	defer memRecv.Close()
 	if err := checkMemory.Send(trainerProcs, memPort); err != nil {
 		return err

@@ -25,7 +25,7 @@ var (
 // Slicing Meshes.
 func counters(ctx context.Context) error {
 	heading("Spawning an actor in the local process")
-	counter, err := actorrt.Init1((*Counter).Init).Spawn(ctx, actorrt.ThisProc(), "counter", 0)
+	counter, err := actorrt.Init1((*Counter).Init).Spawn(ctx, actorrt.ThisProc(ctx), "counter", 0)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func counters(ctx context.Context) error {
 	fmt.Printf("Counter value: %d\n", value)
 
 	heading("Multiple actors at once")
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 8}})
 	if err != nil {
 		return err
 	}

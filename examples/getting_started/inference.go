@@ -50,7 +50,7 @@ func (e *InferenceEngine) run(ctx context.Context) {
 // outOfOrder: Responding Out of Order.
 func outOfOrder(ctx context.Context, _ *actorrt.ProcMesh) error {
 	heading("Responding out of order")
-	engine, err := actorrt.Spawn[InferenceEngine](ctx, actorrt.ThisProc(), "engine")
+	engine, err := actorrt.Spawn[InferenceEngine](ctx, actorrt.ThisProc(ctx), "engine")
 	if err != nil {
 		return err
 	}

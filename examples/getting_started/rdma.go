@@ -65,12 +65,12 @@ func (w *Worker) SyncWeights(ctx *actorrt.Context, server *actorrt.ActorMesh[Par
 // rdma: Point-to-Point RDMA.
 func rdma(ctx context.Context, _ *actorrt.ProcMesh) error {
 	heading("Point-to-point RDMA")
-	serverProc, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	serverProc, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		return err
 	}
 	defer serverProc.Stop(ctx)
-	workerProc, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	workerProc, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
 	if err != nil {
 		return err
 	}

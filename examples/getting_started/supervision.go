@@ -53,7 +53,7 @@ func (s *SupervisorActor) Failures(ctx *actorrt.Context) (int, error) { return s
 // Fine-grained Supervision.
 func supervision(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	heading("The supervision tree")
-	e, err := actorrt.Spawn[Errorful](ctx, actorrt.ThisProc(), "errorful")
+	e, err := actorrt.Spawn[Errorful](ctx, actorrt.ThisProc(ctx), "errorful")
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func supervision(ctx context.Context, trainerProcs *actorrt.ProcMesh) error {
 	}
 
 	heading("Fine-grained supervision")
-	sup, err := actorrt.Spawn[SupervisorActor](ctx, actorrt.ThisProc(), "supervisor")
+	sup, err := actorrt.Spawn[SupervisorActor](ctx, actorrt.ThisProc(ctx), "supervisor")
 	if err != nil {
 		return err
 	}

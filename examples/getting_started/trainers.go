@@ -24,7 +24,7 @@ func trainers(ctx context.Context) (*actorrt.ProcMesh, error) {
 	hosts, err := actorrt.HostsFromConfig(ctx, "MONARCH_HOSTS")
 	if errors.Is(err, actorrt.ErrNoHostsConfig) {
 		fmt.Println("(no hosts configured: using this host)")
-		hosts, err = actorrt.ThisHost(), nil
+		hosts, err = actorrt.ThisHost(ctx), nil
 	}
 	if err != nil {
 		return nil, err

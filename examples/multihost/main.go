@@ -52,7 +52,7 @@ func main() {
 			return err
 		}
 		fmt.Printf("Host mesh extent: %v\n", hosts.Extent())
-		trainerProcs, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(actorrt.Dims{{"gpus", *gpus}}))
+		trainerProcs, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(ctx, actorrt.Dims{{"gpus", *gpus}}))
 		if err != nil {
 			return err
 		}

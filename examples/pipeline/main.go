@@ -151,7 +151,7 @@ func run(ctx context.Context, batches, size, poison, crashAt int, dir string) er
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	procs, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"stages", 3}})
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"stages", 3}})
 	if err != nil {
 		return err
 	}

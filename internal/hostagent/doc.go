@@ -17,7 +17,7 @@
 //
 //   - Embedded (New): every process of a job that hosts actors (the
 //     client and every proc) has an agent for its own host, so that
-//     ThisHost().SpawnProcs works anywhere. Its process's runtime reads
+//     ThisHost(ctx).SpawnProcs works anywhere. Its process's runtime reads
 //     the control messages addressed to it (wire's checks) and calls the
 //     Agent's method for each, and hears of every child that ends
 //     (Config.OnEnd).

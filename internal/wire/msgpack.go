@@ -237,6 +237,13 @@ var errExtQuirk = errors.New("msgpack: an extension whose data is a map, where a
 // fn decodes into: a payload whose extensions msgpack/v5 would read as
 // maps is refused where one of them holds a map.
 func DecodePayload(p []byte, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
+	return DecodePayloadFor(nil, p, types, fn)
+}
+
+// DecodePayloadFor is DecodePayload with a decoder that carries owner:
+// a value's own decoder finds it with Owner (a reference decoded from the
+// wire binds to the runtime that decodes it).
+func DecodePayloadFor(owner any, p []byte, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
 	quirk, err := CheckMsgpack(p)
 	if err != nil {
 		return err
@@ -246,8 +253,25 @@ func DecodePayload(p []byte, types []reflect.Type, fn func(*msgpack.Decoder) err
 	}
 	d := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(d)
-	d.Reset(bytes.NewReader(p))
+	d.Reset(&ownedReader{Reader: bytes.NewReader(p), owner: owner})
 	return fn(d)
+}
+
+// ownedReader is the bytes a decoder reads, with the owner it carries. It
+// is an io.ByteScanner, so msgpack/v5 reads it as it is, and Decoder.Buffered
+// gives it back.
+type ownedReader struct {
+	*bytes.Reader
+	owner any
+}
+
+// Owner is the owner d's DecodePayloadFor was given; nil for a decoder
+// made elsewhere.
+func Owner(d *msgpack.Decoder) any {
+	if r, ok := d.Buffered().(*ownedReader); ok {
+		return r.owner
+	}
+	return nil
 }
 
 // CheckMsgpack walks the msgpack values in b without decoding them. It

@@ -60,7 +60,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		if _, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"n", 1}}, actorrt.WithName("sleepers"),
+		if _, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"n", 1}}, actorrt.WithName("sleepers"),
 			actorrt.WithCommand("sleep", "600")); err != nil {
 			return err
 		}

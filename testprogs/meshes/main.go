@@ -49,11 +49,11 @@ func run(ctx context.Context) error {
 	}
 	fmt.Println("client: starting")
 	fmt.Fprintln(os.Stderr, "client: a line on stderr")
-	trainer, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("trainer"))
+	trainer, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("trainer"))
 	if err != nil {
 		return err
 	}
-	gen, err := actorrt.ThisHost().SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}}, actorrt.WithName("gen"))
+	gen, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}}, actorrt.WithName("gen"))
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ func main() {
 		if err != nil {
 			return err
 		}
-		if _, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(actorrt.Dims{{"procs", 1}})); err != nil {
+		if _, err := hosts.SpawnProcs(ctx, actorrt.JobProcs(ctx, actorrt.Dims{{"procs", 1}})); err != nil {
 			return err
 		}
 		fmt.Println("READY")

@@ -1,0 +1,78 @@
+package actorrt
+
+import "sync"
+
+// sendQueue keeps the calls to a mesh made while where its members live is
+// being refreshed, in the order made: a member on a proc that ended may
+// be restarted on a new one (moves.go), and asking the owner takes up to
+// the spawn timeout. The adverbs never wait for that: a call made then
+// is encoded and queued, the adverb returns at once, and the queue's own
+// goroutine asks the owner, then sends what it holds, in order, and
+// later calls behind them, so that one sender's calls reach the mesh in
+// the order made. A Call's future is bounded by its caller's ctx, as
+// always; the refresh by the spawn timeout and the runtime's end.
+type sendQueue struct {
+	mu    sync.Mutex
+	busy  bool // a refresh, then the calls queued, are under way
+	calls []queuedCall
+}
+
+type queuedCall struct {
+	c      *outCall
+	failed func(error) // hears of a call that could not be sent
+}
+
+// due reports whether a call to reg of ref goes through the queue: one
+// is under way, or a member of reg is on a proc that ended and the mesh
+// may have moved it.
+func (q *sendQueue) due(ref *meshRef, reg region) bool {
+	q.mu.Lock()
+	busy := q.busy
+	q.mu.Unlock()
+	return busy || ref.refreshDue(reg)
+}
+
+// add queues c if due (see due), starting the refresh if none is under
+// way; it reports whether it did. A call not queued is the caller's to
+// send.
+func (q *sendQueue) add(c *outCall, failed func(error)) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.busy && !c.ref.refreshDue(c.reg) {
+		return false
+	}
+	q.calls = append(q.calls, queuedCall{c, failed})
+	if !q.busy {
+		q.busy = true
+		go q.drain(c.ref, c.reg)
+	}
+	return true
+}
+
+// drain refreshes where ref's members live, then sends the queued calls
+// in order until none is left.
+func (q *sendQueue) drain(ref *meshRef, reg region) {
+	rt := ref.rt
+	rt.refreshMoves(rt.ctx, ref, reg)
+	for {
+		q.mu.Lock()
+		calls := q.calls
+		q.calls = nil
+		if len(calls) == 0 {
+			q.busy = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		for _, qc := range calls {
+			c := qc.c
+			if c.reply.proc == rt.procID {
+				rt.ports.rewait(c.reply.id, ref.procsOf(c.reg))
+			}
+			if err := c.post(); err != nil {
+				qc.failed(err)
+			}
+			c.w.Free()
+		}
+	}
+}
