@@ -94,7 +94,7 @@ func localCommand(a *app) *cli.Command {
 			return err
 		}
 		// This machine, as nhosts simulated hosts whatever the file says,
-		// or, for a program without --hosts, just its ThisHost().
+		// or, for a program without --hosts, just its ThisHost(ctx).
 		cfg.Hosts = nil
 		if nhosts > 0 {
 			cfg.Hosts = &hostsconfig.Hosts{Scheduler: hostsconfig.SchedulerLocal, Local: &hostsconfig.Local{Hosts: nhosts}}
