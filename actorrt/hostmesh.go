@@ -176,7 +176,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	waits := make([]string, 0, n+len(h.hosts))
 	for r := range procs {
 		hi := h.hosts[h.reg.baseRank(r/perN)]
-		procs[r] = procInfo{ID: rt.newProcID(hi.Agent), Host: hi.Name, Agent: hi.Agent}
+		procs[r] = procInfo{ID: rt.procs.newProcID(hi.Agent), Host: hi.Name, Agent: hi.Agent}
 		if o.command == nil {
 			// An SDK proc reports ready itself: its end first fails the
 			// spawn. A command's agent reports it, before its end, which
@@ -187,7 +187,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	if err := rt.health.anyGone([]string{procs[0].Agent}); err != nil {
 		return fail(err)
 	}
-	master, err := rt.freePort(ctx, procs[0].Agent, procs[0].Host)
+	master, err := rt.procs.freePort(ctx, procs[0].Agent, procs[0].Host)
 	if err != nil {
 		return fail(err)
 	}
@@ -237,7 +237,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	// Ends are heard from now on: a command may end before the spawn
 	// returns.
 	ends := newProcEnds(ext, procs)
-	rt.watchEnds(ends)
+	rt.procs.watchEnds(ends)
 	// Watch the agents first: a new proc that ends before it is ready is
 	// heard of.
 	rt.health.started(procs, true)

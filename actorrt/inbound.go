@@ -97,7 +97,9 @@ func (in inbound) control(f *wire.Frame, subject string) {
 	case wire.OpFailure:
 		in.sup.memberFailed(body.(*MeshFailure), "")
 	case wire.OpNameAdd, wire.OpNameFree, wire.OpLookup, wire.OpGetOrSpawn:
-		in.serveNames(f.Method, body, reply, subject)
+		// The client's registry answers; a proc's drops it, and says so
+		// to a sender that waits.
+		in.role.registry().serve(f.Method, body, reply, subject)
 	case wire.OpMeshInfo:
 		req := body.(*meshInfoReq)
 		answer := func() {

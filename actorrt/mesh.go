@@ -373,7 +373,7 @@ func (m *ActorMesh[A]) Stop(ctx context.Context) error {
 	m.ref.stopped.Store(true)
 	rt.sup.meshStopped(m.ref.id) // a stop is not a failure (if owned here)
 	stopOn(rt, m.ref.id, m.ref.allProcs())
-	rt.nameFreed(m.ref.id)
+	rt.role.registry().free(m.ref.id)
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.stopTimeout)
 	defer cancel()
 	return rt.link.Flush(ctx)
@@ -547,7 +547,9 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		stopOn(rt, ref.id, sentTo)
 		return fail(err)
 	}
-	if err := rt.registerName(ctx, ref, ext); err != nil {
+	// The job's registry has the mesh before Spawn returns (a round trip
+	// to the client from a proc), so that a Lookup from anywhere finds it.
+	if err := rt.role.registry().add(ctx, ref.toWire(wholeRegion(ext))); err != nil {
 		stopOn(rt, ref.id, sentTo)
 		return fail(err)
 	}

@@ -253,37 +253,6 @@ func (s *supervision) meshInfoOf(ref *meshRef) *meshInfo {
 	return &meshInfo{Procs: ref.procs, Agents: ref.agents, Moved: ref.moves.Load().wire()}
 }
 
-// respawn starts a proc in the place of proc old, which ended, by its
-// host agent: the same bootstrap, a new id. It returns the new proc once
-// it is ready, at most the spawn timeout or until ctx ends.
-func (rt *core) respawn(ctx context.Context, old, agent string) (procInfo, error) {
-	if err := rt.health.goneErr(agent); err != nil {
-		return procInfo{}, fmt.Errorf("its host is gone: %w", err)
-	}
-	p := procInfo{ID: rt.newProcID(agent), Agent: agent}
-	ext, _ := NewExtent(Dims{{"procs", 1}})
-	fut := newFuture[ValueMesh[wire.ProcReady]](label{mesh: "respawn " + old})
-	port, err := rt.ports.open(newCallPort[wire.ProcReady](fut, ext), []string{p.ID, agent})
-	if err != nil {
-		return procInfo{}, err
-	}
-	defer rt.ports.close(port)
-	rt.health.started([]procInfo{p}, true)
-	if err := rt.sendControl(agent, wire.OpRespawnProc, port, &wire.RespawnProcReq{Old: old, New: p.ID, Proc: rt.procID, Port: port}); err != nil {
-		return procInfo{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
-	defer cancel()
-	ready, err := fut.Get(ctx)
-	if err != nil {
-		return procInfo{}, err
-	}
-	rd := ready.Values()[0]
-	p.Host, p.PID = rd.Host, rd.PID
-	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
-	return p, nil
-}
-
 // spawnMoved spawns ranks of ref, whose proc ended, on the new proc p:
 // members reached on p's own subject (spawnReq.Moved), then the moved
 // members are recorded in ref and in the router. Each rank's answer (its

@@ -167,22 +167,6 @@ func askClient[R any](ctx context.Context, rt *core, op string, body any, d time
 	return fut.Get(ctx)
 }
 
-// registerName gives the job's registry a mesh just spawned: at once in
-// the client; from a proc, in a round trip to the client, so that once
-// Spawn has returned a Lookup from anywhere finds the mesh.
-func (rt *core) registerName(ctx context.Context, ref *meshRef, ext Extent) error {
-	return rt.role.registry().add(ctx, ref.toWire(wholeRegion(ext)))
-}
-
-// nameFreed tells the job's registry that mesh id was stopped.
-func (rt *core) nameFreed(id string) { rt.role.registry().free(id) }
-
-// serveNames answers a proc's request to the registry (the client's only;
-// a proc drops it, and says so to a sender that waits).
-func (rt *core) serveNames(op string, body any, reply portRef, subject string) {
-	rt.role.registry().serve(op, body, reply, subject)
-}
-
 // nameService is the job's name registry as a process reaches it: the client
 // keeps it (clientNames), a proc asks the client (procNames).
 type nameService interface {

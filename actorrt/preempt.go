@@ -141,8 +141,9 @@ func Preempted(ctx context.Context) <-chan PreemptNotice {
 // checkpoint when it is above 0.
 func RestartCount() int { return jobenv.Restarts() }
 
-// announce tells this process and every proc of the job.
-func (rt *core) announce(n PreemptNotice) {
+// announce tells the client and every proc of the job.
+func (c *client) announce(n PreemptNotice) {
+	rt := c.core
 	if !rt.ending.deliver(n) {
 		return
 	}
@@ -155,8 +156,10 @@ func (rt *core) announce(n PreemptNotice) {
 	}
 }
 
-// noticed takes a notice from the job's notice subject.
-func (rt *core) noticed(data []byte) {
+// noticed takes a notice the client published on the job's notice
+// subject.
+func (w *worker) noticed(data []byte) {
+	rt := w.core
 	n, err := decodeNotice(data)
 	if err != nil {
 		rt.drop(wire.DropBody, rt.subjects.Notice(), err)

@@ -1,7 +1,6 @@
 package actorrt
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -164,43 +163,4 @@ func (p *ProcMesh) Ends() <-chan ProcEnd {
 		return nil
 	}
 	return p.ends.ch
-}
-
-// watchEnds has the ends of pe's procs passed on to it.
-func (rt *core) watchEnds(pe *procEnds) {
-	for _, id := range pe.ids {
-		rt.ends.Store(id, pe)
-	}
-}
-
-// endOf passes a proc's end on to the mesh that SpawnProcs started it
-// for, if it was here.
-func (rt *core) endOf(n wire.GoneNotice) {
-	if pe, ok := rt.ends.LoadAndDelete(n.Proc); ok {
-		pe.(*procEnds).end(n)
-	}
-}
-
-// freePort asks agent, on host, for a port free on its host and the
-// host's address: the MASTER_ADDR and MASTER_PORT of a new mesh whose
-// rank 0 is there. (host names it in the error: users know hosts by
-// name, not by their agents' ids.)
-func (rt *core) freePort(ctx context.Context, agent, host string) (wire.FreePort, error) {
-	ext, _ := NewExtent(Dims{{"agents", 1}})
-	fut := newFuture[ValueMesh[wire.FreePort]](label{mesh: "free port on " + agent})
-	port, err := rt.ports.open(newCallPort[wire.FreePort](fut, ext), []string{agent})
-	if err != nil {
-		return wire.FreePort{}, err
-	}
-	defer rt.ports.close(port)
-	if err := rt.sendControl(agent, wire.OpFreePort, port, nil); err != nil {
-		return wire.FreePort{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
-	defer cancel()
-	v, err := fut.Get(ctx)
-	if err != nil {
-		return wire.FreePort{}, fmt.Errorf("ask the host agent on %s for a free port: %w", host, err)
-	}
-	return v.Values()[0], nil
 }

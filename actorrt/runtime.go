@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,9 +49,8 @@ type core struct {
 	dispatchEnd chan struct{} // closed when the dispatcher returns
 	closing     atomic.Bool   // shutdown has begun: procs ending now is expected
 	meshSeq     atomic.Uint64
-	procSeq     atomic.Uint64
 	procMeshSeq atomic.Uint64 // proc meshes spawned here without a name
-	ends        sync.Map      // proc id -> *procEnds: who hears of its end
+	procs       spawner       // the procs started from here, by their agents
 	ending      notices       // the job is ending: what this process heard
 	// profiling: a CPU profile of `monarch profile` runs in this process,
 	// and actor calls carry pprof labels (profile.go).
@@ -137,6 +135,7 @@ func newRuntime(job, procID string, env jobenv.Env, o options, logRole string) (
 		hostname: hostname, hostLabel: hostname,
 		bus: env.Bus,
 	}
+	rt.procs.rt = rt
 	if env.HostName != "" {
 		rt.hostLabel = env.HostName
 	}
@@ -236,28 +235,10 @@ func (rt *core) newMeshID() string {
 // that two spawners never make the same name.
 func (rt *core) newMeshName() string { return rt.role.meshName(rt.procMeshSeq.Add(1)) }
 
-// newProcID names a proc that host agent agent starts. Its id carries
-// the key of that agent's host (jobenv.HostKey): one started by this
-// proc's own agent (ThisHost) inherits this proc's, and one another
-// agent starts gets that agent's id, before this proc's id without its
-// key and a number. The part after the key is unique in the job: the
-// client's procs are c-1, c-2, ..., theirs c-1-1, ...
-func (rt *core) newProcID(agent string) string {
-	n := "-" + strconv.FormatUint(rt.procSeq.Add(1), 10)
-	if agent == rt.procID || !jobenv.ValidHostKey(agent) {
-		return rt.procID + n
-	}
-	return agent + "." + jobenv.LocalPart(rt.procID) + n
-}
-
 // dispatch routes one message, on the dispatcher goroutine, in wire order.
 func (rt *core) dispatch(m bus.Message) {
 	m.Subject = rt.subjects.Public(m.Subject)
 	if rt.role.take(m) {
-		return
-	}
-	if m.Subject == rt.subjects.Notice() {
-		rt.noticed(m.Data)
 		return
 	}
 	rt.delivery.Receive(m)
@@ -293,7 +274,7 @@ func applyHealth(rt *core, effects []healthEffect) {
 func (a *healthEffects) gone(e effGone) {
 	rt := a.rt
 	rt.role.procEnded(e.n)
-	rt.endOf(e.n)
+	rt.procs.endOf(e.n)
 	rt.delivery.ProcGone(e.n.Proc)
 	rt.ports.failWaiting(e.n.Proc, goneError(e.n))
 	rt.sup.procEnded(e.n)

@@ -136,7 +136,7 @@ func (s *supervision) unhandled(e effUnhandled) { s.rt.role.unhandled(e.f) }
 
 func (s *supervision) stopMesh(e effStopMesh) {
 	stopOn(s.rt, e.id, e.procs)
-	s.rt.nameFreed(e.id)
+	s.rt.role.registry().free(e.id)
 }
 
 func (s *supervision) giveUp(e effGiveUp) {
@@ -209,7 +209,7 @@ func (s *supervision) restartLater(e effRestart) {
 		}
 		for _, old := range order {
 			ranks := dead[old]
-			p, err := rt.respawn(rt.ctx, old, ref.agentOf(ranks[0]))
+			p, err := rt.procs.respawn(rt.ctx, old, ref.agentOf(ranks[0]))
 			if err != nil {
 				for _, b := range ranks {
 					why[b], forGood[b] = fmt.Errorf("no new proc in the place of %s: %w", old, err), true

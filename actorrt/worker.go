@@ -162,7 +162,15 @@ func (w *worker) beat() {
 }
 
 // A proc has no subjects of its own beyond every runtime's.
-func (w *worker) take(bus.Message) bool { return false }
+// take takes the client's notices (PreemptNotice): a proc subscribes to
+// them, the client sends them.
+func (w *worker) take(m bus.Message) bool {
+	if m.Subject != w.subjects.Notice() {
+		return false
+	}
+	w.noticed(m.Data)
+	return true
+}
 
 // unhandled is the root's: in a proc, supervision sends what nobody here
 // handles up to the client, so this is not called.

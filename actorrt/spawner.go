@@ -1,0 +1,109 @@
+package actorrt
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/wire"
+)
+
+// spawner is how a runtime starts procs through host agents and follows
+// them: it names each new proc, asks an agent for a free port or to
+// start a proc in an ended one's place, and passes each proc's end on to
+// the ProcMesh that started it.
+type spawner struct {
+	rt   *core
+	seq  atomic.Uint64 // procs named here
+	ends sync.Map      // proc id -> *procEnds: who hears of its end
+}
+
+// newProcID names a proc that host agent agent starts. Its id carries
+// the key of that agent's host (jobenv.HostKey): one started by this
+// proc's own agent (ThisHost) inherits this proc's, and one another
+// agent starts gets that agent's id, before this proc's id without its
+// key and a number. The part after the key is unique in the job: the
+// client's procs are c-1, c-2, ..., theirs c-1-1, ...
+func (sp *spawner) newProcID(agent string) string {
+	rt := sp.rt
+	n := "-" + strconv.FormatUint(sp.seq.Add(1), 10)
+	if agent == rt.procID || !jobenv.ValidHostKey(agent) {
+		return rt.procID + n
+	}
+	return agent + "." + jobenv.LocalPart(rt.procID) + n
+}
+
+// watchEnds has the ends of pe's procs passed on to it.
+func (sp *spawner) watchEnds(pe *procEnds) {
+	for _, id := range pe.ids {
+		sp.ends.Store(id, pe)
+	}
+}
+
+// endOf passes a proc's end on to the mesh that SpawnProcs started it
+// for, if it was here.
+func (sp *spawner) endOf(n wire.GoneNotice) {
+	if pe, ok := sp.ends.LoadAndDelete(n.Proc); ok {
+		pe.(*procEnds).end(n)
+	}
+}
+
+// freePort asks agent, on host, for a port free on its host and the
+// host's address: the MASTER_ADDR and MASTER_PORT of a new mesh whose
+// rank 0 is there. (host names it in the error: users know hosts by
+// name, not by their agents' ids.)
+func (sp *spawner) freePort(ctx context.Context, agent, host string) (wire.FreePort, error) {
+	rt := sp.rt
+	ext, _ := NewExtent(Dims{{"agents", 1}})
+	fut := newFuture[ValueMesh[wire.FreePort]](label{mesh: "free port on " + agent})
+	port, err := rt.ports.open(newCallPort[wire.FreePort](fut, ext), []string{agent})
+	if err != nil {
+		return wire.FreePort{}, err
+	}
+	defer rt.ports.close(port)
+	if err := rt.sendControl(agent, wire.OpFreePort, port, nil); err != nil {
+		return wire.FreePort{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
+	defer cancel()
+	v, err := fut.Get(ctx)
+	if err != nil {
+		return wire.FreePort{}, fmt.Errorf("ask the host agent on %s for a free port: %w", host, err)
+	}
+	return v.Values()[0], nil
+}
+
+// respawn starts a proc in the place of proc old, which ended, by its
+// host agent: the same bootstrap, a new id. It returns the new proc once
+// it is ready, at most the spawn timeout or until ctx ends.
+func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, error) {
+	rt := sp.rt
+	if err := rt.health.goneErr(agent); err != nil {
+		return procInfo{}, fmt.Errorf("its host is gone: %w", err)
+	}
+	p := procInfo{ID: sp.newProcID(agent), Agent: agent}
+	ext, _ := NewExtent(Dims{{"procs", 1}})
+	fut := newFuture[ValueMesh[wire.ProcReady]](label{mesh: "respawn " + old})
+	port, err := rt.ports.open(newCallPort[wire.ProcReady](fut, ext), []string{p.ID, agent})
+	if err != nil {
+		return procInfo{}, err
+	}
+	defer rt.ports.close(port)
+	rt.health.started([]procInfo{p}, true)
+	if err := rt.sendControl(agent, wire.OpRespawnProc, port, &wire.RespawnProcReq{Old: old, New: p.ID, Proc: rt.procID, Port: port}); err != nil {
+		return procInfo{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
+	defer cancel()
+	ready, err := fut.Get(ctx)
+	if err != nil {
+		return procInfo{}, err
+	}
+	rd := ready.Values()[0]
+	p.Host, p.PID = rd.Host, rd.PID
+	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
+	return p, nil
+}
