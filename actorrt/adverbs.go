@@ -195,8 +195,9 @@ func broadcastAdverb(t meshTarget, b binding, args []any) error {
 	return rt.send(t.ref, t.reg, m, args, portRef{}, lostSend(rt, what))
 }
 
-// lostSend logs a queued send that no reply port waits for (Broadcast,
-// Send) and that could not be sent: its caller has long returned.
+// lostSend logs a queued Broadcast that could not be sent: no port waits
+// for it and its caller has long returned; the members it missed are
+// failed members, which their mesh's owner hears of (supervision).
 func lostSend(rt *core, what label) func(error) {
 	return func(err error) {
 		rt.log.Warn().Err(err).Str("mesh", what.mesh).Str("method", what.method).Msg("a send queued behind a restart could not be sent")
@@ -212,7 +213,16 @@ func sendAdverb(t meshTarget, b binding, port portRef, args []any) error {
 	if port.zero() {
 		return fmt.Errorf("%w: Send to the zero Port (open one with OpenChannel)", ErrBadArgs)
 	}
-	return rt.send(t.ref, t.reg, m, args, port, lostSend(rt, what))
+	// A queued Send that cannot be sent tells the port, where the
+	// members' answers would have gone: its receiver is waiting for them.
+	lost := lostSend(rt, what)
+	failed := func(err error) {
+		err = fmt.Errorf("%s.%s could not be sent: %w", what.mesh, what.method, err)
+		if perr := rt.sendErrorToPort(port, err); perr != nil {
+			lost(err)
+		}
+	}
+	return rt.send(t.ref, t.reg, m, args, port, failed)
 }
 
 // sendOpen opens a port of this proc for h, which waits for the members'

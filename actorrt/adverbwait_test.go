@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,50 @@ func TestAdverbsDoNotWaitForRestart(t *testing.T) {
 	got := items.Values()
 	if !slices.Equal(got[0], []int{1, 2}) || !slices.Equal(got[1], []int{1}) {
 		t.Fatalf("items %v: want [1 2] on member 0 (in the order sent) and [1] on the restarted member 1", got)
+	}
+}
+
+// TestQueuedSendFailsToPort: a Send to a mesh whose member's proc ended
+// and whose restarts are spent (the policy gave up on it) is queued while
+// the sender asks the owner where the member is, and then cannot be sent:
+// the port it was to answer on gets the error, naming the call, so its
+// receiver does not wait for answers that never come. (Before, such a
+// queued Send was only logged.)
+func TestQueuedSendFailsToPort(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 1, Window: time.Minute}
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "phoenix-lostsend", actorrt.SpawnOptions{Restart: &policy}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	die := actorrt.VoidMethod((*Phoenix).Die)
+	nonce := actorrt.Method((*Phoenix).Nonce)
+	// The first end is restarted on a new proc; the second spends the
+	// policy.
+	for i := 0; i < 2; i++ {
+		if _, err := die.CallOne(m.At("gpus", 1)).Get(ctx); !errors.Is(err, actorrt.ErrProcFailed) {
+			t.Fatalf("Die %d: %v, want ErrProcFailed", i, err)
+		}
+		if i == 0 {
+			if _, err := nonce.Call(m).Get(ctx); err != nil {
+				t.Fatalf("after the first restart: %v", err)
+			}
+		}
+	}
+	port, recv := actorrt.OpenChannel[int64](ctx)
+	defer recv.Close()
+	if err := nonce.Send(m, port); err != nil {
+		t.Fatalf("Send returned %v: the adverb does not wait for the owner's answer", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := recv.Recv().Get(short)
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the port got %d, %v: want the queued Send's failure", v, err)
+	}
+	if !strings.Contains(err.Error(), "phoenix-lostsend.Nonce could not be sent") {
+		t.Fatalf("the port's error %q does not say the call could not be sent", err)
 	}
 }

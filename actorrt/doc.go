@@ -287,7 +287,9 @@
 //     ErrProcFailed, and a holder's later calls wait for the restart:
 //     not in the adverb, which returns at once, but queued in the
 //     holder's reference, in order (a Call's Get waits as long as its ctx
-//     lets it; a queued Broadcast that cannot be sent is logged);
+//     lets it; a queued Send that cannot be sent fails its port; a
+//     queued Broadcast that cannot be sent is logged, its members being
+//     failed ones their owner hears of);
 //   - past the limit, or when the member's host is gone, the failure
 //     goes to the owner as it would without a policy, naming why it was
 //     not restarted.
