@@ -3,6 +3,7 @@ package actorrt
 import (
 	"context"
 	"fmt"
+	"os"
 	"reflect"
 	"sync"
 	"time"
@@ -107,10 +108,15 @@ func (ns *notices) deliver(n PreemptNotice) bool {
 // notices received before the call come first. It works in the client
 // and in every proc, so an actor can wait on it to checkpoint: select on
 // it beside its work. The channel holds both notices a job can have.
+//
+// ctx says whose notices: Main's ctx, one derived from it, or an actor's
+// *Context (in Init, it lasts as long as the actor). A ctx of no runtime
+// (context.Background()) hears nothing, and Preempted says so on stderr.
 func Preempted(ctx context.Context) <-chan PreemptNotice {
 	ch := make(chan PreemptNotice, 2)
 	rt, err := runtimeOf(ctx)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "actorrt: Preempted: no notice will arrive:", err)
 		return ch
 	}
 	ns := &rt.ending

@@ -34,8 +34,9 @@ type Trainer struct {
 }
 
 func (t *Trainer) Init(ctx *actorrt.Context) error {
-	// Every actor can hear that the job is ending, as the client does.
-	t.notes = actorrt.Preempted(context.Background())
+	// Every actor can hear that the job is ending, as the client does:
+	// Init's ctx lasts as long as the actor.
+	t.notes = actorrt.Preempted(ctx)
 	return nil
 }
 
