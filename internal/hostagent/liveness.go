@@ -83,14 +83,20 @@ func (a *Agent) judge(now time.Time, timeout time.Duration, starved bool) {
 		p.process.Kill()
 		// A stopped process takes SIGKILL at once; make sure it does not
 		// wait on a SIGCONT first.
-		syscall.Kill(-p.process.Pid(), syscall.SIGCONT)
+		if pid := p.process.Pid(); pid > 0 {
+			syscall.Kill(-pid, syscall.SIGCONT)
+		}
 	}
 }
 
 // busy reports whether the proc is not stopped and used CPU since the
 // last call (false where /proc cannot be read).
 func (p *proc) busy() bool {
-	st, err := procstat.Read(p.process.Pid())
+	pid := p.process.Pid()
+	if pid <= 0 {
+		return false
+	}
+	st, err := procstat.Read(pid)
 	if err != nil || st.Stopped() {
 		return false
 	}
