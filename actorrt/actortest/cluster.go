@@ -29,8 +29,12 @@ type Cluster struct {
 	failures chan *actorrt.MeshFailure
 
 	mu      sync.Mutex
-	procs   map[string]*simProc // by proc id, while they run and after
-	proxies map[string]*linkProxy
+	procs   map[string]*simProc   // by proc id, while they run and after
+	proxies map[string]*linkProxy // of the simulated hosts, by proc id
+	// hostIDs are the procs of Hosts by name (h0, h1, ...): the hosts a
+	// program starts itself (HostsFromConfig) have these names too.
+	hostIDs map[string]string
+	started bool // New has started Hosts
 	closed  bool
 }
 
@@ -52,7 +56,8 @@ func New(hosts int, opts ...actorrt.Option) (*Cluster, error) {
 	if hosts < 1 {
 		return nil, fmt.Errorf("actortest: %d hosts: want 1 or more", hosts)
 	}
-	c := &Cluster{failures: make(chan *actorrt.MeshFailure, 4096), procs: map[string]*simProc{}, proxies: map[string]*linkProxy{}}
+	c := &Cluster{failures: make(chan *actorrt.MeshFailure, 4096), procs: map[string]*simProc{}, proxies: map[string]*linkProxy{},
+		hostIDs: map[string]string{}}
 	all := append([]actorrt.Option{actorrt.WithFaultHook(c.record)}, opts...)
 	client, err := inproc.Get().NewClient(starter{c, all}, all)
 	if err != nil {
@@ -64,7 +69,9 @@ func New(hosts int, opts ...actorrt.Option) (*Cluster, error) {
 		c.Close()
 		return nil, fmt.Errorf("actortest: start %d hosts: %w", hosts, err)
 	}
-	c.hosts = hm.(*actorrt.HostMesh)
+	c.mu.Lock()
+	c.hosts, c.started = hm.(*actorrt.HostMesh), true
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -185,25 +192,22 @@ func (c *Cluster) proc(id string) *simProc {
 
 // host finds simulated host i.
 func (c *Cluster) host(i int) (*simProc, error) {
-	name := jobenv.AgentID(i)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, sp := range c.procs {
-		if sp.host == name {
-			return sp, nil
-		}
+	if sp := c.procs[c.hostIDs[jobenv.AgentID(i)]]; sp != nil {
+		return sp, nil
 	}
-	return nil, fmt.Errorf("actortest: no host %d (the cluster has hosts 0 to %d)", i, c.hosts.Extent().NumRanks()-1)
+	return nil, fmt.Errorf("actortest: no host %d (the cluster has hosts 0 to %d)", i, len(c.hostIDs)-1)
 }
 
 func (c *Cluster) proxy(i int) (*linkProxy, error) {
-	c.mu.Lock()
-	p := c.proxies[jobenv.AgentID(i)]
-	c.mu.Unlock()
-	if p == nil {
-		return nil, fmt.Errorf("actortest: no host %d", i)
+	host, err := c.host(i)
+	if err != nil {
+		return nil, err
 	}
-	return p, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxies[host.id], nil
 }
 
 // Close stops the procs the client started and the client, then waits
@@ -274,10 +278,10 @@ func (s starter) Start(env []string) (hostagent.Process, error) {
 		u.Host = p.addr()
 		env = append(env, jobenv.Env{Bus: jobenv.Bus{Leaf: u.String()}}.Environ()...)
 		c.mu.Lock()
-		if old := c.proxies[sp.host]; old != nil {
-			defer old.close()
+		c.proxies[sp.id] = p
+		if !c.started {
+			c.hostIDs[sp.host] = sp.id
 		}
-		c.proxies[sp.host] = p
 		c.mu.Unlock()
 	}
 	ip, err := inproc.Get().StartProc(env, s, s.opts)

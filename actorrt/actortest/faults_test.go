@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -182,4 +183,47 @@ func openFiles(t *testing.T) int {
 
 func errorContains(err error, s string) bool {
 	return err != nil && strings.Contains(err.Error(), s)
+}
+
+// TestProgramHostsApart: simulated hosts the program starts itself
+// (HostsFromConfig, named h0, h1, ... too) leave the cluster's own hosts
+// alone: their links stay up, and LoseHost(0) is the cluster's host 0.
+func TestProgramHostsApart(t *testing.T) {
+	c := actortest.Start(t, 1)
+	ctx, _, mesh := spawnCounters(t, c, 2)
+	file := filepath.Join(t.TempDir(), "hosts.toml")
+	if err := os.WriteFile(file, []byte("scheduler = \"local\"\n[local]\nhosts = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ACTORTEST_HOSTS", file)
+	own, err := actorrt.HostsFromConfig(ctx, "ACTORTEST_HOSTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := counters.Spawn(ctx, mustSpawnProcs(t, ctx, own), "theirs", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, m := range []*actorrt.ActorMesh[Counter]{mesh, theirs} {
+		if _, err := add.Call(m, 1).Get(short); err != nil {
+			t.Fatalf("a call to %v after the program started its hosts: %v", m, err)
+		}
+	}
+	if err := c.LoseHost(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := add.Call(theirs, 1).Get(short); err != nil {
+		t.Fatalf("the program's hosts after the cluster's host 0 was lost: %v", err)
+	}
+}
+
+func mustSpawnProcs(t *testing.T, ctx context.Context, hosts *actorrt.HostMesh) *actorrt.ProcMesh {
+	t.Helper()
+	procs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return procs
 }
