@@ -53,8 +53,11 @@
 // the whole test. A killed proc's goroutines are abandoned, not ended: a
 // call running when it was killed runs on until it returns (its sends go
 // nowhere), and its actors' Cleanup runs as in a proc whose bus is gone
-// (a real SIGKILL runs none). Timeouts may be set shorter than a real job
-// would bear (WithHostTimeout), since nothing here waits on a process.
+// (a real SIGKILL runs none). A proc's agent never kills it as
+// unresponsive (a real proc stopped or wedged, silent for the host
+// timeout, is killed): its silence would be the whole process's
+// starvation. Timeouts may be set shorter than a real job would bear
+// (WithHostTimeout), since nothing here waits on a process.
 //
 // # Cost
 //

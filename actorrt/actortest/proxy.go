@@ -74,11 +74,11 @@ func (p *linkProxy) pump(dst, src net.Conn) {
 	chunks := make(chan chunk, 256)
 	go func() {
 		defer close(chunks)
+		buf := make([]byte, 32<<10)
 		for {
-			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
-				chunks <- chunk{time.Now().Add(time.Duration(p.delay.Load())), buf[:n]}
+				chunks <- chunk{time.Now().Add(time.Duration(p.delay.Load())), append([]byte(nil), buf[:n]...)}
 			}
 			if err != nil {
 				return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,8 @@ type scaleFigures struct {
 // of a whole-mesh call, a broadcast flood and a kill reported to its
 // owner, for 4 x 8 (the floor) and 1,024 x 8 (MONARCH_INPROC_SCALE_SIZES
 // =HxP,... for others). The BENCH line compares the spawn time per proc
-// of the largest size with the floor's.
+// of the largest size with the floor's. MONARCH_INPROC_SCALE_HEAP=path
+// writes a heap profile of each size once spawned (path.HxP).
 func BenchmarkScaleInProcess(b *testing.B) {
 	shapes := []scaleShape{{4, 8}, {1024, 8}}
 	if s := os.Getenv("MONARCH_INPROC_SCALE_SIZES"); s != "" {
@@ -75,7 +77,9 @@ func scaleRun(b *testing.B, sh scaleShape) scaleFigures {
 	before, rssBefore := memInUse(), resident(b)
 	goroutines := runtime.NumGoroutine()
 	start := time.Now()
-	c, err := actortest.New(sh.hosts, actorrt.WithSpawnTimeout(10*time.Minute))
+	// Thousands of runtimes on two cores starve one another: a host is
+	// lost only after a long silence.
+	c, err := actortest.New(sh.hosts, actorrt.WithSpawnTimeout(10*time.Minute), actorrt.WithHostTimeout(2*time.Minute))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,6 +98,10 @@ func scaleRun(b *testing.B, sh scaleShape) scaleFigures {
 		b.Fatal(err)
 	}
 	f.spawn = time.Since(start)
+	if path := os.Getenv("MONARCH_INPROC_SCALE_HEAP"); path != "" {
+		// The heap once spawned, where -memprofile would see it closed.
+		writeHeap(b, fmt.Sprintf("%s.%dx%d", path, sh.hosts, sh.procs))
+	}
 	f.bytes = float64(memInUse()-before) / float64(n)
 	f.rss = float64(resident(b)-rssBefore) / float64(n)
 	f.goroutines = float64(runtime.NumGoroutine()-goroutines) / float64(n)
@@ -132,6 +140,17 @@ func scaleRun(b *testing.B, sh scaleShape) scaleFigures {
 		b.Fatal("the kill was not reported to the client")
 	}
 	return f
+}
+
+func writeHeap(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // memInUse is the heap and the stacks in use, after a collection.

@@ -90,11 +90,14 @@ func (a *Agent) judge(now time.Time, timeout time.Duration, starved bool) {
 }
 
 // busy reports whether the proc is not stopped and used CPU since the
-// last call (false where /proc cannot be read).
+// last call (false where /proc cannot be read). A proc with no process of
+// its own (Process.Pid 0, an in-process cluster's) cannot be stopped and
+// has no CPU time of its own: its silence is its process's starvation,
+// so it is taken to be working.
 func (p *proc) busy() bool {
 	pid := p.process.Pid()
 	if pid <= 0 {
-		return false
+		return true
 	}
 	st, err := procstat.Read(pid)
 	if err != nil || st.Stopped() {

@@ -23,8 +23,9 @@ type Starter interface {
 // Process is a proc an agent started, as the agent watches and stops it.
 type Process interface {
 	// Pid is its process id: 0 for a proc with no process of its own,
-	// which then gets no signal but SIGTERM and SIGKILL, has no CPU time
-	// of its own to judge its liveness by, and no process group.
+	// which then gets no signal but SIGTERM and SIGKILL and has no
+	// process group, and, having no CPU time of its own to judge its
+	// silence by, is never killed as unresponsive (liveness.go).
 	Pid() int
 	// Done is closed once it has ended.
 	Done() <-chan struct{}
