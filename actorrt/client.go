@@ -181,7 +181,7 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 		return nil, err
 	}
 	c := &client{core: rt, jobProcs: env.Procs, execOff: env.ExecOff, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
-	c.names = newNameRegistry(rt)
+	c.names = newNameRegistry(c)
 	jobstate.PruneSystemLogs(time.Now())
 	if env.Bus.URL == "" {
 		c.openJobRecord() // no launcher: the record is ours to keep

@@ -57,8 +57,8 @@ func (c *client) serveView(env jobenv.Env) error {
 	return nil
 }
 
-// feedHeard tells the model of a heartbeat of agent.
-func (c *client) feedHeard(agent string) {
+// heardAgent tells the model of a heartbeat of agent.
+func (c *client) heardAgent(agent string) {
 	now := time.Now()
 	c.feed.Step(func(m *jobview.Model) { m.Heard(agent, now) })
 }
@@ -83,9 +83,9 @@ func (c *client) feedMeshStopped(id string) {
 	})
 }
 
-// feedSupervised tells the model what the client's supervision saw: one
+// supervised tells the model what the client's supervision saw: one
 // event and the effects the router asked for, in order.
-func (c *client) feedSupervised(ev routerEvent, effects []routerEffect) {
+func (c *client) supervised(ev routerEvent, effects []routerEffect) {
 	now := time.Now()
 	c.feed.Step(func(m *jobview.Model) {
 		switch ev := ev.(type) {

@@ -357,6 +357,7 @@ func (b *getOrSpawnReq) check() error {
 // concurrent use.
 type nameRegistry struct {
 	rt *core
+	c  *client // whose registry it is: its view of the job hears of meshes
 
 	mu     sync.Mutex
 	byName map[string][]*namedMesh          // the live meshes of each name, oldest first
@@ -379,8 +380,8 @@ type firstUse struct {
 	err  error
 }
 
-func newNameRegistry(rt *core) *nameRegistry {
-	return &nameRegistry{rt: rt, byName: map[string][]*namedMesh{}, byID: map[string]*namedMesh{},
+func newNameRegistry(c *client) *nameRegistry {
+	return &nameRegistry{rt: c.core, c: c, byName: map[string][]*namedMesh{}, byID: map[string]*namedMesh{},
 		byProc: map[string]map[string]*namedMesh{}, firsts: map[string]*firstUse{}}
 }
 
@@ -404,9 +405,7 @@ func (r *nameRegistry) add(w actorMeshWire) error {
 		}
 		r.byProc[p][w.ID] = nm
 	}
-	if c := r.rt.client(); c != nil {
-		c.feedMeshAdded(w)
-	}
+	r.c.feedMeshAdded(w)
 	return nil
 }
 
@@ -424,9 +423,7 @@ func (r *nameRegistry) freeLocked(id string) {
 		return
 	}
 	delete(r.byID, id)
-	if c := r.rt.client(); c != nil {
-		c.feedMeshStopped(id)
-	}
+	r.c.feedMeshStopped(id)
 	list := r.byName[nm.w.Name]
 	for i, other := range list {
 		if other == nm {

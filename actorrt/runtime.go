@@ -89,6 +89,11 @@ type role interface {
 	registry() nameService
 	// meshName names a proc mesh spawned here without WithName.
 	meshName(seq uint64) string
+	// heardAgent and supervised tell this process's view of the job (the
+	// client's; a proc keeps none) of a heartbeat of agent, and of a step
+	// of supervision: the event and the effects the router asked for.
+	heardAgent(agent string)
+	supervised(ev routerEvent, effects []routerEffect)
 }
 
 // runtimeKey is the context key of the runtime a context belongs to:
@@ -354,9 +359,7 @@ func (rt *core) watchAgent(agent string) {
 			return
 		}
 		rt.health.heard(agent)
-		if c := rt.client(); c != nil {
-			c.feedHeard(agent)
-		}
+		rt.role.heardAgent(agent)
 	})
 	if err != nil {
 		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")

@@ -118,9 +118,7 @@ func (s *supervision) step(ev routerEvent) {
 		}
 	}
 	s.mu.Unlock()
-	if c := s.rt.client(); c != nil {
-		c.feedSupervised(ev, effects)
-	}
+	s.rt.role.supervised(ev, effects)
 	for _, ref := range stopped {
 		ref.stopped.Store(true)
 	}

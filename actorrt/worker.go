@@ -189,6 +189,12 @@ func (w *worker) root() bool { return false }
 // registry: a proc asks the client, which keeps the job's names.
 func (w *worker) registry() nameService { return procNames{w.core} }
 
+// heardAgent: a proc keeps no view of the job.
+func (w *worker) heardAgent(string) {}
+
+// supervised: a proc keeps no view of the job.
+func (w *worker) supervised(routerEvent, []routerEffect) {}
+
 // meshName: prefixed with this proc's id, so that two spawners never make
 // the same name.
 func (w *worker) meshName(seq uint64) string {
