@@ -70,6 +70,7 @@ var (
 )
 
 func TestAccumulate(t *testing.T) {
+	inProcess(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 8}})
 	fold := spawn[Folder](t, procs, "fold")
 	gates := spawn[Folder](t, procs, "fold-gates")

@@ -14,7 +14,7 @@ import (
 // spawnProcs starts procs for one test and stops them after it.
 func spawnProcs(t *testing.T, dims actorrt.Dims) *actorrt.ProcMesh {
 	t.Helper()
-	ctx := clientCtx // bounded by the spawn and stop timeouts
+	ctx := rootCtx(t) // bounded by the spawn and stop timeouts
 	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, dims)
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +38,7 @@ func spawn[T any](t *testing.T, procs *actorrt.ProcMesh, name string, args ...an
 
 // TestGuideCounters is the guide's counter walk-through, checked.
 func TestGuideCounters(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	counter := spawn[Counter](t, actorrt.ThisProc(ctx), "counter-local", 0)
 	v, err := actorrt.Method((*Counter).GetValue).CallOne(counter).Get(ctx)
@@ -76,6 +77,7 @@ func TestGuideCounters(t *testing.T) {
 // TestMessageRanks: a member's message rank is its place in the slice the
 // message went to; its actor rank is its place in the whole mesh.
 func TestMessageRanks(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
 	echo := spawn[Echo](t, procs, "where")
@@ -111,6 +113,7 @@ func TestMessageRanks(t *testing.T) {
 // Broadcast to 8 actors in 4 procs: each actor must see exactly the
 // messages addressed to it, in send order.
 func TestOrdering(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"procs", 4}})
 	rec, err := actorrt.SpawnPerProc[Recorder](ctx, procs, "ordering", actorrt.Dims{{"actors", 2}})
@@ -192,6 +195,7 @@ func firstDiff(a, b []int64) int {
 // TestActorsOfAProcRunConcurrently: Wait blocks until Open runs in another
 // actor of the same proc.
 func TestActorsOfAProcRunConcurrently(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	a := spawn[Gate](t, actorrt.ThisProc(ctx), "gate-a")
 	b := spawn[Gate](t, actorrt.ThisProc(ctx), "gate-b")
@@ -206,6 +210,7 @@ func TestActorsOfAProcRunConcurrently(t *testing.T) {
 
 // TestOneMessageAtATime: many concurrent calls to one actor never overlap.
 func TestOneMessageAtATime(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	s := spawn[Sleeper](t, actorrt.ThisProc(ctx), "sleeper")
 	var futs []*actorrt.Future[actorrt.Void]
@@ -224,6 +229,7 @@ func TestOneMessageAtATime(t *testing.T) {
 
 // TestLargeArgument sends 20 MiB, more than the bus takes in one message.
 func TestLargeArgument(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	echo := spawn[Echo](t, procs, "digest")
@@ -246,6 +252,7 @@ func TestLargeArgument(t *testing.T) {
 // received message, but only where one actor receives it: two members in
 // one proc each get bytes of their own, which they may change.
 func TestLargeArgumentToSeveral(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	echo, err := actorrt.SpawnPerProc[Echo](ctx, procs, "scribblers", actorrt.Dims{{"actors", 2}})
@@ -265,6 +272,7 @@ func TestLargeArgumentToSeveral(t *testing.T) {
 }
 
 func TestEndpointErrors(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	echo := spawn[Echo](t, actorrt.ThisProc(ctx), "errors")
 	_, err := actorrt.VoidMethod1((*Echo).Fail).CallOne(echo, "no thanks").Get(ctx)

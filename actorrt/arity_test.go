@@ -73,6 +73,7 @@ var (
 )
 
 func TestSixArguments(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 	w := spawn[Wide](t, procs, "wide")
@@ -155,6 +156,7 @@ var join3 = actorrt.Remote3("test_join3", func(ctx context.Context, prefix strin
 })
 
 func TestRemoteThreeArguments(t *testing.T) {
+	// Real procs: each counts its own runs.
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
 	got, err := join3.Call(procs, "a", 3, []float64{0.5, 2}).Get(ctx)

@@ -35,6 +35,7 @@ func TestRegisterRefusesBadEndpoints(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	counters := spawn[Counter](t, procs, "bad-input", 0)

@@ -42,6 +42,7 @@ func appendLine(path, line string) error {
 // TestCleanupAfterGoroutines: an actor's Cleanup runs after its ctx.Go
 // functions returned, so that it sees the state they left.
 func TestCleanupAfterGoroutines(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	path := filepath.Join(t.TempDir(), "log")
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})

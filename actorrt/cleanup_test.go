@@ -172,6 +172,7 @@ func readJournal(t *testing.T, dir, id string) string {
 // once, with ErrStopped as cause; the proc's end later does not run it
 // again.
 func TestCleanupAfterMeshStop(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
@@ -240,6 +241,7 @@ func TestCleanupAfterFailure(t *testing.T) {
 // alone, after the message; the messages behind it and later calls get
 // ErrStopped naming it; Cleanup runs; its owner hears of no failure.
 func TestContextStop(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	dir := t.TempDir()
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
@@ -397,12 +399,13 @@ func waitLogged(t *testing.T, path, want string) {
 // TestCleanupRegister: Cleanup's signature is checked at Register, and
 // Cleanup is not an endpoint.
 func TestCleanupRegister(t *testing.T) {
+	inProcess(t)
 	err := actorrt.Register[BadCleanup]()
 	if !errors.Is(err, actorrt.ErrBadEndpoint) || !strings.Contains(err.Error(), "BadCleanup.Cleanup must be func(ctx *actorrt.Context, cause error) error") {
 		t.Fatalf("Register[BadCleanup]: %v", err)
 	}
 	dir := t.TempDir()
-	j := spawn[Journal](t, actorrt.ThisProc(clientCtx), "journal-register", dir, "")
+	j := spawn[Journal](t, actorrt.ThisProc(rootCtx(t)), "journal-register", dir, "")
 	_, err = actorrt.VoidMethod1((*Journal).Cleanup).CallOne(j, nil).Get(testCtx(t))
 	if !errors.Is(err, actorrt.ErrBadEndpoint) || !strings.Contains(err.Error(), "Cleanup is not an endpoint") {
 		t.Errorf("calling Cleanup: %v, want ErrBadEndpoint", err)

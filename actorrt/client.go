@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ type client struct {
 
 	spawnedMu sync.Mutex
 	spawned   []*ProcMesh // every proc mesh this client started, to stop at exit
+	hostMesh  *ProcMesh   // the procs that are simulated hosts (HostsFromConfig), stopped last
 	shutOnce  sync.Once
 }
 
@@ -393,15 +395,23 @@ func (c *client) shutdown() {
 // their agents have confirmed, or the stop timeout has passed).
 func (c *client) stopSpawned() {
 	c.spawnedMu.Lock()
-	pms := c.spawned
+	pms, hosts := c.spawned, c.hostMesh
 	c.spawned = nil
 	c.spawnedMu.Unlock()
+	// The procs on simulated hosts first: their agents answer the stop
+	// only while their hosts live.
 	var wg sync.WaitGroup
 	for _, pm := range pms {
+		if pm == hosts {
+			continue
+		}
 		wg.Add(1)
 		go func() { defer wg.Done(); pm.Stop(context.Background()) }()
 	}
 	wg.Wait()
+	if hosts != nil && slices.Contains(pms, hosts) {
+		hosts.Stop(context.Background())
+	}
 }
 
 // The client asks the host agents that have not reported again after

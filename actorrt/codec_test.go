@@ -59,6 +59,7 @@ func init() {
 // check and arrives intact in another proc and back, alone and inside a
 // slice and a map; the same type without one is refused at Register.
 func TestRegisterCodec(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	m := spawn[SealEcho](t, procs, "seal-echo")

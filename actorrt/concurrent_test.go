@@ -211,6 +211,7 @@ func (f *poolFixture) release(name string, n int) {
 // TestConcurrentEndpointLeavesOrdinaryOnesFree: while a concurrent call
 // waits, the actor's ordinary endpoint answers; the call then completes.
 func TestConcurrentEndpointLeavesOrdinaryOnesFree(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	f := newPool(t, "pool-free")
 	work := actorrt.Method1((*Pool).Work).CallOne(f.pool, 1)
@@ -236,6 +237,7 @@ func TestConcurrentEndpointLeavesOrdinaryOnesFree(t *testing.T) {
 // reached, later calls start one by one as earlier ones end, in the order
 // they were sent; a bound of 1 runs the calls one after another, in order.
 func TestConcurrentBound(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	f := newPool(t, "pool-bound")
 	for _, tt := range []struct {
@@ -285,6 +287,7 @@ func TestConcurrentBound(t *testing.T) {
 // message sent before it was handled, and ordinary messages sent after it
 // run while it waits.
 func TestConcurrentAfterOrdinary(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	f := newPool(t, "pool-order")
 	note := func() {
@@ -330,6 +333,7 @@ func TestConcurrentAfterOrdinary(t *testing.T) {
 // reaches its caller as an *ActorError and the actor lives on; one nobody
 // receives fails the actor, whose owner hears of it, and the proc lives.
 func TestConcurrentEndpointErrors(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	f := newPool(t, "pool-errors")
 	crash := actorrt.VoidMethod1((*Pool).Crash)
@@ -360,6 +364,7 @@ func TestConcurrentEndpointErrors(t *testing.T) {
 // fails its actor, whose owner hears of it with the stack; an answer it
 // owes a caller on a Port is that error. The proc lives.
 func TestContextGo(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	later := actorrt.PortMethod1((*Pool).Later)
@@ -421,6 +426,7 @@ func (c *ConcBad) Plain() int                      { return 1 }
 // TestRegisterRefusesBadConcurrent: a bad option fails Register, saying
 // which and why, and the type stays unregistered.
 func TestRegisterRefusesBadConcurrent(t *testing.T) {
+	inProcess(t)
 	for _, tt := range []struct {
 		name    string
 		opts    []actorrt.RegisterOption
@@ -442,7 +448,7 @@ func TestRegisterRefusesBadConcurrent(t *testing.T) {
 			}
 		})
 	}
-	_, err := actorrt.Spawn[ConcBad](testCtx(t), actorrt.ThisProc(clientCtx), "conc-bad")
+	_, err := actorrt.Spawn[ConcBad](testCtx(t), actorrt.ThisProc(rootCtx(t)), "conc-bad")
 	if !errors.Is(err, actorrt.ErrNotRegistered) || !strings.Contains(err.Error(), "Register failed") {
 		t.Fatalf("Spawn: %v", err)
 	}

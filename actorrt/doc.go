@@ -427,7 +427,10 @@
 // client's view of its job (the model of the state feed, the control
 // socket, `monarch exec`, the dashboard) is internal/jobview's; the
 // client answers its questions and tells its model what it sees
-// (jobside.go). The
+// (jobside.go). An in-process cluster (actorrt/actortest) runs a client
+// and procs as runtimes of one process, through the hooks of inproc.go
+// (actorrt/internal/inproc): its procs are started by a
+// hostagent.Starter, not executed. The
 // state machines do no I/O; their tests are scripts in testdata/health
 // and testdata/supervision (and jobview's model, in its testdata/model).
 package actorrt

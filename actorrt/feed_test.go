@@ -15,6 +15,7 @@ import (
 // hears of it, yet the state feed shows it failed with its reason, as its
 // proc says; its owner and the other member show running.
 func TestFeedOwnedInProcs(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	sup := spawn[Supervisor](t, procs.At("gpus", 0), "feed-owner", true)

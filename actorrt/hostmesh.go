@@ -77,6 +77,13 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	if cfg.Local != nil {
 		n = cfg.Local.Hosts
 	}
+	return rt.simulatedHosts(ctx, n)
+}
+
+// simulatedHosts starts n simulated hosts as procs of this runtime's
+// host: the HostMesh of a "local" hosts file.
+func (rt *core) simulatedHosts(ctx context.Context, n int) (*HostMesh, error) {
+	c := rt.client()
 	// A simulated host is a proc of this machine: every proc has a host
 	// agent, so its children are that host's procs. Its name, h0, h1, ...,
 	// tags its procs' lines; it is counted as a host, not a proc. Like a
@@ -91,6 +98,9 @@ func HostsFromConfig(ctx context.Context, env string) (*HostMesh, error) {
 	}
 	if c != nil {
 		c.counts.HostsNotProcs(agents.ids())
+		c.spawnedMu.Lock()
+		c.hostMesh = agents
+		c.spawnedMu.Unlock()
 	}
 	hosts := make([]hostInfo, n)
 	for i, p := range agents.procs {

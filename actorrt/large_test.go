@@ -15,6 +15,7 @@ import (
 // ones and large ones mixed, reach every member in send order with every
 // byte in place; results past the bound come back whole.
 func TestLargePayloadsInOrder(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"procs", 2}})
 	rec := spawn[Recorder](t, procs, "large-order")

@@ -90,12 +90,13 @@ func simulatedHosts(t *testing.T, ctx context.Context, n int) *actorrt.HostMesh 
 // connection more per host, procs of one host share a bus, procs of two
 // hosts do not, and none dials the hub.
 func TestSimulatedHostsOnLeaves(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
-	before := actorrt.HubLeafNodes(clientCtx)
+	before := actorrt.HubLeafNodes(rootCtx(t))
 	start := time.Now()
 	hosts := simulatedHosts(t, ctx, 3)
 	t.Logf("3 simulated hosts with their leaves up in %v", time.Since(start).Round(time.Millisecond))
-	if got := actorrt.HubLeafNodes(clientCtx) - before; got != 3 {
+	if got := actorrt.HubLeafNodes(rootCtx(t)) - before; got != 3 {
 		t.Fatalf("the hub holds %d more leaf connections, want 3 (one per host)", got)
 	}
 	procs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
@@ -111,7 +112,7 @@ func TestSimulatedHostsOnLeaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, hub, _ := actorrt.JobBus(clientCtx)
+	_, hub, _ := actorrt.JobBus(rootCtx(t))
 	byHost := map[int]string{}
 	seen := map[string]int{}
 	for p, u := range urls.Items() {
@@ -153,6 +154,7 @@ func TestSimulatedHostsOnLeaves(t *testing.T) {
 // messages sent the moment they are ready, from the client (on the hub)
 // and from an actor on another host (on another leaf), at the same time.
 func TestInterestRaceAcrossHosts(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	hosts := simulatedHosts(t, ctx, 2)
 	target := hosts.Slice("hosts", 0, 1)

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/actorrt/actortest"
 	"github.com/monarch-go/monarch/internal/testenv"
 )
 
@@ -36,11 +38,20 @@ func TestMain(m *testing.M) {
 	// hook (exit 1) is tested in a helper process. Cleanups that hang are
 	// cut at 2s (cleanup_test.go), not the default 3s.
 	code := 0
+	opts := []actorrt.Option{actorrt.WithSpawnTimeout(60 * time.Second), actorrt.WithFaultHook(failures.record), actorrt.WithCleanupTimeout(2 * time.Second)}
 	status := actorrt.Run(func(ctx context.Context) error {
 		clientCtx = ctx
+		// The tests whose subject is not the process run their procs in
+		// this one (inProcess), on a cluster of the same options.
+		c, err := actortest.New(1, opts...)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		inprocCtx = c.Context()
 		code = m.Run()
 		return nil
-	}, actorrt.WithSpawnTimeout(60*time.Second), actorrt.WithFaultHook(failures.record), actorrt.WithCleanupTimeout(2*time.Second))
+	}, opts...)
 	pprof.StopCPUProfile()
 	if status != 0 {
 		code = status
@@ -88,10 +99,42 @@ func registerTestActors() {
 // in a proc, whose actors have their *Context.
 var clientCtx context.Context
 
-// testCtx is a context of the client, bounded for one test step.
+// inprocCtx is the client's ctx of an in-process cluster
+// (actorrt/actortest): procs spawned from it are runtimes of the test
+// process, not processes.
+var inprocCtx context.Context
+
+// inprocTests are the tests (by name) marked inProcess.
+var inprocTests sync.Map
+
+// inProcess marks t, and its subtests, as a test whose subject is not the
+// process: its rootCtx is an in-process cluster's client, so the procs
+// it spawns (spawnProcs, ThisHost(testCtx(t))) are runtimes of the test
+// process. The other tests run real procs.
+func inProcess(t *testing.T) {
+	inprocTests.Store(t.Name(), true)
+	t.Cleanup(func() { inprocTests.Delete(t.Name()) })
+}
+
+// rootCtx is the client's ctx of t's runtime: the in-process cluster's
+// for a test marked inProcess, else the test binary's own.
+func rootCtx(t testing.TB) context.Context {
+	for name := t.Name(); ; {
+		if _, ok := inprocTests.Load(name); ok {
+			return inprocCtx
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return clientCtx
+		}
+		name = name[:i]
+	}
+}
+
+// testCtx is a context of t's client, bounded for one test step.
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(clientCtx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(rootCtx(t), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }

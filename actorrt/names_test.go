@@ -142,6 +142,7 @@ func wantErr(t *testing.T, what string, err, target error, names ...string) {
 // name and calls it; a name of a mesh of another type, a missing name
 // and a bad name are clear errors, in a proc and in the client.
 func TestLookup(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	spawn[Counter](t, procs, "lookup-counters", 7)
@@ -195,6 +196,7 @@ func TestLookup(t *testing.T) {
 // name is free, whoever stopped it, and so is the name of a mesh whose
 // procs were all stopped.
 func TestNamesFirstWins(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	first := spawn[Counter](t, procs.At("gpus", 0), "twice", 1)
@@ -250,6 +252,7 @@ func TestNamesFirstWins(t *testing.T) {
 // ask for the same controller at once: one is spawned, once, in the
 // client, and each caller gets a ticket of its own from it.
 func TestGetOrSpawnRace(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	const name = "controller-race"
 	procs := spawnProcs(t, actorrt.Dims{{"procs", 8}})
@@ -291,6 +294,7 @@ func TestGetOrSpawnRace(t *testing.T) {
 // its proc, are stopped. An actor in the client's own proc asks the same
 // way, without a message.
 func TestGetOrSpawnOutlivesAsker(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	for _, where := range []string{"proc", "client"} {
 		t.Run(where, func(t *testing.T) {
@@ -331,6 +335,7 @@ func TestGetOrSpawnOutlivesAsker(t *testing.T) {
 // every caller waiting on it, and leaves the name free: the next use
 // spawns again.
 func TestGetOrSpawnFailed(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	const name = "controller-fails"
 	var wg sync.WaitGroup
@@ -366,7 +371,8 @@ func TestGetOrSpawnFailed(t *testing.T) {
 // TestGetOrSpawnContext: a caller whose ctx has ended gets its error,
 // not a hang, and spawns nothing.
 func TestGetOrSpawnContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(clientCtx)
+	inProcess(t)
+	ctx, cancel := context.WithCancel(rootCtx(t))
 	cancel()
 	const name = "controller-never-asked"
 	_, err := actorrt.Init1((*Controller).Init).GetOrSpawn(ctx, name, "x")

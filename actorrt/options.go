@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/hostagent"
 )
 
 // Option configures Main.
@@ -24,6 +25,10 @@ type options struct {
 	mailboxBytes    int64
 
 	cleanupTimeout time.Duration // bounds an actor's Cleanup (cleanup.go)
+
+	// starter starts this runtime's host agent's procs in this process
+	// (an in-process cluster's, inproc.go); nil: the agent executes them.
+	starter hostagent.Starter
 }
 
 // defaultOptions are the options before Main's: the job's [health]

@@ -15,6 +15,7 @@ import (
 )
 
 func TestChannel(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	port, recv := actorrt.OpenChannel[int](ctx)
 	if err := port.Send(3); err != nil {
@@ -42,6 +43,7 @@ func TestChannel(t *testing.T) {
 // TestPortThroughTwoHops: the client's port goes to an actor in one proc,
 // which hands it to an actor in another; that one sends on it.
 func TestPortThroughTwoHops(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	hops := spawn[Hop](t, procs, "hops")
@@ -58,6 +60,7 @@ func TestPortThroughTwoHops(t *testing.T) {
 
 // TestSendToPort: Send asks every member to answer on a port of ours.
 func TestSendToPort(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 	echo := spawn[Echo](t, procs, "send-echo")
@@ -86,6 +89,7 @@ func TestSendToPort(t *testing.T) {
 // TestExplicitPortOutOfOrder: Hold keeps reply ports; Release answers them
 // last first. Each caller still gets its own answer.
 func TestExplicitPortOutOfOrder(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	h := spawn[Holder](t, procs, "holder")
@@ -132,6 +136,7 @@ func TestExplicitPortOutOfOrder(t *testing.T) {
 // TestUnansweredPortFailsWhenActorStops: an endpoint that returns without
 // answering leaves its caller waiting only until the actor stops.
 func TestUnansweredPortFailsWhenActorStops(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	h := spawn[Holder](t, procs, "ignorer")
@@ -159,6 +164,7 @@ func TestUnansweredPortFailsWhenActorStops(t *testing.T) {
 // TestSendToGonePort: a closed receiver, or a proc that is gone, makes
 // Send fail rather than vanish.
 func TestSendToGonePort(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	port, recv := actorrt.OpenChannel[int](ctx)
 	recv.Close()
@@ -202,6 +208,7 @@ func TestSendToGonePort(t *testing.T) {
 // TestMeshReferences: the guide's dataloaders and trainers: the loaders'
 // mesh goes to every trainer's Init, which keeps its own slice of it.
 func TestMeshReferences(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
 	loaders := spawn[DataLoader](t, procs, "dataloader")
@@ -279,6 +286,7 @@ func TestRemoteFunctions(t *testing.T) {
 // TestStreamDoesNotWaitForTheSlowest: rank 0 answers only once its gate is
 // opened, which this test does after the other three answers came.
 func TestStreamDoesNotWaitForTheSlowest(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 4}})
 	slow := spawn[Slow](t, procs, "slow")
@@ -306,6 +314,7 @@ func TestStreamDoesNotWaitForTheSlowest(t *testing.T) {
 }
 
 func TestChooseSpreads(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 4}})
 	w := spawn[Whoami](t, procs, "choose")
@@ -323,6 +332,7 @@ func TestChooseSpreads(t *testing.T) {
 }
 
 func TestActorInstance(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"hosts", 1}, {"gpus", 2}})
 	w := spawn[Whoami](t, procs, "whoami")

@@ -79,6 +79,7 @@ func init() {
 }
 
 func TestSuperviseRestartsAMesh(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	sup := spawn[Restarter](t, actorrt.ThisProc(ctx), "restarter", procs)
@@ -147,6 +148,7 @@ func init() {
 // TestActorSpawnsProcs: an endpoint may start procs of its own on its
 // host and spawn actors there, as the README says.
 func TestActorSpawnsProcs(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
 	n := spawn[Nester](t, procs, "nester")

@@ -56,18 +56,10 @@ func Run(fn func(ctx context.Context) error, opts ...Option) int {
 		fmt.Fprintln(os.Stderr, "actorrt:", err)
 		return 1
 	}
-	o := defaultOptions(env.HealthOrDefault())
-	if env.Health == nil {
-		// No launcher, so no link watcher to confirm a silence: the
-		// hosts are this program's own procs, whose ends it sees, and a
-		// silent one is lost at the host timeout.
-		o.lostAfter = o.hostTimeout
-	}
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
+	o, err := runtimeOptions(env, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
 	if env.Proc != nil {
 		return runWorker(o, env)
@@ -78,3 +70,21 @@ func Run(fn func(ctx context.Context) error, opts ...Option) int {
 // IsProc reports whether this process was started as a proc of a job (in
 // worker mode) rather than as a client.
 func IsProc() bool { return jobenv.IsProc() }
+
+// runtimeOptions are the options of a runtime of the job env describes:
+// the job's [health], the defaults, then opts.
+func runtimeOptions(env jobenv.Env, opts []Option) (options, error) {
+	o := defaultOptions(env.HealthOrDefault())
+	if env.Health == nil {
+		// No launcher, so no link watcher to confirm a silence: the
+		// hosts are this program's own procs, whose ends it sees, and a
+		// silent one is lost at the host timeout.
+		o.lostAfter = o.hostTimeout
+	}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}

@@ -175,6 +175,7 @@ func (rt *core) start(l link, r role) error {
 	rt.agent = hostagent.New(hostagent.Config{
 		ID: rt.procID, Job: rt.job, Bus: rt.bus, Host: rt.hostLabel,
 		StopTimeout: rt.opts.stopTimeout, Log: rt.log, OnEnd: rt.childEnded, Heartbeat: rt.opts.heartbeat, Knows: rt.members.knows,
+		Starter: rt.opts.starter,
 	}, l)
 	// On a host whose bus delivers its procs' subjects (jobenv.Bus.Local),
 	// this proc's arrives under the host's local prefix: dispatch maps it

@@ -62,6 +62,7 @@ func lines(t *testing.T, path string) []string {
 // options and as a singleton; a method of Init's shape that is not Init,
 // or the zero Spawner, is refused before any Init runs.
 func TestTypedSpawn(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	path := filepath.Join(t.TempDir(), "inits")
@@ -125,6 +126,7 @@ func TestTypedSpawn(t *testing.T) {
 // and both types, before any proc runs Init: an int for a float64, which
 // msgpack would carry, is refused there too.
 func TestUntypedSpawnCheckedAtCall(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	path := filepath.Join(t.TempDir(), "inits")

@@ -15,6 +15,7 @@ import (
 // actor and reaches the mesh's owner (here the client, through its hook);
 // the other members keep serving, the failed one answers ErrActorFailed.
 func TestBroadcastErrorFailsTheActor(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 	echo := spawn[Echo](t, procs, "bcast-fail")
@@ -97,6 +98,7 @@ func TestProcDeath(t *testing.T) {
 // Handled, the supervisor lives on; not handled, it fails and the client
 // hears of the supervisor's failure.
 func TestSupervise(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	for _, handle := range []bool{true, false} {
@@ -147,6 +149,7 @@ func TestSupervise(t *testing.T) {
 // TestOwnershipStaysWithTheCreator: an actor that holds a reference to the
 // supervisor's workers breaks one; the supervisor is told, not the holder.
 func TestOwnershipStaysWithTheCreator(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	sup := spawn[Supervisor](t, actorrt.ThisProc(ctx), "owner", true)

@@ -356,6 +356,7 @@ func TestWireValuesRoundTrip(t *testing.T) {
 // at once with ErrStopped, as calls to them do, instead of waiting out the
 // spawn timeout.
 func TestSpawnOnStoppedProcs(t *testing.T) {
+	inProcess(t)
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 3}})
 	w := spawn[WireEcho](t, procs, "wire-stopped")
@@ -456,6 +457,7 @@ func (*LossyStore) Fine(ctx *actorrt.Context, p *[2]WireBundle, s struct {
 // result that would arrive changed, all of a type's at once, saying where
 // and how to fix it.
 func TestRegisterRefusesLossyTypes(t *testing.T) {
+	inProcess(t)
 	err := actorrt.Register[LossyStore]()
 	if !errors.Is(err, actorrt.ErrBadEndpoint) {
 		t.Fatalf("err = %v, want ErrBadEndpoint", err)
@@ -487,7 +489,7 @@ func TestRegisterRefusesLossyTypes(t *testing.T) {
 		t.Errorf("refused an endpoint whose values travel:\n%v", err)
 	}
 	// Spawn says why.
-	if _, err := actorrt.Spawn[LossyStore](clientCtx, actorrt.ThisProc(clientCtx), "lossy"); !errors.Is(err, actorrt.ErrNotRegistered) ||
+	if _, err := actorrt.Spawn[LossyStore](rootCtx(t), actorrt.ThisProc(rootCtx(t)), "lossy"); !errors.Is(err, actorrt.ErrNotRegistered) ||
 		!strings.Contains(err.Error(), "Config.inner.secret") {
 		t.Errorf("Spawn of a refused type: %v", err)
 	}

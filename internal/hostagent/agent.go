@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/monarch-go/monarch/internal/bincache"
-	"github.com/monarch-go/monarch/internal/child"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 	"github.com/rs/zerolog"
@@ -66,6 +65,9 @@ type Config struct {
 	// the job though this agent did not start it: Ended does not call
 	// such an id unknown.
 	Knows func(id string) bool
+	// Starter, if set, starts the SDK procs instead of executing the
+	// program (starter.go).
+	Starter Starter
 }
 
 // OutputGrace bounds how long an ended proc's output pipes may stay open
@@ -218,6 +220,9 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 // proc's is sent here, once started. A proc that cannot start is an
 // error naming the host and the program.
 func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint64, readyRank int) error {
+	if a.cfg.Starter != nil && !b.command {
+		return a.launchWith(id, b, readyProc, readyPort, readyRank)
+	}
 	cmd := exec.Command(b.argv[0], b.argv[1:]...)
 	if b.prog != nil {
 		fromProgram(cmd, b.prog, b.progAt)
@@ -227,11 +232,7 @@ func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint
 	if !b.command {
 		// An SDK proc dials the job's bus; a command is given no
 		// secret.
-		a.mu.Lock()
-		dial := a.cfg.Bus
-		a.mu.Unlock()
-		env = append(env, jobenv.Env{Job: a.cfg.Job, Bus: dial, HostAddr: a.cfg.Addr,
-			Proc: &jobenv.Proc{ID: id, Parent: readyProc, ReadyPort: readyPort, ReadyRank: readyRank, Agent: a.cfg.ID}}.Environ()...)
+		env = append(env, a.procEnv(id, readyProc, readyPort, readyRank)...)
 	}
 	cmd.Env = append(env, b.extra...)
 	// Its own process group: a terminal's Ctrl-C reaches the client
@@ -242,10 +243,7 @@ func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint
 		return fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, b.argv[0], a.cfg.Host, err)
 	}
 	p.command, p.boot = b.command, b
-	a.mu.Lock()
-	a.children[id] = p
-	a.mu.Unlock()
-	go a.watch(p)
+	a.watchChild(p)
 	if b.command {
 		// Up, as an SDK proc says itself: the job's counts and the
 		// launcher's progress include it.
@@ -254,6 +252,35 @@ func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint
 		a.sendToPort(readyProc, readyPort, readyRank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
 	}
 	return nil
+}
+
+// launchWith starts proc id as b says through the Starter: what an
+// executed SDK proc reads in its environment, it is given as a list.
+func (a *Agent) launchWith(id string, b *bootstrap, readyProc string, readyPort uint64, readyRank int) error {
+	process, err := a.cfg.Starter.Start(append(a.procEnv(id, readyProc, readyPort, readyRank), b.extra...))
+	if err != nil {
+		return fmt.Errorf("%w: start proc %s on %s: %v", wire.ErrProcFailed, id, a.cfg.Host, err)
+	}
+	a.watchChild(&proc{id: id, mesh: b.mesh, rank: b.rank, boot: b, process: process, ended: make(chan struct{})})
+	return nil
+}
+
+// procEnv is the job's contract for SDK proc id: the bus its agent's
+// procs dial now, and where it reports ready.
+func (a *Agent) procEnv(id, readyProc string, readyPort uint64, readyRank int) []string {
+	a.mu.Lock()
+	dial := a.cfg.Bus
+	a.mu.Unlock()
+	return jobenv.Env{Job: a.cfg.Job, Bus: dial, HostAddr: a.cfg.Addr,
+		Proc: &jobenv.Proc{ID: id, Parent: readyProc, ReadyPort: readyPort, ReadyRank: readyRank, Agent: a.cfg.ID}}.Environ()
+}
+
+// watchChild makes p a child of the agent and watches it.
+func (a *Agent) watchChild(p *proc) {
+	a.mu.Lock()
+	a.children[p.id] = p
+	a.mu.Unlock()
+	go a.watch(p)
 }
 
 // gpus maps a proc's CUDA_VISIBLE_DEVICES, its index in the mesh's GPU
@@ -360,7 +387,7 @@ func (a *Agent) SignalProcs(req wire.StopProcsReq, replyProc string, replyPort u
 	sig := syscall.Signal(req.Signal)
 	sent := 0
 	for _, p := range a.take(req.IDs, false) {
-		if pid := p.process.Pid(); !p.process.Exited() && catches(pid, sig) {
+		if pid := p.process.Pid(); pid > 0 && !p.process.Exited() && catches(pid, sig) {
 			p.process.Signal(sig)
 			sent++
 		}
@@ -419,11 +446,11 @@ func (a *Agent) Close() {
 // stop ends procs together (see child.StopAll) and waits until their
 // output is sent.
 func (a *Agent) stop(ps []*proc, grace time.Duration) {
-	procs := make([]*child.Process, len(ps))
+	procs := make([]Process, len(ps))
 	for i, p := range ps {
 		procs[i] = p.process
 	}
-	child.StopAll(procs, grace)
+	stopAll(procs, grace)
 	deadline := time.NewTimer(OutputGrace + time.Second)
 	defer deadline.Stop()
 	for _, p := range ps {
@@ -439,17 +466,14 @@ func (a *Agent) stop(ps []*proc, grace time.Duration) {
 func (a *Agent) watch(p *proc) {
 	<-p.process.Done()
 	p.drainOutput(OutputGrace)
-	reason := child.Describe(p.process.Err())
+	reason, status := p.process.End()
 	if p.unresponsive.Load() {
 		reason = "unresponsive (no sign of life: stopped, or its runtime wedged): " + reason
 	}
 	a.mu.Lock()
 	delete(a.children, p.id)
 	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping,
-		Status: -1}
-	if ps := p.process.Cmd.ProcessState; ps != nil {
-		n.Status = child.ExitStatus(ps)
-	}
+		Status: status}
 	a.ended[p.id] = n
 	if a.endOrder = append(a.endOrder, p.id); len(a.endOrder) > maxEnded {
 		delete(a.ended, a.endOrder[0])

@@ -434,7 +434,7 @@ func TestBusy(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Kill(); <-c.Done() })
-		return &proc{id: script, process: c}
+		return &proc{id: script, process: execProcess{c}}
 	}
 	spinning, sleeping, stopped := start("while :; do :; done"), start("sleep 60"), start("while :; do :; done")
 	if err := syscall.Kill(stopped.process.Pid(), syscall.SIGSTOP); err != nil {

@@ -61,6 +61,12 @@
 // Commands (SpawnProcsReq.Command, an SPMD job's) are the host's own,
 // found in PATH.
 //
+// An agent with a Starter (Config.Starter, starter.go) hands it its SDK
+// procs to start instead, with the variables an executed proc would get,
+// and watches the Process it returns as it watches a child: an
+// in-process cluster's (actorrt/actortest) runs each as a runtime of the
+// agent's own process.
+//
 // Children are started with internal/child: a parent-death signal from a
 // thread that lives as long as the process, their own process group (a
 // terminal's Ctrl-C reaches the client only, which stops them in order),

@@ -83,14 +83,23 @@ func (a *Agent) judge(now time.Time, timeout time.Duration, starved bool) {
 		p.process.Kill()
 		// A stopped process takes SIGKILL at once; make sure it does not
 		// wait on a SIGCONT first.
-		syscall.Kill(-p.process.Pid(), syscall.SIGCONT)
+		if pid := p.process.Pid(); pid > 0 {
+			syscall.Kill(-pid, syscall.SIGCONT)
+		}
 	}
 }
 
 // busy reports whether the proc is not stopped and used CPU since the
-// last call (false where /proc cannot be read).
+// last call (false where /proc cannot be read). A proc with no process of
+// its own (Process.Pid 0, an in-process cluster's) cannot be stopped and
+// has no CPU time of its own: its silence is its process's starvation,
+// so it is taken to be working.
 func (p *proc) busy() bool {
-	st, err := procstat.Read(p.process.Pid())
+	pid := p.process.Pid()
+	if pid <= 0 {
+		return true
+	}
+	st, err := procstat.Read(pid)
 	if err != nil || st.Stopped() {
 		return false
 	}

@@ -21,7 +21,7 @@ type proc struct {
 	rank     int
 	command  bool       // it runs a command, not an SDK proc: its end is its own business
 	boot     *bootstrap // how it was started: what RespawnProc starts again
-	process  *child.Process
+	process  Process
 	ended    chan struct{} // closed once reaped and its output sent
 	stopping bool          // a stop was asked for: its end is not a failure (under Agent.mu)
 	outputs  []*os.File    // read ends of its stdout and stderr pipes
@@ -76,7 +76,7 @@ func (a *Agent) start(id, mesh string, rank int, cmd *exec.Cmd, cpus []int) (*pr
 		return nil, err
 	}
 	p.outputs = outputs[:]
-	p.process = process
+	p.process = execProcess{process}
 	for s, r := range p.outputs {
 		p.captured.Add(1)
 		go a.capture(p, logagg.Stream(s+1), r)

@@ -307,34 +307,50 @@ func IsProc() bool { return os.Getenv(varProc) != "" }
 // FromEnviron reads the contract from this process's environment. It
 // fails, naming the variable, on a value it cannot read; a variable that
 // is not set leaves its field zero.
-func FromEnviron() (Env, error) {
+func FromEnviron() (Env, error) { return fromLookup(os.Getenv) }
+
+// FromList reads the contract from env, NAME=value strings as exec.Cmd.Env
+// takes them (the last of a name wins, as there): what a proc started
+// with env would read, for a proc that runs inside this process (an
+// in-process cluster's, actorrt/actortest).
+func FromList(env []string) (Env, error) {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return fromLookup(func(k string) string { return m[k] })
+}
+
+func fromLookup(getenv func(string) string) (Env, error) {
 	var e Env
 	var errs []error
 	bad := func(k, v, want string) { errs = append(errs, fmt.Errorf("$%s=%q: want %s", k, v, want)) }
-	e.Job = os.Getenv(varJob)
-	e.Bus = Bus{URL: os.Getenv(varBusURL), Token: os.Getenv(varBusToken), TLSCA: os.Getenv(varTLSCA), TLSName: os.Getenv(varTLSName),
-		Leaf: os.Getenv(varBusLeaf), Route: os.Getenv(varBusRoute), Local: os.Getenv(varBusLocal), Secure: os.Getenv(varBusSecure) == "1"}
+	e.Job = getenv(varJob)
+	e.Bus = Bus{URL: getenv(varBusURL), Token: getenv(varBusToken), TLSCA: getenv(varTLSCA), TLSName: getenv(varTLSName),
+		Leaf: getenv(varBusLeaf), Route: getenv(varBusRoute), Local: getenv(varBusLocal), Secure: getenv(varBusSecure) == "1"}
 	if v := e.Bus.Local; v != "" && !ValidHostKey(v) {
 		bad(varBusLocal, v, "a host's key (letters, digits, '-' and '_')")
 		e.Bus.Local = ""
 	}
-	if v := os.Getenv(varBusHubs); v != "" {
+	if v := getenv(varBusHubs); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 2 {
 			bad(varBusHubs, v, "a number of hub servers, 2 or more")
 		}
 		e.Bus.Hubs = n
 	}
-	if v := os.Getenv(varHubHosts); v != "" {
+	if v := getenv(varHubHosts); v != "" {
 		e.Bus.HubHosts = strings.Split(v, ",")
 		if len(v) > 64<<10 || slices.Contains(e.Bus.HubHosts, "") || strings.ContainsAny(v, " \t\r\n") {
 			bad(varHubHosts, v, "host names, comma-separated")
 			e.Bus.HubHosts = nil
 		}
 	}
-	e.HostBus = os.Getenv(varHostBus) == "1"
-	e.ExecOff = os.Getenv(varExecOff)
-	e.Dashboard, e.DashboardAt = os.Getenv(DashboardVar), os.Getenv(varDashAt)
+	e.HostBus = getenv(varHostBus) == "1"
+	e.ExecOff = getenv(varExecOff)
+	e.Dashboard, e.DashboardAt = getenv(DashboardVar), getenv(varDashAt)
 	if v := e.Dashboard; v != "" && v != hostsconfig.DashboardOff {
 		if err := hostsconfig.CheckDashboardAddress(v); err != nil {
 			bad(DashboardVar, v, "an address host:port or "+hostsconfig.DashboardOff+" ("+err.Error()+")")
@@ -344,65 +360,65 @@ func FromEnviron() (Env, error) {
 	if e.HostBus && e.Bus.Leaf == "" {
 		errs = append(errs, fmt.Errorf("$%s needs $%s", varHostBus, varBusLeaf))
 	}
-	if v := os.Getenv(varHostAgents); v != "" {
+	if v := getenv(varHostAgents); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			bad(varHostAgents, v, "a number of hosts")
 		}
 		e.HostAgents = n
 	}
-	if v := os.Getenv(varProcs); v != "" {
+	if v := getenv(varProcs); v != "" {
 		dims, err := ParseDims(v)
 		if err != nil {
 			bad(varProcs, v, "NAME=SIZE,... ("+err.Error()+")")
 		}
 		e.Procs = dims
 	}
-	if v := os.Getenv(varLogStream); v != "" {
+	if v := getenv(varLogStream); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			bad(varLogStream, v, "true or false")
 		}
 		e.LogStream = &b
 	}
-	if v := os.Getenv(varLogWindow); v != "" {
+	if v := getenv(varLogWindow); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
 			bad(varLogWindow, v, "a duration")
 		}
 		e.LogWindow = d
 	}
-	e.HostsFile = os.Getenv(HostsVar)
-	if v := os.Getenv(varStopGrace); v != "" {
+	e.HostsFile = getenv(HostsVar)
+	if v := getenv(varStopGrace); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
 			bad(varStopGrace, v, "a duration over 0")
 		}
 		e.StopGrace = d
 	}
-	if v := os.Getenv(varJobEnd); v != "" {
+	if v := getenv(varJobEnd); v != "" {
 		sec, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || sec <= 0 {
 			bad(varJobEnd, v, "Unix seconds")
 		}
 		e.JobEnd = time.Unix(sec, 0)
 	}
-	e.FileLog, e.StderrLog = os.Getenv(logagg.EnvFileLevel), os.Getenv(logagg.EnvStderrLevel)
-	if v := os.Getenv(varHostName); v != "" {
+	e.FileLog, e.StderrLog = getenv(logagg.EnvFileLevel), getenv(logagg.EnvStderrLevel)
+	if v := getenv(varHostName); v != "" {
 		if len(v) > 255 || strings.ContainsAny(v, " \t\r\n") {
 			bad(varHostName, v, "a host name")
 		} else {
 			e.HostName = v
 		}
 	}
-	if v := os.Getenv(varHostAddr); v != "" {
+	if v := getenv(varHostAddr); v != "" {
 		if !validHostAddr(v) {
 			bad(varHostAddr, v, "an address or host name")
 		} else {
 			e.HostAddr = v
 		}
 	}
-	if v := os.Getenv(varHealth); v != "" {
+	if v := getenv(varHealth); v != "" {
 		h, err := parseHealth(v)
 		if err != nil {
 			bad(varHealth, v, "heartbeat=D,host_timeout=D,link_timeout=D,lost_after=D ("+err.Error()+")")
@@ -410,18 +426,18 @@ func FromEnviron() (Env, error) {
 			e.Health = &h
 		}
 	}
-	e.LinkWatcher = os.Getenv(varLinks)
-	e.LinkMunge = os.Getenv(varLinkMunge)
-	e.SealedEnv = os.Getenv(varSealedEnv)
-	if id := os.Getenv(varProc); id != "" {
-		p := &Proc{ID: id, Parent: os.Getenv(varParent), Agent: os.Getenv(varAgent)}
-		port, err := strconv.ParseUint(os.Getenv(varReadyPort), 10, 64)
+	e.LinkWatcher = getenv(varLinks)
+	e.LinkMunge = getenv(varLinkMunge)
+	e.SealedEnv = getenv(varSealedEnv)
+	if id := getenv(varProc); id != "" {
+		p := &Proc{ID: id, Parent: getenv(varParent), Agent: getenv(varAgent)}
+		port, err := strconv.ParseUint(getenv(varReadyPort), 10, 64)
 		if err != nil || port == 0 {
-			bad(varReadyPort, os.Getenv(varReadyPort), "a port number")
+			bad(varReadyPort, getenv(varReadyPort), "a port number")
 		}
-		rank, err := strconv.Atoi(os.Getenv(varReadyRank))
+		rank, err := strconv.Atoi(getenv(varReadyRank))
 		if err != nil || rank < 0 {
-			bad(varReadyRank, os.Getenv(varReadyRank), "a rank")
+			bad(varReadyRank, getenv(varReadyRank), "a rank")
 		}
 		p.ReadyPort, p.ReadyRank = port, rank
 		if p.Parent == "" {

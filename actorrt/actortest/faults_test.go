@@ -1,0 +1,229 @@
+package actortest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/actorrt"
+	"github.com/monarch-go/monarch/actorrt/actortest"
+)
+
+// spawnCounters spawns a mesh of counters (starting at 0) on hosts x per
+// procs of c, without a restart policy: their failures reach the client.
+func spawnCounters(t *testing.T, c *actortest.Cluster, per int) (context.Context, *actorrt.ProcMesh, *actorrt.ActorMesh[Counter]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", per}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh, err := counters.Spawn(ctx, procs, "counters", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, procs, mesh
+}
+
+// nextFailure waits for the next failure that reached the client.
+func nextFailure(t *testing.T, ctx context.Context, c *actortest.Cluster) *actorrt.MeshFailure {
+	t.Helper()
+	select {
+	case f := <-c.Failures():
+		return f
+	case <-ctx.Done():
+		t.Fatal("no failure reached the client")
+		return nil
+	}
+}
+
+// TestKillReportsToOwner: a killed proc's member, in a mesh with no
+// restart policy, reaches its owner (the client's fault hook) as a
+// failure naming the kill, and a call to it fails with ErrProcFailed.
+func TestKillReportsToOwner(t *testing.T) {
+	c := actortest.Start(t, 2)
+	ctx, procs, mesh := spawnCounters(t, c, 2)
+	if err := c.Kill(procs.Slice("hosts", 1, 2).Slice("gpus", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	f := nextFailure(t, ctx, c)
+	if f.Mesh != "counters" || !errorContains(f, "killed by SIGKILL") {
+		t.Fatalf("failure %v: want one of mesh counters naming the kill", f)
+	}
+	if _, err := add.Call(mesh, 1).Get(ctx); !errors.Is(err, actorrt.ErrProcFailed) {
+		t.Fatalf("a call to a mesh with a killed member: %v, want ErrProcFailed", err)
+	}
+}
+
+// TestLoseHost: a lost host's procs fail at once, told by the agent
+// that started the host (the client's), not at the host timeout, which
+// is left long here to show it.
+func TestLoseHost(t *testing.T) {
+	c := actortest.Start(t, 3, actorrt.WithHostTimeout(time.Minute))
+	ctx, _, mesh := spawnCounters(t, c, 2)
+	if err := c.LoseHost(1); err != nil {
+		t.Fatal(err)
+	}
+	f := nextFailure(t, ctx, c)
+	if f.Mesh != "counters" {
+		t.Fatalf("failure %v: want one of mesh counters", f)
+	}
+	if _, err := add.Call(mesh.Slice("hosts", 0, 1), 1).Get(ctx); err != nil {
+		t.Fatalf("a call to the members of a host left: %v", err)
+	}
+	if err := c.LoseHost(7); err == nil {
+		t.Fatal("LoseHost of a host the cluster does not have was not refused")
+	}
+}
+
+// TestCutAndHeal: calls to a host whose link is cut wait, and are
+// answered once it heals (well within the link grace): nothing is lost.
+func TestCutAndHeal(t *testing.T) {
+	c := actortest.Start(t, 2)
+	ctx, _, mesh := spawnCounters(t, c, 2)
+	if err := c.CutHost(1); err != nil {
+		t.Fatal(err)
+	}
+	fut := add.Call(mesh, 1)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err := fut.Get(short)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call across a cut link: %v, want it still waiting", err)
+	}
+	if err := c.HealHost(1); err != nil {
+		t.Fatal(err)
+	}
+	vm, err := fut.Get(ctx)
+	if err != nil {
+		t.Fatalf("the call once healed: %v", err)
+	}
+	for r, v := range vm.Values() {
+		if v != 1 {
+			t.Fatalf("member %d counted %d, want 1: %v", r, v, vm.Values())
+		}
+	}
+}
+
+// TestDelayIsNotDeath: a host whose link is late by less than the host
+// timeout is late, not lost: its members answer, late, and nothing
+// fails.
+func TestDelayIsNotDeath(t *testing.T) {
+	c := actortest.Start(t, 2, actorrt.WithHostTimeout(2*time.Second))
+	ctx, _, mesh := spawnCounters(t, c, 2)
+	if err := c.DelayHost(1, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := add.Call(mesh, 1).Get(ctx); err != nil {
+			t.Fatalf("a call to a late host: %v", err)
+		}
+	}
+	select {
+	case f := <-c.Failures():
+		t.Fatalf("a late host failed: %v", f)
+	default:
+	}
+	if err := c.DelayHost(1, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCloseLeavesNothing: a cluster that ran, killed a proc and lost a
+// host leaves no goroutine and no file descriptor once closed.
+func TestCloseLeavesNothing(t *testing.T) {
+	goroutines, fds := runtime.NumGoroutine(), openFiles(t)
+	c, err := actortest.New(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		ctx, procs, mesh := spawnCounters(t, c, 2)
+		if _, err := add.Call(mesh, 1).Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Kill(procs.Slice("hosts", 0, 1).Slice("gpus", 0, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.LoseHost(2); err != nil {
+			t.Fatal(err)
+		}
+		nextFailure(t, ctx, c)
+	}()
+	closing := time.Now()
+	c.Close()
+	t.Logf("closed in %v", time.Since(closing))
+	c.Close() // idempotent
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		g, f := runtime.NumGoroutine(), openFiles(t)
+		if g <= goroutines && f <= fds {
+			break
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("after Close: %d goroutines (%d before), %d open files (%d before)\n%s", g, goroutines, f, fds, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}
+
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+func errorContains(err error, s string) bool {
+	return err != nil && strings.Contains(err.Error(), s)
+}
+
+// TestProgramHostsApart: simulated hosts the program starts itself
+// (HostsFromConfig, named h0, h1, ... too) leave the cluster's own hosts
+// alone: their links stay up, and LoseHost(0) is the cluster's host 0.
+func TestProgramHostsApart(t *testing.T) {
+	c := actortest.Start(t, 1)
+	ctx, _, mesh := spawnCounters(t, c, 2)
+	file := filepath.Join(t.TempDir(), "hosts.toml")
+	if err := os.WriteFile(file, []byte("scheduler = \"local\"\n[local]\nhosts = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ACTORTEST_HOSTS", file)
+	own, err := actorrt.HostsFromConfig(ctx, "ACTORTEST_HOSTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := counters.Spawn(ctx, mustSpawnProcs(t, ctx, own), "theirs", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, m := range []*actorrt.ActorMesh[Counter]{mesh, theirs} {
+		if _, err := add.Call(m, 1).Get(short); err != nil {
+			t.Fatalf("a call to %v after the program started its hosts: %v", m, err)
+		}
+	}
+	if err := c.LoseHost(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := add.Call(theirs, 1).Get(short); err != nil {
+		t.Fatalf("the program's hosts after the cluster's host 0 was lost: %v", err)
+	}
+}
+
+func mustSpawnProcs(t *testing.T, ctx context.Context, hosts *actorrt.HostMesh) *actorrt.ProcMesh {
+	t.Helper()
+	procs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return procs
+}
