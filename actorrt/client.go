@@ -183,7 +183,7 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 	c := &client{core: rt, jobProcs: env.Procs, execOff: env.ExecOff, faults: make(chan *MeshFailure, 4096), fatalCh: make(chan struct{})}
 	c.names = newNameRegistry(c)
 	jobstate.PruneSystemLogs(time.Now())
-	if env.Bus.URL == "" {
+	if env.Bus.URL == "" && !o.unlisted {
 		c.openJobRecord() // no launcher: the record is ours to keep
 	}
 	if err := c.connect(env); err != nil {

@@ -46,7 +46,7 @@ func inprocOptions(env jobenv.Env, starter hostagent.Starter, opts any) (options
 		return options{}, fmt.Errorf("actorrt: in-process options are %T, not []actorrt.Option", opts)
 	}
 	o, err := runtimeOptions(env, given)
-	o.starter = starter
+	o.starter, o.unlisted = starter, true
 	return o, err
 }
 

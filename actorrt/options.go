@@ -29,6 +29,9 @@ type options struct {
 	// starter starts this runtime's host agent's procs in this process
 	// (an in-process cluster's, inproc.go); nil: the agent executes them.
 	starter hostagent.Starter
+	// unlisted: the job keeps no record for monarch status (an in-process
+	// cluster's job is a test's, not one of the user's jobs).
+	unlisted bool
 }
 
 // defaultOptions are the options before Main's: the job's [health]

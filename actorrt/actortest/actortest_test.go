@@ -8,6 +8,8 @@ import (
 
 	"github.com/monarch-go/monarch/actorrt"
 	"github.com/monarch-go/monarch/actorrt/actortest"
+	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/jobstate"
 )
 
 // Counter is the tests' actor: a value, and the pid-free place it runs.
@@ -88,4 +90,35 @@ func TestKillRestarts(t *testing.T) {
 	closing := time.Now()
 	c.Close()
 	t.Logf("closed in %v", time.Since(closing))
+}
+
+// TestNoJobRecord: a cluster's job is a test's, not one of the user's:
+// it leaves no record in the state dir for monarch status to list, where
+// a program run directly keeps one.
+func TestNoJobRecord(t *testing.T) {
+	c, err := actortest.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := c.Context()
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	m, err := counters.Spawn(ctx, procs, "unlisted", 1)
+	if err == nil {
+		_, err = value.Call(m).Get(ctx)
+	}
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := jobstate.List(hostsconfig.StateDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records {
+		t.Errorf("the cluster left a job record: %s (%s)", r.Job, r.Program)
+	}
 }

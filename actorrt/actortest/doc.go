@@ -68,5 +68,8 @@
 //
 // Close stops what the client started, then waits for every runtime of
 // the cluster to wind down: it leaves no goroutine, connection or file
-// (TestCloseLeavesNothing).
+// (TestCloseLeavesNothing). The cluster's job is listed nowhere: it keeps
+// no record for monarch status (TestNoJobRecord). Its runtimes' system
+// logs go where every program's do (the system log folder), and are
+// pruned as theirs are.
 package actortest
