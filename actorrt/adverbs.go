@@ -76,21 +76,24 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 	if err := rt.health.meshUsable(ref, reg); err != nil && !ref.queue.due(ref, reg) {
 		return err
 	}
-	c, err := encodeCall(ref, reg, m, args, reply)
-	if err != nil {
+	// The call is encoded into a value of this frame: only one that is
+	// queued is copied to the heap (sendQueue.add), so the usual send
+	// allocates nothing for it.
+	var c outCall
+	if err := c.encode(ref, reg, m, args, reply); err != nil {
 		return err
 	}
-	if ref.queue.add(c, failed) {
+	if ref.queue.add(&c, failed) {
 		return nil
 	}
 	defer c.w.Free()
 	return c.post()
 }
 
-// encodeCall encodes a call now: the caller may change its arguments
-// once the adverb returns, queued or not.
-func encodeCall(ref *meshRef, reg region, m *method, args []any, reply portRef) (*outCall, error) {
-	c := &outCall{ref: ref, reg: reg, reply: reply, h: wire.Header{Kind: wire.KindActor, Target: ref.id, Method: m.name, Rank: -1}}
+// encode encodes a call now: the caller may change its arguments once
+// the adverb returns, queued or not.
+func (c *outCall) encode(ref *meshRef, reg region, m *method, args []any, reply portRef) error {
+	*c = outCall{ref: ref, reg: reg, reply: reply, h: wire.Header{Kind: wire.KindActor, Target: ref.id, Method: m.name, Rank: -1}}
 	if !reply.zero() {
 		c.h.Port, c.h.ReplyTo = reply.id, reply.proc
 	}
@@ -98,9 +101,9 @@ func encodeCall(ref *meshRef, reg region, m *method, args []any, reply portRef) 
 		c.h.Region = reg.appendWire(make([]int, 0, 3*len(reg.start)))
 	}
 	w := wire.NewPayload(&c.h, ref.rt.link.MaxMessage())
-	fail := func(err error) (*outCall, error) {
+	fail := func(err error) error {
 		w.Free()
-		return nil, err
+		return err
 	}
 	if err := w.Enc.EncodeArrayLen(len(args)); err != nil {
 		return fail(err)
@@ -115,7 +118,7 @@ func encodeCall(ref *meshRef, reg region, m *method, args []any, reply portRef) 
 		}
 	}
 	c.w = w
-	return c, nil
+	return nil
 }
 
 // post publishes an encoded call.

@@ -32,16 +32,17 @@ func (q *sendQueue) due(ref *meshRef, reg region) bool {
 	return busy || ref.refreshDue(reg)
 }
 
-// add queues c if due (see due), starting the refresh if none is under
-// way; it reports whether it did. A call not queued is the caller's to
-// send.
+// add queues a copy of c if due (see due), starting the refresh if none
+// is under way; it reports whether it did. A call not queued is the
+// caller's to send (c is not kept: it may live in the caller's frame).
 func (q *sendQueue) add(c *outCall, failed func(error)) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.busy && !c.ref.refreshDue(c.reg) {
 		return false
 	}
-	q.calls = append(q.calls, queuedCall{c, failed})
+	kept := *c
+	q.calls = append(q.calls, queuedCall{&kept, failed})
 	if !q.busy {
 		q.busy = true
 		go q.drain(c.ref, c.reg)
