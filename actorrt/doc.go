@@ -435,4 +435,4 @@
 // and testdata/supervision (and jobview's model, in its testdata/model).
 package actorrt
 
-//go:generate go run gen_adverbs.go
+//go:generate go run ./internal/genadverbs

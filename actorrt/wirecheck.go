@@ -64,10 +64,10 @@ func (c *wireChecker) check(t reflect.Type, addr bool, path string) {
 	c.seen[wireSeen{t, addr}] = true
 	switch t.Kind() {
 	case reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Uintptr, reflect.Complex64, reflect.Complex128:
-		c.add("%sa %s cannot be sent in a message", at(path), t.Kind())
+		c.add("%sa %s cannot be sent in a message", pathPrefix(path), t.Kind())
 		return
 	case reflect.Interface:
-		c.add("%sinterface type %s cannot be decoded without a concrete type; use a concrete type", at(path), t)
+		c.add("%sinterface type %s cannot be decoded without a concrete type; use a concrete type", pathPrefix(path), t)
 		return
 	}
 	if c.codec(t, addr, path) {
@@ -77,33 +77,35 @@ func (c *wireChecker) check(t reflect.Type, addr bool, path string) {
 	case reflect.Pointer:
 		c.check(t.Elem(), true, path)
 	case reflect.Slice:
-		c.check(t.Elem(), true, index(path, "[i]"))
+		c.check(t.Elem(), true, pathElem(path, "[i]"))
 	case reflect.Array:
-		c.check(t.Elem(), addr, index(path, "[i]"))
+		c.check(t.Elem(), addr, pathElem(path, "[i]"))
 	case reflect.Map:
-		c.mapKey(t.Key(), index(path, "(key)"))
-		c.check(t.Elem(), false, index(path, "[k]"))
+		c.mapKey(t.Key(), pathElem(path, "(key)"))
+		c.check(t.Elem(), false, pathElem(path, "[k]"))
 	case reflect.Struct:
 		c.structFields(t, t, addr, path)
 		c.fieldNames(t, path)
 	}
 }
 
-func at(path string) string {
+// A problem's path names where in a type it lies (Args.Items[i].Name):
+// pathPrefix opens a message with it, pathElem and pathField extend it.
+func pathPrefix(path string) string {
 	if path == "" {
 		return ""
 	}
 	return path + ": "
 }
 
-func index(path, suffix string) string {
+func pathElem(path, suffix string) string {
 	if path == "" {
 		return ""
 	}
 	return path + suffix
 }
 
-func join(path, field string) string {
+func pathField(path, field string) string {
 	if path == "" {
 		return field
 	}
@@ -120,7 +122,7 @@ func (c *wireChecker) structFields(holder, t reflect.Type, addr bool, path strin
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, opts := parseTag(f.Tag.Get("msgpack"))
-		fp := join(path, f.Name)
+		fp := pathField(path, f.Name)
 		switch {
 		case name == "-":
 			// Left out on purpose.
@@ -162,7 +164,7 @@ func codecHint(t reflect.Type) string {
 // mapKey checks a map's key type: the keys must decode to equal keys.
 func (c *wireChecker) mapKey(k reflect.Type, path string) {
 	if !hasCodec(k) && holdsPointers(k) {
-		c.add("%smap key type %s holds pointers: the keys would arrive as new pointers, which no lookup finds; key the map by value", at(path), k)
+		c.add("%smap key type %s holds pointers: the keys would arrive as new pointers, which no lookup finds; key the map by value", pathPrefix(path), k)
 		return
 	}
 	c.check(k, false, path)
@@ -232,7 +234,7 @@ func hasCodec(t reflect.Type) bool {
 func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
 	if isWireValue(t) { // a type of this package (wirevalue.go)
 		if elem, ok := carried(t); ok {
-			c.check(elem, true, index(path, "[i]"))
+			c.check(elem, true, pathElem(path, "[i]"))
 		}
 		return true
 	}
@@ -245,14 +247,14 @@ func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
 	case enc < 0 && dec < 0:
 		return false
 	case enc < 0:
-		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", at(path), t, wireCodecs[dec].decName, wireCodecs[dec].encName)
+		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", pathPrefix(path), t, wireCodecs[dec].decName, wireCodecs[dec].encName)
 	case dec < 0:
-		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", at(path), t, wireCodecs[enc].encName, wireCodecs[enc].decName)
+		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", pathPrefix(path), t, wireCodecs[enc].encName, wireCodecs[enc].decName)
 	case enc != dec:
-		c.add("%s%s encodes with %s but decodes with %s: give it a matching pair", at(path), t, wireCodecs[enc].encName, wireCodecs[dec].decName)
+		c.add("%s%s encodes with %s but decodes with %s: give it a matching pair", pathPrefix(path), t, wireCodecs[enc].encName, wireCodecs[dec].decName)
 	case encOnPtr && !addr:
 		c.add("%s%s has %s on *%s only, so msgpack cannot encode a %s passed by value: give it a value receiver, or use *%s",
-			at(path), t, wireCodecs[enc].encName, t, t, t)
+			pathPrefix(path), t, wireCodecs[enc].encName, t, t, t)
 	default:
 		base := t
 		for base.Kind() == reflect.Pointer {
@@ -260,12 +262,12 @@ func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
 		}
 		if via, ok := promotedCodec(base, wireCodecs[enc].encName); ok {
 			c.add("%s%s gets %s from its embedded field %s, so msgpack would send that field alone: name the field, or give %s a msgpack codec of its own",
-				at(path), t, wireCodecs[enc].encName, via, base.Name())
+				pathPrefix(path), t, wireCodecs[enc].encName, via, base.Name())
 			return true
 		}
 		if elem, ok := carried(t); ok {
 			// Its codec sends values of elem: they must travel too.
-			c.check(elem, true, index(path, "[i]"))
+			c.check(elem, true, pathElem(path, "[i]"))
 		}
 	}
 	return true
@@ -388,7 +390,7 @@ func wireFields(t reflect.Type, path string) (fields []wireField, asArray bool, 
 		if name == "" {
 			name = f.Name
 		}
-		fp := join(path, f.Name)
+		fp := pathField(path, f.Name)
 		if f.Anonymous && !opts["noinline"] {
 			if opts["inline"] && f.Type.Kind() == reflect.Struct {
 				inner, _, innerHidden := wireFields(f.Type, fp)
