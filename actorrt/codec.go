@@ -3,13 +3,11 @@ package actorrt
 import (
 	"fmt"
 	"reflect"
-	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
-)
 
-// codecTypes holds the types given a codec by RegisterCodec.
-var codecTypes sync.Map // reflect.Type → struct{}
+	"github.com/monarch-go/monarch/actorrt/internal/wirecheck"
+)
 
 // RegisterCodec gives values of T a wire codec made of two functions: for
 // a type whose fields do not cross the wire as they are (unexported
@@ -30,11 +28,5 @@ func RegisterCodec[T any](encode func(*msgpack.Encoder, T) error, decode func(*m
 			}
 			return decode(d, v.Addr().Interface().(*T))
 		})
-	codecTypes.Store(t, struct{}{})
-}
-
-// hasRegisteredCodec tells whether RegisterCodec gave t a codec.
-func hasRegisteredCodec(t reflect.Type) bool {
-	_, ok := codecTypes.Load(t)
-	return ok
+	wirecheck.Registered(t)
 }

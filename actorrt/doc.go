@@ -418,7 +418,7 @@
 // mesh whose member's restart has not settled waits in sendqueue.go, not
 // in the adverb), the job's
 // names (names.go: the client's registry), what it knows of the job's
-// health (health.go, driving the healthTable of healthtable.go), who is
+// health (health.go, driving the pure table of actorrt/internal/liveness), who is
 // a member of the job as the delivery layer asks (members.go: only a
 // member's word makes messages lost; a sender this process never heard
 // of is vouched for by the proc or agent its id names as its starter)
@@ -431,8 +431,8 @@
 // and procs as runtimes of one process, through the hooks of inproc.go
 // (actorrt/internal/inproc): its procs are started by a
 // hostagent.Starter, not executed. The
-// state machines do no I/O; their tests are scripts in testdata/health
-// and testdata/supervision (and jobview's model, in its testdata/model).
+// state machines do no I/O; their tests are scripts in testdata/supervision
+// (liveness's in its testdata, jobview's model in its testdata/model).
 package actorrt
 
-//go:generate go run gen_adverbs.go
+//go:generate go run ./internal/genadverbs

@@ -33,12 +33,9 @@ import (
 //	Tail    []string // the last lines it wrote to stderr, at most MaxTail
 type Failure = jobstate.Failure
 
-// MaxTail bounds Failure.Tail.
+// MaxTail bounds Failure.Tail. The job record keeps as many lines
+// (bounds_test.go does not compile if the two bounds differ).
 const MaxTail = 20
-
-// The job record keeps as many lines: this fails to compile if the two
-// bounds differ.
-const _ = uint(MaxTail-jobstate.MaxTail) + uint(jobstate.MaxTail-MaxTail)
 
 // failureOf is the Failure of a client that ends with status code
 // because of err (its function's error, or the unhandled failure the

@@ -6,9 +6,9 @@ import (
 )
 
 // TestAdverbsGenerated fails when adverbs_gen.go is not what
-// gen_adverbs.go writes: edit the generator, then go generate ./actorrt.
+// internal/genadverbs writes: edit the generator, then go generate ./actorrt.
 func TestAdverbsGenerated(t *testing.T) {
-	out, err := exec.Command("go", "run", "gen_adverbs.go", "-check").CombinedOutput()
+	out, err := exec.Command("go", "run", "./internal/genadverbs", "-check").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

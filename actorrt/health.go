@@ -8,10 +8,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/monarch-go/monarch/actorrt/internal/liveness"
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
-// health drives this process's healthTable (who is gone) and keeps the
+// health drives this process's liveness.Table (who is gone) and keeps the
 // two other things a send checks first: ports known to be closed (learned
 // when a send to them was undeliverable) and the reply ports this
 // process's explicit-response endpoints still owe an answer. It is safe
@@ -20,13 +21,13 @@ import (
 type health struct {
 	// apply carries out what the table asks for; it is called without
 	// the lock held, in the order the effects came out.
-	apply func(effects []healthEffect)
+	apply func(effects []liveness.Effect)
 
-	nGone   atomic.Int32 // the table's numGone, for a lock-free fast path
+	nGone   atomic.Int32 // the table's NumGone, for a lock-free fast path
 	nClosed atomic.Int32 // len(closed), likewise
 
 	mu     sync.Mutex
-	table  *healthTable
+	table  *liveness.Table
 	closed map[portKey]bool // bounded: reset when it grows past closedMax
 	owed   map[portRef]*actor
 }
@@ -38,16 +39,16 @@ type portKey struct {
 
 const closedMax = 1 << 14
 
-func newHealth(self string, hostTimeout, lostAfter time.Duration, apply func([]healthEffect)) *health {
-	return &health{apply: apply, table: newHealthTable(self, hostTimeout, lostAfter)}
+func newHealth(self string, hostTimeout, lostAfter time.Duration, apply func([]liveness.Effect)) *health {
+	return &health{apply: apply, table: liveness.NewTable(self, hostTimeout, lostAfter)}
 }
 
 // step runs one event, a method of the table, and carries out its
 // effects.
-func (h *health) step(event func(*healthTable) []healthEffect) {
+func (h *health) step(event func(*liveness.Table) []liveness.Effect) {
 	h.mu.Lock()
 	effects := event(h.table)
-	h.nGone.Store(int32(h.table.numGone()))
+	h.nGone.Store(int32(h.table.NumGone()))
 	h.mu.Unlock()
 	if len(effects) > 0 {
 		h.apply(effects)
@@ -57,7 +58,7 @@ func (h *health) step(event func(*healthTable) []healthEffect) {
 // gone records that a proc ended; announce tells the job (the process
 // that saw the end does; one that heard of it from the job does not).
 func (h *health) gone(n wire.GoneNotice, announce bool) {
-	h.step(func(t *healthTable) []healthEffect { return t.procGone(n, announce) })
+	h.step(func(t *liveness.Table) []liveness.Effect { return t.ProcGone(n, announce) })
 }
 
 // started records which agent started each of procs; fresh says this
@@ -65,25 +66,29 @@ func (h *health) gone(n wire.GoneNotice, announce bool) {
 // have ended already).
 func (h *health) started(procs []procInfo, fresh bool) {
 	at := time.Now()
-	h.step(func(t *healthTable) []healthEffect { return t.started(procs, fresh, at) })
+	ps := make([]liveness.Proc, len(procs))
+	for i, p := range procs {
+		ps[i] = liveness.Proc{ID: p.ID, Agent: p.Agent, Host: p.Host}
+	}
+	h.step(func(t *liveness.Table) []liveness.Effect { return t.Started(ps, fresh, at) })
 }
 
 // heard takes a heartbeat of agent.
 func (h *health) heard(agent string) {
 	at := time.Now()
-	h.step(func(t *healthTable) []healthEffect { return t.heard(agent, at) })
+	h.step(func(t *liveness.Table) []liveness.Effect { return t.Heard(agent, at) })
 }
 
 // link takes the job's link watcher's word on agent's link.
 func (h *health) link(agent string, up bool, cause string) {
 	at := time.Now()
-	h.step(func(t *healthTable) []healthEffect { return t.linkChanged(agent, up, cause, at) })
+	h.step(func(t *liveness.Table) []liveness.Effect { return t.LinkChanged(agent, up, cause, at) })
 }
 
 // tick suspects silent agents and declares confirmed ones gone; starved says this process was
 // starved itself since the last tick.
 func (h *health) tick(now time.Time, starved bool) {
-	h.step(func(t *healthTable) []healthEffect { return t.tick(now, starved) })
+	h.step(func(t *liveness.Table) []liveness.Effect { return t.Tick(now, starved) })
 }
 
 func goneError(n wire.GoneNotice) error {
@@ -100,7 +105,7 @@ func (h *health) goneErr(proc string) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if n, ok := h.table.notice(proc); ok {
+	if n, ok := h.table.Notice(proc); ok {
 		return goneError(n)
 	}
 	return nil
@@ -113,7 +118,7 @@ func (h *health) notice(proc string) (wire.GoneNotice, bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.table.notice(proc)
+	return h.table.Notice(proc)
 }
 
 // knows says whether this process heard of proc or agent id, and whether
@@ -121,7 +126,7 @@ func (h *health) notice(proc string) (wire.GoneNotice, bool) {
 func (h *health) knows(id string) (heard, gone bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.table.knows(id)
+	return h.table.Knows(id)
 }
 
 // anyGone tells why one of procs is gone (stopped or failed), or nil.

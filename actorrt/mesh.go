@@ -134,10 +134,6 @@ func WithGrace(grace time.Duration) StopOption {
 	return func(o *stopOptions) { o.grace, o.graced = grace, true }
 }
 
-// WithGrace's doc says an hour, the most a host agent accepts: this fails
-// to compile if the two differ.
-const _ = uint(wire.MaxStopGrace-time.Hour) + uint(time.Hour-wire.MaxStopGrace)
-
 // FlushLogs returns once every line the procs wrote before the call has
 // reached the client and been printed (or recorded): a flush barrier for
 // output, say before printing a result after a call. It waits at most

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/monarch-go/monarch/actorrt/internal/liveness"
 	"github.com/monarch-go/monarch/bus"
 	"github.com/monarch-go/monarch/internal/delivery"
 	"github.com/monarch-go/monarch/internal/hostagent"
@@ -147,7 +148,7 @@ func newRuntime(job, procID string, env jobenv.Env, o options, logRole string) (
 		return nil, fmt.Errorf("actorrt: %w", err)
 	}
 	rt.log, rt.logFile = l, closer
-	rt.health = newHealth(procID, o.hostTimeout, o.lostAfter, func(e []healthEffect) { applyHealth(rt, e) })
+	rt.health = newHealth(procID, o.hostTimeout, o.lostAfter, func(e []liveness.Effect) { applyHealth(rt, e) })
 	return rt, nil
 }
 
@@ -255,7 +256,7 @@ func (rt *core) childEnded(n wire.GoneNotice) {
 }
 
 // healthEffects carries out the effects of one step of rt's health table
-// (healthApplier); said then logs, in one line each, the agents found
+// (liveness.Applier); said then logs, in one line each, the agents found
 // late and those heard again: at spawn many agents may be late at once.
 type healthEffects struct {
 	rt         *core
@@ -264,47 +265,47 @@ type healthEffects struct {
 }
 
 // applyHealth carries out what rt's health table asks for.
-func applyHealth(rt *core, effects []healthEffect) {
+func applyHealth(rt *core, effects []liveness.Effect) {
 	a := healthEffects{rt: rt}
 	for _, e := range effects {
-		e.applyTo(&a)
+		e.ApplyTo(&a)
 	}
 	a.said()
 }
 
-func (a *healthEffects) gone(e effGone) {
+func (a *healthEffects) Gone(e liveness.Gone) {
 	rt := a.rt
-	rt.role.procEnded(e.n)
-	rt.procs.endOf(e.n)
-	rt.delivery.ProcGone(e.n.Proc)
-	rt.ports.failWaiting(e.n.Proc, goneError(e.n))
-	rt.sup.procEnded(e.n)
-	if !e.announce {
+	rt.role.procEnded(e.Notice)
+	rt.procs.endOf(e.Notice)
+	rt.delivery.ProcGone(e.Notice.Proc)
+	rt.ports.failWaiting(e.Notice.Proc, goneError(e.Notice))
+	rt.sup.procEnded(e.Notice)
+	if !e.Announce {
 		return
 	}
-	rt.announceGone(e.n, e.agent)
+	rt.announceGone(e.Notice, e.Agent)
 	// Again after a while: a notice lost to a link that was down is not
 	// otherwise sent again (receivers drop repeats).
 	for _, d := range hostagent.AnnounceAgain {
 		time.AfterFunc(d, func() {
 			if !rt.closing.Load() && rt.ctx.Err() == nil {
-				rt.announceGone(e.n, e.agent)
+				rt.announceGone(e.Notice, e.Agent)
 			}
 		})
 	}
 }
 
-func (a *healthEffects) watch(e effWatch) { a.rt.watchAgent(e.agent) }
-func (a *healthEffects) ask(e effAsk)     { a.rt.askEnded(e.agent, e.procs) }
+func (a *healthEffects) Watch(e liveness.Watch) { a.rt.watchAgent(e.Agent) }
+func (a *healthEffects) Ask(e liveness.Ask)     { a.rt.askEnded(e.Agent, e.Procs) }
 
-func (a *healthEffects) suspect(e effSuspect) {
-	if len(a.late) == 0 || e.silent < a.silent {
-		a.silent = e.silent
+func (a *healthEffects) Suspect(e liveness.Suspect) {
+	if len(a.late) == 0 || e.Silent < a.silent {
+		a.silent = e.Silent
 	}
-	a.late = append(a.late, e.who)
+	a.late = append(a.late, e.Who)
 }
 
-func (a *healthEffects) cleared(e effCleared) { a.back = append(a.back, e.who) }
+func (a *healthEffects) Cleared(e liveness.Cleared) { a.back = append(a.back, e.Who) }
 
 func (a *healthEffects) said() {
 	if len(a.late) > 0 {

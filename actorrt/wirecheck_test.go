@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/monarch-go/monarch/actorrt/internal/wirecheck"
 )
 
 // Types for the wire check, each a way msgpack keeps or loses a value.
@@ -319,7 +321,7 @@ var fillSeq int
 // maps nil. A field tagged msgpack:"-" is left alone: not sending it is
 // the point of the tag. Types with codecs are left zero.
 func fill(v reflect.Value, full bool, depth int) {
-	if depth > 8 || hasCodec(v.Type()) {
+	if depth > 8 || wirecheck.HasCodec(v.Type()) {
 		return
 	}
 	fillSeq++

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/monarch-go/monarch/actorrt/internal/wirecheck"
 )
 
 // Wire values: the types of this package that travel by a codec of their
@@ -28,6 +30,46 @@ import (
 // ActorMesh[A], so that a mesh reference travels in msgpack of a
 // package's own (dtensor's RRef sends one so) in every proc that
 // registered its type.
+
+// wireProblems lists why values of t cannot travel in a message, one
+// problem each; none if they can (the wire check, internal/wirecheck,
+// which Register and Remote run on every argument and result type).
+func wireProblems(t reflect.Type) []string {
+	prepareWire(t)
+	return wirecheck.Problems(t, wireValues{})
+}
+
+// checkWire is wireProblems as one error, or nil.
+func checkWire(t reflect.Type) error {
+	prepareWire(t)
+	return wirecheck.Check(t, wireValues{})
+}
+
+// wireValues tells the wire check which types are this package's wire
+// values.
+type wireValues struct{}
+
+func (wireValues) Own(t reflect.Type) bool { return isWireValue(t) }
+
+func (wireValues) Carried(t reflect.Type) (reflect.Type, bool) { return carried(t) }
+
+// valueCarrier is a type whose codec sends values of another type
+// (ValueMesh[T]); Port[T] is one too (portType).
+type valueCarrier interface{ valueElem() reflect.Type }
+
+// carried is the type of the values t's codec sends in turn, if any.
+func carried(t reflect.Type) (reflect.Type, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := reflect.Zero(t).Interface().(type) {
+	case valueCarrier:
+		return v.valueElem(), true
+	case portType:
+		return v.portElem(), true
+	}
+	return nil, false
+}
 
 // wireEncoder and wireDecoder are a wire value's codec. decodeWire has a
 // pointer receiver; encodeWire either kind.

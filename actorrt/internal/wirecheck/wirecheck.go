@@ -1,4 +1,4 @@
-package actorrt
+package wirecheck
 
 import (
 	"encoding"
@@ -7,36 +7,52 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// The wire check: Register (and Remote) refuse an argument or result type
-// whose values would not survive a trip through msgpack as this package
-// uses it (vmihailenco/msgpack/v5). Most such losses are silent: msgpack
-// skips an unexported field, so it arrives as zero; it inlines embedded
-// structs and keeps one of two fields of the same name; it decodes a
-// pointer map key to a new pointer. The rules below follow what msgpack
-// does, type by type, so that a type the check accepts arrives as sent.
+// Own is what the checker asks of the types that the package using it
+// encodes by codecs of its own, which msgpack finds by registration
+// rather than by their methods (actorrt's extents, meshes and ports).
+type Own interface {
+	// Own tells whether t is one of them: its values travel whole.
+	Own(t reflect.Type) bool
+	// Carried is the type of the values t's codec sends in turn (a
+	// ValueMesh[T]'s or a Port[T]'s T), which must travel too.
+	Carried(t reflect.Type) (elem reflect.Type, ok bool)
+}
 
-// wireProblems lists why values of t cannot travel in a message, one
-// problem each; none if they can.
-func wireProblems(t reflect.Type) []string {
-	prepareWire(t)
-	c := wireChecker{seen: map[wireSeen]bool{}}
+// Problems lists why values of t cannot travel in a message, one problem
+// each; none if they can.
+func Problems(t reflect.Type, own Own) []string {
+	c := wireChecker{own: own, seen: map[wireSeen]bool{}}
 	c.check(t, false, "")
 	return c.problems
 }
 
-// checkWire is wireProblems as one error, or nil.
-func checkWire(t reflect.Type) error {
-	if ps := wireProblems(t); len(ps) > 0 {
+// Check is Problems as one error, or nil.
+func Check(t reflect.Type, own Own) error {
+	if ps := Problems(t, own); len(ps) > 0 {
 		return errors.New(strings.Join(ps, "; "))
 	}
 	return nil
 }
 
+// codecTypes holds the types given a codec by Registered.
+var codecTypes sync.Map // reflect.Type → struct{}
+
+// Registered records that t was given a codec by msgpack.Register (the
+// SDK's RegisterCodec): its fields are then its codec's business.
+func Registered(t reflect.Type) { codecTypes.Store(t, struct{}{}) }
+
+func registered(t reflect.Type) bool {
+	_, ok := codecTypes.Load(t)
+	return ok
+}
+
 type wireChecker struct {
+	own      Own
 	seen     map[wireSeen]bool
 	problems []string
 }
@@ -64,10 +80,10 @@ func (c *wireChecker) check(t reflect.Type, addr bool, path string) {
 	c.seen[wireSeen{t, addr}] = true
 	switch t.Kind() {
 	case reflect.Chan, reflect.Func, reflect.UnsafePointer, reflect.Uintptr, reflect.Complex64, reflect.Complex128:
-		c.add("%sa %s cannot be sent in a message", at(path), t.Kind())
+		c.add("%sa %s cannot be sent in a message", pathPrefix(path), t.Kind())
 		return
 	case reflect.Interface:
-		c.add("%sinterface type %s cannot be decoded without a concrete type; use a concrete type", at(path), t)
+		c.add("%sinterface type %s cannot be decoded without a concrete type; use a concrete type", pathPrefix(path), t)
 		return
 	}
 	if c.codec(t, addr, path) {
@@ -77,33 +93,35 @@ func (c *wireChecker) check(t reflect.Type, addr bool, path string) {
 	case reflect.Pointer:
 		c.check(t.Elem(), true, path)
 	case reflect.Slice:
-		c.check(t.Elem(), true, index(path, "[i]"))
+		c.check(t.Elem(), true, pathElem(path, "[i]"))
 	case reflect.Array:
-		c.check(t.Elem(), addr, index(path, "[i]"))
+		c.check(t.Elem(), addr, pathElem(path, "[i]"))
 	case reflect.Map:
-		c.mapKey(t.Key(), index(path, "(key)"))
-		c.check(t.Elem(), false, index(path, "[k]"))
+		c.mapKey(t.Key(), pathElem(path, "(key)"))
+		c.check(t.Elem(), false, pathElem(path, "[k]"))
 	case reflect.Struct:
 		c.structFields(t, t, addr, path)
 		c.fieldNames(t, path)
 	}
 }
 
-func at(path string) string {
+// A problem's path names where in a type it lies (Args.Items[i].Name):
+// pathPrefix opens a message with it, pathElem and pathField extend it.
+func pathPrefix(path string) string {
 	if path == "" {
 		return ""
 	}
 	return path + ": "
 }
 
-func index(path, suffix string) string {
+func pathElem(path, suffix string) string {
 	if path == "" {
 		return ""
 	}
 	return path + suffix
 }
 
-func join(path, field string) string {
+func pathField(path, field string) string {
 	if path == "" {
 		return field
 	}
@@ -120,7 +138,7 @@ func (c *wireChecker) structFields(holder, t reflect.Type, addr bool, path strin
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, opts := parseTag(f.Tag.Get("msgpack"))
-		fp := join(path, f.Name)
+		fp := pathField(path, f.Name)
 		switch {
 		case name == "-":
 			// Left out on purpose.
@@ -129,7 +147,7 @@ func (c *wireChecker) structFields(holder, t reflect.Type, addr bool, path strin
 		case f.Anonymous && !f.IsExported():
 			// msgpack decodes into an embedded unexported type only by
 			// setting its exported fields in place: a plain struct.
-			if f.Type.Kind() != reflect.Struct || hasCodec(f.Type) {
+			if f.Type.Kind() != reflect.Struct || HasCodec(f.Type) {
 				c.add("embedded field %s (%s) has an unexported type, which msgpack cannot set when it decodes: export the type, make it a named field, tag it `msgpack:\"-\"`, or %s",
 					fp, f.Type, codecHint(holder))
 				continue
@@ -161,8 +179,8 @@ func codecHint(t reflect.Type) string {
 
 // mapKey checks a map's key type: the keys must decode to equal keys.
 func (c *wireChecker) mapKey(k reflect.Type, path string) {
-	if !hasCodec(k) && holdsPointers(k) {
-		c.add("%smap key type %s holds pointers: the keys would arrive as new pointers, which no lookup finds; key the map by value", at(path), k)
+	if !HasCodec(k) && holdsPointers(k) {
+		c.add("%smap key type %s holds pointers: the keys would arrive as new pointers, which no lookup finds; key the map by value", pathPrefix(path), k)
 		return
 	}
 	c.check(k, false, path)
@@ -221,7 +239,9 @@ func codecOf(t reflect.Type, decode bool) (i int, onPtr bool) {
 	return -1, false
 }
 
-func hasCodec(t reflect.Type) bool {
+// HasCodec tells whether msgpack encodes or decodes t by a method of
+// t's (or *t's) own.
+func HasCodec(t reflect.Type) bool {
 	e, _ := codecOf(t, false)
 	d, _ := codecOf(t, true)
 	return e >= 0 || d >= 0
@@ -230,13 +250,13 @@ func hasCodec(t reflect.Type) bool {
 // codec checks a type that msgpack encodes by a method of its own, and
 // reports whether it does (its fields are then its own business).
 func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
-	if isWireValue(t) { // a type of this package (wirevalue.go)
-		if elem, ok := carried(t); ok {
-			c.check(elem, true, index(path, "[i]"))
+	if c.own.Own(t) {
+		if elem, ok := c.own.Carried(t); ok {
+			c.check(elem, true, pathElem(path, "[i]"))
 		}
 		return true
 	}
-	if hasRegisteredCodec(t) {
+	if registered(t) {
 		return true
 	}
 	enc, encOnPtr := codecOf(t, false)
@@ -245,14 +265,14 @@ func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
 	case enc < 0 && dec < 0:
 		return false
 	case enc < 0:
-		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", at(path), t, wireCodecs[dec].decName, wireCodecs[dec].encName)
+		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", pathPrefix(path), t, wireCodecs[dec].decName, wireCodecs[dec].encName)
 	case dec < 0:
-		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", at(path), t, wireCodecs[enc].encName, wireCodecs[enc].decName)
+		c.add("%s%s has %s but no %s, so msgpack would not decode what it encodes: give it both", pathPrefix(path), t, wireCodecs[enc].encName, wireCodecs[enc].decName)
 	case enc != dec:
-		c.add("%s%s encodes with %s but decodes with %s: give it a matching pair", at(path), t, wireCodecs[enc].encName, wireCodecs[dec].decName)
+		c.add("%s%s encodes with %s but decodes with %s: give it a matching pair", pathPrefix(path), t, wireCodecs[enc].encName, wireCodecs[dec].decName)
 	case encOnPtr && !addr:
 		c.add("%s%s has %s on *%s only, so msgpack cannot encode a %s passed by value: give it a value receiver, or use *%s",
-			at(path), t, wireCodecs[enc].encName, t, t, t)
+			pathPrefix(path), t, wireCodecs[enc].encName, t, t, t)
 	default:
 		base := t
 		for base.Kind() == reflect.Pointer {
@@ -260,12 +280,12 @@ func (c *wireChecker) codec(t reflect.Type, addr bool, path string) bool {
 		}
 		if via, ok := promotedCodec(base, wireCodecs[enc].encName); ok {
 			c.add("%s%s gets %s from its embedded field %s, so msgpack would send that field alone: name the field, or give %s a msgpack codec of its own",
-				at(path), t, wireCodecs[enc].encName, via, base.Name())
+				pathPrefix(path), t, wireCodecs[enc].encName, via, base.Name())
 			return true
 		}
-		if elem, ok := carried(t); ok {
+		if elem, ok := c.own.Carried(t); ok {
 			// Its codec sends values of elem: they must travel too.
-			c.check(elem, true, index(path, "[i]"))
+			c.check(elem, true, pathElem(path, "[i]"))
 		}
 	}
 	return true
@@ -313,23 +333,6 @@ func hasMethod(t reflect.Type, name string) bool {
 	}
 	_, ok := reflect.PointerTo(t).MethodByName(name)
 	return ok
-}
-
-// valueCarrier is a type whose codec sends values of another type
-// (ValueMesh[T]); Port[T] is one too (portType).
-type valueCarrier interface{ valueElem() reflect.Type }
-
-func carried(t reflect.Type) (reflect.Type, bool) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch v := reflect.Zero(t).Interface().(type) {
-	case valueCarrier:
-		return v.valueElem(), true
-	case portType:
-		return v.portElem(), true
-	}
-	return nil, false
 }
 
 // fieldNames checks the names msgpack gives a struct's fields: two fields
@@ -388,7 +391,7 @@ func wireFields(t reflect.Type, path string) (fields []wireField, asArray bool, 
 		if name == "" {
 			name = f.Name
 		}
-		fp := join(path, f.Name)
+		fp := pathField(path, f.Name)
 		if f.Anonymous && !opts["noinline"] {
 			if opts["inline"] && f.Type.Kind() == reflect.Struct {
 				inner, _, innerHidden := wireFields(f.Type, fp)
@@ -432,7 +435,7 @@ func inlines(f reflect.StructField) bool {
 		return false
 	}
 	st := structBehind(f.Type)
-	return st != nil && !hasCodec(st)
+	return st != nil && !HasCodec(st)
 }
 
 func structBehind(t reflect.Type) reflect.Type {

@@ -1,4 +1,4 @@
-package actorrt
+package liveness
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/monarch-go/monarch/internal/wire"
 )
 
-// healthTable is what a process knows of the rest of its job's health:
+// Table is what a process knows of the rest of its job's health:
 // which procs are gone, and which host agent started each proc it holds,
 // so that when an agent is gone (it ended, or was lost) its procs are
 // gone with it.
@@ -20,15 +20,15 @@ import (
 // network between is gone: see internal/hostlink), or it stays silent,
 // its host still answering, for lostAfter (stopped, or wedged). A
 // heartbeat clears a suspicion. It is a plain state machine: each event is
-// a method of its own (procGone, started, heard, linkChanged, tick), and
+// a method of its own (ProcGone, Started, Heard, LinkChanged, Tick), and
 // returns the effects, which the runtime then carries out (failing the
 // calls that wait on a gone proc, telling supervision, announcing the end
 // to the job, watching an agent's heartbeats): each effect is a type with
-// a method of its own in healthApplier, so an effect nobody carries out
+// a method of its own in Applier, so an effect nobody carries out
 // does not compile. It does no I/O, reads no clock (time comes in the
 // events) and starts no goroutine; it is not safe for concurrent use: its
-// driver holds a lock around each event (see health).
-type healthTable struct {
+// driver holds a lock around each event (actorrt's health).
+type Table struct {
 	self      string        // this process's proc id: its own agent is not watched
 	timeout   time.Duration // an agent silent this long is suspected
 	lostAfter time.Duration // a suspect silent this long is lost, link or not; <= timeout: no suspicion, as where no link watcher confirms
@@ -49,90 +49,98 @@ type healthTable struct {
 	linkDown map[string]string
 }
 
-func newHealthTable(self string, timeout, lostAfter time.Duration) *healthTable {
-	return &healthTable{self: self, timeout: timeout, lostAfter: lostAfter, gone: map[string]wire.GoneNotice{},
+// Proc is a proc the table is told of: its id, the host agent that
+// started it, and that agent's host.
+type Proc struct {
+	ID, Agent, Host string
+}
+
+// NewTable is the table of process self: an agent silent for timeout is
+// suspected, and lost after lostAfter.
+func NewTable(self string, timeout, lostAfter time.Duration) *Table {
+	return &Table{self: self, timeout: timeout, lostAfter: lostAfter, gone: map[string]wire.GoneNotice{},
 		agentOf: map[string]string{}, lastHeard: map[string]time.Time{}, hostOf: map[string]string{},
 		suspect: map[string]bool{}, linkDown: map[string]string{}}
 }
 
 // agentOn names agent for a message: by its host ("host agent on h2")
 // when known, else by its id.
-func (t *healthTable) agentOn(agent string) string {
+func (t *Table) agentOn(agent string) string {
 	if h := t.hostOf[agent]; h != "" {
 		return "host agent on " + h
 	}
 	return "host agent " + agent
 }
 
-// healthEffect is one thing a healthTable asks for: one of the eff types
+// Effect is one thing a Table asks for: one of the eff types
 // below, each carried out by the applier's method of its own.
-type healthEffect interface {
-	applyTo(a healthApplier)
+type Effect interface {
+	ApplyTo(a Applier)
 }
 
-// healthApplier carries out a healthTable's effects: a new kind of effect
+// Applier carries out a Table's effects: a new kind of effect
 // is a new method here, which every driver must then have.
-type healthApplier interface {
-	gone(effGone)
-	watch(effWatch)
-	ask(effAsk)
-	suspect(effSuspect)
-	cleared(effCleared)
+type Applier interface {
+	Gone(Gone)
+	Watch(Watch)
+	Ask(Ask)
+	Suspect(Suspect)
+	Cleared(Cleared)
 }
 
-// The effects a healthTable asks for.
+// The effects a Table asks for.
 type (
-	// effGone: proc is gone: fail the calls waiting on it, tell
+	// Gone: proc is gone: fail the calls waiting on it, tell
 	// supervision (unless it was stopped), and announce it if asked, to
 	// the holders of procs of agent (the one that started it) and of
 	// procs the gone proc started itself.
-	effGone struct {
-		n        wire.GoneNotice
-		announce bool
-		agent    string
+	Gone struct {
+		Notice   wire.GoneNotice
+		Announce bool
+		Agent    string
 	}
-	// effWatch: start watching agent: its heartbeats and the ends of its
+	// Watch: start watching agent: its heartbeats and the ends of its
 	// procs.
-	effWatch struct{ agent string }
-	// effAsk: ask agent which of procs have ended (they may have before
+	Watch struct{ Agent string }
+	// Ask: ask agent which of procs have ended (they may have before
 	// this process watched for it).
-	effAsk struct {
-		agent string
-		procs []string
+	Ask struct {
+		Agent string
+		Procs []string
 	}
-	// effSuspect: agent has been silent for silent, its link up (or not
+	// Suspect: agent has been silent for silent, its link up (or not
 	// known): it is late, and lost if that lasts lostAfter.
-	effSuspect struct {
-		agent, who string // who: agentOn(agent)
-		silent     time.Duration
+	Suspect struct {
+		Agent, Who string // Who names the agent by its host, for messages
+		Silent     time.Duration
 	}
-	// effCleared: a suspect was heard again after silent.
-	effCleared struct {
-		agent, who string
-		silent     time.Duration
+	// Cleared: a suspect was heard again after silent.
+	Cleared struct {
+		Agent, Who string
+		Silent     time.Duration
 	}
 )
 
-func (e effGone) applyTo(a healthApplier)    { a.gone(e) }
-func (e effWatch) applyTo(a healthApplier)   { a.watch(e) }
-func (e effAsk) applyTo(a healthApplier)     { a.ask(e) }
-func (e effSuspect) applyTo(a healthApplier) { a.suspect(e) }
-func (e effCleared) applyTo(a healthApplier) { a.cleared(e) }
+func (e Gone) ApplyTo(a Applier)    { a.Gone(e) }
+func (e Watch) ApplyTo(a Applier)   { a.Watch(e) }
+func (e Ask) ApplyTo(a Applier)     { a.Ask(e) }
+func (e Suspect) ApplyTo(a Applier) { a.Suspect(e) }
+func (e Cleared) ApplyTo(a Applier) { a.Cleared(e) }
 
-// The events a healthTable takes, each returning its effects in order.
+// The events a Table takes, each returning its effects in order.
 
-// procGone: a proc (or host agent) is gone. announce asks that the job be
+// ProcGone: a proc (or host agent) is gone. announce asks that the job be
 // told (the process that saw the end tells everyone; one that heard of it
 // from the job does not repeat it).
-func (t *healthTable) procGone(n wire.GoneNotice, announce bool) []healthEffect {
+func (t *Table) ProcGone(n wire.GoneNotice, announce bool) []Effect {
 	return t.goneWithAgents(nil, n, announce)
 }
 
-// started: these procs were started by these agents. fresh says this
+// Started: these procs were started by these agents. fresh says this
 // process is spawning them now (none can have ended yet); else they
 // arrived as an argument, and may have ended already.
-func (t *healthTable) started(procs []procInfo, fresh bool, at time.Time) []healthEffect {
-	var out []healthEffect
+func (t *Table) Started(procs []Proc, fresh bool, at time.Time) []Effect {
+	var out []Effect
 	var ask map[string][]string // agent -> procs it started, new to this table
 	var agents []string
 	for _, p := range procs {
@@ -152,7 +160,7 @@ func (t *healthTable) started(procs []procInfo, fresh bool, at time.Time) []heal
 		}
 		if _, watched := t.lastHeard[p.Agent]; !watched {
 			t.lastHeard[p.Agent] = at
-			out = append(out, effWatch{p.Agent})
+			out = append(out, Watch{p.Agent})
 		}
 		if !fresh {
 			if ask == nil {
@@ -165,13 +173,13 @@ func (t *healthTable) started(procs []procInfo, fresh bool, at time.Time) []heal
 		}
 	}
 	for _, a := range agents {
-		out = append(out, effAsk{a, ask[a]})
+		out = append(out, Ask{a, ask[a]})
 	}
 	return out
 }
 
-// heard: agent's heartbeat arrived.
-func (t *healthTable) heard(agent string, at time.Time) []healthEffect {
+// Heard: agent's heartbeat arrived.
+func (t *Table) Heard(agent string, at time.Time) []Effect {
 	last, watched := t.lastHeard[agent]
 	if !watched {
 		return nil
@@ -181,12 +189,12 @@ func (t *healthTable) heard(agent string, at time.Time) []healthEffect {
 		return nil
 	}
 	delete(t.suspect, agent)
-	return []healthEffect{effCleared{agent, t.agentOn(agent), at.Sub(last)}}
+	return []Effect{Cleared{agent, t.agentOn(agent), at.Sub(last)}}
 }
 
-// linkChanged: the job's link watcher says agent's link is up, or down
+// LinkChanged: the job's link watcher says agent's link is up, or down
 // and why.
-func (t *healthTable) linkChanged(agent string, up bool, cause string, at time.Time) []healthEffect {
+func (t *Table) LinkChanged(agent string, up bool, cause string, at time.Time) []Effect {
 	if up {
 		delete(t.linkDown, agent)
 		return nil
@@ -198,11 +206,11 @@ func (t *healthTable) linkChanged(agent string, up bool, cause string, at time.T
 	return nil
 }
 
-// tick: time passes; silent agents are suspected, and suspects whose
+// Tick: time passes; silent agents are suspected, and suspects whose
 // silence is confirmed are declared gone. starved says this process itself
 // was starved since the last tick (the tick came late): its silence is not
 // the agents', so they get a fresh start.
-func (t *healthTable) tick(at time.Time, starved bool) []healthEffect {
+func (t *Table) Tick(at time.Time, starved bool) []Effect {
 	if starved {
 		for a := range t.lastHeard {
 			t.lastHeard[a] = at
@@ -216,7 +224,7 @@ func (t *healthTable) tick(at time.Time, starved bool) []healthEffect {
 		}
 	}
 	slices.Sort(silent) // effects in a stable order
-	var out []healthEffect
+	var out []Effect
 	for _, a := range silent {
 		quiet := at.Sub(t.lastHeard[a])
 		_, down := t.linkDown[a]
@@ -225,7 +233,7 @@ func (t *healthTable) tick(at time.Time, starved bool) []healthEffect {
 			out = t.lost(out, a, quiet)
 		case !t.suspect[a]:
 			t.suspect[a] = true
-			out = append(out, effSuspect{a, t.agentOn(a), quiet})
+			out = append(out, Suspect{a, t.agentOn(a), quiet})
 		}
 	}
 	return out
@@ -233,7 +241,7 @@ func (t *healthTable) tick(at time.Time, starved bool) []healthEffect {
 
 // lost declares agent, silent for quiet, gone: its link is down, or it
 // has been silent past lostAfter.
-func (t *healthTable) lost(out []healthEffect, agent string, quiet time.Duration) []healthEffect {
+func (t *Table) lost(out []Effect, agent string, quiet time.Duration) []Effect {
 	delete(t.suspect, agent)
 	reason := fmt.Sprintf("%s silent for %v while its host still answers (stopped or wedged?)", t.agentOn(agent), t.lostAfter)
 	if t.lostAfter <= t.timeout {
@@ -249,7 +257,7 @@ func (t *healthTable) lost(out []healthEffect, agent string, quiet time.Duration
 // goneWithAgents records n and, if n's proc is an agent, every proc it
 // started that is not gone yet (they are only told, not announced: the
 // job hears of the agent).
-func (t *healthTable) goneWithAgents(out []healthEffect, n wire.GoneNotice, announce bool) []healthEffect {
+func (t *Table) goneWithAgents(out []Effect, n wire.GoneNotice, announce bool) []Effect {
 	if _, dup := t.gone[n.Proc]; dup {
 		return out
 	}
@@ -260,7 +268,7 @@ func (t *healthTable) goneWithAgents(out []healthEffect, n wire.GoneNotice, anno
 	if !ok {
 		agent = t.self // an end this process's own agent saw, or an agent's
 	}
-	out = append(out, effGone{n, announce, agent})
+	out = append(out, Gone{n, announce, agent})
 	var started []string
 	for p, a := range t.agentOf {
 		if a == n.Proc {
@@ -274,20 +282,20 @@ func (t *healthTable) goneWithAgents(out []healthEffect, n wire.GoneNotice, anno
 	return out
 }
 
-// notice returns why proc is gone, if it is.
-func (t *healthTable) notice(proc string) (wire.GoneNotice, bool) {
+// Notice returns why proc is gone, if it is.
+func (t *Table) Notice(proc string) (wire.GoneNotice, bool) {
 	n, ok := t.gone[proc]
 	return n, ok
 }
 
-// knows says what the table knows of id: heard of (a proc some agent
+// Knows says what the table knows of id: heard of (a proc some agent
 // started, or an agent whose procs it holds or watches), and gone.
-func (t *healthTable) knows(id string) (heard, gone bool) {
+func (t *Table) Knows(id string) (heard, gone bool) {
 	_, gone = t.gone[id]
 	_, proc := t.agentOf[id]
 	_, watched := t.lastHeard[id]
 	return proc || watched || t.hostOf[id] != "", gone
 }
 
-// numGone is how many procs are known to be gone.
-func (t *healthTable) numGone() int { return len(t.gone) }
+// NumGone is how many procs are known to be gone.
+func (t *Table) NumGone() int { return len(t.gone) }

@@ -1,4 +1,4 @@
-package actorrt
+package liveness
 
 import (
 	"fmt"
@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// TestHealthTable runs the scripts in testdata/health: events for one
-// process's healthTable and the effects each gives. Times are offsets
+// TestTable runs the scripts in testdata: events for one
+// process's Table and the effects each gives. Times are offsets
 // from the start of the script. Commands:
 //
 //	table self=c timeout=5s lost=30s a new table (every script starts with one)
@@ -25,11 +25,11 @@ import (
 //	tick at=7s [starved]             time passes (starved: this process was starved since the last tick)
 //	query proc=c-1                   what the table knows of a proc
 //
-// go test -run TestHealthTable -rewrite ./actorrt rewrites the expected
+// go test -run TestTable -rewrite ./actorrt/internal/liveness rewrites the expected
 // effects; read the diff before keeping it.
-func TestHealthTable(t *testing.T) {
-	datadriven.Walk(t, "testdata/health", func(t *testing.T, path string) {
-		var ht *healthTable
+func TestTable(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var ht *Table
 		epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		at := func(d *datadriven.TestData) time.Time {
 			var s string
@@ -44,7 +44,7 @@ func TestHealthTable(t *testing.T) {
 			if d.Cmd != "table" && ht == nil {
 				d.Fatalf(t, "start the script with: table self=ID timeout=D")
 			}
-			var effects []healthEffect
+			var effects []Effect
 			switch d.Cmd {
 			case "table":
 				var self, timeout, lost string
@@ -59,80 +59,80 @@ func TestHealthTable(t *testing.T) {
 				if err != nil {
 					d.Fatalf(t, "lost: %v", err)
 				}
-				ht = newHealthTable(self, to, la)
+				ht = NewTable(self, to, la)
 				return ""
 			case "started":
-				var procs []procInfo
+				var procs []Proc
 				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 					f := strings.Fields(line)
 					if len(f) != 2 && len(f) != 3 {
 						d.Fatalf(t, "want <proc> <agent> [host]: %q", line)
 					}
-					p := procInfo{ID: f[0], Agent: f[1]}
+					p := Proc{ID: f[0], Agent: f[1]}
 					if len(f) == 3 {
 						p.Host = f[2]
 					}
 					procs = append(procs, p)
 				}
-				effects = ht.started(procs, d.HasArg("fresh"), at(d))
+				effects = ht.Started(procs, d.HasArg("fresh"), at(d))
 			case "gone":
 				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)
 				d.ScanArgs(t, "reason", &n.Reason)
 				n.Stopped = d.HasArg("stopped")
-				effects = ht.procGone(n, d.HasArg("announce"))
+				effects = ht.ProcGone(n, d.HasArg("announce"))
 			case "heard":
 				var agent string
 				d.ScanArgs(t, "agent", &agent)
-				effects = ht.heard(agent, at(d))
+				effects = ht.Heard(agent, at(d))
 			case "link":
 				var agent, cause string
 				d.ScanArgs(t, "agent", &agent)
 				if d.HasArg("cause") {
 					d.ScanArgs(t, "cause", &cause)
 				}
-				effects = ht.linkChanged(agent, d.HasArg("up"), cause, at(d))
+				effects = ht.LinkChanged(agent, d.HasArg("up"), cause, at(d))
 			case "tick":
-				effects = ht.tick(at(d), d.HasArg("starved"))
+				effects = ht.Tick(at(d), d.HasArg("starved"))
 			case "query":
 				var proc string
 				d.ScanArgs(t, "proc", &proc)
-				n, ok := ht.notice(proc)
+				n, ok := ht.Notice(proc)
 				if !ok {
-					return fmt.Sprintf("%s: not gone (%d gone)\n", proc, ht.numGone())
+					return fmt.Sprintf("%s: not gone (%d gone)\n", proc, ht.NumGone())
 				}
-				return fmt.Sprintf("%s: gone: %s (%d gone)\n", proc, describeGone(n), ht.numGone())
+				return fmt.Sprintf("%s: gone: %s (%d gone)\n", proc, describeGone(n), ht.NumGone())
 			default:
 				d.Fatalf(t, "unknown command %s", d.Cmd)
 			}
 			var p healthPrinter
 			for _, e := range effects {
-				e.applyTo(&p)
+				e.ApplyTo(&p)
 			}
 			return p.String()
 		})
 	})
 }
 
-// healthPrinter writes a healthTable's effects, one a line.
+// healthPrinter writes a Table's effects, one a line.
 type healthPrinter struct{ strings.Builder }
 
-func (p *healthPrinter) gone(e effGone) {
-	fmt.Fprintf(p, "gone %s: %s", e.n.Proc, describeGone(e.n))
-	if e.announce {
-		fmt.Fprintf(p, " (announce to the holders of %s's procs)", e.agent)
+func (p *healthPrinter) Gone(e Gone) {
+	fmt.Fprintf(p, "gone %s: %s", e.Notice.Proc, describeGone(e.Notice))
+	if e.Announce {
+		fmt.Fprintf(p, " (announce to the holders of %s's procs)", e.Agent)
 	}
 	p.WriteString("\n")
 }
-func (p *healthPrinter) watch(e effWatch) { fmt.Fprintf(p, "watch %s\n", e.agent) }
-func (p *healthPrinter) ask(e effAsk) {
-	fmt.Fprintf(p, "ask %s which ended of %s\n", e.agent, strings.Join(e.procs, ","))
+func (p *healthPrinter) Watch(e Watch) { fmt.Fprintf(p, "watch %s\n", e.Agent) }
+func (p *healthPrinter) Ask(e Ask) {
+	fmt.Fprintf(p, "ask %s which ended of %s\n", e.Agent, strings.Join(e.Procs, ","))
 }
-func (p *healthPrinter) suspect(e effSuspect) {
-	fmt.Fprintf(p, "suspect %s: silent for %v\n", e.agent, e.silent)
+func (p *healthPrinter) Suspect(e Suspect) {
+	fmt.Fprintf(p, "suspect %s: silent for %v\n", e.Agent, e.Silent)
 }
-func (p *healthPrinter) cleared(e effCleared) {
-	fmt.Fprintf(p, "cleared %s: heard after %v\n", e.agent, e.silent)
+func (p *healthPrinter) Cleared(e Cleared) {
+	fmt.Fprintf(p, "cleared %s: heard after %v\n", e.Agent, e.Silent)
 }
 
 func describeGone(n wire.GoneNotice) string {
