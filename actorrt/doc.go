@@ -283,7 +283,9 @@
 //   - the meshes a failed instance owned are stopped, as for any failure;
 //   - a member whose proc ended restarts on a new proc its host agent
 //     starts in the old one's place (same environment, rank variables,
-//     wrapper and CPU binding); calls in flight to the old proc fail with
+//     wrapper and CPU binding), once for every mesh that had members
+//     there, and the ProcMesh reaches it from then on (the slot's new
+//     incarnation); calls in flight to the old proc fail with
 //     ErrProcFailed, and a holder's later calls wait for the restart:
 //     not in the adverb, which returns at once, but queued in the
 //     holder's reference, in order (a Call's Get waits as long as its ctx
