@@ -256,6 +256,16 @@
 // runs in the owner's mailbox like any message: it may call other actors
 // and wait for them, but not itself.
 //
+// A ProcMesh of this program's procs (SpawnProcs without WithCommand) is
+// supervised too, with or without actors on it: a proc of it that ends,
+// not on request (it crashed, was killed, or its host was lost), is a
+// MeshFailure of the proc mesh for its owner (the actor that spawned it,
+// or the client), with ProcLost set, after the failures of the actors that
+// were on it; unless a restart policy of a mesh on it starts a proc in
+// its place, which the proc mesh's slot then holds. A proc mesh does not
+// die with the actor that spawned it; the ends of a WithCommand mesh's
+// procs are told by Ends alone.
+//
 // # Restarts in place
 //
 // A mesh spawned with a RestartPolicy (SpawnWith) replaces a failed

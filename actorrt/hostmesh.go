@@ -92,7 +92,7 @@ func (rt *core) simulatedHosts(ctx context.Context, n int) (*HostMesh, error) {
 	hostBus := rt.bus.Leaf != ""
 	agents, err := thisHostOf(rt).spawnProcs(ctx, Dims{{"hosts", n}}, procOptions{env: func(p Point) []string {
 		return jobenv.Env{HostName: jobenv.AgentID(p.Rank()), HostBus: hostBus}.Environ()
-	}})
+	}, hosts: true})
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +271,9 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
 	ends.started(procs)
+	if o.command == nil && !o.hosts {
+		rt.sup.ownProcs(rt.newMeshID(), name, ext, procs, actorOf(ctx))
+	}
 	rt.role.procsStarted(pm)
 	return pm, nil
 }

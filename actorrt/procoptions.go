@@ -20,6 +20,9 @@ type procOptions struct {
 	command []string
 	gpusDim string
 	name    string
+	// hosts: the procs are simulated hosts (their agents), not a
+	// ProcMesh of the user's: their loss is told by their procs' ends.
+	hosts bool
 }
 
 // WithProcEnv adds environment variables ("NAME=value") to each proc, as

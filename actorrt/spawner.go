@@ -149,6 +149,7 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 	if r.err == nil {
 		sp.successors.Store(old, r.p)
 		sp.nReplaced.Add(1)
+		sp.rt.sup.step(evReplaced{old: old, new: r.p.ID})
 	}
 	sp.mu.Lock()
 	delete(sp.replacing, old) // after a failure, the next asker tries again

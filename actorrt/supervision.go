@@ -25,17 +25,22 @@ import (
 // meshes it owned are stopped. Ownership never moves: a failure on a slice,
 // or on a mesh passed to another actor, goes to the mesh's creator.
 
-// MeshFailure reports a failed member of an actor mesh.
+// MeshFailure reports a failed member of an actor mesh, or a proc of a
+// proc mesh that ended (ProcLost): its process died, or its host was
+// lost, and no restart policy of a mesh on it replaced it.
 type MeshFailure struct {
 	Mesh    string      `msgpack:"mesh"`   // the mesh's name
 	MeshID  string      `msgpack:"id"`     // the mesh's id
-	ActorID string      `msgpack:"actor"`  // the failed member, as mesh[rank]
+	ActorID string      `msgpack:"actor"`  // the failed member, as mesh[rank]; "" for a proc lost
 	Proc    string      `msgpack:"proc"`   // its proc
 	Reason  string      `msgpack:"reason"` // what happened
 	Dims    Dims        `msgpack:"dims"`   // the mesh's extent
 	Coords  []int       `msgpack:"coords"` // the member's rank, per dimension
 	Base    int         `msgpack:"base"`   // the member's row-major rank
 	Err     *ActorError `msgpack:"err"`    // the endpoint's error or panic, if that was the cause
+	// ProcLost: the mesh is a ProcMesh (of this program's procs, not
+	// WithCommand's), and its member Proc ended.
+	ProcLost bool `msgpack:"proclost,omitempty"`
 }
 
 // Rank is the failed member's rank in its mesh.
@@ -50,6 +55,9 @@ func (f *MeshFailure) Rank() Point {
 // Error describes the failure; a MeshFailure is an error, so a hook can
 // return it as is.
 func (f *MeshFailure) Error() string {
+	if f.ProcLost {
+		return fmt.Sprintf("proc mesh %s: proc %s %v ended: %s", f.Mesh, f.Proc, f.Rank(), f.Reason)
+	}
 	return fmt.Sprintf("mesh %s: actor %s %v on proc %s failed: %s", f.Mesh, f.ActorID, f.Rank(), f.Proc, f.Reason)
 }
 
@@ -158,6 +166,23 @@ func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restart
 	s.refs[ref.id] = ref
 	s.mu.Unlock()
 	s.step(evOwned{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan})
+}
+
+// ownProcs has the router watch proc mesh id, whose procs run this
+// program, for owner (nil: this process): a proc of it that ends, not on
+// request, is a failure of the mesh, unless a restart puts a proc in its
+// place. A proc that ended before this is taken as ending now.
+func (s *supervision) ownProcs(id, name string, base Extent, procs []procInfo, owner *actor) {
+	ids := make([]string, len(procs))
+	for i, p := range procs {
+		ids[i] = p.ID
+	}
+	s.step(evOwned{id: id, name: name, base: base, procs: ids, ofProcs: true, owner: owner})
+	for _, p := range ids {
+		if n, ok := s.rt.health.notice(p); ok {
+			s.step(evProcEnded{n: n, at: time.Now()})
+		}
+	}
 }
 
 func (s *supervision) ref(id string) *meshRef {

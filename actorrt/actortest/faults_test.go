@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,16 +64,25 @@ func TestKillReportsToOwner(t *testing.T) {
 
 // TestLoseHost: a lost host's procs fail at once, told by the agent
 // that started the host (the client's), not at the host timeout, which
-// is left long here to show it.
+// is left long here to show it: the members of the actor mesh on them,
+// and the procs of the proc mesh.
 func TestLoseHost(t *testing.T) {
 	c := actortest.Start(t, 3, actorrt.WithHostTimeout(time.Minute))
-	ctx, _, mesh := spawnCounters(t, c, 2)
+	ctx, procs, mesh := spawnCounters(t, c, 2)
 	if err := c.LoseHost(1); err != nil {
 		t.Fatal(err)
 	}
-	f := nextFailure(t, ctx, c)
-	if f.Mesh != "counters" {
-		t.Fatalf("failure %v: want one of mesh counters", f)
+	members, lost := 0, 0
+	for members < 2 || lost < 2 {
+		f := nextFailure(t, ctx, c)
+		switch {
+		case f.Mesh == "counters" && !f.ProcLost && f.Coords[0] == 1:
+			members++
+		case f.Mesh == procs.Name() && f.ProcLost && f.Coords[0] == 1:
+			lost++
+		default:
+			t.Fatalf("failure %v: want one of mesh counters or proc mesh %s, on host 1", f, procs.Name())
+		}
 	}
 	if _, err := add.Call(mesh.Slice("hosts", 0, 1), 1).Get(ctx); err != nil {
 		t.Fatalf("a call to the members of a host left: %v", err)
@@ -226,4 +236,35 @@ func mustSpawnProcs(t *testing.T, ctx context.Context, hosts *actorrt.HostMesh) 
 		t.Fatal(err)
 	}
 	return procs
+}
+
+// TestProcMeshSupervised: a proc mesh with no actor on it is supervised
+// too: a proc of it killed is a failure of the mesh (ProcLost) for its
+// owner, the client's fault hook; a proc stopped on request is none.
+func TestProcMeshSupervised(t *testing.T) {
+	c := actortest.Start(t, 2)
+	ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+	defer cancel()
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("idle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := procs.At("hosts", 0).At("gpus", 1).Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(procs.At("hosts", 1).At("gpus", 0)); err != nil {
+		t.Fatal(err)
+	}
+	f := nextFailure(t, ctx, c)
+	if !f.ProcLost || f.Mesh != "idle" || f.ActorID != "" || !slices.Equal(f.Coords, []int{1, 0}) || !strings.Contains(f.Reason, "killed by SIGKILL") {
+		t.Fatalf("failure %+v: want proc {hosts: 1, gpus: 0} of proc mesh idle lost, killed by SIGKILL", f)
+	}
+	if !strings.HasPrefix(f.Error(), "proc mesh idle: proc ") {
+		t.Fatalf("failure %q: want it to name the proc mesh", f.Error())
+	}
+	select {
+	case f := <-c.Failures():
+		t.Fatalf("a second failure: %v (the stop on request is none)", f)
+	case <-time.After(100 * time.Millisecond):
+	}
 }
