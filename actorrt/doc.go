@@ -262,9 +262,12 @@
 // MeshFailure of the proc mesh for its owner (the actor that spawned it,
 // or the client), with ProcLost set, after the failures of the actors that
 // were on it; unless a restart policy of a mesh on it starts a proc in
-// its place, which the proc mesh's slot then holds. A proc mesh does not
-// die with the actor that spawned it; the ends of a WithCommand mesh's
-// procs are told by Ends alone.
+// its place, which the proc mesh's slot then holds. A proc mesh may have
+// a restart policy of its own (WithProcRestart): a lost proc is replaced
+// on its host, bounded as an actor mesh's restarts are, and its loss
+// reaches the owner only past the limit or when the host is gone. A proc
+// mesh does not die with the actor that spawned it; the ends of a
+// WithCommand mesh's procs are told by Ends alone.
 //
 // # Restarts in place
 //

@@ -174,6 +174,15 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs: %w", err)
 	}
+	if o.restart != nil && o.command != nil {
+		return nil, fmt.Errorf("actorrt: SpawnProcs: %w: WithProcRestart with WithCommand: a command mesh's ends are told by Ends alone", ErrBadArgs)
+	}
+	var plan *restartPlanner
+	if o.restart != nil {
+		if plan, err = newRestartPlanner(*o.restart, ext); err != nil {
+			return nil, fmt.Errorf("actorrt: SpawnProcs: WithProcRestart: %w", err)
+		}
+	}
 	fail := func(err error) (*ProcMesh, error) {
 		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
 	}
@@ -272,7 +281,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	}
 	ends.started(procs)
 	if o.command == nil && !o.hosts {
-		rt.sup.ownProcs(rt.newMeshID(), name, ext, procs, actorOf(ctx))
+		rt.sup.ownProcs(rt.newMeshID(), pm, actorOf(ctx), plan)
 	}
 	rt.role.procsStarted(pm)
 	return pm, nil

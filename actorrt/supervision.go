@@ -99,6 +99,9 @@ type supervision struct {
 	mu     sync.Mutex
 	router *failureRouter
 	refs   map[string]*meshRef // the meshes owned here, to mark them stopped
+	// procMeshes are the proc meshes owned here with a restart policy
+	// (WithProcRestart), whose procs a restart replaces.
+	procMeshes map[string]*ProcMesh
 	// stepped is closed (and replaced) at each step: awaitSettled looks
 	// again then.
 	stepped chan struct{}
@@ -171,13 +174,22 @@ func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restart
 // ownProcs has the router watch proc mesh id, whose procs run this
 // program, for owner (nil: this process): a proc of it that ends, not on
 // request, is a failure of the mesh, unless a restart puts a proc in its
-// place. A proc that ended before this is taken as ending now.
-func (s *supervision) ownProcs(id, name string, base Extent, procs []procInfo, owner *actor) {
-	ids := make([]string, len(procs))
-	for i, p := range procs {
+// place (plan: the mesh's own, WithProcRestart). A proc that ended
+// before this is taken as ending now.
+func (s *supervision) ownProcs(id string, pm *ProcMesh, owner *actor, plan *restartPlanner) {
+	ids := make([]string, len(pm.procs))
+	for i, p := range pm.procs {
 		ids[i] = p.ID
 	}
-	s.step(evOwned{id: id, name: name, base: base, procs: ids, ofProcs: true, owner: owner})
+	if plan != nil {
+		s.mu.Lock()
+		if s.procMeshes == nil {
+			s.procMeshes = map[string]*ProcMesh{}
+		}
+		s.procMeshes[id] = pm
+		s.mu.Unlock()
+	}
+	s.step(evOwned{id: id, name: pm.name, base: pm.reg.base, procs: ids, ofProcs: true, owner: owner, plan: plan})
 	for _, p := range ids {
 		if n, ok := s.rt.health.notice(p); ok {
 			s.step(evProcEnded{n: n, at: time.Now()})
@@ -197,6 +209,13 @@ func (s *supervision) ref(id string) *meshRef {
 // place. Then the router hears how it went. The restart is logged, as its
 // failure would have been.
 func (s *supervision) restartLater(e effRestart) {
+	s.mu.Lock()
+	pm := s.procMeshes[e.id]
+	s.mu.Unlock()
+	if pm != nil {
+		s.replaceLater(e, pm)
+		return
+	}
 	rt := s.rt
 	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
 		Msg("restarting in place, by the mesh's restart policy")
@@ -265,6 +284,34 @@ func (s *supervision) restartLater(e effRestart) {
 				ev.failed = append(ev.failed, &g)
 			}
 		}
+		s.step(ev)
+	})
+}
+
+// replaceLater carries out a restart that proc mesh pm's policy decided:
+// after its backoff, each failed proc is replaced by one its host agent
+// starts in its place (the slot's next incarnation), unless a restart of
+// an actor mesh on it did so already. A proc not replaced (its host is
+// gone) fails for good, to the mesh's owner.
+func (s *supervision) replaceLater(e effRestart, pm *ProcMesh) {
+	rt := s.rt
+	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
+		Msg("replacing procs, by the proc mesh's restart policy")
+	time.AfterFunc(e.after, func() {
+		ev := evRestartDone{id: e.id, ranks: e.ranks}
+		for _, b := range e.ranks {
+			old := pm.proc(b)
+			p, err := rt.procs.respawn(rt.ctx, old.ID, old.Agent)
+			if err != nil {
+				g := *e.f
+				g.Base, g.Coords, g.Proc = b, pm.reg.base.point(b).coords, old.ID
+				g.Reason = "its restart failed: no new proc in the place of " + old.ID + ": " + err.Error()
+				ev.final = append(ev.final, &g)
+				continue
+			}
+			rt.log.Info().Str("mesh", pm.name).Str("old", old.ID).Str("proc", p.ID).Int("rank", b).Msg("a new proc in the place of one that ended")
+		}
+		ev.at = time.Now()
 		s.step(ev)
 	})
 }

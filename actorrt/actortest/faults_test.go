@@ -268,3 +268,71 @@ func TestProcMeshSupervised(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// TestProcMeshRestart: a proc mesh with a restart policy of its own
+// (WithProcRestart) replaces a proc that is killed: the actors that were
+// on it fail to their owner (their mesh has no policy), the proc mesh's
+// loss does not, and the mesh's slot is the new proc, where a new mesh is
+// spawned and answers. Past the policy's limit, the loss goes to the
+// owner.
+func TestProcMeshRestart(t *testing.T) {
+	c := actortest.Start(t, 2)
+	ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+	defer cancel()
+	policy := actorrt.RestartPolicy{MaxRestarts: 1, Window: time.Minute}
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("kept"), actorrt.WithProcRestart(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh, err := counters.Spawn(ctx, procs, "counters", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := procs.At("hosts", 1).At("gpus", 1)
+	if err := c.Kill(slot); err != nil {
+		t.Fatal(err)
+	}
+	if f := nextFailure(t, ctx, c); f.Mesh != "counters" || f.ProcLost {
+		t.Fatalf("failure %v: want the member of counters on the killed proc", f)
+	}
+	// The slot answers again: a mesh spawned there once it is replaced.
+	var again *actorrt.ActorMesh[Counter]
+	for again == nil {
+		again, err = counters.Spawn(ctx, slot, "again", 5)
+		if err != nil && !errors.Is(err, actorrt.ErrProcFailed) {
+			t.Fatalf("a spawn on the slot being replaced: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the slot was not replaced: %v", err)
+		}
+		if again == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if v, err := value.Call(again).Get(ctx); err != nil || v.Values()[0] != 5 {
+		t.Fatalf("the mesh on the replaced slot: %v, %v; want 5", v, err)
+	}
+	if _, err := add.Call(mesh.Slice("hosts", 0, 1), 1).Get(ctx); err != nil {
+		t.Fatalf("the members on the other procs: %v", err)
+	}
+	select {
+	case f := <-c.Failures():
+		t.Fatalf("a failure after the replacement: %v", f)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// The policy allows one replacement in its window: a second kill of
+	// the slot is the proc mesh's loss, for its owner.
+	if err := c.Kill(slot); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f := nextFailure(t, ctx, c)
+		if f.Mesh == "again" {
+			continue
+		}
+		if !f.ProcLost || f.Mesh != "kept" || !strings.Contains(f.Reason, "not restarted") {
+			t.Fatalf("failure %v: want the proc mesh's loss, past its policy", f)
+		}
+		break
+	}
+}
