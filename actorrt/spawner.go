@@ -184,6 +184,15 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 		return procInfo{}, err
 	}
 	rd := ready.Values()[0]
+	if rd.Proc != "" && rd.Proc != p.ID {
+		// Another process had old replaced first: its proc is old's
+		// successor, which the agent named, and none was started here.
+		if !wire.ValidID(rd.Proc) {
+			return procInfo{}, fmt.Errorf("the host agent of %s named its successor %.40q", old, rd.Proc)
+		}
+		p.ID = rd.Proc
+		rt.health.started([]procInfo{p}, false)
+	}
 	p.Host, p.PID = rd.Host, rd.PID
 	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
 	return p, nil
