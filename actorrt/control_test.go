@@ -45,6 +45,8 @@ func TestControlChecked(t *testing.T) {
 		{"stop of a number", wire.OpStop, map[string]any{"mesh": 5}, 0, wire.DropBody},
 		{"gone", wire.OpGone, &wire.GoneNotice{Proc: "c-1"}, 0, 0xff},
 		{"gone of \"\"", wire.OpGone, &wire.GoneNotice{}, 0, wire.DropIDs},
+		{"gone, with when", wire.OpGone, &wire.GoneNotice{Proc: "c-1", Status: 1, At: 1_800_000_000_123_456_789}, 0, 0xff},
+		{"gone before 1970", wire.OpGone, &wire.GoneNotice{Proc: "c-1", At: -1}, 0, wire.DropIDs},
 		{"port gone", wire.OpPortGone, &wire.PortGone{ID: 4}, 0, 0xff},
 		{"port 0 gone", wire.OpPortGone, &wire.PortGone{}, 0, wire.DropIDs},
 		{"spawnprocs", wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 2}, 3, 0xff},

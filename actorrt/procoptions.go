@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -102,6 +103,10 @@ type ProcEnd struct {
 	// not of its own accord.
 	Stopped bool
 	Reason  string
+	// At is when it ended, by its host's clock (so ends on different
+	// hosts compare as well as their clocks agree); zero when nobody saw
+	// it end (its host was lost).
+	At time.Time
 }
 
 func (e ProcEnd) String() string {
@@ -147,7 +152,11 @@ func (pe *procEnds) end(n wire.GoneNotice) {
 	for r, id := range pe.ids {
 		if id == n.Proc {
 			pe.told[n.Proc] = true
-			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: id, Host: pe.hosts[r], Status: n.Status, Stopped: n.Stopped, Reason: n.Reason}
+			var at time.Time
+			if n.At > 0 {
+				at = time.Unix(0, n.At)
+			}
+			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: id, Host: pe.hosts[r], Status: n.Status, Stopped: n.Stopped, Reason: n.Reason, At: at}
 			return
 		}
 	}

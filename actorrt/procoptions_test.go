@@ -145,7 +145,7 @@ func TestCommandProcs(t *testing.T) {
 		select {
 		case e := <-procs.Ends():
 			statuses[e.Point.Rank()] = e.Status
-			if e.Stopped || e.Host == "" || e.Proc == "" {
+			if e.Stopped || e.Host == "" || e.Proc == "" || e.At.IsZero() || e.At.After(time.Now()) {
 				t.Errorf("end %+v", e)
 			}
 		case <-time.After(30 * time.Second):

@@ -22,6 +22,14 @@
 //
 //	monarch: rank 3 on h2 failed: exited with status 1 ({hosts: 1, gpus: 1}); the other 3 ranks were stopped
 //
+// The first is the one that ended first by its host's clock, of those
+// heard of by the time the others were stopped (and at most a second
+// more): a rank that failed because another did (its peer in a
+// collective went away) may be heard of first, and is not the cause.
+// (It may also end first: a rank whose interpreter takes long to wind
+// down after it raised can outlast the peers it failed; the first to end
+// is then named.)
+//
 // It returns an *actorrt.ExitError with that proc's status and an
 // actorrt.Failure (rank, host, status or signal, the mesh, its last
 // stderr lines), which the client reports to the launcher (monarch

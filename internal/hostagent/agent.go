@@ -465,6 +465,10 @@ func (a *Agent) stop(ps []*proc, grace time.Duration) {
 // watch waits for a proc to end, sends its last lines, and tells the job.
 func (a *Agent) watch(p *proc) {
 	<-p.process.Done()
+	// When it ended, before its output is drained: the drain may hold
+	// the notice for up to OutputGrace, and one proc's end may be heard
+	// after another's that happened later (spmd orders them by this).
+	at := time.Now()
 	p.drainOutput(OutputGrace)
 	reason, status := p.process.End()
 	if p.unresponsive.Load() {
@@ -473,7 +477,7 @@ func (a *Agent) watch(p *proc) {
 	a.mu.Lock()
 	delete(a.children, p.id)
 	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping,
-		Status: status}
+		Status: status, At: at.UnixNano()}
 	a.ended[p.id] = n
 	if a.endOrder = append(a.endOrder, p.id); len(a.endOrder) > maxEnded {
 		delete(a.ended, a.endOrder[0])

@@ -150,6 +150,7 @@ func TestEmbedded(t *testing.T) {
 	cfg.Env = []string{"RANK_HINT=hinted"}
 	a := New(cfg, b.conn)
 	defer a.Close()
+	before := time.Now()
 
 	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{5}, Env: [][]string{{"EXTRA=1"}}, Proc: "c", Port: 7})
 	if !a.Started() {
@@ -163,6 +164,10 @@ func TestEmbedded(t *testing.T) {
 	}
 	if n.Proc != "c-1" || n.Reason != "exited with status 3 (host h0)" || n.Stopped {
 		t.Errorf("end told as %+v", n)
+	}
+	// It says when the proc ended, by this host's clock.
+	if at := time.Unix(0, n.At); n.At == 0 || at.Before(before) || at.After(time.Now()) {
+		t.Errorf("end told at %v, want a time since %v", at, before)
 	}
 	// The lines were sent before the end was told.
 	b.waitFor("both lines", func() bool { return len(b.lines) == 2 })

@@ -1,8 +1,9 @@
 // Package hostagent is a job's host agent: on one host, it starts the
 // job's program in worker mode for every proc asked of it, captures each
 // proc's stdout and stderr line by line onto the job's log subject,
-// watches the procs and tells the job when one ends, and stops them on
-// request.
+// watches the procs and tells the job when one ends (how, and when by
+// this host's clock: the moment it was reaped, before its last output is
+// drained), and stops them on request.
 //
 // An agent is addressed like a proc, by its id, with control messages on
 // its proc subject (internal/wire): spawnprocs, respawnproc, stopprocs,

@@ -181,6 +181,10 @@ type GoneNotice struct {
 	// Status is the proc's exit status as a shell reports it (128+n for
 	// signal n); -1 when the agent could not tell (a host lost).
 	Status int `msgpack:"status"`
+	// At is when the proc ended, by its host's clock, in Unix
+	// nanoseconds: what orders ends heard from different hosts (an SPMD
+	// job's first failure). 0 when nobody saw it end (a host lost).
+	At int64 `msgpack:"at,omitempty"`
 }
 
 // PortGone tells a sender that a port it sent to is closed.
@@ -224,6 +228,9 @@ func CheckControl(h *Header, body any) error {
 	case *GoneNotice:
 		if !ValidID(b.Proc) {
 			return fmt.Errorf("proc id %.40q", b.Proc)
+		}
+		if b.At < 0 {
+			return fmt.Errorf("proc %.40q ended at %d (want Unix nanoseconds, or 0)", b.Proc, b.At)
 		}
 	case *PortGone:
 		if b.ID == 0 || !ValidID(h.ReplyTo) {
