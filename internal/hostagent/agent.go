@@ -395,8 +395,10 @@ func (a *Agent) SignalProcs(req wire.StopProcsReq, replyProc string, replyPort u
 	a.sendToPort(replyProc, replyPort, req.Rank, 0, func(e *msgpack.Encoder) error { return e.EncodeInt(int64(sent)) })
 }
 
-// take finds the children with the given ids; stopping marks them, so
-// that their ends are told as stops, not failures.
+// take finds the children with the given ids; stopping marks those still
+// running, so that their ends are told as stops, not failures. A child
+// that ended before (reaped, its output still draining) is not marked:
+// it ended on its own, and its end is told as it was.
 func (a *Agent) take(ids []string, stopping bool) []*proc {
 	var ps []*proc
 	a.mu.Lock()
@@ -407,7 +409,7 @@ func (a *Agent) take(ids []string, stopping bool) []*proc {
 		// proc mesh it was spawned in stops and signals that one.
 		for range maxRespawnable {
 			if p := a.children[id]; p != nil {
-				if stopping {
+				if stopping && !p.process.Exited() {
 					p.stopping = true
 				}
 				ps = append(ps, p)

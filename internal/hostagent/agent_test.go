@@ -204,6 +204,42 @@ func TestEmbedded(t *testing.T) {
 	}
 }
 
+// TestStopAfterItsOwnEnd: a stop that comes once a proc has ended on its
+// own, while its output is still draining (a grandchild holds its stderr
+// open), does not make its end a stop: it failed, and is told so.
+func TestStopAfterItsOwnEnd(t *testing.T) {
+	b := newJobBus(t, "j1")
+	ended := make(chan wire.GoneNotice, 1)
+	cfg := shell(`sleep 1 >&2 & echo failing >&2; exit 4`)
+	cfg.OnEnd = func(n wire.GoneNotice) { ended <- n }
+	a := New(cfg, b.conn)
+	defer a.Close()
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 7})
+	// Wait (bounded) until the agent has reaped it: still its child, the
+	// grandchild holding the drain.
+	reaped := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		p := a.children["c-1"]
+		return p != nil && p.process.Exited()
+	}
+	for deadline := time.Now().Add(10 * time.Second); !reaped(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the proc was not reaped (and still draining) within 10s")
+		}
+	}
+	a.StopProcs(wire.StopProcsReq{IDs: []string{"c-1"}}, "c", 8)
+	select {
+	case n := <-ended:
+		if n.Stopped || n.Status != 4 || n.Reason != "exited with status 4 (host h0)" {
+			t.Errorf("end told as %+v, want a failure with status 4, not a stop", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the end was not told within 10s")
+	}
+	b.waitFor("the stop's answer", func() bool { return b.reply(8, 0) != nil })
+}
+
 // TestStopKillsAfterTheTimeout: a proc that ignores SIGTERM is killed.
 func TestStopKillsAfterTheTimeout(t *testing.T) {
 	b := newJobBus(t, "j1")

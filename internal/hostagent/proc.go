@@ -23,7 +23,7 @@ type proc struct {
 	boot     *bootstrap // how it was started: what RespawnProc starts again
 	process  Process
 	ended    chan struct{} // closed once reaped and its output sent
-	stopping bool          // a stop was asked for: its end is not a failure (under Agent.mu)
+	stopping bool          // a stop was asked for while it ran: its end is not a failure (under Agent.mu)
 	outputs  []*os.File    // read ends of its stdout and stderr pipes
 	captured sync.WaitGroup
 	waiting  [2]atomic.Bool // each capture is blocked reading its pipe: it has sent every whole line read
