@@ -472,6 +472,10 @@ func (a *Agent) watch(p *proc) {
 	// after another's that happened later (spmd orders them by this).
 	at := time.Now()
 	p.drainOutput(OutputGrace)
+	// Its last stderr line, read at most at its end: a line read while
+	// draining was written before the end (or by a grandchild after it),
+	// and is placed at the end, the latest it can have been written.
+	errAt := min(p.lastErr.Load(), at.UnixNano())
 	reason, status := p.process.End()
 	if p.unresponsive.Load() {
 		reason = "unresponsive (no sign of life: stopped, or its runtime wedged): " + reason
@@ -479,7 +483,7 @@ func (a *Agent) watch(p *proc) {
 	a.mu.Lock()
 	delete(a.children, p.id)
 	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping,
-		Status: status, At: at.UnixNano()}
+		Status: status, At: at.UnixNano(), ErrAt: errAt}
 	a.ended[p.id] = n
 	if a.endOrder = append(a.endOrder, p.id); len(a.endOrder) > maxEnded {
 		delete(a.ended, a.endOrder[0])
