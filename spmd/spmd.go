@@ -183,11 +183,9 @@ func (r *run) waitEnds(until time.Time) {
 
 // heard counts e out of the ranks running and keeps it if it is a
 // failure (a status not 0), which it reports. The ends of the ranks
-// stopped after a failure are kept too: they happened after the stop,
-// itself after the failure heard first (firstFailure never prefers them),
-// and their Stopped flag cannot tell them apart from a rank that failed
-// on its own while its agent was still draining its output when the
-// stop came.
+// stopped after a failure are kept too, placed at their ends (see
+// failedAt): they happened after the stop, itself after the failure heard
+// first, so firstFailure never prefers them.
 func (r *run) heard(e actorrt.ProcEnd) bool {
 	r.left--
 	if e.Status == 0 {

@@ -185,6 +185,11 @@ type GoneNotice struct {
 	// nanoseconds: what orders ends heard from different hosts (an SPMD
 	// job's first failure). 0 when nobody saw it end (a host lost).
 	At int64 `msgpack:"at,omitempty"`
+	// ErrAt is when its host's agent read the last line it wrote to
+	// stderr before it ended (at most At), in Unix nanoseconds: the time
+	// of its error, for a program whose last words are its error (a
+	// Python traceback). 0 when it wrote none, or nobody knows.
+	ErrAt int64 `msgpack:"errat,omitempty"`
 }
 
 // PortGone tells a sender that a port it sent to is closed.
@@ -231,6 +236,9 @@ func CheckControl(h *Header, body any) error {
 		}
 		if b.At < 0 {
 			return fmt.Errorf("proc %.40q ended at %d (want Unix nanoseconds, or 0)", b.Proc, b.At)
+		}
+		if b.ErrAt < 0 || b.At != 0 && b.ErrAt > b.At {
+			return fmt.Errorf("proc %.40q wrote its last error at %d, ended at %d (want Unix nanoseconds, at most its end, or 0)", b.Proc, b.ErrAt, b.At)
 		}
 	case *PortGone:
 		if b.ID == 0 || !ValidID(h.ReplyTo) {
