@@ -126,7 +126,7 @@ func newActor(lm *localMesh, baseRank int) *actor {
 		end:      ending{over: make(chan struct{})},
 		stats:    lm.stats[baseRank],
 	}
-	a.box.setLimits(a.id, lm.rt.opts.mailboxMessages, lm.rt.opts.mailboxBytes)
+	a.box.setLimits(a.id, lm.rt.opts.mailbox)
 	// The actor travels in its context: what it spawns with it (or with a
 	// context derived from it) it owns.
 	a.ctx, a.cancel = context.WithCancel(context.WithValue(lm.rt.ctx, actorKey{}, a))

@@ -71,7 +71,8 @@ type outCall struct {
 // calls travel: every adverb is a port and a send. A call to a mesh whose
 // members' places are being refreshed (sendQueue) is queued behind that
 // refresh: send then returns at once, and failed hears of a queued call
-// that could not be sent.
+// that could not be sent; one past the queue's bound is refused at once,
+// with ErrMailboxFull.
 func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply portRef, failed func(error)) error {
 	if err := rt.health.meshUsable(ref, reg); err != nil && !ref.queue.due(ref, reg) {
 		return err
@@ -83,10 +84,14 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 	if err := c.encode(ref, reg, m, args, reply); err != nil {
 		return err
 	}
-	if ref.queue.add(&c, failed) {
-		return nil
+	queued, err := ref.queue.add(&c, failed)
+	if queued {
+		return nil // the queue frees c's frame once sent
 	}
 	defer c.w.Free()
+	if err != nil {
+		return err // refused: past the queue's bound
+	}
 	return c.post()
 }
 

@@ -304,7 +304,9 @@
 //     holder's reference, in order (a Call's Get waits as long as its ctx
 //     lets it; a queued Send that cannot be sent fails its port; a
 //     queued Broadcast that cannot be sent is logged, its members being
-//     failed ones their owner hears of);
+//     failed ones their owner hears of); that queue is bounded as a
+//     mailbox is (WithMailboxLimit): a call past it is refused at once
+//     with ErrMailboxFull, by the adverb (a Call's future fails with it);
 //   - past the limit, or when the member's host is gone, the failure
 //     goes to the owner as it would without a policy, naming why it was
 //     not restarted.

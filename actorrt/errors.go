@@ -61,7 +61,9 @@ var (
 	ErrTooLarge = errTooLarge
 	// ErrMailboxFull: an actor's mailbox is at its bound (WithMailboxLimit):
 	// a call is refused with it; a message nobody waits for fails the
-	// actor instead, so that its loss is reported to the owner.
+	// actor instead, so that its loss is reported to the owner. A call
+	// queued behind a restart that would pass the same bound, in its
+	// sender's queue for that mesh, is refused with it by its adverb.
 	ErrMailboxFull = errors.New("actorrt: mailbox full")
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")

@@ -19,9 +19,9 @@ import (
 // handed over before; once an instance has left, what is routed to it
 // comes back from flush, to be refused or passed on.
 type mailbox struct {
-	owner                 string // the actor's id, for the bound's error
-	maxMessages, maxBytes int64
-	wake                  chan struct{}
+	owner string // the actor's id, for the bound's error
+	bound msgBound
+	wake  chan struct{}
 
 	mu     sync.Mutex
 	queue  []envelope
@@ -41,19 +41,35 @@ type mailbox struct {
 	stagedBytes int64
 }
 
-func (b *mailbox) setLimits(owner string, maxMessages int, maxBytes int64) {
-	b.owner, b.maxMessages, b.maxBytes = owner, int64(maxMessages), maxBytes
+func (b *mailbox) setLimits(owner string, bound msgBound) {
+	b.owner, b.bound = owner, bound
 	b.wake = make(chan struct{}, 1)
 }
 
 // full is the error for a message of size bytes that finds n messages
 // (bytes in all) waiting, or nil if it fits.
 func (b *mailbox) full(n, bytes, size int64) error {
-	if n < b.maxMessages && bytes+size <= b.maxBytes {
+	if b.bound.fits(n, bytes, size) {
 		return nil
 	}
-	return fmt.Errorf("%w: actor %s has %d messages (%d bytes) waiting; the bound is %d messages, %d bytes (WithMailboxLimit)",
-		ErrMailboxFull, b.owner, n, bytes, b.maxMessages, b.maxBytes)
+	return b.bound.refusal("actor "+b.owner, n, bytes)
+}
+
+// msgBound is the bound WithMailboxLimit sets on what waits: in an
+// actor's mailbox, and in a mesh's send queue (sendqueue.go).
+type msgBound struct{ messages, bytes int64 }
+
+// fits reports whether a message of size bytes may join n messages
+// (bytes in all) waiting.
+func (m msgBound) fits(n, bytes, size int64) bool {
+	return n < m.messages && bytes+size <= m.bytes
+}
+
+// refusal is the error for a message that does not fit where n messages
+// (bytes in all) wait: what names the place.
+func (m msgBound) refusal(what string, n, bytes int64) error {
+	return fmt.Errorf("%w: %s has %d messages (%d bytes) waiting; the bound is %d messages, %d bytes (WithMailboxLimit)",
+		ErrMailboxFull, what, n, bytes, m.messages, m.bytes)
 }
 
 // signal wakes the server, if it is not already to wake.

@@ -12,7 +12,7 @@ import (
 
 func newTestMailbox(messages int, bytes int64) *mailbox {
 	b := &mailbox{}
-	b.setLimits("w[0]", messages, bytes)
+	b.setLimits("w[0]", msgBound{int64(messages), bytes})
 	return b
 }
 

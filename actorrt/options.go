@@ -20,9 +20,8 @@ type options struct {
 	maxMessage   int           // 0: the bus's default
 	faultHook    func(*MeshFailure) error
 	hookSet      bool // WithFaultHook was given: the default's advice is not printed
-	// The bound of every actor's mailbox.
-	mailboxMessages int
-	mailboxBytes    int64
+	// The bound of every actor's mailbox, and of every mesh's send queue.
+	mailbox msgBound
 
 	cleanupTimeout time.Duration // bounds an actor's Cleanup (cleanup.go)
 
@@ -39,7 +38,7 @@ type options struct {
 func defaultOptions(h hostsconfig.Health) options {
 	return options{spawnTimeout: 60 * time.Second, stopTimeout: 5 * time.Second, cleanupTimeout: DefaultCleanupTimeout,
 		hostTimeout: h.HostTimeout, lostAfter: h.LostAfter, heartbeat: h.Heartbeat,
-		faultHook: defaultFaultHook, mailboxMessages: DefaultMailboxMessages, mailboxBytes: DefaultMailboxBytes}
+		faultHook: defaultFaultHook, mailbox: msgBound{DefaultMailboxMessages, DefaultMailboxBytes}}
 }
 
 // WithHostTimeout sets how long a host agent may be silent before its
@@ -119,13 +118,17 @@ const (
 // fails at once with ErrMailboxFull; a message nobody waits for (a
 // Broadcast, a Send) that would pass it fails the actor, and its owner
 // hears why: a flood is never held in unbounded memory, and never lost
-// silently. Defaults DefaultMailboxMessages and DefaultMailboxBytes.
+// silently. The same bound holds the calls a sender queues for a mesh
+// while it asks where a member whose proc ended lives now: past it, the
+// adverb refuses the call at once with ErrMailboxFull (a Call's future
+// fails with it; a Broadcast or Send returns it). Defaults
+// DefaultMailboxMessages and DefaultMailboxBytes.
 func WithMailboxLimit(messages int, bytes int64) Option {
 	return func(o *options) error {
 		if messages < 1 || bytes < 1 {
 			return fmt.Errorf("actorrt: mailbox limit %d messages, %d bytes: both must be positive", messages, bytes)
 		}
-		o.mailboxMessages, o.mailboxBytes = messages, bytes
+		o.mailbox = msgBound{int64(messages), bytes}
 		return nil
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -127,6 +128,15 @@ type ProcEnd struct {
 	// not of its own accord.
 	Stopped bool
 	Reason  string
+	// At is when it ended, by its host's clock (so ends on different
+	// hosts compare as well as their clocks agree); zero when nobody saw
+	// it end (its host was lost).
+	At time.Time
+	// ErrAt is when its host's agent read the last line it wrote to
+	// stderr before it ended (by the same clock, not after At): when it
+	// failed, for a program whose last words are its error, as a Python
+	// traceback is. Zero when it wrote none, or nobody knows.
+	ErrAt time.Time
 }
 
 func (e ProcEnd) String() string {
@@ -172,10 +182,19 @@ func (pe *procEnds) end(n wire.GoneNotice) {
 	for r, id := range pe.ids {
 		if id == n.Proc {
 			pe.told[n.Proc] = true
-			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: id, Host: pe.hosts[r], Status: n.Status, Stopped: n.Stopped, Reason: n.Reason}
+			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: id, Host: pe.hosts[r], Status: n.Status, Stopped: n.Stopped, Reason: n.Reason,
+				At: unixTime(n.At), ErrAt: unixTime(n.ErrAt)}
 			return
 		}
 	}
+}
+
+// unixTime is Unix nanoseconds ns as a time; 0 is the zero time.
+func unixTime(ns int64) time.Time {
+	if ns <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
 }
 
 // Ends delivers, once each and as it happens, the end of every proc

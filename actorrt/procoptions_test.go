@@ -130,7 +130,7 @@ func TestMasterPort(t *testing.T) {
 func TestCommandProcs(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
-	script := `echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $ROLE_RANK $ROLE_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RUN_ID ${CUDA_VISIBLE_DEVICES-none} ${MONARCH_BUS_TOKEN-} ${MONARCH_BUS_URL-}" > "$OUT/$RANK"; exit $((RANK + 3))`
+	script := `echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $ROLE_RANK $ROLE_WORLD_SIZE $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RUN_ID ${CUDA_VISIBLE_DEVICES-none} ${MONARCH_BUS_TOKEN-} ${MONARCH_BUS_URL-}" > "$OUT/$RANK"; [ "$RANK" != 1 ] || echo "rank 1 fails" >&2; exit $((RANK + 3))`
 	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 3}},
 		actorrt.WithCommand("sh", "-c", script), actorrt.WithProcEnv(func(actorrt.Point) []string { return []string{"OUT=" + dir} }))
 	if err != nil {
@@ -145,8 +145,13 @@ func TestCommandProcs(t *testing.T) {
 		select {
 		case e := <-procs.Ends():
 			statuses[e.Point.Rank()] = e.Status
-			if e.Stopped || e.Host == "" || e.Proc == "" {
+			if e.Stopped || e.Host == "" || e.Proc == "" || e.At.IsZero() || e.At.After(time.Now()) {
 				t.Errorf("end %+v", e)
+			}
+			// Rank 1 wrote its error to stderr before it ended; the others
+			// wrote none.
+			if wrote := e.Point.Rank() == 1; wrote == e.ErrAt.IsZero() || e.ErrAt.After(e.At) {
+				t.Errorf("rank %d: its last error at %v, ended at %v", e.Point.Rank(), e.ErrAt, e.At)
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatalf("ends heard: %v", statuses)

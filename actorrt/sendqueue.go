@@ -11,14 +11,24 @@ import "sync"
 // later calls behind them, so that one sender's calls reach the mesh in
 // the order made. A Call's future is bounded by its caller's ctx, as
 // always; the refresh by the spawn timeout and the runtime's end.
+//
+// What waits is bounded as a mailbox is (WithMailboxLimit): a call that
+// would pass the bound (the calls queued or being sent, and the bytes of
+// their frames) is refused at once with ErrMailboxFull, to its adverb's
+// caller, and never queued: a flood of calls during a long refresh is
+// not held in unbounded memory, and no call is dropped unseen.
 type sendQueue struct {
 	mu    sync.Mutex
 	busy  bool // a refresh, then the calls queued, are under way
 	calls []queuedCall
+	// waiting and waitingBytes count the calls queued or being sent, and
+	// their frames' bytes, for the bound.
+	waiting, waitingBytes int64
 }
 
 type queuedCall struct {
 	c      *outCall
+	size   int64       // its frame's bytes, for the bound
 	failed func(error) // hears of a call that could not be sent
 }
 
@@ -34,20 +44,28 @@ func (q *sendQueue) due(ref *meshRef, reg region) bool {
 
 // add queues a copy of c if due (see due), starting the refresh if none
 // is under way; it reports whether it did. A call not queued is the
-// caller's to send (c is not kept: it may live in the caller's frame).
-func (q *sendQueue) add(c *outCall, failed func(error)) bool {
+// caller's to send (c is not kept: it may live in the caller's frame),
+// unless err says why it was refused: past the bound, it is the caller's
+// to fail.
+func (q *sendQueue) add(c *outCall, failed func(error)) (queued bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.busy && !c.ref.refreshDue(c.reg) {
-		return false
+		return false, nil
 	}
+	size := int64(c.w.PayloadSize())
+	if bound := c.ref.rt.opts.mailbox; !bound.fits(q.waiting, q.waitingBytes, size) {
+		return false, bound.refusal("the queue of calls to mesh "+c.ref.name+" (waiting for where its members live now)", q.waiting, q.waitingBytes)
+	}
+	q.waiting++
+	q.waitingBytes += size
 	kept := *c
-	q.calls = append(q.calls, queuedCall{&kept, failed})
+	q.calls = append(q.calls, queuedCall{&kept, size, failed})
 	if !q.busy {
 		q.busy = true
 		go q.drain(c.ref, c.reg)
 	}
-	return true
+	return true, nil
 }
 
 // drain refreshes where ref's members live, then sends the queued calls
@@ -55,8 +73,13 @@ func (q *sendQueue) add(c *outCall, failed func(error)) bool {
 func (q *sendQueue) drain(ref *meshRef, reg region) {
 	rt := ref.rt
 	rt.refreshMoves(rt.ctx, ref, reg)
+	var sent []queuedCall // the batch sent last, still counted
 	for {
 		q.mu.Lock()
+		q.waiting -= int64(len(sent))
+		for _, qc := range sent {
+			q.waitingBytes -= qc.size
+		}
 		calls := q.calls
 		q.calls = nil
 		if len(calls) == 0 {
@@ -75,5 +98,6 @@ func (q *sendQueue) drain(ref *meshRef, reg region) {
 			}
 			c.w.Free()
 		}
+		sent = calls
 	}
 }

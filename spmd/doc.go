@@ -22,6 +22,18 @@
 //
 //	monarch: rank 3 on h2 failed: exited with status 1 ({hosts: 1, gpus: 1}); the other 3 ranks were stopped
 //
+// The first is the one that failed first by its host's clock, of those
+// heard of by the time the others were stopped (and at most a second
+// more): a rank that failed because another did (its peer in a
+// collective went away) may be heard of first, and is not the cause. It
+// may even end first: a rank that raised can outlast the peers it failed
+// while its interpreter winds down. So a rank that ended by exiting is
+// placed at its last words, when its host's agent read the last line it
+// wrote to stderr (at most 2 s before its end): a traceback, which comes
+// before the errors it causes, as torchrun orders ranks by the time of
+// their errors. A rank that wrote nothing then, or that a signal killed
+// or the stop ended, is placed at its end.
+//
 // It returns an *actorrt.ExitError with that proc's status and an
 // actorrt.Failure (rank, host, status or signal, the mesh, its last
 // stderr lines), which the client reports to the launcher (monarch

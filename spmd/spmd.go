@@ -100,6 +100,8 @@ type run struct {
 	left  int // ranks still running
 	// attempt counts the restarts before this run: 0 for the first.
 	attempt int
+	// failures are the failed ends heard, in the order heard.
+	failures []actorrt.ProcEnd
 }
 
 // errRestart is what wait returns when a rank failed and every rank is
@@ -112,9 +114,8 @@ func (r *run) wait(ctx context.Context, notices <-chan actorrt.PreemptNotice) er
 	for r.left > 0 {
 		select {
 		case e := <-r.ends:
-			r.left--
-			if e.Status != 0 {
-				return r.failed(ctx, e)
+			if r.heard(e) {
+				return r.failed(ctx)
 			}
 		case n := <-notices:
 			if !n.Stop {
@@ -172,21 +173,43 @@ func (r *run) waitEnds(until time.Time) {
 	defer timer.Stop()
 	for r.left > 0 {
 		select {
-		case <-r.ends:
-			r.left--
+		case e := <-r.ends:
+			r.heard(e)
 		case <-timer.C:
 			return
 		}
 	}
 }
 
-// failed stops the other ranks after e's failure, then says what failed,
-// last (after the others' last lines), and returns it as the job's
-// failure with e's status.
-func (r *run) failed(ctx context.Context, e actorrt.ProcEnd) error {
+// heard counts e out of the ranks running and keeps it if it is a
+// failure (a status not 0), which it reports. The ends of the ranks
+// stopped after a failure are kept too, placed at their ends (see
+// failedAt): they happened after the stop, itself after the failure heard
+// first, so firstFailure never prefers them.
+func (r *run) heard(e actorrt.ProcEnd) bool {
+	r.left--
+	if e.Status == 0 {
+		return false
+	}
+	r.failures = append(r.failures, e)
+	return true
+}
+
+// endsWindow bounds how long, once the ranks were stopped, the ends not
+// heard yet are waited for, to tell which failure came first. Stop
+// returns once every rank ended: their notices are on their way.
+const endsWindow = time.Second
+
+// failed stops the other ranks after the first failure heard, then says
+// which failed first (firstFailure: of those heard by then, the one that
+// happened first), last (after the others' last lines), and returns it
+// as the job's failure with its status.
+func (r *run) failed(ctx context.Context) error {
 	bg := context.WithoutCancel(ctx)
 	others := r.left
 	r.procs.Stop(bg) // their last lines are printed before it returns
+	r.waitEnds(time.Now().Add(endsWindow))
+	e := firstFailure(r.failures)
 	f, how := failureOf(e, r.procs.StderrTail(bg, e.Point))
 	if r.attempt < r.job.MaxRestarts && ctx.Err() == nil {
 		// A restart: every rank starts again, a new rendezvous.

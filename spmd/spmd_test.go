@@ -2,9 +2,11 @@ package spmd
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/monarch-go/monarch/actorrt"
 )
@@ -52,5 +54,111 @@ func TestRunNegativeRestarts(t *testing.T) {
 	}
 	if restartsText(1) != "1 restart" || restartsText(3) != "3 restarts" {
 		t.Errorf("restartsText: %q, %q", restartsText(1), restartsText(3))
+	}
+}
+
+// end is rank's end on host, status st, at ms milliseconds past t0 by
+// its host's clock (ms < 0: nobody saw it end, a host lost).
+func end(rank int, host string, st, ms int) actorrt.ProcEnd {
+	e := actorrt.ProcEnd{Proc: fmt.Sprintf("rank%d", rank), Host: host, Status: st, Reason: fmt.Sprintf("exited with status %d (host %s)", st, host)}
+	if ms >= 0 {
+		e.At = time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond)
+	}
+	return e
+}
+
+// wrote is e, whose last stderr line was read at ms milliseconds past
+// t0.
+func wrote(e actorrt.ProcEnd, ms int) actorrt.ProcEnd {
+	e.ErrAt = time.Unix(1_800_000_000, 0).Add(time.Duration(ms) * time.Millisecond)
+	return e
+}
+
+// TestFirstFailure: of the failures heard (in the order given), the one
+// reported is the one that happened first by its host's clock, whatever
+// the order they were heard in; an end whose time is unknown keeps its
+// place as heard.
+func TestFirstFailure(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		heard []actorrt.ProcEnd
+		want  string
+	}{
+		{"heard in order", []actorrt.ProcEnd{end(1, "h0", 1, 0), end(0, "h0", 1, 80)}, "rank1"},
+		// The flake: rank 1 raised, rank 0 failed when its peer went
+		// away, and rank 0's end was heard first.
+		{"heard out of order, one host", []actorrt.ProcEnd{end(0, "h0", 1, 80), end(1, "h0", 1, 0)}, "rank1"},
+		{"heard out of order, two hosts", []actorrt.ProcEnd{end(2, "h1", 1, 80), end(3, "h1", 1, 90), end(1, "h0", 1, 0)}, "rank1"},
+		{"the ranks stopped after it", []actorrt.ProcEnd{end(1, "h0", 1, 10), end(0, "h0", 143, 400), end(2, "h1", 143, 401)}, "rank1"},
+		{"a host lost heard first", []actorrt.ProcEnd{end(2, "h1", -1, -1), end(1, "h0", 1, 0)}, "rank2"},
+		{"a host lost heard later", []actorrt.ProcEnd{end(1, "h0", 1, 50), end(2, "h1", -1, -1)}, "rank1"},
+		{"a tie keeps the order heard", []actorrt.ProcEnd{end(3, "h1", 1, 5), end(1, "h0", 1, 5)}, "rank3"},
+	} {
+		if got := firstFailure(c.heard); got.Proc != c.want {
+			t.Errorf("%s: %s reported, want %s", c.name, got.Proc, c.want)
+		}
+	}
+}
+
+// TestFirstFailureByError: a rank that wrote its error (a traceback) and
+// then ended is placed at its error, before the ends it caused, though
+// it ended after them; a rank whose last words are not its error (it was
+// stopped, a signal killed it, or they came long before its end) is
+// placed at its end.
+func TestFirstFailureByError(t *testing.T) {
+	stopped := func(e actorrt.ProcEnd) actorrt.ProcEnd { e.Stopped = true; return e }
+	killed := end(3, "h1", 137, 100)
+	killed.Reason = "killed by SIGKILL (host h1)"
+	for _, c := range []struct {
+		name  string
+		heard []actorrt.ProcEnd
+		want  string
+	}{
+		// The flake left by the end times: rank 1 raised (its
+		// traceback at 10 ms), its peers failed when it closed their
+		// connections (theirs at 60 and 70) and ended, at 80 and 90,
+		// before rank 1 did (at 120), winding down.
+		{"its peers ended first, one host", []actorrt.ProcEnd{wrote(end(0, "h0", 1, 80), 60), wrote(end(1, "h0", 1, 120), 10)}, "rank1"},
+		{"its peers ended first, two hosts", []actorrt.ProcEnd{wrote(end(2, "h1", 1, 80), 60), wrote(end(3, "h1", 1, 90), 70), wrote(end(1, "h0", 1, 120), 10)}, "rank1"},
+		{"a silent end before its error", []actorrt.ProcEnd{wrote(end(1, "h0", 1, 120), 10), end(2, "h1", 1, 5)}, "rank2"},
+		{"a silent end after its error", []actorrt.ProcEnd{end(2, "h1", 1, 50), wrote(end(1, "h0", 1, 120), 10)}, "rank1"},
+		{"a rank stopped, that wrote before", []actorrt.ProcEnd{wrote(end(1, "h0", 1, 120), 30), wrote(stopped(end(2, "h1", 143, 400)), 5)}, "rank1"},
+		{"a rank killed, that wrote before", []actorrt.ProcEnd{wrote(killed, 5), wrote(end(1, "h0", 1, 120), 30)}, "rank1"},
+		{"a rank's old warning", []actorrt.ProcEnd{wrote(end(2, "h1", 1, 100), -5000), wrote(end(1, "h0", 1, 120), 30)}, "rank1"},
+		{"an error just inside its bound", []actorrt.ProcEnd{wrote(end(2, "h1", 1, 100), 100-2000), wrote(end(1, "h0", 1, 120), 30)}, "rank2"},
+		{"a host lost heard first", []actorrt.ProcEnd{end(2, "h1", -1, -1), wrote(end(1, "h0", 1, 120), 10)}, "rank2"},
+		{"a host lost heard later", []actorrt.ProcEnd{wrote(end(1, "h0", 1, 120), 10), end(2, "h1", -1, -1)}, "rank1"},
+	} {
+		if got := firstFailure(c.heard); got.Proc != c.want {
+			t.Errorf("%s: %s reported, want %s", c.name, got.Proc, c.want)
+		}
+	}
+}
+
+// TestRunHearsEnds: a run hears its ranks' ends in the order they
+// arrive; once the first failure is heard, the rest are gathered (at
+// most until the deadline), and the failure reported is the earliest,
+// not the one heard first; the ends that are not failures are not kept.
+func TestRunHearsEnds(t *testing.T) {
+	ends := make(chan actorrt.ProcEnd, 4)
+	r := &run{ends: ends, left: 4}
+	if !r.heard(end(0, "h0", 1, 80)) {
+		t.Fatal("a rank's exit with status 1 was not a failure")
+	}
+	for _, e := range []actorrt.ProcEnd{end(3, "h1", 0, 20), end(1, "h0", 1, 0), end(2, "h1", 143, 300)} {
+		ends <- e
+	}
+	r.waitEnds(time.Now().Add(time.Minute))
+	if r.left != 0 || len(r.failures) != 3 {
+		t.Fatalf("%d ranks left, failures %v; want 0 left and the 3 ends not 0", r.left, r.failures)
+	}
+	if got := firstFailure(r.failures); got.Proc != "rank1" {
+		t.Fatalf("%s reported, want rank1 (the earliest)", got.Proc)
+	}
+	// An end that never comes is waited for until the deadline only.
+	r = &run{ends: make(chan actorrt.ProcEnd), left: 1}
+	r.waitEnds(time.Now().Add(10 * time.Millisecond))
+	if r.left != 1 {
+		t.Fatalf("%d left", r.left)
 	}
 }

@@ -395,8 +395,10 @@ func (a *Agent) SignalProcs(req wire.StopProcsReq, replyProc string, replyPort u
 	a.sendToPort(replyProc, replyPort, req.Rank, 0, func(e *msgpack.Encoder) error { return e.EncodeInt(int64(sent)) })
 }
 
-// take finds the children with the given ids; stopping marks them, so
-// that their ends are told as stops, not failures.
+// take finds the children with the given ids; stopping marks those still
+// running, so that their ends are told as stops, not failures. A child
+// that ended before (reaped, its output still draining) is not marked:
+// it ended on its own, and its end is told as it was.
 func (a *Agent) take(ids []string, stopping bool) []*proc {
 	var ps []*proc
 	a.mu.Lock()
@@ -407,7 +409,7 @@ func (a *Agent) take(ids []string, stopping bool) []*proc {
 		// proc mesh it was spawned in stops and signals that one.
 		for range maxRespawnable {
 			if p := a.children[id]; p != nil {
-				if stopping {
+				if stopping && !p.process.Exited() {
 					p.stopping = true
 				}
 				ps = append(ps, p)
@@ -465,7 +467,15 @@ func (a *Agent) stop(ps []*proc, grace time.Duration) {
 // watch waits for a proc to end, sends its last lines, and tells the job.
 func (a *Agent) watch(p *proc) {
 	<-p.process.Done()
+	// When it ended, before its output is drained: the drain may hold
+	// the notice for up to OutputGrace, and one proc's end may be heard
+	// after another's that happened later (spmd orders them by this).
+	at := time.Now()
 	p.drainOutput(OutputGrace)
+	// Its last stderr line, read at most at its end: a line read while
+	// draining was written before the end (or by a grandchild after it),
+	// and is placed at the end, the latest it can have been written.
+	errAt := min(p.lastErr.Load(), at.UnixNano())
 	reason, status := p.process.End()
 	if p.unresponsive.Load() {
 		reason = "unresponsive (no sign of life: stopped, or its runtime wedged): " + reason
@@ -473,7 +483,7 @@ func (a *Agent) watch(p *proc) {
 	a.mu.Lock()
 	delete(a.children, p.id)
 	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping,
-		Status: status}
+		Status: status, At: at.UnixNano(), ErrAt: errAt}
 	a.ended[p.id] = n
 	if a.endOrder = append(a.endOrder, p.id); len(a.endOrder) > maxEnded {
 		delete(a.ended, a.endOrder[0])

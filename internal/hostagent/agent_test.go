@@ -150,6 +150,7 @@ func TestEmbedded(t *testing.T) {
 	cfg.Env = []string{"RANK_HINT=hinted"}
 	a := New(cfg, b.conn)
 	defer a.Close()
+	before := time.Now()
 
 	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{5}, Env: [][]string{{"EXTRA=1"}}, Proc: "c", Port: 7})
 	if !a.Started() {
@@ -164,9 +165,18 @@ func TestEmbedded(t *testing.T) {
 	if n.Proc != "c-1" || n.Reason != "exited with status 3 (host h0)" || n.Stopped {
 		t.Errorf("end told as %+v", n)
 	}
-	// The lines were sent before the end was told.
+	// It says when the proc ended, by this host's clock.
+	if at := time.Unix(0, n.At); n.At == 0 || at.Before(before) || at.After(time.Now()) {
+		t.Errorf("end told at %v, want a time since %v", at, before)
+	}
+	// The lines were sent before the end was told; its last error is
+	// when its stderr line was read.
 	b.waitFor("both lines", func() bool { return len(b.lines) == 2 })
 	for _, l := range b.lines {
+		// Read before or after the reap: the proc exits as it writes.
+		if l.Stream == logagg.Stderr && min(l.Time.UnixNano(), n.At) != n.ErrAt {
+			t.Errorf("its last error told at %d, want %d, when its stderr line was read, or its end", n.ErrAt, l.Time.UnixNano())
+		}
 		if l.Proc != "c-1" || l.Rank != 5 || l.Host != "h0" {
 			t.Errorf("line %+v: want proc c-1, rank 5, host h0", l)
 		}
@@ -190,12 +200,117 @@ func TestEmbedded(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stopped proc's end was not told within 10s")
 	}
-	if n.Proc != "c-2" || !n.Stopped {
-		t.Errorf("stop told as %+v", n)
+	if n.Proc != "c-2" || !n.Stopped || n.ErrAt != 0 {
+		t.Errorf("stop told as %+v, want a stop with no error written", n)
 	}
 	b.waitFor("the stop's answer", func() bool { return b.reply(8, 4) != nil })
 	if f := b.reply(8, 4); f.Flags&wire.FlagError != 0 || f.ReplyTo != "c" {
 		t.Errorf("stop answered with %+v", f.Header)
+	}
+}
+
+// TestStopAfterItsOwnEnd: a stop that comes once a proc has ended on its
+// own, while its output is still draining (a grandchild holds its stderr
+// open), does not make its end a stop: it failed, and is told so.
+func TestStopAfterItsOwnEnd(t *testing.T) {
+	b := newJobBus(t, "j1")
+	ended := make(chan wire.GoneNotice, 1)
+	cfg := shell(`sleep 1 >&2 & echo failing >&2; exit 4`)
+	cfg.OnEnd = func(n wire.GoneNotice) { ended <- n }
+	a := New(cfg, b.conn)
+	defer a.Close()
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 7})
+	waitReaped(t, a, "c-1")
+	a.StopProcs(wire.StopProcsReq{IDs: []string{"c-1"}}, "c", 8)
+	select {
+	case n := <-ended:
+		if n.Stopped || n.Status != 4 || n.Reason != "exited with status 4 (host h0)" {
+			t.Errorf("end told as %+v, want a failure with status 4, not a stop", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the end was not told within 10s")
+	}
+	b.waitFor("the stop's answer", func() bool { return b.reply(8, 0) != nil })
+}
+
+// waitReaped waits (10s at most) until the agent has reaped proc id while
+// its output still drains (a grandchild holds its pipes): still its child.
+func waitReaped(t *testing.T, a *Agent, id string) {
+	t.Helper()
+	reaped := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		p := a.children[id]
+		return p != nil && p.process.Exited()
+	}
+	for deadline := time.Now().Add(10 * time.Second); !reaped(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("proc %s was not reaped (and still draining) within 10s", id)
+		}
+	}
+}
+
+// TestLastErrorTime: an end notice's ErrAt is when the proc's last
+// stderr line was read; one read after the proc was reaped (a
+// grandchild's, written after the end) is not placed after the end: the
+// notice's ErrAt is then its At.
+func TestLastErrorTime(t *testing.T) {
+	b := newJobBus(t, "j1")
+	// Each proc waits on its fifo until the test lets it go on.
+	dir := t.TempDir()
+	release := func(fifo string) {
+		// Read-write: it opens whether or not anyone reads yet.
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			f.WriteString("go\n")
+			f.Close()
+		}
+	}
+	fifos := make([]string, 2)
+	for i := range fifos {
+		fifos[i] = filepath.Join(dir, fmt.Sprint(i))
+		if err := syscall.Mkfifo(fifos[i], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { release(fifos[i]) }) // nothing outlives the test
+	}
+	ended := make(chan wire.GoneNotice, 2)
+	// It holds its fifo open (fd 3, and its grandchild too): what the
+	// test writes waits there until read.
+	cfg := shell(`exec 3<>"$FIFO"; echo "early $LATE" >&2; read x <&3; test -z "$LATE" || (read x <&3; echo late >&2) & exit 5`)
+	cfg.OnEnd = func(n wire.GoneNotice) { ended <- n }
+	a := New(cfg, b.conn)
+	defer a.Close()
+	end := func() wire.GoneNotice {
+		select {
+		case n := <-ended:
+			return n
+		case <-time.After(10 * time.Second):
+			t.Fatal("the end was not told within 10s")
+		}
+		return wire.GoneNotice{}
+	}
+
+	// Its error read, then its end: ErrAt is when the line was read.
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{{"FIFO=" + fifos[0]}}, Proc: "c", Port: 7})
+	b.waitFor("its error", func() bool { return len(b.lines) == 1 })
+	release(fifos[0])
+	if n, early := end(), b.lines[0]; n.ErrAt != early.Time.UnixNano() || n.ErrAt >= n.At || n.Status != 5 {
+		t.Errorf("end told as %+v, want its last error when %q was read (%d)", n, early.Text, early.Time.UnixNano())
+	}
+
+	// A line read after its end: ErrAt is its end.
+	a.SpawnProcs(wire.SpawnProcsReq{IDs: []string{"c-2"}, Ranks: []int{0}, Env: [][]string{{"FIFO=" + fifos[1], "LATE=1"}}, Proc: "c", Port: 7})
+	b.waitFor("its first error", func() bool { return len(b.lines) == 2 })
+	release(fifos[1])
+	waitReaped(t, a, "c-2")
+	release(fifos[1])
+	n := end()
+	b.waitFor("the late line", func() bool { return len(b.lines) == 3 })
+	if late := b.lines[2]; late.Text != "late" || late.Time.UnixNano() <= n.At {
+		t.Fatalf("line %+v, want the grandchild's, read after the end at %d", late, n.At)
+	}
+	if n.ErrAt != n.At || n.Status != 5 {
+		t.Errorf("end told as %+v, want its last error at its end", n)
 	}
 }
 

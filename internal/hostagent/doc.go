@@ -1,8 +1,10 @@
 // Package hostagent is a job's host agent: on one host, it starts the
 // job's program in worker mode for every proc asked of it, captures each
 // proc's stdout and stderr line by line onto the job's log subject,
-// watches the procs and tells the job when one ends, and stops them on
-// request.
+// watches the procs and tells the job when one ends (how, and when by
+// this host's clock: the moment it was reaped, before its last output is
+// drained, and when the last line it wrote to stderr was read, at most
+// that moment), and stops them on request.
 //
 // An agent is addressed like a proc, by its id, with control messages on
 // its proc subject (internal/wire): spawnprocs, respawnproc, stopprocs,
@@ -70,7 +72,10 @@
 // Children are started with internal/child: a parent-death signal from a
 // thread that lives as long as the process, their own process group (a
 // terminal's Ctrl-C reaches the client only, which stops them in order),
-// and SIGTERM, then SIGKILL after the stop timeout, to stop them.
+// and SIGTERM, then SIGKILL after the stop timeout, to stop them. An
+// end is told as a stop (GoneNotice.Stopped) only when the stop came
+// while the proc still ran: one that ended on its own before, its output
+// still draining, failed, and is told so.
 //
 // # Respawns
 //

@@ -23,7 +23,7 @@ type proc struct {
 	boot     *bootstrap // how it was started: what RespawnProc starts again
 	process  Process
 	ended    chan struct{} // closed once reaped and its output sent
-	stopping bool          // a stop was asked for: its end is not a failure (under Agent.mu)
+	stopping bool          // a stop was asked for while it ran: its end is not a failure (under Agent.mu)
 	outputs  []*os.File    // read ends of its stdout and stderr pipes
 	captured sync.WaitGroup
 	waiting  [2]atomic.Bool // each capture is blocked reading its pipe: it has sent every whole line read
@@ -35,6 +35,9 @@ type proc struct {
 	unresponsive atomic.Bool
 	// cpuTicks is its CPU time when liveness last looked (see busy).
 	cpuTicks atomic.Int64
+	// lastErr is when its last stderr line was read, as Unix nanoseconds;
+	// 0: none yet.
+	lastErr atomic.Int64
 }
 
 // startPiped starts cmd bound to cpus (none: any), its stdout and stderr
@@ -92,10 +95,14 @@ func (a *Agent) capture(p *proc, stream logagg.Stream, r *os.File) {
 	subject := a.subjects.Log()
 	var buf []byte
 	logagg.Capture(&idleReader{r: r, idle: &p.waiting[stream-1]}, func(text string) {
+		now := time.Now()
 		if p.lastAlive.Load() != 0 {
-			p.lastAlive.Store(time.Now().UnixNano()) // writing is living
+			p.lastAlive.Store(now.UnixNano()) // writing is living
 		}
-		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: time.Now(), Host: a.cfg.Host, Proc: p.id, Mesh: p.mesh, Rank: p.rank, Stream: stream, Text: text})
+		if stream == logagg.Stderr {
+			p.lastErr.Store(now.UnixNano())
+		}
+		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: now, Host: a.cfg.Host, Proc: p.id, Mesh: p.mesh, Rank: p.rank, Stream: stream, Text: text})
 		a.link.Publish(subject, buf)
 	})
 }

@@ -181,6 +181,15 @@ type GoneNotice struct {
 	// Status is the proc's exit status as a shell reports it (128+n for
 	// signal n); -1 when the agent could not tell (a host lost).
 	Status int `msgpack:"status"`
+	// At is when the proc ended, by its host's clock, in Unix
+	// nanoseconds: what orders ends heard from different hosts (an SPMD
+	// job's first failure). 0 when nobody saw it end (a host lost).
+	At int64 `msgpack:"at,omitempty"`
+	// ErrAt is when its host's agent read the last line it wrote to
+	// stderr before it ended (at most At), in Unix nanoseconds: the time
+	// of its error, for a program whose last words are its error (a
+	// Python traceback). 0 when it wrote none, or nobody knows.
+	ErrAt int64 `msgpack:"errat,omitempty"`
 }
 
 // PortGone tells a sender that a port it sent to is closed.
@@ -227,6 +236,12 @@ func CheckControl(h *Header, body any) error {
 	case *GoneNotice:
 		if !ValidID(b.Proc) {
 			return fmt.Errorf("proc id %.40q", b.Proc)
+		}
+		if b.At < 0 {
+			return fmt.Errorf("proc %.40q ended at %d (want Unix nanoseconds, or 0)", b.Proc, b.At)
+		}
+		if b.ErrAt < 0 || b.At != 0 && b.ErrAt > b.At {
+			return fmt.Errorf("proc %.40q wrote its last error at %d, ended at %d (want Unix nanoseconds, at most its end, or 0)", b.Proc, b.ErrAt, b.At)
 		}
 	case *PortGone:
 		if b.ID == 0 || !ValidID(h.ReplyTo) {
