@@ -509,4 +509,3 @@ func TestProcReplacedAcrossOwners(t *testing.T) {
 	assertNoFailure(t, "slot-mine")
 	assertNoFailure(t, "slot-owned")
 }
-
