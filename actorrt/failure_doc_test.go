@@ -12,7 +12,7 @@ import (
 // TestFailureDocListsItsFields: Failure's doc lists its fields (go doc
 // shows no fields of an alias); the list may not drift from the type.
 func TestFailureDocListsItsFields(t *testing.T) {
-	src, err := os.ReadFile("failure.go")
+	src, err := os.ReadFile("jobrecord.go")
 	if err != nil {
 		t.Fatal(err)
 	}
