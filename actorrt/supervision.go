@@ -63,7 +63,10 @@ func (f *MeshFailure) String() string { return f.Error() }
 // 1. The default hook returns the failure, and the client then also
 // prints how to take failures over (defaultHookAdvice); a nil hook
 // ignores every failure. The hook runs on a goroutine of its own, one
-// failure at a time.
+// failure at a time, while the program runs: once its function has
+// returned the job is ending, and a failure found then (most often an end
+// the job's own stop caused, such as a restart it cut short) goes to the
+// system log, not to the hook.
 func WithFaultHook(hook func(*MeshFailure) error) Option {
 	return func(o *options) error {
 		if hook == nil {
@@ -173,11 +176,14 @@ func (s *supervision) ref(id string) *meshRef {
 // failure would have been.
 func (s *supervision) restartLater(e effRestart) {
 	rt := s.rt
+	if rt.closing.Load() {
+		return // the job is ending: its procs are being stopped
+	}
 	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
 		Msg("restarting in place, by the mesh's restart policy")
 	time.AfterFunc(e.after, func() {
 		ref := s.ref(e.id)
-		if ref == nil || ref.stopped.Load() {
+		if ref == nil || ref.stopped.Load() || rt.closing.Load() {
 			return
 		}
 		cause := e.f.ActorID + " failed: " + e.f.Reason
