@@ -260,8 +260,9 @@ func (s *supervision) coords(id string, b int) []int {
 	return nil
 }
 
-// restartByHand checks that ranks of mesh id may be restarted by hand.
-func (s *supervision) restartByHand(id string, ranks []int) error {
+// restartByHand picks the ranks of mesh id to restart by hand: those
+// that failed (see failureRouter.restartable).
+func (s *supervision) restartByHand(id string, ranks []int) ([]int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.router.restartable(id, ranks)
