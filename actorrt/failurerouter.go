@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
@@ -388,27 +387,39 @@ func (r *failureRouter) toOwner(out []routerEffect, m *ownedMesh, f *MeshFailure
 	return append(out, effUnhandled{f})
 }
 
-// restartable checks a restart by hand of ranks of mesh id: each failed
-// and was reported, and is not being restarted by the policy. On
-// success, the policy (if any) starts afresh: the owner took over.
-func (r *failureRouter) restartable(id string, ranks []int) error {
+// restartable picks, for a restart by hand of ranks of mesh id, those
+// that failed and were reported and are not being restarted by the
+// policy; the others (running, or restarting) are left alone. None is
+// ErrNotFailed. When some are picked, the policy (if any) starts afresh:
+// the owner took over.
+func (r *failureRouter) restartable(id string, ranks []int) ([]int, error) {
 	m := r.owned[id]
 	if m == nil || m.stopped {
-		return fmt.Errorf("%w: the mesh is stopped, or not owned by proc %s (only its owner restarts it)", ErrStopped, r.self)
+		return nil, fmt.Errorf("%w: the mesh is stopped, or not owned by proc %s (only its owner restarts it)", ErrStopped, r.self)
 	}
-	var live []string
+	var failed []int
 	for _, b := range ranks {
-		if !m.reported[b] || (m.plan != nil && m.plan.busy[b]) {
-			live = append(live, m.name+"["+strconv.Itoa(b)+"]")
+		if m.reported[b] && (m.plan == nil || !m.plan.busy[b]) {
+			failed = append(failed, b)
 		}
 	}
-	if len(live) > 0 {
-		return fmt.Errorf("%w: %s (running, or restarting by the mesh's policy)", ErrNotFailed, strings.Join(live, ", "))
+	if len(failed) == 0 {
+		return nil, fmt.Errorf("%w: no failed member among %s (running, or restarting by the mesh's policy)", ErrNotFailed, someMembers(m.name, ranks))
 	}
 	if m.plan != nil {
 		m.plan.manual()
 	}
-	return nil
+	return failed, nil
+}
+
+// someMembers names the members of mesh name at ranks, the first few of
+// many.
+func someMembers(name string, ranks []int) string {
+	names := make([]string, len(ranks))
+	for i, b := range ranks {
+		names[i] = name + "[" + strconv.Itoa(b) + "]"
+	}
+	return someOf(names)
 }
 
 // ownedIDs lists the owned meshes in a stable order, so that effects come

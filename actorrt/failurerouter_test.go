@@ -127,10 +127,11 @@ func TestFailureRouter(t *testing.T) {
 				var ranks []string
 				d.ScanArgs(t, "id", &id)
 				d.ScanArgs(t, "ranks", &ranks)
-				if err := r.restartable(id, atois(t, d, ranks)); err != nil {
+				picked, err := r.restartable(id, atois(t, d, ranks))
+				if err != nil {
 					return err.Error() + "\n"
 				}
-				return "ok\n"
+				return fmt.Sprintf("restart %v\n", picked)
 			case "proc-ended":
 				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)

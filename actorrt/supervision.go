@@ -71,7 +71,10 @@ func (f *MeshFailure) String() string { return f.Error() }
 // 1. The default hook returns the failure, and the client then also
 // prints how to take failures over (defaultHookAdvice); a nil hook
 // ignores every failure. The hook runs on a goroutine of its own, one
-// failure at a time.
+// failure at a time, while the program runs: once its function has
+// returned the job is ending, and a failure found then (most often an end
+// the job's own stop caused, such as a restart it cut short) goes to the
+// system log, not to the hook.
 func WithFaultHook(hook func(*MeshFailure) error) Option {
 	return func(o *options) error {
 		if hook == nil {
@@ -217,11 +220,14 @@ func (s *supervision) restartLater(e effRestart) {
 		return
 	}
 	rt := s.rt
+	if rt.closing.Load() {
+		return // the job is ending: its procs are being stopped
+	}
 	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
 		Msg("restarting in place, by the mesh's restart policy")
 	time.AfterFunc(e.after, func() {
 		ref := s.ref(e.id)
-		if ref == nil || ref.stopped.Load() {
+		if ref == nil || ref.stopped.Load() || rt.closing.Load() {
 			return
 		}
 		cause := e.f.ActorID + " failed: " + e.f.Reason
@@ -326,8 +332,9 @@ func (s *supervision) coords(id string, b int) []int {
 	return nil
 }
 
-// restartByHand checks that ranks of mesh id may be restarted by hand.
-func (s *supervision) restartByHand(id string, ranks []int) error {
+// restartByHand picks the ranks of mesh id to restart by hand: those
+// that failed (see failureRouter.restartable).
+func (s *supervision) restartByHand(id string, ranks []int) ([]int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.router.restartable(id, ranks)
