@@ -38,9 +38,15 @@ type ConnOptions struct {
 	// from the server).
 	Token string
 	// QueueLen bounds the receive queue: the messages that wait for Run
-	// (and up to 4,096 more on their way into it). Default
+	// (and up to Transit more on their way into it). Default
 	// DefaultQueueLen.
 	QueueLen int
+	// Transit is how many messages NATS's reader can hand over while the
+	// goroutine that moves them into the queue waits for a CPU (see
+	// queue.go); past it they are dropped, as past QueueLen. Default
+	// DefaultTransit; at most QueueLen. A process that all the others
+	// answer at once (the job's client) wants it as long as QueueLen.
+	Transit int
 	// MaxMessage is the largest message Publish accepts and Run
 	// reassembles. Default DefaultMaxMessage. Give every process of a job
 	// the same value: a receiver drops a chunked message over its own.
@@ -184,6 +190,9 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 	if o.QueueLen <= 0 {
 		o.QueueLen = DefaultQueueLen
 	}
+	if o.Transit <= 0 {
+		o.Transit = DefaultTransit
+	}
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = DefaultMaxMessage
 	}
@@ -200,7 +209,7 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		o.MaxPingsOut = DefaultMaxPingsOut
 	}
 	c := &Conn{
-		queue:      newRecvQueue(o.QueueLen),
+		queue:      newRecvQueue(o.QueueLen, o.Transit),
 		closed:     make(chan struct{}),
 		onError:    o.OnError,
 		maxMessage: o.MaxMessage,

@@ -12,7 +12,7 @@ import (
 // so one sized for a proc's bursts (DefaultQueueLen, 2 MB of pointers)
 // would be allocated, and scanned by the collector, in every process
 // that holds a Conn, thousands of them in one test process. So the
-// channel is a short transit (transitLen), and the pump, a goroutine
+// channel is a short transit (ConnOptions.Transit), and the pump, a goroutine
 // that does nothing else, moves what arrives into a ring that grows on
 // demand up to QueueLen and shrinks back once drained. Run takes from
 // the ring. The order is kept (one reader, one pump, one Run), and so is
@@ -20,12 +20,12 @@ import (
 // ErrSlowConsumer, once until a message fits again, as NATS does for
 // the transit.
 
-// transitLen is the transit channel's length: what NATS's reader can
-// deliver while the pump waits to run. The pump is readied by the
+// DefaultTransit is ConnOptions.Transit's default: what NATS's reader
+// can deliver while the pump waits to run. The pump is readied by the
 // reader's own send, so it runs as soon as the reader waits for input;
 // 4,096 messages (32 KB) are a few milliseconds of a reader that never
 // waits.
-const transitLen = 1 << 12
+const DefaultTransit = 1 << 12
 
 // minRing is the ring's first length, and the length a drained ring
 // keeps; a longer one is given back once empty.
@@ -44,9 +44,9 @@ type recvQueue struct {
 	dropped  int  // messages dropped at the limit, ever
 }
 
-func newRecvQueue(limit int) *recvQueue {
+func newRecvQueue(limit, transit int) *recvQueue {
 	return &recvQueue{
-		transit: make(chan *nats.Msg, min(limit, transitLen)),
+		transit: make(chan *nats.Msg, min(limit, transit)),
 		pumped:  make(chan struct{}),
 		ready:   make(chan struct{}, 1),
 		limit:   limit,
