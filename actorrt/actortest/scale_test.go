@@ -34,8 +34,8 @@ type scaleFigures struct {
 // process (make bench-scale): spawn, memory per simulated proc, the p50
 // of a whole-mesh call, a broadcast flood and a kill reported to its
 // owner, for 4 x 8 (the floor) and 256 x 8 (MONARCH_INPROC_SCALE_SIZES
-// =HxP,... for others: 1,024 x 8 is the goal; it fits in memory, and does
-// not start on two cores yet, docs/scale.md names the wall). The BENCH line compares the spawn time per proc
+// =HxP,... for others: 1,024 x 8 is the goal, and does not start on two
+// cores yet; docs/scale.md names the wall). The BENCH line compares the spawn time per proc
 // of the largest size with the floor's. MONARCH_INPROC_SCALE_HEAP=path
 // writes a heap profile of each size once spawned (path.HxP), or when
 // its spawn failed (path.HxP.failed).
