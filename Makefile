@@ -36,7 +36,8 @@ bench:
 # hosts x 4 procs x 4 actors (MONARCH_SCALE_SIZES=1,4 for fewer), a line
 # of figures per size; then 4 x 8 and 256 x 8 simulated hosts x procs
 # in one process (actorrt/actortest; MONARCH_INPROC_SCALE_SIZES=4x8,1024x8
-# for others: 1,024 x 8 does not fit this machine yet, see docs/scale.md).
+# for others: 1,024 x 8 does not start here yet, its memory no longer the
+# procs' but the leaves' interest in one another, see docs/scale.md).
 bench-scale:
 	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m ./systest/
 	$(GO) test -run '^$$' -bench '^BenchmarkScaleInProcess$$' -benchtime 1x -count 1 -timeout 60m ./actorrt/actortest/

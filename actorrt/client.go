@@ -197,6 +197,11 @@ func newClient(o options, env jobenv.Env) (*client, error) {
 	return c, nil
 }
 
+// clientTransit: every proc answers the client, at once for a whole-mesh
+// call, so its link takes in a burst as long as its queue even while it
+// waits for a CPU (one process: 2 MB).
+const clientTransit = bus.DefaultQueueLen
+
 // connect connects the client to its job's bus and starts its runtime.
 func (c *client) connect(env jobenv.Env) error {
 	var conn *bus.Conn
@@ -205,7 +210,7 @@ func (c *client) connect(env jobenv.Env) error {
 		jobenv.UnsetSecret()
 		var err error
 		conn, err = bus.Connect(env.Bus.URL, bus.ConnOptions{Name: "client", Token: env.Bus.Token, TLS: hostagent.ClientTLS(env.Bus),
-			HubServers: env.Bus.Hubs, MaxMessage: c.opts.maxMessage, OnError: c.busFault,
+			HubServers: env.Bus.Hubs, MaxMessage: c.opts.maxMessage, OnError: c.busFault, Transit: clientTransit,
 			ReconnectFor: c.opts.hostTimeout, OnLink: c.linkChanged, ConnectFor: busConnectFor})
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)
@@ -217,7 +222,7 @@ func (c *client) connect(env jobenv.Env) error {
 		if err != nil {
 			return fmt.Errorf("actorrt: client: %w", err)
 		}
-		conn, err = bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", MaxMessage: c.opts.maxMessage, OnError: c.busFault})
+		conn, err = bus.ConnectInProcess(srv, bus.ConnOptions{Name: "client", MaxMessage: c.opts.maxMessage, OnError: c.busFault, Transit: clientTransit})
 		if err != nil {
 			srv.Shutdown()
 			return fmt.Errorf("actorrt: client: %w", err)

@@ -64,6 +64,18 @@ func HubLeafNodes(ctx context.Context) int {
 	return rt.client().server.NumLeafNodes()
 }
 
+// HubAgentWatches is how many subscriptions to host agents' heartbeat
+// and link subjects the client's own bus (the hub of a program run
+// directly) holds, from every connection; -1 elsewhere.
+func HubAgentWatches(ctx context.Context) (heartbeats, links int) {
+	rt, err := runtimeOf(ctx)
+	if err != nil || rt.client() == nil || rt.client().server == nil {
+		return -1, -1
+	}
+	srv := rt.client().server
+	return srv.Interest(rt.subjects.HeartbeatPrefix()).Under, srv.Interest(rt.subjects.LinkPrefix()).Under
+}
+
 // ProcSubject is the subject of a proc's inbox; ClientProc the client's id.
 func ProcSubject(ctx context.Context, proc string) string {
 	return mustRuntime(ctx).subjects.Proc(proc)

@@ -85,6 +85,41 @@ func simulatedHosts(t *testing.T, ctx context.Context, n int) *actorrt.HostMesh 
 	return hosts
 }
 
+// TestClientWatchesAgentsByWildcard: the client watches the heartbeats
+// and links of every host agent with one subscription each, not two a
+// host that the hub tells every leaf of (docs/scale.md, "At spawn:
+// interest"); the hosts' procs still run, and a heartbeat is still
+// taken as its host's (the job's live model hears it).
+func TestClientWatchesAgentsByWildcard(t *testing.T) {
+	inProcess(t)
+	ctx := testCtx(t)
+	hosts := simulatedHosts(t, ctx, 4)
+	procs, err := hosts.SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer procs.Stop(ctx)
+	if hb, links := actorrt.HubAgentWatches(rootCtx(t)); hb != 1 || links != 1 {
+		t.Fatalf("the hub holds %d subscriptions to agents' heartbeats and %d to their links, want 1 and 1", hb, links)
+	}
+	var heard []string
+	for deadline := time.Now().Add(20 * time.Second); len(heard) < 4 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		st, err := actorrt.ClientState(rootCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		heard = heard[:0]
+		for _, h := range st.Hosts {
+			if !h.LastHeartbeat.IsZero() {
+				heard = append(heard, h.Agent)
+			}
+		}
+	}
+	if len(heard) < 4 {
+		t.Fatalf("the client heard the heartbeats of %v only, want the 4 hosts'", heard)
+	}
+}
+
 // TestSimulatedHostsOnLeaves: each simulated host is a leaf of the
 // client's bus, and its procs dial that leaf: the hub holds one leaf
 // connection more per host, procs of one host share a bus, procs of two

@@ -58,6 +58,9 @@ type core struct {
 	profiling atomic.Bool
 	// sent counts the calls sent from here to each actor mesh (feed.go).
 	sent sentTable
+	// agents are the host agents whose heartbeats and links this runtime
+	// watches (agentwatch.go).
+	agents agentWatch
 }
 
 // role is what the client and a proc do differently.
@@ -327,37 +330,10 @@ func someOf(names []string) string {
 }
 
 // watchAgent subscribes to what tells that agent and its procs live and
-// end. Its heartbeats are taken as they arrive, beside the ordered path: a
-// dispatcher far behind under a flood must not make a live host look
-// silent.
+// end: its heartbeats and its link (agentWatch), and what the role
+// watches on the ordered path.
 func (rt *core) watchAgent(agent string) {
-	_, err := rt.link.Watch(rt.subjects.Heartbeat(agent), func(m bus.Message) {
-		f, err := wire.Parse(m.Data)
-		if err == nil && (f.Kind != wire.KindControl || f.Method != wire.OpHeartbeat || f.ReplyTo != agent) {
-			err = fmt.Errorf("not a heartbeat of %s (kind %d, op %.20q, from %.40q)", agent, f.Kind, f.Method, f.ReplyTo)
-		}
-		if err != nil {
-			rt.drop(wire.DropFrame, m.Subject, err)
-			return
-		}
-		rt.health.heard(agent)
-		rt.role.heardAgent(agent)
-	})
-	if err != nil {
-		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")
-	}
-	// The launcher's word on its link: what confirms a silence.
-	_, err = rt.link.Watch(rt.subjects.Link(agent), func(m bus.Message) {
-		up, cause, err := parseLinkEvent(m.Data)
-		if err != nil {
-			rt.drop(wire.DropFrame, m.Subject, err)
-			return
-		}
-		rt.health.link(agent, up, cause)
-	})
-	if err != nil {
-		rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent's link")
-	}
+	rt.agents.watch(rt, agent)
 	for _, subj := range rt.role.watchSubjects(agent) {
 		if _, err := rt.link.Subscribe(subj); err != nil {
 			rt.log.Warn().Err(err).Str("agent", agent).Msg("cannot watch a host agent")

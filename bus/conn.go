@@ -17,7 +17,9 @@ import (
 const (
 	// DefaultQueueLen is the capacity of a connection's receive queue, in
 	// messages. The reader never blocks on it: a full queue drops the
-	// message and reports ErrSlowConsumer, so it is sized for bursts.
+	// message and reports ErrSlowConsumer, so it is sized for bursts. It
+	// is a bound, not an allocation: the queue grows to it on demand
+	// (queue.go).
 	DefaultQueueLen = 1 << 18
 	// DefaultMaxMessage is the largest message Publish takes: 1 GiB.
 	DefaultMaxMessage = 1 << 30
@@ -35,8 +37,16 @@ type ConnOptions struct {
 	// Token is the server's secret (Connect only; ConnectInProcess takes it
 	// from the server).
 	Token string
-	// QueueLen is the receive queue capacity. Default DefaultQueueLen.
+	// QueueLen bounds the receive queue: the messages that wait for Run
+	// (and up to Transit more on their way into it). Default
+	// DefaultQueueLen.
 	QueueLen int
+	// Transit is how many messages NATS's reader can hand over while the
+	// goroutine that moves them into the queue waits for a CPU (see
+	// queue.go); past it they are dropped, as past QueueLen. Default
+	// DefaultTransit; at most QueueLen. A process that all the others
+	// answer at once (the job's client) wants it as long as QueueLen.
+	Transit int
 	// MaxMessage is the largest message Publish accepts and Run
 	// reassembles. Default DefaultMaxMessage. Give every process of a job
 	// the same value: a receiver drops a chunked message over its own.
@@ -105,7 +115,7 @@ type Message struct {
 // ordering and delivery guarantees.
 type Conn struct {
 	nc         *nats.Conn
-	queue      chan *nats.Msg
+	queue      *recvQueue
 	closed     chan struct{}
 	closeOnce  sync.Once
 	closing    atomic.Bool // Close was called: the end is not a fault
@@ -180,6 +190,9 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 	if o.QueueLen <= 0 {
 		o.QueueLen = DefaultQueueLen
 	}
+	if o.Transit <= 0 {
+		o.Transit = DefaultTransit
+	}
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = DefaultMaxMessage
 	}
@@ -196,7 +209,7 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 		o.MaxPingsOut = DefaultMaxPingsOut
 	}
 	c := &Conn{
-		queue:      make(chan *nats.Msg, o.QueueLen),
+		queue:      newRecvQueue(o.QueueLen, o.Transit),
 		closed:     make(chan struct{}),
 		onError:    o.OnError,
 		maxMessage: o.MaxMessage,
@@ -263,6 +276,7 @@ func connect(url string, o ConnOptions, extra ...nats.Option) (*Conn, error) {
 	}
 	c.maxPayload = int(nc.MaxPayload())
 	go c.flusher()
+	go c.queue.pump(c.closed, func() { c.report(ErrSlowConsumer) })
 	return c, nil
 }
 
@@ -276,7 +290,7 @@ func (c *Conn) markClosed() { c.closeOnce.Do(func() { close(c.closed) }) }
 
 // Subscribe adds subject to the connection's ordered receive path.
 func (c *Conn) Subscribe(subject string) (*Subscription, error) {
-	s, err := c.nc.ChanSubscribe(subject, c.queue)
+	s, err := c.nc.ChanSubscribe(subject, c.queue.transit)
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe %s: %w", subject, mapErr(err))
 	}
@@ -362,37 +376,48 @@ func (c *Conn) Close() {
 func (c *Conn) Run(ctx context.Context, handle func(Message)) error {
 	expiry := time.NewTicker(PartialTTL / 4)
 	defer expiry.Stop()
+	batch := make([]*nats.Msg, 0, 256)
 	for {
+		if batch = c.queue.take(batch[:0]); len(batch) > 0 {
+			for _, m := range batch {
+				c.deliver(m, handle)
+			}
+			clear(batch)
+			// Under load, take what is queued without the cost of a full
+			// select each time; check ctx between bursts.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case now := <-expiry.C:
+				c.expire(now)
+			default:
+			}
+			continue
+		}
 		select {
-		case m := <-c.queue:
-			c.deliver(m, handle)
-			// Under load, take what is already queued without the cost of
-			// a full select each time; check ctx between bursts.
-			for i := 0; i < 1024; i++ {
-				select {
-				case m := <-c.queue:
-					c.deliver(m, handle)
-					continue
-				default:
-				}
-				break
-			}
+		case <-c.queue.ready:
 		case now := <-expiry.C:
-			if len(c.partials) > 0 {
-				c.expirePartials(now)
-			}
+			c.expire(now)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-c.closed:
+		case <-c.queue.pumped:
+			// Closed, and everything received is in the ring.
 			for {
-				select {
-				case m := <-c.queue:
-					c.deliver(m, handle)
-				default:
+				if batch = c.queue.take(batch[:0]); len(batch) == 0 {
 					return ErrClosed
 				}
+				for _, m := range batch {
+					c.deliver(m, handle)
+				}
+				clear(batch)
 			}
 		}
+	}
+}
+
+func (c *Conn) expire(now time.Time) {
+	if len(c.partials) > 0 {
+		c.expirePartials(now)
 	}
 }
 

@@ -22,8 +22,11 @@
 //
 // NATS keeps the order of messages from one publishing connection to one
 // subscribing connection, across subjects. Every subscription of a Conn
-// feeds one channel that the NATS reader fills in wire order, and Run hands
-// the messages to its handler one at a time in that same order. So: if a
+// feeds one channel that the NATS reader fills in wire order, a goroutine
+// of the Conn moves them on into a queue that grows as it fills, up to
+// ConnOptions.QueueLen, and shrinks once drained (so an idle Conn holds a
+// few KB, not its bound), and Run hands the messages to its handler one
+// at a time in that same order. So: if a
 // process publishes M0 and then M1 (on any subjects) and another process is
 // subscribed to both, its handler sees M0 before M1.
 //

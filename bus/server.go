@@ -162,6 +162,11 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 		NoSigs:        true,
 		// No HTTP monitor, no JetStream: a plain core-NATS bus.
 		HTTPPort: 0,
+		// What is kept of closed connections is for the monitor, which
+		// is off: NATS's default of 10,000 is a ring of them made at
+		// start, 190 KB a server, with a server a host in one test
+		// process (actorrt/actortest).
+		MaxClosedClients: 16,
 	}
 	var clientTLS, leafTLS, routeTLS *tls.Config
 	if o.TLS != nil {

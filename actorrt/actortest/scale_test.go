@@ -34,10 +34,11 @@ type scaleFigures struct {
 // process (make bench-scale): spawn, memory per simulated proc, the p50
 // of a whole-mesh call, a broadcast flood and a kill reported to its
 // owner, for 4 x 8 (the floor) and 256 x 8 (MONARCH_INPROC_SCALE_SIZES
-// =HxP,... for others: 1,024 x 8 is the goal, and does not fit a 2-core,
-// 24 GiB machine yet; docs/scale.md names the walls). The BENCH line compares the spawn time per proc
+// =HxP,... for others: 1,024 x 8 is the goal, and does not start on two
+// cores yet; docs/scale.md names the wall). The BENCH line compares the spawn time per proc
 // of the largest size with the floor's. MONARCH_INPROC_SCALE_HEAP=path
-// writes a heap profile of each size once spawned (path.HxP).
+// writes a heap profile of each size once spawned (path.HxP), or when
+// its spawn failed (path.HxP.failed).
 func BenchmarkScaleInProcess(b *testing.B) {
 	shapes := []scaleShape{{4, 8}, {256, 8}}
 	if s := os.Getenv("MONARCH_INPROC_SCALE_SIZES"); s != "" {
@@ -82,18 +83,18 @@ func scaleRun(b *testing.B, sh scaleShape) scaleFigures {
 	// lost only after a long silence.
 	c, err := actortest.New(sh.hosts, actorrt.WithSpawnTimeout(10*time.Minute), actorrt.WithHostTimeout(2*time.Minute))
 	if err != nil {
-		b.Fatal(err)
+		spawnFailed(b, sh, err)
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(c.Context(), 20*time.Minute)
 	defer cancel()
 	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", sh.procs}})
 	if err != nil {
-		b.Fatal(err)
+		spawnFailed(b, sh, err)
 	}
 	mesh, err := counters.Spawn(ctx, procs, "counters", 0)
 	if err != nil {
-		b.Fatal(err)
+		spawnFailed(b, sh, err)
 	}
 	if _, err := value.Call(mesh).Get(ctx); err != nil {
 		b.Fatal(err)
@@ -141,6 +142,15 @@ func scaleRun(b *testing.B, sh scaleShape) scaleFigures {
 		b.Fatal("the kill was not reported to the client")
 	}
 	return f
+}
+
+// spawnFailed fails b, with a heap profile of what the size held when
+// it failed if MONARCH_INPROC_SCALE_HEAP asks: the wall, if memory is.
+func spawnFailed(b *testing.B, sh scaleShape, err error) {
+	if path := os.Getenv("MONARCH_INPROC_SCALE_HEAP"); path != "" {
+		writeHeap(b, fmt.Sprintf("%s.%dx%d.failed", path, sh.hosts, sh.procs))
+	}
+	b.Fatal(err)
 }
 
 func writeHeap(b *testing.B, path string) {

@@ -146,7 +146,10 @@ func (s Subjects) AgentGonePrefix() string { return s.prefix + "agentgone." }
 
 // Link is where the job's link watcher says host agent agent's link went
 // up ("up") or down ("down <cause>"); see internal/hostlink.
-func (s Subjects) Link(agent string) string { return s.prefix + "link." + agent }
+func (s Subjects) Link(agent string) string { return s.LinkPrefix() + agent }
+
+// LinkPrefix is what every Link subject starts with.
+func (s Subjects) LinkPrefix() string { return s.prefix + "link." }
 
 // Hubs: a host that runs one of the hub's servers announces there the
 // URL the leaves dial ("<index> <url>"), once it is joined to the hub, and

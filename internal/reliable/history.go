@@ -36,8 +36,15 @@ type slab struct {
 }
 
 const (
+	// A history's first slab is minSlab long, and each new one twice the
+	// last, up to slabSize: a proc that sends little holds little (a 1 MB
+	// slab each was most of a quiet proc's memory), one that sends a lot
+	// soon fills whole slabs, which leave to the spares and come back.
+	minSlab    = 4 << 10
 	slabSize   = 1 << 20
 	spareSlabs = 4
+	// minRing is the ring's first length, in messages.
+	minRing = 16
 	// maxKept bounds the messages in a history, whatever their size.
 	maxKept = 1 << 22
 )
@@ -70,7 +77,7 @@ func (h *history) alloc(size int) (num uint64, off int) {
 			buf = h.spare[len(h.spare)-1] // counted in slabMem already
 			h.spare = h.spare[:len(h.spare)-1]
 		} else {
-			buf = make([]byte, max(slabSize, size))
+			buf = make([]byte, max(h.nextSlab(), size))
 			h.slabMem += len(buf)
 		}
 		h.slabs = append(h.slabs, slab{buf: buf})
@@ -82,8 +89,17 @@ func (h *history) alloc(size int) (num uint64, off int) {
 	return h.slabBase + uint64(len(h.slabs)-1), off
 }
 
+// nextSlab is the length of a new slab: twice the last one's, from
+// minSlab up to slabSize.
+func (h *history) nextSlab() int {
+	if len(h.slabs) == 0 {
+		return minSlab
+	}
+	return min(slabSize, max(minSlab, 2*len(h.slabs[len(h.slabs)-1].buf)))
+}
+
 func (h *history) grow() {
-	ring := make([]kept, max(1024, 2*len(h.ring)))
+	ring := make([]kept, max(minRing, 2*len(h.ring)))
 	for i := 0; i < h.n; i++ {
 		ring[i] = h.ring[(h.start+i)&(len(h.ring)-1)]
 	}

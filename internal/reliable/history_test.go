@@ -40,3 +40,29 @@ func TestHistoryKeepsBytesAcrossWrapsAndReuse(t *testing.T) {
 		t.Fatalf("empty history's ring is %d long", len(h.ring))
 	}
 }
+
+// A history holds what its messages take: a first message costs a small
+// slab and a short ring, not a 1 MB slab; a stream grows the slabs,
+// doubling, to slabSize and no further (but for a message larger than
+// that, which gets a slab of its own size).
+func TestHistorySlabsGrowToUse(t *testing.T) {
+	var h history
+	h.push(1, 1, 0, 0, [][]byte{make([]byte, 100)})
+	if h.slabMem != minSlab || len(h.ring) != minRing {
+		t.Fatalf("one message of 100 bytes holds %d bytes of slab and a ring of %d", h.slabMem, len(h.ring))
+	}
+	for seq := uint64(2); h.slabMem < 8*slabSize; seq++ {
+		h.push(seq, 1, 0, 0, [][]byte{make([]byte, 1000)})
+	}
+	want := minSlab
+	for i, s := range h.slabs {
+		if len(s.buf) != want {
+			t.Fatalf("slab %d is %d bytes, want %d", i, len(s.buf), want)
+		}
+		want = min(slabSize, 2*want)
+	}
+	h.push(h.at(h.base+uint64(h.n)-1).seq+1, 1, 0, 0, [][]byte{make([]byte, 3*slabSize+1)})
+	if got := len(h.slabs[len(h.slabs)-1].buf); got != 3*slabSize+1 {
+		t.Fatalf("a message of %d bytes has a slab of %d", 3*slabSize+1, got)
+	}
+}
