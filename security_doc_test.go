@@ -1,12 +1,12 @@
 package main
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/monarch-go/monarch/internal/testenv"
 )
 
 // TestSecurityDocNamesTests: every test, fuzz target, benchmark and
@@ -17,30 +17,7 @@ func TestSecurityDocNamesTests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defined := map[string]bool{}
-	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)\w+)\(`)
-	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin") && path != "." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, m := range funcs.FindAllSubmatch(b, -1) {
-			defined[string(m[1])] = true
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	defined := testenv.TestFuncs(t, ".")
 	named := regexp.MustCompile("`((?:Test|Fuzz|Benchmark)\\w+)`").FindAllSubmatch(doc, -1)
 	if len(named) < 40 {
 		t.Fatalf("docs/security.md names %d tests; the pattern no longer finds them", len(named))

@@ -76,6 +76,7 @@ type actor struct {
 type restartHandOff struct {
 	hold      chan restartOrder // nil: not a stand-in
 	released  bool              // the order was sent; under mesh.mu
+	givenUp   bool              // that order was to fail (it may not have yet); under mesh.mu
 	standsFor string            // the reason of the failure it stands in for
 	prev      *actor
 	next      *actor
@@ -86,7 +87,7 @@ func (h *restartHandOff) held() bool { return h.hold != nil && !h.released }
 
 // order gives a stand-in its order, once. Hold mesh.mu.
 func (h *restartHandOff) order(o restartOrder) {
-	h.released = true
+	h.released, h.givenUp = true, o.giveUp != nil
 	h.hold <- o
 }
 

@@ -135,6 +135,9 @@ wait:
 			break wait
 		}
 	}
+	// The job is ending: from here on, procs and hosts end because the
+	// client stops them, and what fails is not the program's to handle.
+	c.closing.Store(true)
 	var f *Failure
 	if !stopped {
 		f = c.failureOf(failed, code)
@@ -313,6 +316,13 @@ func (c *client) hookLoop() {
 	for {
 		select {
 		case f := <-c.faults:
+			if c.closing.Load() {
+				// The program has returned: it asks nothing of the
+				// hook any more, and an end found now is most likely
+				// the job's own stop.
+				c.log.Info().Str("failure", f.Error()).Msg("not given to the fault hook: the job is ending")
+				continue
+			}
 			if err := callHook(c.opts.faultHook, f); err != nil {
 				c.fatal(err)
 			}

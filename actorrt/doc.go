@@ -256,53 +256,98 @@
 // runs in the owner's mailbox like any message: it may call other actors
 // and wait for them, but not itself.
 //
+// A ProcMesh of this program's procs (SpawnProcs without WithCommand) is
+// supervised too, with or without actors on it: a proc of it that ends,
+// not on request (it crashed, was killed, or its host was lost), is a
+// MeshFailure of the proc mesh for its owner (the actor that spawned it,
+// or the client), with ProcLost set, after the failures of the actors that
+// were on it; unless a restart policy of a mesh on it starts a proc in
+// its place, which the proc mesh's slot then holds. A proc mesh may have
+// a restart policy of its own (WithProcRestart): a lost proc is replaced
+// on its host, bounded as an actor mesh's restarts are, and its loss
+// reaches the owner only past the limit or when the host is gone. A proc
+// mesh does not die with the actor that spawned it; the ends of a
+// WithCommand mesh's procs are told by Ends alone.
+//
 // # Restarts in place
 //
 // A mesh spawned with a RestartPolicy (SpawnWith) replaces a failed
 // member in place: same mesh, name, id and rank, a new value of the type
-// whose Init runs again with the spawn arguments, so every reference to
-// the mesh keeps working. The policy gives a limit (MaxRestarts in a
-// Window, counted per mesh), a backoff (doubling from Backoff up to
-// MaxBackoff) and a scope: the member alone (RestartMember), the members
-// along some dimensions through it (RestartAlong("gpus"): the failed
-// member's row, a tensor-parallel group) or all of them (RestartMesh).
-// DefaultRestartPolicy: the member alone, 3 restarts a minute, 100ms
-// then doubling to 10s. What holds across a restart:
+// whose Init runs again with the spawn arguments. The policy gives a
+// limit (MaxRestarts in a Window, counted per mesh), a backoff (doubling
+// from Backoff up to MaxBackoff) and a scope: the member alone
+// (RestartMember), the members along some dimensions through it
+// (RestartAlong("gpus"): the failed member's row, a tensor-parallel
+// group) or all of them (RestartMesh). DefaultRestartPolicy: the member
+// alone, 3 restarts a minute, 100ms then doubling to 10s.
 //
-//   - state is lost: the new instance has only what its Init gives it
-//     (restore it there from a checkpoint, if it matters);
-//   - calls in the member's mailbox, or running, when it failed end with
-//     ErrActorFailed, saying that it restarts; one-way messages in its
-//     mailbox, and messages sent after, wait for the new instance and
-//     reach it in order from each sender;
-//   - the failed instance's Cleanup returns (or its bound passes) before
-//     the new one's Init runs: a checkpoint written there can be read
-//     back;
-//   - members of a group restarted with a failed one end the same way
-//     (their calls fail, their state is lost), without a failure report;
-//   - the meshes a failed instance owned are stopped, as for any failure;
-//   - a member whose proc ended restarts on a new proc its host agent
+// What a restart promises, each promise with the tests that hold it:
+//
+//   - What survives: the mesh's identity, so every reference to it (the
+//     owner's, one another actor holds) keeps working; not the state: the
+//     new instance has only what its Init gives it, Init run after the
+//     failed instance's Cleanup returned (or its bound passed), so a
+//     checkpoint written there can be read back. TestRestartInPlace,
+//     TestRestartAfterProcDeath, TestKillRestarts.
+//   - The scope: the members of the failed one's group restart with it,
+//     their calls failing and their state lost as its are, without a
+//     failure report of their own; the other members are the same
+//     instances. TestRestartAlong.
+//   - What a caller in flight sees: a call in the failed member's mailbox,
+//     or running, ends with ErrActorFailed, saying that it restarts; a
+//     call in flight to a proc that ended fails with ErrProcFailed.
+//     TestRestartInPlace, TestAdverbsDoNotWaitForRestart.
+//   - What order later messages keep: one-way messages left in the failed
+//     member's mailbox, and what is sent after the failure, reach the new
+//     instance in order from each sender. When its proc ended, the
+//     holder's later calls wait for the restart not in the adverb, which
+//     returns at once, but queued in the holder's reference, in order: a
+//     Call's Get waits as long as its ctx lets it; a queued Send that
+//     cannot be sent fails its port; a queued Broadcast that cannot be
+//     sent is logged, its members being failed ones their owner hears of.
+//     That queue is bounded as a mailbox is (WithMailboxLimit): a call
+//     past it is refused at once with ErrMailboxFull, by the adverb (a
+//     Call's future fails with it). TestRestartInPlace,
+//     TestAdverbsDoNotWaitForRestart, TestQueuedSendFailsToPort,
+//     TestSendQueueBound.
+//   - Past the limit: the failure goes to the owner as it would without a
+//     policy, naming the limit, and the member stays failed (its calls end
+//     with ErrActorFailed) until the owner restarts it by hand or stops
+//     the mesh. TestRestartLimit.
+//   - When the proc died: the member restarts on a new proc its host agent
 //     starts in the old one's place (same environment, rank variables,
-//     wrapper and CPU binding); calls in flight to the old proc fail with
-//     ErrProcFailed, and a holder's later calls wait for the restart:
-//     not in the adverb, which returns at once, but queued in the
-//     holder's reference, in order (a Call's Get waits as long as its ctx
-//     lets it; a queued Send that cannot be sent fails its port; a
-//     queued Broadcast that cannot be sent is logged, its members being
-//     failed ones their owner hears of); that queue is bounded as a
-//     mailbox is (WithMailboxLimit): a call past it is refused at once
-//     with ErrMailboxFull, by the adverb (a Call's future fails with it);
-//   - past the limit, or when the member's host is gone, the failure
-//     goes to the owner as it would without a policy, naming why it was
-//     not restarted.
+//     wrapper and CPU binding; a new pid), and stopping the proc mesh
+//     stops that proc; if it fails again there, it restarts there, by its
+//     policy or by hand. The proc is replaced once for every mesh that
+//     had members there, whichever process owns each (the host agent
+//     answers a second asker with the proc it started), and every
+//     ProcMesh of the runtime that replaced it reaches the new proc
+//     (Spawn, remote functions, Stop). TestRestartAfterProcDeath,
+//     TestKillRestarts, TestRestartAgainAfterProcDeath,
+//     TestProcReplacedForEveryMesh, TestProcReplacedAcrossOwners. Not yet:
+//     a ProcMesh held by another proc still names the dead proc.
+//   - When the host died: no proc can start in the old one's place; each
+//     member's failure goes to the owner, naming the host's agent that
+//     ended, and the members elsewhere go on. TestLoseHostWithPolicy.
+//   - When the job ends: once the client's function returned, no restart
+//     starts, and a restart the job's own stop cut short is no failure of
+//     the program's (it is logged, not given to the fault hook).
+//     TestExitAfterHandledKill.
 //
-// By hand, the owner restarts failed members of a mesh it owns,
-// with or without a policy: ActorMesh.Restart, on the mesh or a slice,
-// from Supervise (return true) or the client; it refuses members that
-// have not failed (ErrNotFailed). Supervise can also Stop the failed mesh
-// and Spawn a new one (on new procs, when the proc died). Actors may
-// spawn procs and meshes from their endpoints, with the endpoint's ctx;
-// they own what they spawn.
+// By hand, the owner restarts a mesh's failed members, with or without a
+// policy: ActorMesh.Restart, on the mesh or a slice, from Supervise
+// (return true) or the client. It restarts the members that failed and
+// leaves the running ones, and those the policy is restarting, alone;
+// with no failed member it is ErrNotFailed. A member whose Init fails
+// again stays failed, and Restart says so. TestRestartByHandRestartsFailedOnly,
+// TestRestartLimit. A failed member whose proc ended is not restarted by
+// hand (there is no proc for it): its error wraps ErrProcFailed and says
+// what to do instead. TestRestartByHandProcEnded. Supervise can also Stop
+// the failed mesh and Spawn a new one (on new procs, when the proc died).
+// TestSuperviseRestartsAMesh. The meshes a failed instance owned are
+// stopped, as for any failure (the script testdata/supervision/owner.txt).
+// Actors may spawn procs and meshes from their endpoints, with the
+// endpoint's ctx; they own what they spawn.
 //
 // # The end of an actor
 //

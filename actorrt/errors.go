@@ -67,7 +67,8 @@ var (
 	ErrMailboxFull = errors.New("actorrt: mailbox full")
 	// ErrBus: the bus connection was lost or dropped messages.
 	ErrBus = errors.New("actorrt: bus fault")
-	// ErrNotFailed: ActorMesh.Restart of a member that has not failed.
+	// ErrNotFailed: ActorMesh.Restart of a mesh (or slice) none of whose
+	// members has failed.
 	ErrNotFailed = errors.New("actorrt: not failed")
 	// ErrNotFound: Lookup of a name no live mesh of the job has.
 	ErrNotFound = errors.New("actorrt: no mesh of that name")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/monarch-go/monarch/internal/wire"
@@ -40,11 +39,13 @@ type failureRouter struct {
 	ended  map[*actor]bool // owner actors that failed or stopped
 }
 
-// ownedMesh is the router's record of a mesh owned here.
+// ownedMesh is the router's record of a mesh owned here: an actor mesh,
+// or a proc mesh (ofProcs), whose members are its procs (its slots).
 type ownedMesh struct {
 	name     string
 	base     Extent
 	procs    []string // the proc of each member, by base rank
+	ofProcs  bool     // a proc mesh: a member fails when its proc ends
 	owner    *actor
 	reported map[int]bool // members already reported, by base rank
 	stopped  bool
@@ -64,11 +65,13 @@ type routerEvent interface {
 // The events a failureRouter takes.
 type (
 	// evOwned: this process spawned mesh id (owner: nil for the process
-	// itself).
+	// itself): an actor mesh, or a proc mesh (ofProcs: SpawnProcs, its
+	// procs running this program).
 	evOwned struct {
 		id, name string
 		base     Extent
 		procs    []string
+		ofProcs  bool
 		owner    *actor
 		plan     *restartPlanner
 	}
@@ -95,6 +98,9 @@ type (
 		ranks []int
 		proc  string
 	}
+	// evReplaced: proc new was started in the place of old, which ended:
+	// the slots of the proc meshes owned here that held old hold new.
+	evReplaced struct{ old, new string }
 	// evRestartDone: the restart of ranks of mesh id ended (effRestart,
 	// or a restart by hand); failed holds the members whose new instance
 	// failed (in its Init, or its proc), which fail again.
@@ -116,6 +122,7 @@ func (ev evDisowned) stepOn(r *failureRouter) []routerEffect     { delete(r.owne
 func (ev evMemberFailed) stepOn(r *failureRouter) []routerEffect { return r.memberFailed(ev) }
 func (ev evProcEnded) stepOn(r *failureRouter) []routerEffect    { return r.procEnded(ev) }
 func (ev evMoved) stepOn(r *failureRouter) []routerEffect        { r.moved(ev); return nil }
+func (ev evReplaced) stepOn(r *failureRouter) []routerEffect     { r.replaced(ev); return nil }
 func (ev evRestartDone) stepOn(r *failureRouter) []routerEffect  { return r.restartDone(ev) }
 func (ev evMeshStopped) stepOn(r *failureRouter) []routerEffect  { r.meshStopped(ev.id); return nil }
 func (ev evOwnerEnded) stepOn(r *failureRouter) []routerEffect   { return r.ownerEnded(ev.owner) }
@@ -188,7 +195,7 @@ func (e effGiveUp) applyTo(a routerApplier)    { a.giveUp(e) }
 func (r *failureRouter) step(ev routerEvent) []routerEffect { return ev.stepOn(r) }
 
 func (r *failureRouter) own(ev evOwned) {
-	r.owned[ev.id] = &ownedMesh{name: ev.name, base: ev.base, procs: ev.procs, owner: ev.owner, reported: map[int]bool{}, plan: ev.plan}
+	r.owned[ev.id] = &ownedMesh{name: ev.name, base: ev.base, procs: ev.procs, ofProcs: ev.ofProcs, owner: ev.owner, reported: map[int]bool{}, plan: ev.plan}
 }
 
 func (r *failureRouter) memberFailed(ev evMemberFailed) []routerEffect {
@@ -233,30 +240,65 @@ func (r *failureRouter) moved(ev evMoved) {
 	m.procs = procs
 }
 
+// procEnded fails the members on a proc that ended: those of the actor
+// meshes owned here first, then the proc meshes' slot that held it,
+// unless an actor mesh's restart policy is starting a proc in its place
+// (the slot's next incarnation, evReplaced).
 func (r *failureRouter) procEnded(ev evProcEnded) []routerEffect {
 	if ev.n.Stopped {
 		return nil
 	}
 	var out []routerEffect
-	for _, id := range r.ownedIDs() {
-		m := r.owned[id]
-		if m.stopped {
-			continue
-		}
-		var fs []*MeshFailure
-		for b, p := range m.procs {
-			if p != ev.n.Proc || m.reported[b] {
+	replacing := false
+	for _, ofProcs := range []bool{false, true} {
+		for _, id := range r.ownedIDs() {
+			m := r.owned[id]
+			if m.stopped || m.ofProcs != ofProcs || (ofProcs && replacing) {
 				continue
 			}
-			pt := m.base.point(b)
-			fs = append(fs, &MeshFailure{
-				Mesh: m.name, MeshID: id, ActorID: m.name + "[" + strconv.Itoa(b) + "]",
-				Proc: p, Reason: "its proc ended: " + ev.n.Reason, Dims: m.base.dims, Coords: pt.coords, Base: b,
-			})
+			var fs []*MeshFailure
+			for b, p := range m.procs {
+				if p != ev.n.Proc || m.reported[b] {
+					continue
+				}
+				fs = append(fs, endFailure(id, m, b, ev.n))
+			}
+			out = r.routeAll(out, m, fs, ev.at)
+			for _, f := range fs {
+				replacing = replacing || (m.plan != nil && m.plan.busy[f.Base])
+			}
 		}
-		out = r.routeAll(out, m, fs, ev.at)
 	}
 	return out
+}
+
+// endFailure is the failure of member b of m, whose proc ended.
+func endFailure(id string, m *ownedMesh, b int, n wire.GoneNotice) *MeshFailure {
+	pt := m.base.point(b)
+	f := &MeshFailure{Mesh: m.name, MeshID: id, Proc: n.Proc, Dims: m.base.dims, Coords: pt.coords, Base: b}
+	if m.ofProcs {
+		f.ProcLost, f.Reason = true, n.Reason
+	} else {
+		f.ActorID, f.Reason = m.name+"["+strconv.Itoa(b)+"]", "its proc ended: "+n.Reason
+	}
+	return f
+}
+
+func (r *failureRouter) replaced(ev evReplaced) {
+	for _, m := range r.owned {
+		if !m.ofProcs {
+			continue
+		}
+		for b, p := range m.procs {
+			if p != ev.old {
+				continue
+			}
+			procs := slices.Clone(m.procs) // shared with the mesh's spawn
+			procs[b] = ev.new
+			m.procs = procs
+			delete(m.reported, b)
+		}
+	}
 }
 
 func (r *failureRouter) meshStopped(id string) {
@@ -270,7 +312,9 @@ func (r *failureRouter) ownerEnded(owner *actor) []routerEffect {
 	var out []routerEffect
 	for _, id := range r.ownedIDs() {
 		m := r.owned[id]
-		if m.owner == owner && !m.stopped {
+		// A proc mesh outlives the actor that spawned it, as before it
+		// was supervised: its procs are stopped by Stop or the job's end.
+		if m.owner == owner && !m.stopped && !m.ofProcs {
 			m.stopped = true
 			out = append(out, effStopMesh{id, uniq(m.procs)})
 		}
@@ -343,27 +387,39 @@ func (r *failureRouter) toOwner(out []routerEffect, m *ownedMesh, f *MeshFailure
 	return append(out, effUnhandled{f})
 }
 
-// restartable checks a restart by hand of ranks of mesh id: each failed
-// and was reported, and is not being restarted by the policy. On
-// success, the policy (if any) starts afresh: the owner took over.
-func (r *failureRouter) restartable(id string, ranks []int) error {
+// restartable picks, for a restart by hand of ranks of mesh id, those
+// that failed and were reported and are not being restarted by the
+// policy; the others (running, or restarting) are left alone. None is
+// ErrNotFailed. When some are picked, the policy (if any) starts afresh:
+// the owner took over.
+func (r *failureRouter) restartable(id string, ranks []int) ([]int, error) {
 	m := r.owned[id]
 	if m == nil || m.stopped {
-		return fmt.Errorf("%w: the mesh is stopped, or not owned by proc %s (only its owner restarts it)", ErrStopped, r.self)
+		return nil, fmt.Errorf("%w: the mesh is stopped, or not owned by proc %s (only its owner restarts it)", ErrStopped, r.self)
 	}
-	var live []string
+	var failed []int
 	for _, b := range ranks {
-		if !m.reported[b] || (m.plan != nil && m.plan.busy[b]) {
-			live = append(live, m.name+"["+strconv.Itoa(b)+"]")
+		if m.reported[b] && (m.plan == nil || !m.plan.busy[b]) {
+			failed = append(failed, b)
 		}
 	}
-	if len(live) > 0 {
-		return fmt.Errorf("%w: %s (running, or restarting by the mesh's policy)", ErrNotFailed, strings.Join(live, ", "))
+	if len(failed) == 0 {
+		return nil, fmt.Errorf("%w: no failed member among %s (running, or restarting by the mesh's policy)", ErrNotFailed, someMembers(m.name, ranks))
 	}
 	if m.plan != nil {
 		m.plan.manual()
 	}
-	return nil
+	return failed, nil
+}
+
+// someMembers names the members of mesh name at ranks, the first few of
+// many.
+func someMembers(name string, ranks []int) string {
+	names := make([]string, len(ranks))
+	for i, b := range ranks {
+		names[i] = name + "[" + strconv.Itoa(b) + "]"
+	}
+	return someOf(names)
 }
 
 // ownedIDs lists the owned meshes in a stable order, so that effects come

@@ -19,6 +19,8 @@ import (
 //	router self=c client                    a new router (client: the root)
 //	owned id=c.m1 name=w dims=(gpus=2) procs=(c-1,c-2) owner=sup
 //	      [restart=(max=3,window=1m,backoff=100ms,maxbackoff=1s,scope=gpus|mesh|member)]
+//	      [of-procs]                        a proc mesh: its members are its procs
+//	replaced old=c-1 new=c-9                a proc started in the place of one that ended
 //	disowned id=c.m1                        a spawn that failed
 //	failed id=c.m1 rank=0 reason=boom [owner-proc=p] [at=1s]  a member failed (reported here)
 //	restart-done id=c.m1 ranks=(0,1) [failed=(1)] [final=(0)] [at=2s]  a restart ended; failed: those whose new
@@ -75,7 +77,7 @@ func TestFailureRouter(t *testing.T) {
 						return err.Error() + "\n"
 					}
 				}
-				effects = r.step(evOwned{id: id, name: name, base: base, procs: procs, owner: ownerNamed(owner), plan: plan})
+				effects = r.step(evOwned{id: id, name: name, base: base, procs: procs, ofProcs: d.HasArg("of-procs"), owner: ownerNamed(owner), plan: plan})
 			case "disowned":
 				var id string
 				d.ScanArgs(t, "id", &id)
@@ -115,15 +117,21 @@ func TestFailureRouter(t *testing.T) {
 				d.ScanArgs(t, "ranks", &ranks)
 				d.ScanArgs(t, "proc", &proc)
 				effects = r.step(evMoved{id: id, ranks: atois(t, d, ranks), proc: proc})
+			case "replaced":
+				var old, new string
+				d.ScanArgs(t, "old", &old)
+				d.ScanArgs(t, "new", &new)
+				effects = r.step(evReplaced{old: old, new: new})
 			case "by-hand":
 				var id string
 				var ranks []string
 				d.ScanArgs(t, "id", &id)
 				d.ScanArgs(t, "ranks", &ranks)
-				if err := r.restartable(id, atois(t, d, ranks)); err != nil {
+				picked, err := r.restartable(id, atois(t, d, ranks))
+				if err != nil {
 					return err.Error() + "\n"
 				}
-				return "ok\n"
+				return fmt.Sprintf("restart %v\n", picked)
 			case "proc-ended":
 				var n wire.GoneNotice
 				d.ScanArgs(t, "proc", &n.Proc)

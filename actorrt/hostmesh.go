@@ -92,7 +92,7 @@ func (rt *core) simulatedHosts(ctx context.Context, n int) (*HostMesh, error) {
 	hostBus := rt.bus.Leaf != ""
 	agents, err := thisHostOf(rt).spawnProcs(ctx, Dims{{"hosts", n}}, procOptions{env: func(p Point) []string {
 		return jobenv.Env{HostName: jobenv.AgentID(p.Rank()), HostBus: hostBus}.Environ()
-	}})
+	}, hosts: true})
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +173,15 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	ext, err := NewExtent(append(h.Extent().Dims(), perHost...))
 	if err != nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs: %w", err)
+	}
+	if o.restart != nil && o.command != nil {
+		return nil, fmt.Errorf("actorrt: SpawnProcs: %w: WithProcRestart with WithCommand: a command mesh's ends are told by Ends alone", ErrBadArgs)
+	}
+	var plan *restartPlanner
+	if o.restart != nil {
+		if plan, err = newRestartPlanner(*o.restart, ext); err != nil {
+			return nil, fmt.Errorf("actorrt: SpawnProcs: WithProcRestart: %w", err)
+		}
 	}
 	fail := func(err error) (*ProcMesh, error) {
 		return nil, fmt.Errorf("actorrt: SpawnProcs %v: %w", ext, err)
@@ -271,6 +280,9 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
 	ends.started(procs)
+	if o.command == nil && !o.hosts {
+		rt.sup.ownProcs(rt.newMeshID(), pm, actorOf(ctx), plan)
+	}
 	rt.role.procsStarted(pm)
 	return pm, nil
 }

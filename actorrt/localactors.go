@@ -449,7 +449,10 @@ func (la *localActors) restart(req *restartReq, reply portRef) {
 		case held:
 			a.order(restartOrder{init: init})
 			continue
-		case a.deadErr() == nil && req.Manual:
+		// A stand-in told to fail has failed, though it may not have
+		// ended yet: by hand, a new instance replaces it (and waits for
+		// its end).
+		case a.deadErr() == nil && !a.givenUp && req.Manual:
 			answer(b, fmt.Errorf("%w: actor %s is running", ErrNotFailed, a.id))
 			continue
 		}

@@ -85,6 +85,7 @@ func registerTestActors() {
 		actorrt.Register[Phoenix](),
 		actorrt.Register[Lingerer](),
 		actorrt.Register[PhoenixHolder](),
+		actorrt.Register[PhoenixOwner](),
 		actorrt.Register[Marker](),
 	} {
 		if err != nil {

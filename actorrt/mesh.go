@@ -56,6 +56,16 @@ func ThisProc(ctx context.Context) *ProcMesh {
 	return &ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{{ID: rt.procID, Host: rt.hostname, Agent: rt.startedBy}}}
 }
 
+// proc is the proc at base rank b now: its slot's newest incarnation
+// that this runtime knows of (a proc that ended may have been replaced
+// by one its host agent started in its place).
+func (p *ProcMesh) proc(b int) procInfo {
+	if p.rt == nil {
+		return p.procs[b]
+	}
+	return p.rt.procs.current(p.procs[b])
+}
+
 // runtime is the runtime the mesh belongs to.
 func (p *ProcMesh) runtime() (*core, error) {
 	if p.err != nil {
@@ -154,20 +164,9 @@ func (p *ProcMesh) askAgents(ctx context.Context, rt *core, op string, grace, d 
 	if p.err != nil {
 		return p.err
 	}
-	byAgent := map[string][]string{}
-	for _, b := range p.reg.baseRanks() {
-		pi := p.procs[b]
-		if pi.ID == rt.procID {
-			return fmt.Errorf("actorrt: %s: %s is this process; return from Main instead", op, pi.ID)
-		}
-		byAgent[pi.Agent] = append(byAgent[pi.Agent], pi.ID)
-	}
-	agents := make([]string, 0, len(byAgent))
-	for a := range byAgent {
-		// An agent that is gone took its procs with it: nothing to ask.
-		if rt.health.goneErr(a) == nil {
-			agents = append(agents, a)
-		}
+	byAgent, agents, err := p.byAgent(rt, op)
+	if err != nil {
+		return err
 	}
 	if len(agents) == 0 {
 		return nil
@@ -193,11 +192,32 @@ func (p *ProcMesh) askAgents(ctx context.Context, rt *core, op string, grace, d 
 	return err
 }
 
+// byAgent groups the procs of the (sliced) mesh by the host agent that
+// runs them, and lists the agents that are not gone (one that is took its
+// procs with it: nothing to ask it). op names the request in the error
+// for a mesh that holds this process.
+func (p *ProcMesh) byAgent(rt *core, op string) (byAgent map[string][]string, agents []string, err error) {
+	byAgent = map[string][]string{}
+	for _, b := range p.reg.baseRanks() {
+		pi := p.proc(b)
+		if pi.ID == rt.procID {
+			return nil, nil, fmt.Errorf("actorrt: %s: %s is this process; return from Main instead", op, pi.ID)
+		}
+		byAgent[pi.Agent] = append(byAgent[pi.Agent], pi.ID)
+	}
+	for a := range byAgent {
+		if rt.health.goneErr(a) == nil {
+			agents = append(agents, a)
+		}
+	}
+	return byAgent, agents, nil
+}
+
 // ids lists the procs of the (sliced) mesh.
 func (p *ProcMesh) ids() []string {
 	out := make([]string, 0, p.reg.numRanks())
 	for _, b := range p.reg.baseRanks() {
-		out = append(out, p.procs[b].ID)
+		out = append(out, p.proc(b).ID)
 	}
 	return out
 }
@@ -495,7 +515,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 
 	nprocs := procs.reg.numRanks()
 	for v := 0; v < nprocs; v++ {
-		p := procs.procs[procs.reg.baseRank(v)]
+		p := procs.proc(procs.reg.baseRank(v))
 		for i := 0; i < perN; i++ {
 			ref.procs[v*perN+i], ref.agents[v*perN+i] = p.ID, p.Agent
 		}
@@ -520,7 +540,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 	}
 	sentTo := make([]string, 0, nprocs)
 	for v := 0; v < nprocs; v++ {
-		p := procs.procs[procs.reg.baseRank(v)]
+		p := procs.proc(procs.reg.baseRank(v))
 		ranks := make([]int, perN)
 		for i := range ranks {
 			ranks[i] = v*perN + i

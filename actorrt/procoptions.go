@@ -21,6 +21,31 @@ type procOptions struct {
 	command []string
 	gpusDim string
 	name    string
+	// hosts: the procs are simulated hosts (their agents), not a
+	// ProcMesh of the user's: their loss is told by their procs' ends.
+	hosts   bool
+	restart *RestartPolicy
+}
+
+// WithProcRestart replaces a proc of the mesh that ends, not on request
+// (it crashed, was killed), by one its host agent starts in its place:
+// the same program, environment, rank variables, wrapper and CPU binding,
+// a new pid: the slot's next incarnation, which the ProcMesh reaches from
+// then on. At most p.MaxRestarts replacements in p.Window, after p's
+// backoff; past that, or when the host itself is gone, the loss goes to
+// the mesh's owner (a MeshFailure with ProcLost). Actors on the lost proc
+// are not restarted by it: those of a mesh with a RestartPolicy restart
+// on the new proc, the others fail to their owner. p.Scope must be
+// RestartMember (one proc's end leaves the others running); not with
+// WithCommand, whose ends are Ends' alone.
+func WithProcRestart(p RestartPolicy) ProcOption {
+	return func(o *procOptions) error {
+		if p.Scope.whole || len(p.Scope.dims) > 0 {
+			return fmt.Errorf("WithProcRestart: scope %v: a proc mesh replaces the proc that ended alone (RestartMember)", p.Scope)
+		}
+		o.restart = &p
+		return nil
+	}
 }
 
 // WithProcEnv adds environment variables ("NAME=value") to each proc, as

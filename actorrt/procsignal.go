@@ -28,19 +28,9 @@ func (p *ProcMesh) Notify(ctx context.Context, sig syscall.Signal) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	byAgent := map[string][]string{}
-	for _, b := range p.reg.baseRanks() {
-		pi := p.procs[b]
-		if pi.ID == rt.procID {
-			return 0, fmt.Errorf("actorrt: Notify: %s is this process", pi.ID)
-		}
-		byAgent[pi.Agent] = append(byAgent[pi.Agent], pi.ID)
-	}
-	var agents []string
-	for a := range byAgent {
-		if rt.health.goneErr(a) == nil {
-			agents = append(agents, a)
-		}
+	byAgent, agents, err := p.byAgent(rt, "Notify")
+	if err != nil {
+		return 0, err
 	}
 	if len(agents) == 0 {
 		return 0, nil

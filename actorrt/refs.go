@@ -168,7 +168,15 @@ func (p *ProcMesh) encodeWire(e *msgpack.Encoder) error {
 	if p.err != nil {
 		return p.err
 	}
-	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: p.procs, Command: p.command, Name: p.name})
+	procs := p.procs
+	if p.rt != nil && p.rt.procs.nReplaced.Load() != 0 {
+		// The receiver reaches the slots' procs as this process knows them.
+		procs = make([]procInfo, len(p.procs))
+		for b := range procs {
+			procs[b] = p.proc(b)
+		}
+	}
+	return e.Encode(&procMeshWire{Region: toRegionWire(p.reg), Procs: procs, Command: p.command, Name: p.name})
 }
 
 // decodeWire rebinds a received proc mesh reference.

@@ -127,7 +127,7 @@ func (rt *core) runRemote(procs *ProcMesh, name string, args []any, reply portRe
 		return fmt.Errorf("%w: remote %s: %v", ErrBadArgs, name, err)
 	}
 	for v := 0; v < procs.reg.numRanks(); v++ {
-		p := procs.procs[procs.reg.baseRank(v)]
+		p := procs.proc(procs.reg.baseRank(v))
 		if err := rt.health.goneErr(p.ID); err != nil {
 			return fmt.Errorf("actorrt: remote %s on %v: %w", name, procs.reg.extent().point(v), err)
 		}

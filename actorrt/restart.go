@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -15,27 +16,22 @@ import (
 // RestartPolicy restarts the failed members of a mesh in place, given at
 // spawn (SpawnWith). A member that fails (an endpoint's error or panic
 // that nobody receives, a Supervise that does not handle a failure, a
-// full mailbox) is replaced: same mesh, id, name and rank, a new value of
-// the actor's type whose Init runs again with the spawn arguments; every
-// reference to the mesh keeps working. Its Scope says which members
-// restart with it.
-//
-// Between the failure and the restart, messages to the member wait in
-// its mailbox and reach the new instance, in order from each sender, as
-// do the one-way messages left in the failed one's mailbox; calls that
-// were in its mailbox or running when it failed end with ErrActorFailed,
-// whose message says it restarts. The new instance starts from its Init,
-// run after the failed one's Cleanup: the old one's state is gone unless
-// the actor restores it (from a checkpoint it wrote in Cleanup, say). A
-// member whose Init fails on a restart has failed again.
+// full mailbox, the end of its proc) is replaced: same mesh, id, name and
+// rank, a new value of the actor's type whose Init runs again with the
+// spawn arguments; every reference to the mesh keeps working. Its Scope
+// says which members restart with it. A member whose proc ended restarts
+// on a new proc its host agent starts in the old one's place; one whose
+// host is gone is not restarted: its failure goes to the owner.
 //
 // At most MaxRestarts restarts (of a member or a group) in any Window; the
 // one past that escalates the failure to the mesh's owner, as if the mesh
 // had no policy (Supervise, then the fault hook): the member stays failed
 // until the owner restarts it by hand (ActorMesh.Restart) or stops the
-// mesh. A member whose proc ended is not restarted: its failure goes to
-// the owner (the proc, and every other actor on it, are gone; SpawnProcs
-// makes new procs).
+// mesh. A member whose Init fails on a restart has failed again.
+//
+// What a restart keeps, what a caller in flight sees, the order of later
+// messages and the cases of a proc or a host that died are written once,
+// in the package doc's "Restarts in place", each with its tests.
 type RestartPolicy struct {
 	// MaxRestarts is how many restarts the mesh may have in Window; at
 	// least 1.
@@ -164,13 +160,19 @@ func (r *restartReq) check() error {
 	return nil
 }
 
-// Restart restarts in place the failed members of the (sliced) mesh: a
-// new instance of each, whose Init runs with the spawn arguments, at the
-// same rank; references keep working. It is for the mesh's owner, from
-// Supervise (or, for a mesh the client owns, from the client), with or
-// without a RestartPolicy; it refuses a member that has not failed, and a
-// member whose proc ended. It returns once every member's Init returned,
-// waiting at most the spawn timeout or until ctx ends.
+// Restart restarts in place the members of the (sliced) mesh that
+// failed: a new instance of each, whose Init runs with the spawn
+// arguments, at the same rank; references keep working. Members that run,
+// and those the mesh's RestartPolicy is restarting, are left alone; a
+// mesh with no failed member among them is ErrNotFailed. It is for the
+// mesh's owner, from Supervise (or, for a mesh the client owns, from the
+// client), with or without a RestartPolicy. It returns once every
+// restarted member's Init returned, waiting at most the spawn timeout or
+// until ctx ends; its error names each failed member that did not
+// restart (those stay failed: the owner may call it again). A failed
+// member whose proc ended is not restarted by hand: its error wraps
+// ErrProcFailed and says what to do instead. The package doc's "Restarts
+// in place" says what a restart keeps.
 func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
@@ -179,26 +181,44 @@ func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 		return fmt.Errorf("actorrt: Restart on a mesh that was not spawned")
 	}
 	rt := m.ref.rt
-	ranks := m.reg.baseRanks()
-	if err := rt.sup.restartByHand(m.ref.id, ranks); err != nil {
-		return fmt.Errorf("actorrt: Restart %s: %w", m.ref.name, err)
-	}
-	errs, whole := restartMembers(ctx, rt, m.ref, ranks, "restarted by its owner", true)
-	var err error
-	// Those that did not restart stay failed: the owner may try again.
-	var restarted []int
-	err = whole
-	for _, b := range ranks {
-		switch {
-		case whole == nil && errs[b] == nil:
-			restarted = append(restarted, b)
-		case err == nil:
-			err = errs[b] // the first, by rank
-		}
-	}
-	rt.sup.restartDone(m.ref.id, restarted, nil)
+	failed, err := rt.sup.restartByHand(m.ref.id, m.reg.baseRanks())
 	if err != nil {
 		return fmt.Errorf("actorrt: Restart %s: %w", m.ref.name, err)
+	}
+	errs := map[int]error{}
+	var onLive []int
+	for _, b := range failed {
+		if gone := rt.health.goneErr(m.ref.procOf(b)); gone != nil {
+			errs[b] = fmt.Errorf("%w; a restart by hand needs a live proc: Stop the mesh and Spawn it again on live procs (SpawnProcs starts new ones), or give it a RestartPolicy at spawn, which starts a new proc in its place", gone)
+			continue
+		}
+		onLive = append(onLive, b)
+	}
+	var whole error
+	if len(onLive) > 0 {
+		var rerrs map[int]error
+		rerrs, whole = restartMembers(ctx, rt, m.ref, onLive, "restarted by its owner", true)
+		maps.Copy(errs, rerrs)
+	}
+	// Those that did not restart stay failed: the owner may try again.
+	var restarted []int
+	var bad []any
+	for _, b := range failed {
+		err := errs[b]
+		if err == nil && whole != nil && slices.Contains(onLive, b) {
+			err = whole
+		}
+		if err != nil {
+			bad = append(bad, fmt.Errorf("%s[%d]: %w", m.ref.name, b, err))
+			continue
+		}
+		restarted = append(restarted, b)
+	}
+	rt.sup.restartDone(m.ref.id, restarted, nil)
+	if len(bad) > 0 {
+		// Each member's error, wrapped: errors.Is finds ErrProcFailed and the rest.
+		format := "actorrt: Restart %s: " + strings.TrimSuffix(strings.Repeat("%w; ", len(bad)), "; ")
+		return fmt.Errorf(format, append([]any{m.ref.name}, bad...)...)
 	}
 	return nil
 }
@@ -211,7 +231,7 @@ func restartMembers(ctx context.Context, rt *core, ref *meshRef, ranks []int, ca
 	byProc := map[string][]int{}
 	var procs []string
 	for _, b := range ranks {
-		p := ref.procs[b]
+		p := ref.procOf(b) // where it lives now: a restart may have moved it
 		if byProc[p] == nil {
 			procs = append(procs, p)
 		}
@@ -308,7 +328,7 @@ func (p *restartPort) result() (map[int]error, error) {
 func giveUpOn(rt *core, ref *meshRef, ranks []int, reason string) {
 	byProc := map[string][]int{}
 	for _, b := range ranks {
-		byProc[ref.procs[b]] = append(byProc[ref.procs[b]], b)
+		byProc[ref.procOf(b)] = append(byProc[ref.procOf(b)], b)
 	}
 	for p, rs := range byProc {
 		rt.sendControl(p, wire.OpRestart, 0, &restartReq{Mesh: ref.id, Ranks: rs, GiveUp: reason})

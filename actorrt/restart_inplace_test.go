@@ -390,3 +390,122 @@ func feedShowsMove(t *testing.T, ctx context.Context, name string, rank int) {
 	}
 	t.Fatalf("feed: no actor mesh %s", name)
 }
+
+// TestProcReplacedForEveryMesh: two meshes with restart policies have
+// members on a proc that is killed. One proc is started in its place,
+// and both meshes' members move there (neither meets a proc replaced
+// already); nobody hears of a failure. The ProcMesh the client holds
+// reaches the new proc: a remote function runs there, and a new mesh is
+// spawned there.
+func TestProcReplacedForEveryMesh(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
+	var meshes []*actorrt.ActorMesh[Phoenix]
+	for _, name := range []string{"slot-a", "slot-b"} {
+		m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, name, actorrt.SpawnOptions{Restart: &policy}, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		meshes = append(meshes, m)
+	}
+	wasPid, err := pidFn.Call(procs.At("gpus", 1)).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := actorrt.Method1((*Phoenix).Where)
+	befores := [][]int64{nonces(t, meshes[0]), nonces(t, meshes[1])}
+	if err := actorrt.VoidMethod((*Phoenix).Die).Broadcast(meshes[0].At("gpus", 1)); err != nil {
+		t.Fatal(err)
+	}
+	var at []string
+	for i, m := range meshes {
+		before := befores[i]
+		after := waitNonces(t, m, func(n []int64) bool { return n[1] != before[1] })
+		if after[0] != before[0] {
+			t.Fatalf("%s: nonces %v then %v: want member 0 the same instance", m.Name(), before, after)
+		}
+		w, err := where.CallOne(m.At("gpus", 1), "MONARCH_RANK_GPUS").Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at = append(at, w)
+	}
+	if at[0] != at[1] || strings.HasPrefix(at[0], fmt.Sprintf("pid=%d ", wasPid.Values()[0])) {
+		t.Fatalf("member 1 of the two meshes runs at %q and %q: want one new proc (the old one was pid %d)", at[0], at[1], wasPid.Values()[0])
+	}
+	assertNoFailure(t, "slot-a")
+	assertNoFailure(t, "slot-b")
+	// The proc mesh's slot 1 is the new proc, for a remote function and
+	// for a new mesh.
+	nowPid, err := pidFn.Call(procs.At("gpus", 1)).Get(ctx)
+	if err != nil {
+		t.Fatalf("a remote function on the replaced slot: %v", err)
+	}
+	if want := fmt.Sprintf("pid=%d ", nowPid.Values()[0]); !strings.HasPrefix(at[0], want) {
+		t.Fatalf("the proc mesh's slot 1 is pid %d; the members moved to %q", nowPid.Values()[0], at[0])
+	}
+	m3 := spawn[Phoenix](t, procs.At("gpus", 1), "slot-c", t.TempDir())
+	if w, err := where.CallOne(m3, "MONARCH_RANK_GPUS").Get(ctx); err != nil || w != at[0] {
+		t.Fatalf("a mesh spawned on the replaced slot runs at %q (%v); want %q", w, err, at[0])
+	}
+}
+
+// PhoenixOwner spawns a Phoenix mesh with a restart policy on the procs
+// it is given, and owns it: a mesh owned by another proc than the client.
+type PhoenixOwner struct{ m *actorrt.ActorMesh[Phoenix] }
+
+func (o *PhoenixOwner) Spawn(ctx *actorrt.Context, procs *actorrt.ProcMesh, dir string) error {
+	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "slot-owned", actorrt.SpawnOptions{Restart: &policy}, dir)
+	o.m = m
+	return err
+}
+
+func (o *PhoenixOwner) Where(ctx *actorrt.Context) (string, error) {
+	return actorrt.Method1((*Phoenix).Where).CallOne(o.m.At("gpus", 1), "MONARCH_RANK_GPUS").Get(ctx)
+}
+
+// TestProcReplacedAcrossOwners: two meshes with restart policies on one
+// proc, one owned by the client and one by an actor of another proc. The
+// proc is killed: both owners ask its host agent for a proc in its
+// place, the agent starts one, and the second asker gets that one: both
+// meshes' members run on the same new proc, and nobody hears of a
+// failure.
+func TestProcReplacedAcrossOwners(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
+	mine, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "slot-mine", actorrt.SpawnOptions{Restart: &policy}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := spawn[PhoenixOwner](t, spawnProcs(t, actorrt.Dims{{"gpus", 1}}), "slot-owner")
+	if _, err := actorrt.VoidMethod2((*PhoenixOwner).Spawn).CallOne(owner, procs, t.TempDir()).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := nonces(t, mine)
+	if err := actorrt.VoidMethod((*Phoenix).Die).Broadcast(mine.At("gpus", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitNonces(t, mine, func(n []int64) bool { return n[1] != before[1] })
+	where := actorrt.Method1((*Phoenix).Where)
+	mineAt, err := where.CallOne(mine.At("gpus", 1), "MONARCH_RANK_GPUS").Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ownedAt string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ownedAt, err = actorrt.Method((*PhoenixOwner).Where).CallOne(owner).Get(ctx)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || ownedAt != mineAt {
+		t.Fatalf("member 1 of the client's mesh runs at %q, of the other proc's at %q (%v): want the same new proc", mineAt, ownedAt, err)
+	}
+	assertNoFailure(t, "slot-mine")
+	assertNoFailure(t, "slot-owned")
+}

@@ -15,10 +15,47 @@ import (
 // them: it names each new proc, asks an agent for a free port or to
 // start a proc in an ended one's place, and passes each proc's end on to
 // the ProcMesh that started it.
+//
+// A proc started in an ended one's place is the same slot of its proc
+// mesh, a new incarnation: this runtime starts at most one per ended
+// proc, however many of its meshes had members there (their restarts
+// share it), and every ProcMesh value of this runtime reaches the slot's
+// newest incarnation (current).
 type spawner struct {
 	rt   *core
 	seq  atomic.Uint64 // procs named here
 	ends sync.Map      // proc id -> *procEnds: who hears of its end
+
+	// successors maps a proc that ended to the proc started in its
+	// place (a procInfo), once it is ready. A chain grows a link per
+	// replacement of a slot: one entry per proc this runtime replaced.
+	successors sync.Map
+	nReplaced  atomic.Int32 // successors' size: none is the common case
+	mu         sync.Mutex
+	replacing  map[string]*replacement // ended proc -> its replacement under way
+}
+
+// replacement is a respawn under way, which later askers for the same
+// ended proc wait for rather than start another.
+type replacement struct {
+	done chan struct{}
+	p    procInfo
+	err  error
+}
+
+// current is the newest incarnation of p's slot known here: p itself,
+// unless p ended and a proc was started in its place (and so on).
+func (sp *spawner) current(p procInfo) procInfo {
+	if sp.nReplaced.Load() == 0 {
+		return p
+	}
+	for {
+		v, ok := sp.successors.Load(p.ID)
+		if !ok {
+			return p
+		}
+		p = v.(procInfo)
+	}
 }
 
 // newProcID names a proc that host agent agent starts. Its id carries
@@ -76,10 +113,54 @@ func (sp *spawner) freePort(ctx context.Context, agent, host string) (wire.FreeP
 	return v.Values()[0], nil
 }
 
-// respawn starts a proc in the place of proc old, which ended, by its
-// host agent: the same bootstrap, a new id. It returns the new proc once
-// it is ready, at most the spawn timeout or until ctx ends.
+// respawn returns the proc in the place of proc old, which ended: its
+// slot's newest incarnation if that one runs, else one started now by
+// its host agent (the same bootstrap, a new id). The meshes that had
+// members on old share the one replacement: a second asker while it
+// starts waits for it. It returns once the new proc is ready, at most
+// the spawn timeout or until ctx ends.
 func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, error) {
+	// A slot replaced already, its new proc gone too, is replaced again:
+	// its agent starts the newest incarnation's successor.
+	if cur := sp.current(procInfo{ID: old, Agent: agent}); cur.ID != old {
+		if sp.rt.health.goneErr(cur.ID) == nil {
+			return cur, nil
+		}
+		old, agent = cur.ID, cur.Agent
+	}
+	sp.mu.Lock()
+	if r := sp.replacing[old]; r != nil {
+		sp.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.p, r.err
+		case <-ctx.Done():
+			return procInfo{}, fmt.Errorf("waiting for the proc started in the place of %s: %w", old, ctx.Err())
+		}
+	}
+	if sp.replacing == nil {
+		sp.replacing = map[string]*replacement{}
+	}
+	r := &replacement{done: make(chan struct{})}
+	sp.replacing[old] = r
+	sp.mu.Unlock()
+
+	r.p, r.err = sp.start(ctx, old, agent)
+	if r.err == nil {
+		sp.successors.Store(old, r.p)
+		sp.nReplaced.Add(1)
+		sp.rt.sup.step(evReplaced{old: old, new: r.p.ID})
+	}
+	sp.mu.Lock()
+	delete(sp.replacing, old) // after a failure, the next asker tries again
+	sp.mu.Unlock()
+	close(r.done)
+	return r.p, r.err
+}
+
+// start has old's host agent start a proc in its place, and returns it
+// once it is ready.
+func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, error) {
 	rt := sp.rt
 	if err := rt.health.goneErr(agent); err != nil {
 		return procInfo{}, fmt.Errorf("its host is gone: %w", err)
@@ -103,6 +184,15 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 		return procInfo{}, err
 	}
 	rd := ready.Values()[0]
+	if rd.Proc != "" && rd.Proc != p.ID {
+		// Another process had old replaced first: its proc is old's
+		// successor, which the agent named, and none was started here.
+		if !wire.ValidID(rd.Proc) {
+			return procInfo{}, fmt.Errorf("the host agent of %s named its successor %.40q", old, rd.Proc)
+		}
+		p.ID = rd.Proc
+		rt.health.started([]procInfo{p}, false)
+	}
 	p.Host, p.PID = rd.Host, rd.PID
 	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
 	return p, nil

@@ -25,17 +25,22 @@ import (
 // meshes it owned are stopped. Ownership never moves: a failure on a slice,
 // or on a mesh passed to another actor, goes to the mesh's creator.
 
-// MeshFailure reports a failed member of an actor mesh.
+// MeshFailure reports a failed member of an actor mesh, or a proc of a
+// proc mesh that ended (ProcLost): its process died, or its host was
+// lost, and no restart policy of a mesh on it replaced it.
 type MeshFailure struct {
 	Mesh    string      `msgpack:"mesh"`   // the mesh's name
 	MeshID  string      `msgpack:"id"`     // the mesh's id
-	ActorID string      `msgpack:"actor"`  // the failed member, as mesh[rank]
+	ActorID string      `msgpack:"actor"`  // the failed member, as mesh[rank]; "" for a proc lost
 	Proc    string      `msgpack:"proc"`   // its proc
 	Reason  string      `msgpack:"reason"` // what happened
 	Dims    Dims        `msgpack:"dims"`   // the mesh's extent
 	Coords  []int       `msgpack:"coords"` // the member's rank, per dimension
 	Base    int         `msgpack:"base"`   // the member's row-major rank
 	Err     *ActorError `msgpack:"err"`    // the endpoint's error or panic, if that was the cause
+	// ProcLost: the mesh is a ProcMesh (of this program's procs, not
+	// WithCommand's), and its member Proc ended.
+	ProcLost bool `msgpack:"proclost,omitempty"`
 }
 
 // Rank is the failed member's rank in its mesh.
@@ -50,6 +55,9 @@ func (f *MeshFailure) Rank() Point {
 // Error describes the failure; a MeshFailure is an error, so a hook can
 // return it as is.
 func (f *MeshFailure) Error() string {
+	if f.ProcLost {
+		return fmt.Sprintf("proc mesh %s: proc %s %v ended: %s", f.Mesh, f.Proc, f.Rank(), f.Reason)
+	}
 	return fmt.Sprintf("mesh %s: actor %s %v on proc %s failed: %s", f.Mesh, f.ActorID, f.Rank(), f.Proc, f.Reason)
 }
 
@@ -63,7 +71,10 @@ func (f *MeshFailure) String() string { return f.Error() }
 // 1. The default hook returns the failure, and the client then also
 // prints how to take failures over (defaultHookAdvice); a nil hook
 // ignores every failure. The hook runs on a goroutine of its own, one
-// failure at a time.
+// failure at a time, while the program runs: once its function has
+// returned the job is ending, and a failure found then (most often an end
+// the job's own stop caused, such as a restart it cut short) goes to the
+// system log, not to the hook.
 func WithFaultHook(hook func(*MeshFailure) error) Option {
 	return func(o *options) error {
 		if hook == nil {
@@ -91,6 +102,9 @@ type supervision struct {
 	mu     sync.Mutex
 	router *failureRouter
 	refs   map[string]*meshRef // the meshes owned here, to mark them stopped
+	// procMeshes are the proc meshes owned here with a restart policy
+	// (WithProcRestart), whose procs a restart replaces.
+	procMeshes map[string]*ProcMesh
 	// stepped is closed (and replaced) at each step: awaitSettled looks
 	// again then.
 	stepped chan struct{}
@@ -160,6 +174,32 @@ func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restart
 	s.step(evOwned{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan})
 }
 
+// ownProcs has the router watch proc mesh id, whose procs run this
+// program, for owner (nil: this process): a proc of it that ends, not on
+// request, is a failure of the mesh, unless a restart puts a proc in its
+// place (plan: the mesh's own, WithProcRestart). A proc that ended
+// before this is taken as ending now.
+func (s *supervision) ownProcs(id string, pm *ProcMesh, owner *actor, plan *restartPlanner) {
+	ids := make([]string, len(pm.procs))
+	for i, p := range pm.procs {
+		ids[i] = p.ID
+	}
+	if plan != nil {
+		s.mu.Lock()
+		if s.procMeshes == nil {
+			s.procMeshes = map[string]*ProcMesh{}
+		}
+		s.procMeshes[id] = pm
+		s.mu.Unlock()
+	}
+	s.step(evOwned{id: id, name: pm.name, base: pm.reg.base, procs: ids, ofProcs: true, owner: owner, plan: plan})
+	for _, p := range ids {
+		if n, ok := s.rt.health.notice(p); ok {
+			s.step(evProcEnded{n: n, at: time.Now()})
+		}
+	}
+}
+
 func (s *supervision) ref(id string) *meshRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,12 +212,22 @@ func (s *supervision) ref(id string) *meshRef {
 // place. Then the router hears how it went. The restart is logged, as its
 // failure would have been.
 func (s *supervision) restartLater(e effRestart) {
+	s.mu.Lock()
+	pm := s.procMeshes[e.id]
+	s.mu.Unlock()
+	if pm != nil {
+		s.replaceLater(e, pm)
+		return
+	}
 	rt := s.rt
+	if rt.closing.Load() {
+		return // the job is ending: its procs are being stopped
+	}
 	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
 		Msg("restarting in place, by the mesh's restart policy")
 	time.AfterFunc(e.after, func() {
 		ref := s.ref(e.id)
-		if ref == nil || ref.stopped.Load() {
+		if ref == nil || ref.stopped.Load() || rt.closing.Load() {
 			return
 		}
 		cause := e.f.ActorID + " failed: " + e.f.Reason
@@ -244,6 +294,34 @@ func (s *supervision) restartLater(e effRestart) {
 	})
 }
 
+// replaceLater carries out a restart that proc mesh pm's policy decided:
+// after its backoff, each failed proc is replaced by one its host agent
+// starts in its place (the slot's next incarnation), unless a restart of
+// an actor mesh on it did so already. A proc not replaced (its host is
+// gone) fails for good, to the mesh's owner.
+func (s *supervision) replaceLater(e effRestart, pm *ProcMesh) {
+	rt := s.rt
+	rt.log.Warn().Str("mesh", e.f.Mesh).Str("failure", e.f.Error()).Ints("ranks", e.ranks).Dur("after", e.after).
+		Msg("replacing procs, by the proc mesh's restart policy")
+	time.AfterFunc(e.after, func() {
+		ev := evRestartDone{id: e.id, ranks: e.ranks}
+		for _, b := range e.ranks {
+			old := pm.proc(b)
+			p, err := rt.procs.respawn(rt.ctx, old.ID, old.Agent)
+			if err != nil {
+				g := *e.f
+				g.Base, g.Coords, g.Proc = b, pm.reg.base.point(b).coords, old.ID
+				g.Reason = "its restart failed: no new proc in the place of " + old.ID + ": " + err.Error()
+				ev.final = append(ev.final, &g)
+				continue
+			}
+			rt.log.Info().Str("mesh", pm.name).Str("old", old.ID).Str("proc", p.ID).Int("rank", b).Msg("a new proc in the place of one that ended")
+		}
+		ev.at = time.Now()
+		s.step(ev)
+	})
+}
+
 // coords are base rank b's coordinates in mesh id.
 func (s *supervision) coords(id string, b int) []int {
 	s.mu.Lock()
@@ -254,8 +332,9 @@ func (s *supervision) coords(id string, b int) []int {
 	return nil
 }
 
-// restartByHand checks that ranks of mesh id may be restarted by hand.
-func (s *supervision) restartByHand(id string, ranks []int) error {
+// restartByHand picks the ranks of mesh id to restart by hand: those
+// that failed (see failureRouter.restartable).
+func (s *supervision) restartByHand(id string, ranks []int) ([]int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.router.restartable(id, ranks)

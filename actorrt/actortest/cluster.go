@@ -111,9 +111,10 @@ func (c *Cluster) Failures() <-chan *actorrt.MeshFailure { return c.failures }
 
 // Kill kills every proc of procs (a ProcMesh, or a slice of one) as
 // SIGKILL would: each is cut off from the bus at once and its host agent
-// tells the job of its end. A proc of procs that has ended already, or
-// that this cluster did not start, is an error naming it (the others are
-// killed).
+// tells the job of its end. A slot of the mesh whose proc was replaced
+// (a restart started one in its place) is its newest proc, as the mesh
+// reaches it. A proc of procs that has ended already, or that this
+// cluster did not start, is an error naming it (the others are killed).
 func (c *Cluster) Kill(procs *actorrt.ProcMesh) error {
 	ids := inproc.Get().ProcIDs(procs)
 	if len(ids) == 0 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,16 +64,25 @@ func TestKillReportsToOwner(t *testing.T) {
 
 // TestLoseHost: a lost host's procs fail at once, told by the agent
 // that started the host (the client's), not at the host timeout, which
-// is left long here to show it.
+// is left long here to show it: the members of the actor mesh on them,
+// and the procs of the proc mesh.
 func TestLoseHost(t *testing.T) {
 	c := actortest.Start(t, 3, actorrt.WithHostTimeout(time.Minute))
-	ctx, _, mesh := spawnCounters(t, c, 2)
+	ctx, procs, mesh := spawnCounters(t, c, 2)
 	if err := c.LoseHost(1); err != nil {
 		t.Fatal(err)
 	}
-	f := nextFailure(t, ctx, c)
-	if f.Mesh != "counters" {
-		t.Fatalf("failure %v: want one of mesh counters", f)
+	members, lost := 0, 0
+	for members < 2 || lost < 2 {
+		f := nextFailure(t, ctx, c)
+		switch {
+		case f.Mesh == "counters" && !f.ProcLost && f.Coords[0] == 1:
+			members++
+		case f.Mesh == procs.Name() && f.ProcLost && f.Coords[0] == 1:
+			lost++
+		default:
+			t.Fatalf("failure %v: want one of mesh counters or proc mesh %s, on host 1", f, procs.Name())
+		}
 	}
 	if _, err := add.Call(mesh.Slice("hosts", 0, 1), 1).Get(ctx); err != nil {
 		t.Fatalf("a call to the members of a host left: %v", err)
@@ -226,4 +236,103 @@ func mustSpawnProcs(t *testing.T, ctx context.Context, hosts *actorrt.HostMesh) 
 		t.Fatal(err)
 	}
 	return procs
+}
+
+// TestProcMeshSupervised: a proc mesh with no actor on it is supervised
+// too: a proc of it killed is a failure of the mesh (ProcLost) for its
+// owner, the client's fault hook; a proc stopped on request is none.
+func TestProcMeshSupervised(t *testing.T) {
+	c := actortest.Start(t, 2)
+	ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+	defer cancel()
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("idle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := procs.At("hosts", 0).At("gpus", 1).Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(procs.At("hosts", 1).At("gpus", 0)); err != nil {
+		t.Fatal(err)
+	}
+	f := nextFailure(t, ctx, c)
+	if !f.ProcLost || f.Mesh != "idle" || f.ActorID != "" || !slices.Equal(f.Coords, []int{1, 0}) || !strings.Contains(f.Reason, "killed by SIGKILL") {
+		t.Fatalf("failure %+v: want proc {hosts: 1, gpus: 0} of proc mesh idle lost, killed by SIGKILL", f)
+	}
+	if !strings.HasPrefix(f.Error(), "proc mesh idle: proc ") {
+		t.Fatalf("failure %q: want it to name the proc mesh", f.Error())
+	}
+	select {
+	case f := <-c.Failures():
+		t.Fatalf("a second failure: %v (the stop on request is none)", f)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// TestProcMeshRestart: a proc mesh with a restart policy of its own
+// (WithProcRestart) replaces a proc that is killed: the actors that were
+// on it fail to their owner (their mesh has no policy), the proc mesh's
+// loss does not, and the mesh's slot is the new proc, where a new mesh is
+// spawned and answers. Past the policy's limit, the loss goes to the
+// owner.
+func TestProcMeshRestart(t *testing.T) {
+	c := actortest.Start(t, 2)
+	ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+	defer cancel()
+	policy := actorrt.RestartPolicy{MaxRestarts: 1, Window: time.Minute}
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("kept"), actorrt.WithProcRestart(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh, err := counters.Spawn(ctx, procs, "counters", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := procs.At("hosts", 1).At("gpus", 1)
+	if err := c.Kill(slot); err != nil {
+		t.Fatal(err)
+	}
+	if f := nextFailure(t, ctx, c); f.Mesh != "counters" || f.ProcLost {
+		t.Fatalf("failure %v: want the member of counters on the killed proc", f)
+	}
+	// The slot answers again: a mesh spawned there once it is replaced.
+	var again *actorrt.ActorMesh[Counter]
+	for again == nil {
+		again, err = counters.Spawn(ctx, slot, "again", 5)
+		if err != nil && !errors.Is(err, actorrt.ErrProcFailed) {
+			t.Fatalf("a spawn on the slot being replaced: %v", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the slot was not replaced: %v", err)
+		}
+		if again == nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if v, err := value.Call(again).Get(ctx); err != nil || v.Values()[0] != 5 {
+		t.Fatalf("the mesh on the replaced slot: %v, %v; want 5", v, err)
+	}
+	if _, err := add.Call(mesh.Slice("hosts", 0, 1), 1).Get(ctx); err != nil {
+		t.Fatalf("the members on the other procs: %v", err)
+	}
+	select {
+	case f := <-c.Failures():
+		t.Fatalf("a failure after the replacement: %v", f)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// The policy allows one replacement in its window: a second kill of
+	// the slot is the proc mesh's loss, for its owner.
+	if err := c.Kill(slot); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f := nextFailure(t, ctx, c)
+		if f.Mesh == "again" {
+			continue
+		}
+		if !f.ProcLost || f.Mesh != "kept" || !strings.Contains(f.Reason, "not restarted") {
+			t.Fatalf("failure %v: want the proc mesh's loss, past its policy", f)
+		}
+		break
+	}
 }

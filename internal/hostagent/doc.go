@@ -84,11 +84,14 @@
 // (or command), wrapper, CPU binding, environment, rank and proc mesh
 // name; only its id and where it reports ready (rank 0 of the request's
 // port) differ. A proc has at most one successor, which may be respawned
-// in turn. The agent keeps what a respawn needs of its last 4096 ended
-// procs (maxRespawnable), and of one respawned only its successor's id;
-// a proc that ended before them, one still running, one respawned
-// already, or a new id the agent knows, is refused on the port, naming
-// the host and the procs. A stop, log sync or signal of a proc that
+// in turn: a second respawn of a proc replaced already (another mesh's
+// owner asking) starts nothing and is answered, once the successor is up
+// (a command started, an SDK proc beating; at most a minute), with the
+// successor's ready report, naming it (ProcReady.Proc). The agent keeps
+// what a respawn needs of its last 4096 ended procs (maxRespawnable), and
+// of one respawned only its successor's id; a proc that ended before
+// them, one still running, one whose successor ended too, or a new id the
+// agent knows, is refused on the port, naming the host and the procs. A stop, log sync or signal of a proc that
 // ended reaches the proc started in its place (and so on down the chain):
 // whoever holds the proc mesh it was spawned in stops that one.
 //

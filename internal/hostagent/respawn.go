@@ -2,9 +2,11 @@ package hostagent
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/monarch-go/monarch/internal/bincache"
 	"github.com/monarch-go/monarch/internal/wire"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // bootstrap is how a proc was started: what RespawnProc needs to start
@@ -71,11 +73,17 @@ func (a *Agent) keepBootstrap(p *proc) {
 // ready report goes to, is req.Proc (Parent is that and nothing more, so
 // Old's would send New's report to a port nobody waits on).
 //
+// Old has at most one successor: when Old was respawned already, by
+// whoever asked first, and its successor runs (and, for an SDK proc, has
+// started its runtime: it beats), the answer is that proc's ready report
+// (ProcReady with Proc set), and nothing is started: every mesh that had
+// members on Old meets the same new proc. Its successor can be respawned
+// in turn, once it ended.
+//
 // It is refused, with an error for rank 0 on the port naming the host
 // and both procs, when Old is not a proc of this agent (or ended before
-// the last maxRespawnable of its ends), Old still runs, Old was
-// respawned already (a proc has at most one successor; its successor
-// can be respawned in turn), New is a proc of this agent (running,
+// the last maxRespawnable of its ends), Old still runs, Old's successor
+// is still starting or ended too, New is a proc of this agent (running,
 // being started, or one of its last ends), New is Old, or the agent is
 // closing. A start that fails is an error there too (ErrProcFailed), and
 // Old may then be respawned again.
@@ -84,7 +92,16 @@ func (a *Agent) keepBootstrap(p *proc) {
 // as SpawnProcs.
 func (a *Agent) RespawnProc(req wire.RespawnProcReq) {
 	a.started.Store(true)
-	b, err := a.claim(req)
+	b, successor, err := a.claim(req)
+	if err == nil && successor != "" {
+		var p *proc
+		if p, err = a.awaitUp(successor); err == nil {
+			ready := wire.ProcReady{PID: p.process.Pid(), Host: a.cfg.Host, Proc: p.id}
+			a.sendToPort(req.Proc, req.Port, 0, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
+			return
+		}
+		err = fmt.Errorf("proc %s was respawned already, as %s, %w", req.Old, successor, err)
+	}
 	if err != nil {
 		a.replyError(req.Proc, req.Port, 0, fmt.Errorf("respawn proc %s as %s on %s: %w", req.Old, req.New, a.cfg.Host, err))
 		return
@@ -104,39 +121,66 @@ func (a *Agent) RespawnProc(req wire.RespawnProcReq) {
 	}
 }
 
+// successorWait bounds how long a respawn of a proc replaced already
+// waits for its successor, being started, to be up.
+const successorWait = time.Minute
+
+// awaitUp waits until proc id, a successor being started or running, is
+// up: a command started, an SDK proc beating (its runtime started). It
+// fails if the proc ends, the agent closes, or successorWait passes.
+func (a *Agent) awaitUp(id string) (*proc, error) {
+	deadline := time.Now().Add(successorWait)
+	for {
+		a.mu.Lock()
+		p, starting := a.children[id], a.respawning[id]
+		a.mu.Unlock()
+		switch {
+		case p != nil && (p.command || p.lastAlive.Load() != 0):
+			return p, nil
+		case p == nil && !starting:
+			return nil, fmt.Errorf("which ended")
+		case a.closing.Load():
+			return nil, fmt.Errorf("and the host agent is closing")
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("which did not start its runtime within %v", successorWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // claim checks that req.New may take req.Old's place and, if so, takes
 // Old's bootstrap: Old's successor is New from now on, and New is being
-// started.
-func (a *Agent) claim(req wire.RespawnProcReq) (*bootstrap, error) {
+// started. When Old has a successor already, it returns its id instead.
+func (a *Agent) claim(req wire.RespawnProcReq) (*bootstrap, string, error) {
 	if req.New == req.Old {
-		return nil, fmt.Errorf("a proc cannot take its own place")
+		return nil, "", fmt.Errorf("a proc cannot take its own place")
 	}
 	if a.closing.Load() {
-		return nil, fmt.Errorf("the host agent is closing")
+		return nil, "", fmt.Errorf("the host agent is closing")
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, running := a.children[req.Old]; running {
-		return nil, fmt.Errorf("proc %s is still running", req.Old)
+		return nil, "", fmt.Errorf("proc %s is still running", req.Old)
 	}
 	r := a.respawnable[req.Old]
 	switch {
 	case r == nil:
 		if _, ended := a.ended[req.Old]; ended {
-			return nil, fmt.Errorf("proc %s ended before the last %d ends of this host's procs, whose starts are all the agent keeps", req.Old, maxRespawnable)
+			return nil, "", fmt.Errorf("proc %s ended before the last %d ends of this host's procs, whose starts are all the agent keeps", req.Old, maxRespawnable)
 		}
-		return nil, fmt.Errorf("proc %s is not a proc this agent started", req.Old)
+		return nil, "", fmt.Errorf("proc %s is not a proc this agent started", req.Old)
 	case r.boot == nil:
-		return nil, fmt.Errorf("proc %s was respawned already, as %s", req.Old, r.successor)
+		return nil, r.successor, nil
 	}
 	_, running := a.children[req.New]
 	_, ended := a.ended[req.New]
 	_, kept := a.respawnable[req.New]
 	if running || ended || kept || a.respawning[req.New] {
-		return nil, fmt.Errorf("proc %s is a proc of this agent already", req.New)
+		return nil, "", fmt.Errorf("proc %s is a proc of this agent already", req.New)
 	}
 	b := r.boot
 	r.boot, r.successor = nil, req.New
 	a.respawning[req.New] = true
-	return b, nil
+	return b, "", nil
 }

@@ -296,9 +296,11 @@ func TestRespawnProc(t *testing.T) {
 // TestRespawnCommand: a command proc (SPMD) is started again as it was,
 // reported ready by the agent; a respawn is refused, with an error for
 // rank 0 naming the host and the procs, when the old proc is unknown,
-// still running or respawned already, or the new id is taken (a running
+// still running, or respawned already by a proc that ended too, or the
+// new id is taken (a running
 // proc, an ended one, the old one itself); a proc that took another's
-// place can in turn be respawned.
+// place can in turn be respawned. A respawn of a proc replaced already,
+// its successor running, answers with the successor's ready report.
 func TestRespawnCommand(t *testing.T) {
 	b := newJobBus(t, "j1")
 	envProg, err := exec.LookPath("env")
@@ -348,12 +350,18 @@ func TestRespawnCommand(t *testing.T) {
 	if d := envDiff(now.env, old.env); !slices.Equal(now.argv, old.argv) || d != nil || now.cpus != old.cpus {
 		t.Errorf("respawned as argv %q, cpus %s, env differing in %q; was %q, %s", now.argv, now.cpus, d, old.argv, old.cpus)
 	}
-	refused(wire.RespawnProcReq{Old: "c-1", New: "c-6"}, "proc c-1 was respawned already, as c-2")
+	// A second respawn of c-1 (another mesh's owner asking) meets its
+	// successor: c-2's ready report, and nothing is started.
+	a.RespawnProc(wire.RespawnProcReq{Old: "c-1", New: "c-6", Proc: "c", Port: 11})
+	if rd := readyOn(b, 11, 0); rd.Proc != "c-2" || rd.PID != pid2 {
+		t.Errorf("a second respawn of c-1 answered %+v; want c-2's ready report (pid %d)", rd, pid2)
+	}
 	refused(wire.RespawnProcReq{Old: "c-2", New: "c-6"}, "proc c-2 is still running")
 
 	// An ended proc's id is taken too; the new proc, once ended, can be
 	// respawned in turn.
 	killAndWait(t, ended, "c-2", pid2)
+	refused(wire.RespawnProcReq{Old: "c-1", New: "c-7"}, "proc c-1 was respawned already, as c-2, which ended")
 	refused(wire.RespawnProcReq{Old: "c-2", New: "c-1"}, "proc c-1 is a proc of this agent already")
 	a.RespawnProc(wire.RespawnProcReq{Old: "c-2", New: "c-4", Proc: "c", Port: 10})
 	again := settled(t, readyOn(b, 10, 0).PID, sleep)
@@ -438,7 +446,7 @@ func TestRespawnBounded(t *testing.T) {
 	}
 	// A claimed entry keeps no bootstrap.
 	last := "c-" + strconv.Itoa(maxRespawnable+9)
-	got, err := a.claim(wire.RespawnProcReq{Old: last, New: "c-y"})
+	got, _, err := a.claim(wire.RespawnProcReq{Old: last, New: "c-y"})
 	if err != nil || got != boot {
 		t.Fatalf("claim: %v", err)
 	}

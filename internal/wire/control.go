@@ -202,6 +202,9 @@ type PortGone struct {
 type ProcReady struct {
 	PID  int    `msgpack:"pid"`
 	Host string `msgpack:"host"`
+	// Proc is set when a respawn found the ended proc replaced already:
+	// the proc in its place, which runs (OpRespawnProc).
+	Proc string `msgpack:"proc,omitempty"`
 }
 
 // OpReplies reports whether op answers on the header's port: a refused
