@@ -312,16 +312,20 @@ func TestWatchBesideABlockedHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub.Flush(context.Background())
-	stuck, release := make(chan struct{}), make(chan struct{})
+	stuck, release := make(chan struct{}, 1), make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		first := true
 		sub.Run(ctx, func(bus.Message) {
-			select {
-			case stuck <- struct{}{}:
+			// The first message holds the handler until the end; a
+			// non-blocking send here could find the test not yet
+			// waiting, and nothing would ever be stuck.
+			if first {
+				first = false
+				stuck <- struct{}{}
 				<-release
-			default:
 			}
 		})
 	}()
@@ -329,7 +333,11 @@ func TestWatchBesideABlockedHandler(t *testing.T) {
 	if err := pub.Publish("work", []byte("first")); err != nil {
 		t.Fatal(err)
 	}
-	<-stuck
+	select {
+	case <-stuck:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never got the first message")
+	}
 	for i := range 5 { // in one burst: batched
 		if err := pub.Publish("beat", []byte{byte(i)}); err != nil {
 			t.Fatal(err)
