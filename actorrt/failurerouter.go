@@ -250,8 +250,9 @@ func (r *failureRouter) procEnded(ev evProcEnded) []routerEffect {
 	}
 	var out []routerEffect
 	replacing := false
+	ids := r.ownedIDs()
 	for _, ofProcs := range []bool{false, true} {
-		for _, id := range r.ownedIDs() {
+		for _, id := range ids {
 			m := r.owned[id]
 			if m.stopped || m.ofProcs != ofProcs || (ofProcs && replacing) {
 				continue
