@@ -425,8 +425,6 @@ func (a *actor) handleInit(e *envelope) {
 		a.running.Store(nil)
 	}
 	if err != nil && e.restart {
-		// Its owner hears of it in the answer, and decides again.
-		a.replyError(e, err)
 		failed := fmt.Errorf("%w: actor %s failed in Init on its restart: %v", ErrActorFailed, a.id, err)
 		var ended bool
 		if a.mesh.restarts && !e.manual {
@@ -434,6 +432,10 @@ func (a *actor) handleInit(e *envelope) {
 		} else {
 			ended = a.dead.CompareAndSwap(nil, &failed)
 		}
+		// Its owner hears of it in the answer, and decides again: only
+		// once this instance counts as failed, or a restart the answer
+		// leads to could find it running.
+		a.replyError(e, err)
 		if ended {
 			a.ended(failed, nil)
 		}
