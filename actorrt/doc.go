@@ -326,6 +326,15 @@
 //     TestKillRestarts, TestRestartAgainAfterProcDeath,
 //     TestProcReplacedForEveryMesh, TestProcReplacedAcrossOwners. Not yet:
 //     a ProcMesh held by another proc still names the dead proc.
+//   - From a spare: a proc mesh spawned WithSpares(n) keeps n idle procs
+//     per host; the slot of a proc that ended is handed to one of them
+//     instead of a process started (it sets the slot's variables, RANK,
+//     MONARCH_RANK_*, MASTER_*, WithProcEnv's, before any actor of the
+//     slot runs there, and is bound to the slot's CPUs), every mesh that
+//     had members on the ended proc restarts there, the pool is refilled,
+//     and the spares stop with their mesh. With no spare up, a proc is
+//     started as without. TestSpareTakesKilledSlot, TestSparesRefused,
+//     BenchmarkTwoMeshesAfterProcKill.
 //   - When the host died: no proc can start in the old one's place; each
 //     member's failure goes to the owner, naming the host's agent that
 //     ended, and the members elsewhere go on. TestLoseHostWithPolicy.

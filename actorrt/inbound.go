@@ -88,6 +88,10 @@ func (in inbound) control(f *wire.Frame, subject string) {
 		in.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
 	case wire.OpAlive:
 		in.agent.Alive(f.ReplyTo)
+	case wire.OpSlotTaken:
+		in.agent.SlotTaken(f.ReplyTo)
+	case wire.OpTakeSlot:
+		in.takeSlot(body.(*wire.TakeSlotReq), f.ReplyTo, subject)
 	case wire.OpFreePort:
 		in.agent.FreePort(f.ReplyTo, f.Port)
 	case wire.OpExec:

@@ -25,6 +25,7 @@ type procOptions struct {
 	// ProcMesh of the user's: their loss is told by their procs' ends.
 	hosts   bool
 	restart *RestartPolicy
+	spares  int // WithSpares
 }
 
 // WithProcRestart replaces a proc of the mesh that ends, not on request
