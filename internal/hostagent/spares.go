@@ -260,3 +260,17 @@ func labelOf(b *bootstrap, to *readyTo) lineLabel {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// IdleSpares counts the agent's spares that are up (beating) and wait
+// for a slot, over all its pools.
+func (a *Agent) IdleSpares() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, p := range a.children {
+		if p.spare && p.lastAlive.Load() != 0 {
+			n++
+		}
+	}
+	return n
+}
