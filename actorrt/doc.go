@@ -334,10 +334,15 @@
 //     had members on the ended proc restarts there, the pool is refilled,
 //     and the spares stop with their mesh. With no spare up, a proc is
 //     started as without. TestSpareTakesKilledSlot, TestSparesRefused,
-//     BenchmarkTwoMeshesAfterProcKill.
+//     BenchmarkTwoMeshesFromSpare.
 //   - When the host died: no proc can start in the old one's place; each
 //     member's failure goes to the owner, naming the host's agent that
-//     ended, and the members elsewhere go on. TestLoseHostWithPolicy.
+//     ended, and the members elsewhere go on. TestLoseHostWithPolicy,
+//     TestLostHostSlotsToSpares. A proc mesh spawned WithSparesAnyHost
+//     (and WithSpares) has each lost slot taken by an idle spare of
+//     another of its hosts instead, by the runtime that spawned it: the
+//     slot keeps its coordinates and rank variables and now runs on that
+//     host. TestLostHostSlotsToSpares.
 //   - When the job ends: once the client's function returned, no restart
 //     starts, and a restart the job's own stop cut short is no failure of
 //     the program's (it is logged, not given to the fault hook).

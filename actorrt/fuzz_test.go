@@ -86,6 +86,8 @@ func seedControls() []struct {
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 4,
 			Command: []string{"python3", "train.py"}, Wrap: [][]string{{"numactl", "-N", "0"}}, CPUs: [][]int{{0, 1}}}},
 		{wire.OpRespawnProc, &wire.RespawnProcReq{Old: "c-1", New: "c-5", Proc: "c", Port: 4}},
+		{wire.OpRespawnProc, &wire.RespawnProcReq{Old: "h2.c-1", New: "h1.c-5", Proc: "c", Port: 4,
+			Adopt: &wire.AdoptSlot{Mesh: "train", Rank: 3, Env: []string{"RANK=3"}, CPUs: []int{0, 1}}}},
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{{"RANK=0"}}, Proc: "c", Port: 4, Spares: 2}},
 		{wire.OpTakeSlot, &wire.TakeSlotReq{Env: []string{"RANK=1", "MONARCH_RANK_GPUS=1", "EMPTY="}, Proc: "c", Port: 4}},
 		{wire.OpSlotTaken, nil},

@@ -26,6 +26,8 @@ type procOptions struct {
 	hosts   bool
 	restart *RestartPolicy
 	spares  int // WithSpares
+	// sparesAnyHost: WithSparesAnyHost.
+	sparesAnyHost bool
 }
 
 // WithProcRestart replaces a proc of the mesh that ends, not on request

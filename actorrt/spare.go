@@ -1,6 +1,8 @@
 package actorrt
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -64,4 +66,69 @@ func (in inbound) takeSlot(req *wire.TakeSlotReq, from, subject string) {
 	ready := wire.ProcReady{PID: os.Getpid(), Host: in.hostname, Proc: in.procID}
 	in.sendToPort(portRef{proc: req.Proc, id: req.Port}, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
 	in.publish(in.subjects.Up(), []byte(in.procID+" "+in.hostLabel))
+}
+
+// WithSparesAnyHost lets the slots of a host that is lost be taken by
+// the spares (WithSpares) of the mesh's other hosts: when a proc of the
+// mesh is to be replaced and its host is gone, the runtime that spawned
+// the mesh asks the agents of its other hosts, in turn, to hand the
+// slot to an idle spare, with the slot's variables (its rank, torchrun's,
+// WithProcEnv's) and CPU binding. The slot then lives on that host: its
+// coordinates (and rank variables) in the mesh stay the same, while the
+// ProcMesh's host for that slot, and LOCAL_RANK's meaning, are no longer
+// those of its "hosts" coordinate; a host may run more procs of the mesh
+// than its share. Without an idle spare on any host left, the loss goes
+// to the owner as without this option. Only WithSpares.
+func WithSparesAnyHost() ProcOption {
+	return func(o *procOptions) error { o.sparesAnyHost = true; return nil }
+}
+
+// slotSpec is what a spare of another host needs to take a slot of a
+// proc mesh (WithSparesAnyHost).
+type slotSpec struct {
+	mesh   string
+	rank   int
+	env    []string
+	cpus   []int
+	agents []string // the mesh's hosts' agents
+}
+
+// allowAdopt records the slots of the procs reqs started (by agent) for
+// mesh name, so that a spare of another of agents may take one whose
+// host is lost.
+func (sp *spawner) allowAdopt(name string, reqs map[string]*wire.SpawnProcsReq, agents []string) {
+	for _, req := range reqs {
+		for i, id := range req.IDs {
+			s := &slotSpec{mesh: name, rank: req.Ranks[i], env: req.Env[i], agents: agents}
+			if req.CPUs != nil {
+				s.cpus = req.CPUs[i]
+			}
+			sp.adoptable.Store(id, s)
+		}
+	}
+}
+
+// followSlot moves what the slot of proc old needs to be adopted on to
+// the proc in its place.
+func (sp *spawner) followSlot(old, new string) {
+	if s, ok := sp.adoptable.LoadAndDelete(old); ok {
+		sp.adoptable.Store(new, s)
+	}
+}
+
+// adoptElsewhere asks the agents of s's other hosts, in turn, to hand
+// old's slot to a spare (old's host, agent, is lost: why).
+func (sp *spawner) adoptElsewhere(ctx context.Context, old, agent string, s *slotSpec, why error) (procInfo, error) {
+	errs := []error{fmt.Errorf("its host is gone: %w", why)}
+	for _, a := range s.agents {
+		if a == agent || sp.rt.health.goneErr(a) != nil {
+			continue
+		}
+		p, err := sp.ask(ctx, old, a, &wire.AdoptSlot{Mesh: s.mesh, Rank: s.rank, Env: s.env, CPUs: s.cpus})
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+	}
+	return procInfo{}, fmt.Errorf("no spare of another host took its slot: %w", errors.Join(errs...))
 }

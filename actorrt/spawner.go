@@ -31,8 +31,11 @@ type spawner struct {
 	// replacement of a slot: one entry per proc this runtime replaced.
 	successors sync.Map
 	nReplaced  atomic.Int32 // successors' size: none is the common case
-	mu         sync.Mutex
-	replacing  map[string]*replacement // ended proc -> its replacement under way
+	// adoptable holds, by proc id, the slots that a spare of another
+	// host may take when theirs is lost (WithSparesAnyHost): a *slotSpec.
+	adoptable sync.Map
+	mu        sync.Mutex
+	replacing map[string]*replacement // ended proc -> its replacement under way
 }
 
 // replacement is a respawn under way, which later askers for the same
@@ -147,6 +150,7 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 
 	r.p, r.err = sp.start(ctx, old, agent)
 	if r.err == nil {
+		sp.followSlot(old, r.p.ID)
 		sp.successors.Store(old, r.p)
 		sp.nReplaced.Add(1)
 		sp.rt.sup.step(evReplaced{old: old, new: r.p.ID})
@@ -159,12 +163,22 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 }
 
 // start has old's host agent start a proc in its place, and returns it
-// once it is ready.
+// once it is ready; when that host is gone, a spare of another host of
+// old's mesh takes old's slot, where the mesh allows it.
 func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, error) {
-	rt := sp.rt
-	if err := rt.health.goneErr(agent); err != nil {
+	if err := sp.rt.health.goneErr(agent); err != nil {
+		if spec, ok := sp.adoptable.Load(old); ok {
+			return sp.adoptElsewhere(ctx, old, agent, spec.(*slotSpec), err)
+		}
 		return procInfo{}, fmt.Errorf("its host is gone: %w", err)
 	}
+	return sp.ask(ctx, old, agent, nil)
+}
+
+// ask has agent start a proc in old's place (or, with adopt, hand old's
+// slot to a spare), and returns it once it is ready.
+func (sp *spawner) ask(ctx context.Context, old, agent string, adopt *wire.AdoptSlot) (procInfo, error) {
+	rt := sp.rt
 	p := procInfo{ID: sp.newProcID(agent), Agent: agent}
 	ext, _ := NewExtent(Dims{{"procs", 1}})
 	fut := newFuture[ValueMesh[wire.ProcReady]](label{mesh: "respawn " + old})
@@ -174,7 +188,7 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 	}
 	defer rt.ports.close(port)
 	rt.health.started([]procInfo{p}, true)
-	if err := rt.sendControl(agent, wire.OpRespawnProc, port, &wire.RespawnProcReq{Old: old, New: p.ID, Proc: rt.procID, Port: port}); err != nil {
+	if err := rt.sendControl(agent, wire.OpRespawnProc, port, &wire.RespawnProcReq{Old: old, New: p.ID, Proc: rt.procID, Port: port, Adopt: adopt}); err != nil {
 		return procInfo{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
@@ -185,8 +199,9 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 	}
 	rd := ready.Values()[0]
 	if rd.Proc != "" && rd.Proc != p.ID {
-		// Another process had old replaced first: its proc is old's
-		// successor, which the agent named, and none was started here.
+		// A spare took old's slot, or another process had old
+		// replaced first: the agent named old's successor, and none
+		// was started under the id asked for.
 		if !wire.ValidID(rd.Proc) {
 			return procInfo{}, fmt.Errorf("the host agent of %s named its successor %.40q", old, rd.Proc)
 		}

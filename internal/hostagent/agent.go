@@ -96,6 +96,9 @@ type Agent struct {
 	// execs are the commands of OpExec that run, by asker and id
 	// (exec.go).
 	execs map[string]*execRun
+	// pools are the spares kept for each mesh, by its name (spares.go):
+	// the newest SpawnProcs' of that name.
+	pools map[string]*sparePool
 
 	started atomic.Bool // it has started a proc: it heartbeats from then on
 	closing atomic.Bool // Close has begun: ends are expected, not told
@@ -106,7 +109,7 @@ type Agent struct {
 func New(cfg Config, link Link) *Agent {
 	a := &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}, ports: map[int]bool{},
 		ended: map[string]wire.GoneNotice{}, respawnable: map[string]*respawnable{}, respawning: map[string]bool{},
-		execs: map[string]*execRun{}}
+		execs: map[string]*execRun{}, pools: map[string]*sparePool{}}
 	if cfg.Program != "" {
 		a.program = &program{path: cfg.Program, sum: cfg.ProgramSum}
 	}

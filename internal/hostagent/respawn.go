@@ -95,6 +95,10 @@ func (a *Agent) keepBootstrap(p *proc) {
 // as SpawnProcs.
 func (a *Agent) RespawnProc(req wire.RespawnProcReq) {
 	a.started.Store(true)
+	if req.Adopt != nil {
+		a.adopt(req)
+		return
+	}
 	b, successor, spare, err := a.claim(req)
 	if spare != nil {
 		a.handSlot(spare, b)

@@ -52,6 +52,11 @@ func (a *Agent) newPool(req wire.SpawnProcsReq, exe string, args []string, prog 
 	}
 	pool := &sparePool{want: min(req.Spares, wire.MaxSpares), idle: map[string]*proc{}}
 	pool.boot = &bootstrap{argv: append([]string{exe}, args...), prog: prog, base: base, mesh: req.Mesh, rank: -1, pool: pool}
+	if req.Mesh != "" {
+		a.mu.Lock()
+		a.pools[req.Mesh] = pool
+		a.mu.Unlock()
+	}
 	return pool
 }
 
@@ -230,6 +235,9 @@ func (a *Agent) stopSpares(ps []*proc, grace time.Duration) {
 			continue
 		}
 		pool.closed = true
+		if a.pools[pool.boot.mesh] == pool {
+			delete(a.pools, pool.boot.mesh)
+		}
 		for _, sp := range pool.idle {
 			sp.stopping = true
 			spares = append(spares, sp)
@@ -273,4 +281,34 @@ func (a *Agent) IdleSpares() int {
 		}
 	}
 	return n
+}
+
+// adopt hands the slot req.Adopt describes, of a proc of another host
+// that was lost, to an idle spare of its mesh here: that spare is the
+// slot's proc from now on, here, with the slot's variables and CPU
+// binding, and is respawned here, from a spare or not, when it ends in
+// turn. Without an idle spare of the mesh, it is refused on the port.
+func (a *Agent) adopt(req wire.RespawnProcReq) {
+	ad := req.Adopt
+	env, err := a.gpus(ad.Env)
+	if err != nil {
+		a.replyError(req.Proc, req.Port, 0, fmt.Errorf("%w: adopt the slot of proc %s on %s: %v", wire.ErrProcFailed, req.Old, a.cfg.Host, err))
+		return
+	}
+	var sp *proc
+	var b *bootstrap
+	a.mu.Lock()
+	if pool := a.pools[ad.Mesh]; pool != nil && !pool.closed && !a.closing.Load() {
+		nb := *pool.boot
+		nb.extra, nb.cpus, nb.rank = env, ad.CPUs, ad.Rank
+		b = &nb
+		sp = a.takeSpare(b, req)
+	}
+	a.mu.Unlock()
+	if sp == nil {
+		a.replyError(req.Proc, req.Port, 0, fmt.Errorf("%w: adopt the slot of proc %s (rank %d of mesh %s) on %s: no spare of the mesh idle here",
+			wire.ErrProcFailed, req.Old, ad.Rank, ad.Mesh, a.cfg.Host))
+		return
+	}
+	a.handSlot(sp, b)
 }

@@ -166,6 +166,20 @@ type TakeSlotReq struct {
 // MaxSlotVars bounds TakeSlotReq.Env.
 const MaxSlotVars = 4096
 
+// checkSlotEnv checks a slot's variables: at most MaxSlotVars, each
+// NAME=value (CheckEnvVar).
+func checkSlotEnv(env []string) error {
+	if len(env) > MaxSlotVars {
+		return fmt.Errorf("%d variables (at most %d)", len(env), MaxSlotVars)
+	}
+	for _, kv := range env {
+		if err := CheckEnvVar(kv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CheckEnvVar checks kv is NAME=value with a name a process environment
 // can hold (not empty, no '=' or NUL) and no NUL in the value.
 func CheckEnvVar(kv string) error {
@@ -185,6 +199,36 @@ type RespawnProcReq struct {
 	New  string `msgpack:"new"`
 	Proc string `msgpack:"proc"` // the ready port's proc
 	Port uint64 `msgpack:"port"`
+	// Adopt, set when Old was a proc of another host, lost: the agent
+	// hands Old's slot, as Adopt describes it, to an idle spare of the
+	// mesh it names (SpawnProcsReq.Spares), or refuses; it starts
+	// nothing.
+	Adopt *AdoptSlot `msgpack:"adopt,omitempty"`
+}
+
+// AdoptSlot is the slot of a proc of a lost host, for a spare of its
+// mesh on another (RespawnProcReq.Adopt): the mesh's name, the slot's
+// rank, its own variables and CPU binding (none: any).
+type AdoptSlot struct {
+	Mesh string   `msgpack:"mesh"`
+	Rank int      `msgpack:"rank"`
+	Env  []string `msgpack:"env"`
+	CPUs []int    `msgpack:"cpus,omitempty"`
+}
+
+func (s *AdoptSlot) check() error {
+	if s.Mesh == "" || len(s.Mesh) > MaxMeshName || s.Rank < 0 {
+		return fmt.Errorf("slot %d of mesh %.40q", s.Rank, s.Mesh)
+	}
+	if err := checkSlotEnv(s.Env); err != nil {
+		return err
+	}
+	for _, c := range s.CPUs {
+		if c < 0 || c >= MaxCPU {
+			return fmt.Errorf("cpu %d (0..%d)", c, MaxCPU-1)
+		}
+	}
+	return nil
 }
 
 // MaxCPU bounds a CPU number in SpawnProcsReq.CPUs (the kernel's own
@@ -330,20 +374,16 @@ func CheckControl(h *Header, body any) error {
 		if !ValidID(b.Proc) || b.Port == 0 {
 			return fmt.Errorf("ready port %.40q#%d", b.Proc, b.Port)
 		}
-		if len(b.Env) > MaxSlotVars {
-			return fmt.Errorf("%d variables (at most %d)", len(b.Env), MaxSlotVars)
-		}
-		for _, kv := range b.Env {
-			if err := CheckEnvVar(kv); err != nil {
-				return err
-			}
-		}
+		return checkSlotEnv(b.Env)
 	case *RespawnProcReq:
 		if !ValidID(b.Old) || !ValidID(b.New) {
 			return fmt.Errorf("respawn of proc %.40q as %.40q", b.Old, b.New)
 		}
 		if !ValidID(b.Proc) || b.Port == 0 {
 			return fmt.Errorf("ready port %.40q#%d", b.Proc, b.Port)
+		}
+		if b.Adopt != nil {
+			return b.Adopt.check()
 		}
 	case *StopProcsReq:
 		if b.Rank < 0 || b.GraceMS < 0 || b.GraceMS > MaxStopGrace.Milliseconds() {

@@ -28,6 +28,10 @@ func TestRespawnProcChecked(t *testing.T) {
 		{"no ready proc", with(func(r *RespawnProcReq) { r.Proc = "" }), 4, DropIDs, "ready port"},
 		{"ready port 0", with(func(r *RespawnProcReq) { r.Port = 0 }), 4, DropIDs, "ready port"},
 		{"ids of the wrong type", map[string]any{"old": 1, "new": []int{2}}, 4, DropBody, "body"},
+		{"an adopted slot of no mesh", with(func(r *RespawnProcReq) { r.Adopt = &AdoptSlot{Rank: 1} }), 4, DropIDs, "slot 1 of mesh"},
+		{"an adopted slot of a negative rank", with(func(r *RespawnProcReq) { r.Adopt = &AdoptSlot{Mesh: "m", Rank: -1} }), 4, DropIDs, "slot -1"},
+		{"an adopted slot with a bad variable", with(func(r *RespawnProcReq) { r.Adopt = &AdoptSlot{Mesh: "m", Env: []string{"X"}} }), 4, DropIDs, "NAME=value"},
+		{"an adopted slot on a cpu out of range", with(func(r *RespawnProcReq) { r.Adopt = &AdoptSlot{Mesh: "m", CPUs: []int{MaxCPU}} }), 4, DropIDs, "cpu"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
