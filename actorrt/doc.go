@@ -333,7 +333,9 @@
 //     slot runs there, and is bound to the slot's CPUs), every mesh that
 //     had members on the ended proc restarts there, the pool is refilled,
 //     and the spares stop with their mesh. With no spare up, a proc is
-//     started as without. TestSpareTakesKilledSlot, TestSparesRefused,
+//     started as without; an idle spare that dies is replaced in the
+//     pool, a failure of no one's. TestSpareTakesKilledSlot,
+//     TestIdleSpareDiesReplaced, TestSparesRefused,
 //     BenchmarkTwoMeshesFromSpare.
 //   - When the host died: no proc can start in the old one's place; each
 //     member's failure goes to the owner, naming the host's agent that

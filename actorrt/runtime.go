@@ -39,7 +39,7 @@ type core struct {
 	bus       jobenv.Bus // what procs started from here dial
 	startedBy string     // the host agent that started this process ("" for the client)
 	// spare: this proc was started idle, a spare of its mesh, and waits
-	// for a slot from its agent (spare.go).
+	// for a slot from its agent (inbound.go, takeSlot).
 	spare   atomic.Bool
 	logFile io.Closer
 

@@ -250,3 +250,31 @@ func movedToSpare(t *testing.T, meshes []*actorrt.ActorMesh[Phoenix], befores []
 		t.Fatalf("the proc mesh's slot 1: %v, %v; want the spare, pid %d", pid, err, spare)
 	}
 }
+
+// TestIdleSpareDiesReplaced: an idle spare that dies (SIGKILL) is
+// replaced in its pool by another, and nobody hears of a failure: it was
+// no rank of anyone's.
+func TestIdleSpareDiesReplaced(t *testing.T) {
+	ctx := testCtx(t)
+	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 1}}, actorrt.WithSpares(1), actorrt.WithProcRestart(actorrt.DefaultRestartPolicy()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare := waitSpares(t, 1)[0]
+	if err := syscall.Kill(spare, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, []int{spare})
+	next := waitSpares(t, 1, spare)
+	if err := procs.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, next)
+	failures.mu.Lock()
+	defer failures.mu.Unlock()
+	for _, f := range failures.all {
+		if strings.Contains(f.Error(), fmt.Sprintf("pid %d", spare)) || f.Mesh == procs.Name() {
+			t.Fatalf("a failure heard of an idle spare's end: %v", f)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -211,4 +212,54 @@ func (sp *spawner) ask(ctx context.Context, old, agent string, adopt *wire.Adopt
 	p.Host, p.PID = rd.Host, rd.PID
 	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
 	return p, nil
+}
+
+// slotSpec is what a spare of another host needs to take a slot of a
+// proc mesh (WithSparesAnyHost).
+type slotSpec struct {
+	mesh   string
+	rank   int
+	env    []string
+	cpus   []int
+	agents []string // the mesh's hosts' agents
+}
+
+// allowAdopt records the slots of the procs reqs started (by agent) for
+// mesh name, so that a spare of another of agents may take one whose
+// host is lost.
+func (sp *spawner) allowAdopt(name string, reqs map[string]*wire.SpawnProcsReq, agents []string) {
+	for _, req := range reqs {
+		for i, id := range req.IDs {
+			s := &slotSpec{mesh: name, rank: req.Ranks[i], env: req.Env[i], agents: agents}
+			if req.CPUs != nil {
+				s.cpus = req.CPUs[i]
+			}
+			sp.adoptable.Store(id, s)
+		}
+	}
+}
+
+// followSlot moves what the slot of proc old needs to be adopted on to
+// the proc in its place.
+func (sp *spawner) followSlot(old, new string) {
+	if s, ok := sp.adoptable.LoadAndDelete(old); ok {
+		sp.adoptable.Store(new, s)
+	}
+}
+
+// adoptElsewhere asks the agents of s's other hosts, in turn, to hand
+// old's slot to a spare (old's host, agent, is lost: why).
+func (sp *spawner) adoptElsewhere(ctx context.Context, old, agent string, s *slotSpec, why error) (procInfo, error) {
+	errs := []error{fmt.Errorf("its host is gone: %w", why)}
+	for _, a := range s.agents {
+		if a == agent || sp.rt.health.goneErr(a) != nil {
+			continue
+		}
+		p, err := sp.ask(ctx, old, a, &wire.AdoptSlot{Mesh: s.mesh, Rank: s.rank, Env: s.env, CPUs: s.cpus})
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+	}
+	return procInfo{}, fmt.Errorf("no spare of another host took its slot: %w", errors.Join(errs...))
 }
