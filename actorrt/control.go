@@ -31,6 +31,8 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &wire.SpawnProcsReq{}
 	case wire.OpRespawnProc:
 		body = &wire.RespawnProcReq{}
+	case wire.OpTakeSlot:
+		body = &wire.TakeSlotReq{}
 	case wire.OpStopProcs, wire.OpSyncLogs, wire.OpSignalProcs:
 		body = &wire.StopProcsReq{}
 	case wire.OpEnded:
@@ -45,7 +47,7 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &meshInfoReq{}
 	case wire.OpRestart:
 		body = &restartReq{}
-	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, wire.OpFreePort:
+	case wire.OpAgentsHello, wire.OpHeartbeat, wire.OpAlive, wire.OpFreePort, wire.OpSlotTaken:
 	default:
 		if body = nameBody(f.Method); body == nil {
 			return nil, wire.DropOp, fmt.Errorf("unknown control op %.40q", f.Method)

@@ -326,9 +326,25 @@
 //     TestKillRestarts, TestRestartAgainAfterProcDeath,
 //     TestProcReplacedForEveryMesh, TestProcReplacedAcrossOwners. Not yet:
 //     a ProcMesh held by another proc still names the dead proc.
+//   - From a spare: a proc mesh spawned WithSpares(n) keeps n idle procs
+//     per host; the slot of a proc that ended is handed to one of them
+//     instead of a process started (it sets the slot's variables, RANK,
+//     MONARCH_RANK_*, MASTER_*, WithProcEnv's, before any actor of the
+//     slot runs there, and is bound to the slot's CPUs), every mesh that
+//     had members on the ended proc restarts there, the pool is refilled,
+//     and the spares stop with their mesh. With no spare up, a proc is
+//     started as without; an idle spare that dies is replaced in the
+//     pool, a failure of no one's. TestSpareTakesKilledSlot,
+//     TestIdleSpareDiesReplaced, TestSparesRefused,
+//     BenchmarkTwoMeshesFromSpare.
 //   - When the host died: no proc can start in the old one's place; each
 //     member's failure goes to the owner, naming the host's agent that
-//     ended, and the members elsewhere go on. TestLoseHostWithPolicy.
+//     ended, and the members elsewhere go on. TestLoseHostWithPolicy,
+//     TestLostHostSlotsToSpares. A proc mesh spawned WithSparesAnyHost
+//     (and WithSpares) has each lost slot taken by an idle spare of
+//     another of its hosts instead, by the runtime that spawned it: the
+//     slot keeps its coordinates and rank variables and now runs on that
+//     host. TestLostHostSlotsToSpares.
 //   - When the job ends: once the client's function returned, no restart
 //     starts, and a restart the job's own stop cut short is no failure of
 //     the program's (it is logged, not given to the fault hook).

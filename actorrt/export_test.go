@@ -199,3 +199,7 @@ func SetChildBusURL(ctx context.Context, url string) (hub string, restore func()
 // SetMaxFences sets how many fences a frame of this process carries, until
 // the returned restore is called.
 func SetMaxFences(n int) (restore func()) { return delivery.SetMaxFences(n) }
+
+// IdleSpares counts the spares, up and waiting for a slot, that the host
+// agent of ctx's runtime keeps (WithSpares).
+func IdleSpares(ctx context.Context) int { return mustRuntime(ctx).agent.IdleSpares() }

@@ -177,6 +177,12 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	if o.restart != nil && o.command != nil {
 		return nil, fmt.Errorf("actorrt: SpawnProcs: %w: WithProcRestart with WithCommand: a command mesh's ends are told by Ends alone", ErrBadArgs)
 	}
+	if o.sparesAnyHost && o.spares == 0 {
+		return nil, fmt.Errorf("actorrt: SpawnProcs: %w: WithSparesAnyHost without WithSpares: no spares to take a slot", ErrBadArgs)
+	}
+	if o.spares > 0 && (o.command != nil || o.wrap != nil) {
+		return nil, fmt.Errorf("actorrt: SpawnProcs: %w: WithSpares with WithCommand or WithWrapper: a command or a wrapper cannot take its rank late", ErrBadArgs)
+	}
 	var plan *restartPlanner
 	if o.restart != nil {
 		if plan, err = newRestartPlanner(*o.restart, ext); err != nil {
@@ -223,7 +229,7 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 	for r, p := range procs {
 		req := reqs[p.Agent]
 		if req == nil {
-			req = &wire.SpawnProcsReq{Command: o.command, Mesh: name}
+			req = &wire.SpawnProcsReq{Command: o.command, Mesh: name, Spares: o.spares}
 			reqs[p.Agent] = req
 			agents = append(agents, p.Agent)
 			waits = append(waits, p.Agent)
@@ -280,6 +286,9 @@ func (h *HostMesh) spawnProcs(ctx context.Context, perHost Dims, o procOptions) 
 		procs[r].Host, procs[r].PID = rd.Host, rd.PID
 	}
 	ends.started(procs)
+	if o.sparesAnyHost {
+		rt.procs.allowAdopt(name, reqs, agents)
+	}
 	if o.command == nil && !o.hosts {
 		rt.sup.ownProcs(rt.newMeshID(), pm, actorOf(ctx), plan)
 	}

@@ -2,6 +2,8 @@ package actorrt
 
 import (
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
@@ -88,6 +90,10 @@ func (in inbound) control(f *wire.Frame, subject string) {
 		in.agent.Ended(*body.(*wire.EndedReq), f.ReplyTo, f.Port)
 	case wire.OpAlive:
 		in.agent.Alive(f.ReplyTo)
+	case wire.OpSlotTaken:
+		in.agent.SlotTaken(f.ReplyTo)
+	case wire.OpTakeSlot:
+		in.takeSlot(body.(*wire.TakeSlotReq), f.ReplyTo, subject)
 	case wire.OpFreePort:
 		in.agent.FreePort(f.ReplyTo, f.Port)
 	case wire.OpExec:
@@ -157,4 +163,27 @@ func (in inbound) lost(from, key, why string) {
 		return
 	}
 	in.actors.failAll(err.Error())
+}
+
+// takeSlot makes this proc, a spare, the proc of the slot its agent
+// hands it: it sets the slot's variables, tells its agent, and reports
+// ready to whoever asked for the slot, naming itself. Only once, and
+// only from the agent that started it.
+func (in inbound) takeSlot(req *wire.TakeSlotReq, from, subject string) {
+	if from != in.startedBy || !in.spare.CompareAndSwap(true, false) {
+		in.drop(wire.DropIDs, subject, fmt.Errorf("%s from %.40q to proc %s, which is no spare of it waiting for a slot", wire.OpTakeSlot, from, in.procID))
+		return
+	}
+	for _, kv := range req.Env {
+		name, value, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(name, value); err != nil {
+			in.sendErrorToPort(portRef{proc: req.Proc, id: req.Port}, fmt.Errorf("%w: spare %s: set %s: %v", wire.ErrProcFailed, in.procID, name, err))
+			in.cancel() // it cannot be the slot's proc: it leaves
+			return
+		}
+	}
+	in.sendControl(in.startedBy, wire.OpSlotTaken, 0, nil)
+	ready := wire.ProcReady{PID: os.Getpid(), Host: in.hostname, Proc: in.procID}
+	in.sendToPort(portRef{proc: req.Proc, id: req.Port}, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
+	in.publish(in.subjects.Up(), []byte(in.procID+" "+in.hostLabel))
 }

@@ -25,6 +25,9 @@ type procOptions struct {
 	// ProcMesh of the user's: their loss is told by their procs' ends.
 	hosts   bool
 	restart *RestartPolicy
+	spares  int // WithSpares
+	// sparesAnyHost: WithSparesAnyHost.
+	sparesAnyHost bool
 }
 
 // WithProcRestart replaces a proc of the mesh that ends, not on request
@@ -46,6 +49,55 @@ func WithProcRestart(p RestartPolicy) ProcOption {
 		o.restart = &p
 		return nil
 	}
+}
+
+// WithSpares keeps n idle procs of the mesh on each of its hosts (at
+// most 64): this program, started by the host's agent as the mesh's
+// procs are, its runtime up and dialled in to the job's bus, with no
+// rank. When a proc of the mesh ends and is replaced (WithProcRestart,
+// or a mesh with a RestartPolicy that had members there), its host's
+// agent hands its slot to a spare instead of starting a process: the
+// spare sets the slot's variables (RANK, LOCAL_RANK, MONARCH_RANK_*,
+// MASTER_*, CUDA_VISIBLE_DEVICES, WithProcEnv's) with os.Setenv before
+// any actor of the slot runs on it, is bound to the slot's CPUs
+// (WithProcBind) by the agent, and is the slot's proc from then on: every
+// mesh and ProcMesh follows it as they follow a proc started in the
+// place of one. The agent then starts another spare in the background.
+// With no spare up (all taken, or still starting), a proc is started as
+// without spares.
+//
+// Spares are procs of the job: they stop with their mesh (once no proc
+// of it is left on the host) and with the job, a spare that dies is
+// replaced in the pool (after 3 in a row that die before they are up, no
+// more are started), and their lines carry the mesh's name marked
+// "spare". They are not ranks: the job's counts leave them out until one
+// takes a slot. Code a spare runs before it takes a slot (package
+// initialisation, main up to Main) sees no rank variables. Not with
+// WithCommand or WithWrapper (a command or a wrapper cannot take its
+// rank late); an in-process cluster (actortest) keeps none.
+func WithSpares(n int) ProcOption {
+	return func(o *procOptions) error {
+		if n < 0 || n > wire.MaxSpares {
+			return fmt.Errorf("WithSpares(%d): want 0 to %d", n, wire.MaxSpares)
+		}
+		o.spares = n
+		return nil
+	}
+}
+
+// WithSparesAnyHost lets the slots of a host that is lost be taken by
+// the spares (WithSpares) of the mesh's other hosts: when a proc of the
+// mesh is to be replaced and its host is gone, the runtime that spawned
+// the mesh asks the agents of its other hosts, in turn, to hand the
+// slot to an idle spare, with the slot's variables (its rank, torchrun's,
+// WithProcEnv's) and CPU binding. The slot then lives on that host: its
+// coordinates (and rank variables) in the mesh stay the same, while the
+// ProcMesh's host for that slot, and LOCAL_RANK's meaning, are no longer
+// those of its "hosts" coordinate; a host may run more procs of the mesh
+// than its share. Without an idle spare on any host left, the loss goes
+// to the owner as without this option. Only WithSpares.
+func WithSparesAnyHost() ProcOption {
+	return func(o *procOptions) error { o.sparesAnyHost = true; return nil }
 }
 
 // WithProcEnv adds environment variables ("NAME=value") to each proc, as

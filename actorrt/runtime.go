@@ -38,7 +38,10 @@ type core struct {
 	hostLabel string
 	bus       jobenv.Bus // what procs started from here dial
 	startedBy string     // the host agent that started this process ("" for the client)
-	logFile   io.Closer
+	// spare: this proc was started idle, a spare of its mesh, and waits
+	// for a slot from its agent (inbound.go, takeSlot).
+	spare   atomic.Bool
+	logFile io.Closer
 
 	actors  *localActors
 	agent   *hostagent.Agent

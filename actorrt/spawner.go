@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -31,8 +32,11 @@ type spawner struct {
 	// replacement of a slot: one entry per proc this runtime replaced.
 	successors sync.Map
 	nReplaced  atomic.Int32 // successors' size: none is the common case
-	mu         sync.Mutex
-	replacing  map[string]*replacement // ended proc -> its replacement under way
+	// adoptable holds, by proc id, the slots that a spare of another
+	// host may take when theirs is lost (WithSparesAnyHost): a *slotSpec.
+	adoptable sync.Map
+	mu        sync.Mutex
+	replacing map[string]*replacement // ended proc -> its replacement under way
 }
 
 // replacement is a respawn under way, which later askers for the same
@@ -147,6 +151,7 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 
 	r.p, r.err = sp.start(ctx, old, agent)
 	if r.err == nil {
+		sp.followSlot(old, r.p.ID)
 		sp.successors.Store(old, r.p)
 		sp.nReplaced.Add(1)
 		sp.rt.sup.step(evReplaced{old: old, new: r.p.ID})
@@ -159,12 +164,22 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 }
 
 // start has old's host agent start a proc in its place, and returns it
-// once it is ready.
+// once it is ready; when that host is gone, a spare of another host of
+// old's mesh takes old's slot, where the mesh allows it.
 func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, error) {
-	rt := sp.rt
-	if err := rt.health.goneErr(agent); err != nil {
+	if err := sp.rt.health.goneErr(agent); err != nil {
+		if spec, ok := sp.adoptable.Load(old); ok {
+			return sp.adoptElsewhere(ctx, old, agent, spec.(*slotSpec), err)
+		}
 		return procInfo{}, fmt.Errorf("its host is gone: %w", err)
 	}
+	return sp.ask(ctx, old, agent, nil)
+}
+
+// ask has agent start a proc in old's place (or, with adopt, hand old's
+// slot to a spare), and returns it once it is ready.
+func (sp *spawner) ask(ctx context.Context, old, agent string, adopt *wire.AdoptSlot) (procInfo, error) {
+	rt := sp.rt
 	p := procInfo{ID: sp.newProcID(agent), Agent: agent}
 	ext, _ := NewExtent(Dims{{"procs", 1}})
 	fut := newFuture[ValueMesh[wire.ProcReady]](label{mesh: "respawn " + old})
@@ -174,7 +189,7 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 	}
 	defer rt.ports.close(port)
 	rt.health.started([]procInfo{p}, true)
-	if err := rt.sendControl(agent, wire.OpRespawnProc, port, &wire.RespawnProcReq{Old: old, New: p.ID, Proc: rt.procID, Port: port}); err != nil {
+	if err := rt.sendControl(agent, wire.OpRespawnProc, port, &wire.RespawnProcReq{Old: old, New: p.ID, Proc: rt.procID, Port: port, Adopt: adopt}); err != nil {
 		return procInfo{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, rt.opts.spawnTimeout)
@@ -185,8 +200,9 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 	}
 	rd := ready.Values()[0]
 	if rd.Proc != "" && rd.Proc != p.ID {
-		// Another process had old replaced first: its proc is old's
-		// successor, which the agent named, and none was started here.
+		// A spare took old's slot, or another process had old
+		// replaced first: the agent named old's successor, and none
+		// was started under the id asked for.
 		if !wire.ValidID(rd.Proc) {
 			return procInfo{}, fmt.Errorf("the host agent of %s named its successor %.40q", old, rd.Proc)
 		}
@@ -196,4 +212,54 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 	p.Host, p.PID = rd.Host, rd.PID
 	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
 	return p, nil
+}
+
+// slotSpec is what a spare of another host needs to take a slot of a
+// proc mesh (WithSparesAnyHost).
+type slotSpec struct {
+	mesh   string
+	rank   int
+	env    []string
+	cpus   []int
+	agents []string // the mesh's hosts' agents
+}
+
+// allowAdopt records the slots of the procs reqs started (by agent) for
+// mesh name, so that a spare of another of agents may take one whose
+// host is lost.
+func (sp *spawner) allowAdopt(name string, reqs map[string]*wire.SpawnProcsReq, agents []string) {
+	for _, req := range reqs {
+		for i, id := range req.IDs {
+			s := &slotSpec{mesh: name, rank: req.Ranks[i], env: req.Env[i], agents: agents}
+			if req.CPUs != nil {
+				s.cpus = req.CPUs[i]
+			}
+			sp.adoptable.Store(id, s)
+		}
+	}
+}
+
+// followSlot moves what the slot of proc old needs to be adopted on to
+// the proc in its place.
+func (sp *spawner) followSlot(old, new string) {
+	if s, ok := sp.adoptable.LoadAndDelete(old); ok {
+		sp.adoptable.Store(new, s)
+	}
+}
+
+// adoptElsewhere asks the agents of s's other hosts, in turn, to hand
+// old's slot to a spare (old's host, agent, is lost: why).
+func (sp *spawner) adoptElsewhere(ctx context.Context, old, agent string, s *slotSpec, why error) (procInfo, error) {
+	errs := []error{fmt.Errorf("its host is gone: %w", why)}
+	for _, a := range s.agents {
+		if a == agent || sp.rt.health.goneErr(a) != nil {
+			continue
+		}
+		p, err := sp.ask(ctx, old, a, &wire.AdoptSlot{Mesh: s.mesh, Rank: s.rank, Env: s.env, CPUs: s.cpus})
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+	}
+	return procInfo{}, fmt.Errorf("no spare of another host took its slot: %w", errors.Join(errs...))
 }

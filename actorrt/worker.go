@@ -93,18 +93,24 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	if w.hostBus != nil {
 		go w.watchHostBus()
 	}
-	ready := wire.ProcReady{PID: os.Getpid(), Host: rt.hostname}
-	// Sent after the inbox SUB on the same connection: once the spawner has
-	// it, the server routes messages for this proc.
-	to := portRef{proc: boot.Parent, id: boot.ReadyPort, rank: boot.ReadyRank}
-	if err := rt.sendToPort(to, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) }); err != nil {
-		w.stop()
-		rt.logFile.Close()
-		return nil, err
+	if boot.Spare {
+		// Idle until its agent hands it a slot (takeSlot), which it
+		// then reports ready for.
+		rt.spare.Store(true)
+	} else {
+		ready := wire.ProcReady{PID: os.Getpid(), Host: rt.hostname}
+		// Sent after the inbox SUB on the same connection: once the spawner has
+		// it, the server routes messages for this proc.
+		to := portRef{proc: boot.Parent, id: boot.ReadyPort, rank: boot.ReadyRank}
+		if err := rt.sendToPort(to, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) }); err != nil {
+			w.stop()
+			rt.logFile.Close()
+			return nil, err
+		}
+		// For the client's counts (see jobrecord.go) and the launcher's
+		// progress.
+		rt.publish(rt.subjects.Up(), []byte(rt.procID+" "+rt.hostLabel))
 	}
-	// For the client's counts (see jobrecord.go) and the launcher's
-	// progress.
-	rt.publish(rt.subjects.Up(), []byte(rt.procID+" "+rt.hostLabel))
 	if rt.startedBy != "" {
 		go w.beat()
 	}

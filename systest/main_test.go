@@ -33,7 +33,7 @@ func build(t testing.TB) string {
 		for pkg, name := range map[string]string{".": "monarch", "./examples/getting_started": "getting_started",
 			"./examples/multihost": "multihost", "./testprogs/nostop": "nostop", "./testprogs/race": "race",
 			"./testprogs/scale": "scale", "./testprogs/cut": "cut", "./testprogs/inspect": "inspect",
-			"./testprogs/feed": "feed", "./testprogs/killexit": "killexit",
+			"./testprogs/feed": "feed", "./testprogs/killexit": "killexit", "./testprogs/spares": "spares",
 			"./examples/checkpoint": "checkpoint", "./examples/ddp": "ddp", "./examples/pipeline": "pipeline",
 			"./examples/controller": "controller"} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()

@@ -57,21 +57,64 @@ func startOn(cmd *exec.Cmd, cpus []int) error {
 	if len(cpus) == 0 {
 		return cmd.Start()
 	}
-	var old, set unix.CPUSet
+	var old unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &old); err != nil {
 		return fmt.Errorf("read this thread's cpus: %w", err)
 	}
-	for _, c := range cpus {
-		if c < 0 || c >= len(set)*64 {
-			return fmt.Errorf("cpu %d out of range", c)
-		}
-		set.Set(c)
+	set, err := cpuSet(cpus)
+	if err != nil {
+		return err
 	}
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		return fmt.Errorf("bind to cpus %v: %w", cpus, err)
 	}
 	defer unix.SchedSetaffinity(0, &old)
 	return cmd.Start()
+}
+
+func cpuSet(cpus []int) (unix.CPUSet, error) {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		if c < 0 || c >= len(set)*64 {
+			return set, fmt.Errorf("cpu %d out of range", c)
+		}
+		set.Set(c)
+	}
+	return set, nil
+}
+
+// Bind binds every thread of running process pid to cpus
+// (sched_setaffinity on each of /proc/pid/task): a process started
+// unbound, bound later (a spare taking a slot). Threads it makes after
+// inherit their maker's set; one made while Bind runs is bound too, as
+// Bind reads the task list until a pass finds none new.
+func Bind(pid int, cpus []int) error {
+	set, err := cpuSet(cpus)
+	if err != nil {
+		return err
+	}
+	bound := map[int]bool{}
+	for range 16 {
+		tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			return fmt.Errorf("bind proc %d to cpus %v: %w", pid, cpus, err)
+		}
+		fresh := false
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil || bound[tid] {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("bind proc %d (thread %d) to cpus %v: %w", pid, tid, cpus, err)
+			}
+			bound[tid], fresh = true, true
+		}
+		if !fresh {
+			return nil
+		}
+	}
+	return fmt.Errorf("bind proc %d to cpus %v: it kept making threads", pid, cpus)
 }
 
 // Process is a started child.

@@ -96,6 +96,9 @@ type Agent struct {
 	// execs are the commands of OpExec that run, by asker and id
 	// (exec.go).
 	execs map[string]*execRun
+	// pools are the spares kept for each mesh, by its name (spares.go):
+	// the newest SpawnProcs' of that name.
+	pools map[string]*sparePool
 
 	started atomic.Bool // it has started a proc: it heartbeats from then on
 	closing atomic.Bool // Close has begun: ends are expected, not told
@@ -106,7 +109,7 @@ type Agent struct {
 func New(cfg Config, link Link) *Agent {
 	a := &Agent{cfg: cfg, link: link, subjects: jobenv.SubjectsOf(cfg.Job), children: map[string]*proc{}, ports: map[int]bool{},
 		ended: map[string]wire.GoneNotice{}, respawnable: map[string]*respawnable{}, respawning: map[string]bool{},
-		execs: map[string]*execRun{}}
+		execs: map[string]*execRun{}, pools: map[string]*sparePool{}}
 	if cfg.Program != "" {
 		a.program = &program{path: cfg.Program, sum: cfg.ProgramSum}
 	}
@@ -191,6 +194,7 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 		args = os.Args[1:]
 	}
 	base := append(jobenv.Clean(os.Environ()), a.cfg.Env...)
+	pool := a.newPool(req, exe, args, prog, base)
 	for i, id := range req.IDs {
 		rank := req.Ranks[i]
 		argv := append([]string{exe}, args...)
@@ -208,20 +212,31 @@ func (a *Agent) SpawnProcs(req wire.SpawnProcsReq) {
 			a.replyError(req.Proc, req.Port, rank, fmt.Errorf("%w: proc %s on %s: %v", wire.ErrProcFailed, id, a.cfg.Host, err))
 			continue
 		}
-		b := &bootstrap{argv: argv, prog: prog, progAt: at, base: base, extra: procEnv, cpus: cpus, mesh: req.Mesh, rank: rank, command: command}
-		if err := a.launch(id, b, req.Proc, req.Port, rank); err != nil {
+		b := &bootstrap{argv: argv, prog: prog, progAt: at, base: base, extra: procEnv, cpus: cpus, mesh: req.Mesh, rank: rank, command: command, pool: pool}
+		if _, err := a.launch(id, b, &readyTo{req.Proc, req.Port, rank}); err != nil {
 			a.replyError(req.Proc, req.Port, rank, err)
 		}
 	}
+	if pool != nil {
+		a.fill(pool)
+	}
 }
 
-// launch starts proc id as b says, its ready report for readyProc's port
-// at readyRank: an SDK proc sends it itself, once it serves; a command
-// proc's is sent here, once started. A proc that cannot start is an
-// error naming the host and the program.
-func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint64, readyRank int) error {
+// readyTo is where a new proc's ready report goes: rank of proc's port.
+type readyTo struct {
+	proc string
+	port uint64
+	rank int
+}
+
+// launch starts proc id as b says, its ready report for to: an SDK proc
+// sends it itself, once it serves; a command proc's is sent here, once
+// started. With no to, it starts a spare of b.pool: idle, no rank, nobody
+// to report to. A proc that cannot start is an error naming the host and
+// the program.
+func (a *Agent) launch(id string, b *bootstrap, to *readyTo) (*proc, error) {
 	if a.cfg.Starter != nil && !b.command {
-		return a.launchWith(id, b, readyProc, readyPort, readyRank)
+		return a.launchWith(id, b, to)
 	}
 	cmd := exec.Command(b.argv[0], b.argv[1:]...)
 	if b.prog != nil {
@@ -232,53 +247,62 @@ func (a *Agent) launch(id string, b *bootstrap, readyProc string, readyPort uint
 	if !b.command {
 		// An SDK proc dials the job's bus; a command is given no
 		// secret.
-		env = append(env, a.procEnv(id, readyProc, readyPort, readyRank)...)
+		env = append(env, a.procEnv(id, to)...)
 	}
 	cmd.Env = append(env, b.extra...)
 	// Its own process group: a terminal's Ctrl-C reaches the client
 	// only, which then stops the procs in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p, err := a.start(id, b.mesh, b.rank, cmd, b.cpus)
+	p, err := a.start(id, labelOf(b, to), cmd, b.cpus)
 	if err != nil {
-		return fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, b.argv[0], a.cfg.Host, err)
+		return nil, fmt.Errorf("%w: start proc %s (%s) on %s: %v", wire.ErrProcFailed, id, b.argv[0], a.cfg.Host, err)
 	}
-	p.command, p.boot = b.command, b
+	p.command, p.boot, p.spare = b.command, b, to == nil
 	a.watchChild(p)
 	if b.command {
 		// Up, as an SDK proc says itself: the job's counts and the
 		// launcher's progress include it.
 		a.link.Publish(a.subjects.Up(), []byte(id+" "+a.cfg.Host))
 		ready := wire.ProcReady{PID: p.process.Pid(), Host: a.cfg.Host}
-		a.sendToPort(readyProc, readyPort, readyRank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
+		a.sendToPort(to.proc, to.port, to.rank, 0, func(e *msgpack.Encoder) error { return e.Encode(&ready) })
 	}
-	return nil
+	return p, nil
 }
 
 // launchWith starts proc id as b says through the Starter: what an
 // executed SDK proc reads in its environment, it is given as a list.
-func (a *Agent) launchWith(id string, b *bootstrap, readyProc string, readyPort uint64, readyRank int) error {
-	process, err := a.cfg.Starter.Start(append(a.procEnv(id, readyProc, readyPort, readyRank), b.extra...))
+func (a *Agent) launchWith(id string, b *bootstrap, to *readyTo) (*proc, error) {
+	process, err := a.cfg.Starter.Start(append(a.procEnv(id, to), b.extra...))
 	if err != nil {
-		return fmt.Errorf("%w: start proc %s on %s: %v", wire.ErrProcFailed, id, a.cfg.Host, err)
+		return nil, fmt.Errorf("%w: start proc %s on %s: %v", wire.ErrProcFailed, id, a.cfg.Host, err)
 	}
-	a.watchChild(&proc{id: id, mesh: b.mesh, rank: b.rank, boot: b, process: process, ended: make(chan struct{})})
-	return nil
+	p := &proc{id: id, boot: b, process: process, ended: make(chan struct{}), up: make(chan struct{})}
+	p.label.Store(ptr(labelOf(b, to)))
+	a.watchChild(p)
+	return p, nil
 }
 
 // procEnv is the job's contract for SDK proc id: the bus its agent's
-// procs dial now, and where it reports ready.
-func (a *Agent) procEnv(id, readyProc string, readyPort uint64, readyRank int) []string {
+// procs dial now, and where it reports ready (none: a spare).
+func (a *Agent) procEnv(id string, to *readyTo) []string {
 	a.mu.Lock()
 	dial := a.cfg.Bus
 	a.mu.Unlock()
-	return jobenv.Env{Job: a.cfg.Job, Bus: dial, HostAddr: a.cfg.Addr,
-		Proc: &jobenv.Proc{ID: id, Parent: readyProc, ReadyPort: readyPort, ReadyRank: readyRank, Agent: a.cfg.ID}}.Environ()
+	p := &jobenv.Proc{ID: id, Agent: a.cfg.ID, Spare: to == nil}
+	if to != nil {
+		p.Parent, p.ReadyPort, p.ReadyRank = to.proc, to.port, to.rank
+	}
+	return jobenv.Env{Job: a.cfg.Job, Bus: dial, HostAddr: a.cfg.Addr, Proc: p}.Environ()
 }
 
-// watchChild makes p a child of the agent and watches it.
+// watchChild makes p a child of the agent (an idle one of its pool, for
+// a spare) and watches it.
 func (a *Agent) watchChild(p *proc) {
 	a.mu.Lock()
 	a.children[p.id] = p
+	if p.spare {
+		p.boot.pool.idle[p.id] = p
+	}
 	a.mu.Unlock()
 	go a.watch(p)
 }
@@ -363,7 +387,9 @@ func (a *Agent) StopProcs(req wire.StopProcsReq, replyProc string, replyPort uin
 		grace = time.Duration(req.GraceMS) * time.Millisecond
 	}
 	go func() {
-		a.stop(a.take(req.IDs, true), grace)
+		ps := a.take(req.IDs, true)
+		a.stop(ps, grace)
+		a.stopSpares(ps, grace)
 		a.reply(replyProc, replyPort, req.Rank)
 	}()
 }
@@ -482,6 +508,7 @@ func (a *Agent) watch(p *proc) {
 	}
 	a.mu.Lock()
 	delete(a.children, p.id)
+	idle, hand := p.spare, p.hand
 	n := wire.GoneNotice{Proc: p.id, Reason: reason + " (host " + a.cfg.Host + ")", Stopped: p.stopping,
 		Status: status, At: at.UnixNano(), ErrAt: errAt}
 	a.ended[p.id] = n
@@ -489,11 +516,27 @@ func (a *Agent) watch(p *proc) {
 		delete(a.ended, a.endOrder[0])
 		a.endOrder = a.endOrder[1:]
 	}
-	a.keepBootstrap(p) // before anyone hears of the end: a respawn may follow at once
+	switch {
+	case idle:
+		a.spareEnded(p)
+	case hand != nil:
+		a.unhand(p, hand) // its slot goes back to the proc it was to replace; the asker is told below
+	default:
+		a.keepBootstrap(p) // before anyone hears of the end: a respawn may follow at once
+	}
 	a.mu.Unlock()
 	close(p.ended)
 	if a.closing.Load() {
 		return // the whole process is going: nobody to tell
+	}
+	if idle {
+		a.cfg.Log.Info().Str("spare", p.id).Str("reason", reason).Msg("spare ended")
+		a.fill(p.boot.pool)
+		return // nobody knows of it
+	}
+	if hand != nil {
+		a.replyError(hand.to.proc, hand.to.port, hand.to.rank, fmt.Errorf("%w: respawn proc %s on %s: spare %s took its slot and ended before it was ready: %s",
+			wire.ErrProcFailed, hand.old, a.cfg.Host, p.id, reason))
 	}
 	switch {
 	case p.command:

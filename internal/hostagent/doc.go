@@ -8,7 +8,7 @@
 //
 // An agent is addressed like a proc, by its id, with control messages on
 // its proc subject (internal/wire): spawnprocs, respawnproc, stopprocs,
-// synclogs, signalprocs, ended, alive and freeport, each served by the
+// synclogs, signalprocs, ended, alive, slottaken and freeport, each served by the
 // Agent method of that name (SpawnProcs, RespawnProc, StopProcs, ...).
 // Each new proc reports ready straight to whoever asked; an agent answers
 // a stop, a signal or a log sync once it is done. It also runs the
@@ -94,6 +94,27 @@
 // agent knows, is refused on the port, naming the host and the procs. A stop, log sync or signal of a proc that
 // ended reaches the proc started in its place (and so on down the chain):
 // whoever holds the proc mesh it was spawned in stops that one.
+//
+// # Spares
+//
+// A SpawnProcs with Spares (SpawnProcsReq.Spares, spares.go) has the
+// agent keep that many idle procs of the mesh (a pool per request): the
+// same program, arguments and base environment, started with
+// MONARCH_SPARE=1 and no rank, parent or ready port; their runtime dials
+// in and beats, and waits. A respawn of one of the mesh's procs takes an
+// idle spare (one up before one still starting) instead of starting a
+// process: the spare is the ended proc's successor at once, the agent
+// binds it to the slot's CPUs and sends it the slot's variables and the
+// asker's ready port (OpTakeSlot); the spare sets them, tells the agent
+// (OpSlotTaken: a second asker is answered only then) and reports ready
+// itself, naming itself (ProcReady.Proc). A spare that ends before that
+// gives the slot back (the ended proc may be respawned again) and the
+// asker is told. The pool is refilled after each take and each spare's
+// end (after 3 in a row that end before they are up, no more are
+// started), and its spares are stopped once the mesh has no proc left
+// on the host (StopProcs) and with the agent. An idle spare's end is
+// told to no one. An agent with a Starter keeps no spares; commands and
+// wrapped procs have none (they cannot take a rank late).
 //
 // # Output
 //

@@ -30,8 +30,8 @@ func (a *Agent) Alive(id string) {
 	a.mu.Lock()
 	p := a.children[id]
 	a.mu.Unlock()
-	if p != nil {
-		p.lastAlive.Store(time.Now().UnixNano())
+	if p != nil && p.lastAlive.Swap(time.Now().UnixNano()) == 0 {
+		close(p.up)
 	}
 }
 

@@ -16,11 +16,16 @@ import (
 // proc is a proc this agent started: the process and the capture of its
 // output.
 type proc struct {
-	id       string
-	mesh     string // its proc mesh's name, which its lines carry
-	rank     int
-	command  bool       // it runs a command, not an SDK proc: its end is its own business
-	boot     *bootstrap // how it was started: what RespawnProc starts again
+	id string
+	// label is what its lines carry: its proc mesh's name and its rank
+	// (a spare's change when it takes a slot).
+	label   atomic.Pointer[lineLabel]
+	command bool       // it runs a command, not an SDK proc: its end is its own business
+	boot    *bootstrap // how it was started (a spare's: the slot's, once it took one): what RespawnProc starts again (under Agent.mu)
+	// spare: an idle spare of boot.pool, with no rank yet (under
+	// Agent.mu); hand, once one takes a slot, until it says it has.
+	spare    bool
+	hand     *handoff
 	process  Process
 	ended    chan struct{} // closed once reaped and its output sent
 	stopping bool          // a stop was asked for while it ran: its end is not a failure (under Agent.mu)
@@ -31,6 +36,7 @@ type proc struct {
 	// Unix nanoseconds; 0 until its first beat: a proc that has not yet
 	// started its runtime is the spawn's to time out, not liveness's.
 	lastAlive atomic.Int64
+	up        chan struct{} // closed at its first beat
 	// unresponsive is set when liveness killed it: its end says why.
 	unresponsive atomic.Bool
 	// cpuTicks is its CPU time when liveness last looked (see busy).
@@ -38,6 +44,12 @@ type proc struct {
 	// lastErr is when its last stderr line was read, as Unix nanoseconds;
 	// 0: none yet.
 	lastErr atomic.Int64
+}
+
+// lineLabel is what a proc's lines carry besides its id.
+type lineLabel struct {
+	mesh string
+	rank int
 }
 
 // startPiped starts cmd bound to cpus (none: any), its stdout and stderr
@@ -72,8 +84,9 @@ func startPiped(cmd *exec.Cmd, cpus []int) (*child.Process, [2]*os.File, error) 
 
 // start starts cmd as proc id, bound to cpus (none: any), its stdout and
 // stderr captured onto the job's log subject.
-func (a *Agent) start(id, mesh string, rank int, cmd *exec.Cmd, cpus []int) (*proc, error) {
-	p := &proc{id: id, mesh: mesh, rank: rank, ended: make(chan struct{})}
+func (a *Agent) start(id string, label lineLabel, cmd *exec.Cmd, cpus []int) (*proc, error) {
+	p := &proc{id: id, ended: make(chan struct{}), up: make(chan struct{})}
+	p.label.Store(&label)
 	process, outputs, err := startPiped(cmd, cpus)
 	if err != nil {
 		return nil, err
@@ -102,7 +115,11 @@ func (a *Agent) capture(p *proc, stream logagg.Stream, r *os.File) {
 		if stream == logagg.Stderr {
 			p.lastErr.Store(now.UnixNano())
 		}
-		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: now, Host: a.cfg.Host, Proc: p.id, Mesh: p.mesh, Rank: p.rank, Stream: stream, Text: text})
+		var l lineLabel
+		if pl := p.label.Load(); pl != nil {
+			l = *pl
+		}
+		buf = logagg.AppendLine(buf[:0], logagg.Line{Time: now, Host: a.cfg.Host, Proc: p.id, Mesh: l.mesh, Rank: l.rank, Stream: stream, Text: text})
 		a.link.Publish(subject, buf)
 	})
 }

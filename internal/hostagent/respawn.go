@@ -28,6 +28,9 @@ type bootstrap struct {
 	rank  int      // its rank in the proc mesh
 	// command: it runs SpawnProcsReq.Command, not an SDK proc.
 	command bool
+	// pool is its mesh's spares on this host (nil: none); a spare's own
+	// bootstrap has no extra, cpus or rank.
+	pool *sparePool
 }
 
 // respawnable is an ended proc's entry in Agent.respawnable: its
@@ -92,7 +95,15 @@ func (a *Agent) keepBootstrap(p *proc) {
 // as SpawnProcs.
 func (a *Agent) RespawnProc(req wire.RespawnProcReq) {
 	a.started.Store(true)
-	b, successor, err := a.claim(req)
+	if req.Adopt != nil {
+		a.adopt(req)
+		return
+	}
+	b, successor, spare, err := a.claim(req)
+	if spare != nil {
+		a.handSlot(spare, b)
+		return
+	}
 	if err == nil && successor != "" {
 		var p *proc
 		if p, err = a.awaitUp(successor); err == nil {
@@ -106,7 +117,7 @@ func (a *Agent) RespawnProc(req wire.RespawnProcReq) {
 		a.replyError(req.Proc, req.Port, 0, fmt.Errorf("respawn proc %s as %s on %s: %w", req.Old, req.New, a.cfg.Host, err))
 		return
 	}
-	err = a.launch(req.New, b, req.Proc, req.Port, 0)
+	_, err = a.launch(req.New, b, &readyTo{req.Proc, req.Port, 0})
 	a.mu.Lock()
 	delete(a.respawning, req.New)
 	if err != nil {
@@ -135,7 +146,7 @@ func (a *Agent) awaitUp(id string) (*proc, error) {
 		p, starting := a.children[id], a.respawning[id]
 		a.mu.Unlock()
 		switch {
-		case p != nil && (p.command || p.lastAlive.Load() != 0):
+		case p != nil && (p.command || p.lastAlive.Load() != 0) && !a.handing(p):
 			return p, nil
 		case p == nil && !starting:
 			return nil, fmt.Errorf("which ended")
@@ -150,37 +161,43 @@ func (a *Agent) awaitUp(id string) (*proc, error) {
 
 // claim checks that req.New may take req.Old's place and, if so, takes
 // Old's bootstrap: Old's successor is New from now on, and New is being
-// started. When Old has a successor already, it returns its id instead.
-func (a *Agent) claim(req wire.RespawnProcReq) (*bootstrap, string, error) {
+// started; or, when Old's mesh has a spare up and idle here, that spare,
+// which is Old's successor from now on and is handed Old's slot. When Old
+// has a successor already, it returns its id instead.
+func (a *Agent) claim(req wire.RespawnProcReq) (*bootstrap, string, *proc, error) {
 	if req.New == req.Old {
-		return nil, "", fmt.Errorf("a proc cannot take its own place")
+		return nil, "", nil, fmt.Errorf("a proc cannot take its own place")
 	}
 	if a.closing.Load() {
-		return nil, "", fmt.Errorf("the host agent is closing")
+		return nil, "", nil, fmt.Errorf("the host agent is closing")
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, running := a.children[req.Old]; running {
-		return nil, "", fmt.Errorf("proc %s is still running", req.Old)
+		return nil, "", nil, fmt.Errorf("proc %s is still running", req.Old)
 	}
 	r := a.respawnable[req.Old]
 	switch {
 	case r == nil:
 		if _, ended := a.ended[req.Old]; ended {
-			return nil, "", fmt.Errorf("proc %s ended before the last %d ends of this host's procs, whose starts are all the agent keeps", req.Old, maxRespawnable)
+			return nil, "", nil, fmt.Errorf("proc %s ended before the last %d ends of this host's procs, whose starts are all the agent keeps", req.Old, maxRespawnable)
 		}
-		return nil, "", fmt.Errorf("proc %s is not a proc this agent started", req.Old)
+		return nil, "", nil, fmt.Errorf("proc %s is not a proc this agent started", req.Old)
 	case r.boot == nil:
-		return nil, r.successor, nil
+		return nil, r.successor, nil, nil
 	}
 	_, running := a.children[req.New]
 	_, ended := a.ended[req.New]
 	_, kept := a.respawnable[req.New]
 	if running || ended || kept || a.respawning[req.New] {
-		return nil, "", fmt.Errorf("proc %s is a proc of this agent already", req.New)
+		return nil, "", nil, fmt.Errorf("proc %s is a proc of this agent already", req.New)
 	}
 	b := r.boot
+	if sp := a.takeSpare(b, req); sp != nil {
+		r.boot, r.successor = nil, sp.id
+		return b, "", sp, nil
+	}
 	r.boot, r.successor = nil, req.New
 	a.respawning[req.New] = true
-	return b, "", nil
+	return b, "", nil, nil
 }

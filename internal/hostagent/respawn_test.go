@@ -446,7 +446,7 @@ func TestRespawnBounded(t *testing.T) {
 	}
 	// A claimed entry keeps no bootstrap.
 	last := "c-" + strconv.Itoa(maxRespawnable+9)
-	got, _, err := a.claim(wire.RespawnProcReq{Old: last, New: "c-y"})
+	got, _, _, err := a.claim(wire.RespawnProcReq{Old: last, New: "c-y"})
 	if err != nil || got != boot {
 		t.Fatalf("claim: %v", err)
 	}

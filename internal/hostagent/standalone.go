@@ -272,6 +272,8 @@ func (s *standalone) dispatch(m bus.Message) {
 			s.report()
 		case wire.OpAlive:
 			s.agent.Alive(f.ReplyTo)
+		case wire.OpSlotTaken:
+			s.agent.SlotTaken(f.ReplyTo)
 		case wire.OpFreePort:
 			s.agent.FreePort(f.ReplyTo, f.Port)
 		}

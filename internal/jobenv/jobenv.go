@@ -39,6 +39,7 @@ const (
 	varReadyPort  = "MONARCH_READY_PORT"
 	varReadyRank  = "MONARCH_READY_RANK"
 	varAgent      = "MONARCH_AGENT"
+	varSpare      = "MONARCH_SPARE"
 	varStopGrace  = "MONARCH_STOP_GRACE"
 	varJobEnd     = "MONARCH_JOB_END"
 	varHealth     = "MONARCH_HEALTH"
@@ -189,6 +190,10 @@ type Proc struct {
 	ReadyPort uint64
 	ReadyRank int
 	Agent     string // the host agent that started it
+	// Spare: it is started idle, with no rank and nobody to report to,
+	// until its agent hands it a slot (wire.OpTakeSlot); Parent and the
+	// ready port are then unset.
+	Spare bool
 }
 
 // RankVars tells a proc where it is in its mesh, for the program:
@@ -267,9 +272,13 @@ func (e Env) Environ() []string {
 	add(varSealedEnv, e.SealedEnv)
 	if p := e.Proc; p != nil {
 		add(varProc, p.ID)
-		add(varParent, p.Parent)
-		add(varReadyPort, strconv.FormatUint(p.ReadyPort, 10))
-		add(varReadyRank, strconv.Itoa(p.ReadyRank))
+		if p.Spare {
+			add(varSpare, "1")
+		} else {
+			add(varParent, p.Parent)
+			add(varReadyPort, strconv.FormatUint(p.ReadyPort, 10))
+			add(varReadyRank, strconv.Itoa(p.ReadyRank))
+		}
 		add(varAgent, p.Agent)
 	}
 	return env
@@ -431,17 +440,27 @@ func fromLookup(getenv func(string) string) (Env, error) {
 	e.SealedEnv = getenv(varSealedEnv)
 	if id := getenv(varProc); id != "" {
 		p := &Proc{ID: id, Parent: getenv(varParent), Agent: getenv(varAgent)}
-		port, err := strconv.ParseUint(getenv(varReadyPort), 10, 64)
-		if err != nil || port == 0 {
-			bad(varReadyPort, getenv(varReadyPort), "a port number")
-		}
-		rank, err := strconv.Atoi(getenv(varReadyRank))
-		if err != nil || rank < 0 {
-			bad(varReadyRank, getenv(varReadyRank), "a rank")
-		}
-		p.ReadyPort, p.ReadyRank = port, rank
-		if p.Parent == "" {
-			errs = append(errs, fmt.Errorf("$%s is not set", varParent))
+		switch v := getenv(varSpare); v {
+		case "1":
+			p.Spare = true
+			if p.Parent != "" || getenv(varReadyPort) != "" || p.Agent == "" {
+				errs = append(errs, fmt.Errorf("a spare ($%s=1) has $%s and no $%s or $%s", varSpare, varAgent, varParent, varReadyPort))
+			}
+		case "":
+			port, err := strconv.ParseUint(getenv(varReadyPort), 10, 64)
+			if err != nil || port == 0 {
+				bad(varReadyPort, getenv(varReadyPort), "a port number")
+			}
+			rank, err := strconv.Atoi(getenv(varReadyRank))
+			if err != nil || rank < 0 {
+				bad(varReadyRank, getenv(varReadyRank), "a rank")
+			}
+			p.ReadyPort, p.ReadyRank = port, rank
+			if p.Parent == "" {
+				errs = append(errs, fmt.Errorf("$%s is not set", varParent))
+			}
+		default:
+			bad(varSpare, v, "1 or unset")
 		}
 		if e.Job == "" || e.Bus.URL == "" {
 			errs = append(errs, fmt.Errorf("a proc needs $%s and $%s", varJob, varBusURL))
@@ -500,7 +519,7 @@ func isContractVar(kv string) bool {
 	k, _, _ := strings.Cut(kv, "=")
 	switch k {
 	case varJob, varBusURL, varBusToken, varTLSCA, varTLSName, varBusSecure, varHostAddr, varBusLeaf, varBusHubs, varBusRoute, varHostBus,
-		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, OutputVar, SPMDReportVar, varLinks, varLinkMunge, varSealedEnv, varExecOff,
+		varHostAgents, varProc, varParent, varReadyPort, varReadyRank, varAgent, varSpare, OutputVar, SPMDReportVar, varLinks, varLinkMunge, varSealedEnv, varExecOff,
 		DashboardVar, varDashAt:
 		return true
 	}

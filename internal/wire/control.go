@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -73,6 +74,15 @@ const (
 	// New reports ready (ProcReady) to Proc#Port with rank 0, as a spawned proc
 	// does; an agent that cannot start it answers there with an error for rank 0.
 	OpRespawnProc = "respawnproc"
+	// OpTakeSlot (TakeSlotReq), from a host agent to one of its spares (a
+	// proc started idle, SpawnProcsReq.Spares): it takes the slot of an
+	// ended proc, setting the slot's variables, and reports ready
+	// (ProcReady naming itself) to Proc#Port; then it tells its agent
+	// (OpSlotTaken).
+	OpTakeSlot = "takeslot"
+	// OpSlotTaken (no body), from a spare to its agent (ReplyTo names the
+	// spare): it has taken the slot it was handed, its variables set.
+	OpSlotTaken = "slottaken"
 )
 
 // The ops of the job's name registry, which the client keeps (the SDK's
@@ -132,6 +142,52 @@ type SpawnProcsReq struct {
 	CPUs    [][]int    `msgpack:"cpus,omitempty"`
 	// Mesh is the new proc mesh's name, which the procs' lines carry.
 	Mesh string `msgpack:"mesh,omitempty"`
+	// Spares is how many idle procs of this mesh the agent keeps (at most
+	// MaxSpares): the same program and arguments, no rank; a respawn of
+	// one of the mesh's procs hands its slot to one (OpTakeSlot). SDK
+	// procs only: not with Command or Wrap.
+	Spares int `msgpack:"spares,omitempty"`
+}
+
+// MaxSpares bounds SpawnProcsReq.Spares: the idle procs an agent keeps
+// for one mesh.
+const MaxSpares = 64
+
+// TakeSlotReq hands a spare the slot of an ended proc (OpTakeSlot): Env,
+// the slot's own variables ("NAME=value": its rank, torchrun's, the
+// user's), which the spare sets before it reports ready (ProcReady with
+// Proc naming itself) to Proc#Port with rank 0.
+type TakeSlotReq struct {
+	Env  []string `msgpack:"env"`
+	Proc string   `msgpack:"proc"` // the ready port's proc
+	Port uint64   `msgpack:"port"`
+}
+
+// MaxSlotVars bounds TakeSlotReq.Env.
+const MaxSlotVars = 4096
+
+// checkSlotEnv checks a slot's variables: at most MaxSlotVars, each
+// NAME=value (CheckEnvVar).
+func checkSlotEnv(env []string) error {
+	if len(env) > MaxSlotVars {
+		return fmt.Errorf("%d variables (at most %d)", len(env), MaxSlotVars)
+	}
+	for _, kv := range env {
+		if err := CheckEnvVar(kv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckEnvVar checks kv is NAME=value with a name a process environment
+// can hold (not empty, no '=' or NUL) and no NUL in the value.
+func CheckEnvVar(kv string) error {
+	name, _, ok := strings.Cut(kv, "=")
+	if !ok || name == "" || strings.ContainsRune(kv, 0) {
+		return fmt.Errorf("environment variable %.60q (want NAME=value, no NUL)", kv)
+	}
+	return nil
 }
 
 // RespawnProcReq asks a host agent to start proc New in the place of its
@@ -143,6 +199,36 @@ type RespawnProcReq struct {
 	New  string `msgpack:"new"`
 	Proc string `msgpack:"proc"` // the ready port's proc
 	Port uint64 `msgpack:"port"`
+	// Adopt, set when Old was a proc of another host, lost: the agent
+	// hands Old's slot, as Adopt describes it, to an idle spare of the
+	// mesh it names (SpawnProcsReq.Spares), or refuses; it starts
+	// nothing.
+	Adopt *AdoptSlot `msgpack:"adopt,omitempty"`
+}
+
+// AdoptSlot is the slot of a proc of a lost host, for a spare of its
+// mesh on another (RespawnProcReq.Adopt): the mesh's name, the slot's
+// rank, its own variables and CPU binding (none: any).
+type AdoptSlot struct {
+	Mesh string   `msgpack:"mesh"`
+	Rank int      `msgpack:"rank"`
+	Env  []string `msgpack:"env"`
+	CPUs []int    `msgpack:"cpus,omitempty"`
+}
+
+func (s *AdoptSlot) check() error {
+	if s.Mesh == "" || len(s.Mesh) > MaxMeshName || s.Rank < 0 {
+		return fmt.Errorf("slot %d of mesh %.40q", s.Rank, s.Mesh)
+	}
+	if err := checkSlotEnv(s.Env); err != nil {
+		return err
+	}
+	for _, c := range s.CPUs {
+		if c < 0 || c >= MaxCPU {
+			return fmt.Errorf("cpu %d (0..%d)", c, MaxCPU-1)
+		}
+	}
+	return nil
 }
 
 // MaxCPU bounds a CPU number in SpawnProcsReq.CPUs (the kernel's own
@@ -230,7 +316,7 @@ func CheckControl(h *Header, body any) error {
 	}
 	switch b := body.(type) {
 	case nil:
-		if (h.Method == OpHeartbeat || h.Method == OpAlive) && !ValidID(h.ReplyTo) {
+		if (h.Method == OpHeartbeat || h.Method == OpAlive || h.Method == OpSlotTaken) && !ValidID(h.ReplyTo) {
 			return fmt.Errorf("%s from %.40q", h.Method, h.ReplyTo)
 		}
 	case *GoneNotice:
@@ -268,6 +354,12 @@ func CheckControl(h *Header, body any) error {
 		if b.Command != nil && (len(b.Command) == 0 || b.Command[0] == "") {
 			return fmt.Errorf("empty command")
 		}
+		if b.Spares < 0 || b.Spares > MaxSpares {
+			return fmt.Errorf("%d spares (0..%d)", b.Spares, MaxSpares)
+		}
+		if b.Spares > 0 && (b.Command != nil || b.Wrap != nil) {
+			return fmt.Errorf("spares of a command or wrapped procs (they cannot take a rank late)")
+		}
 		if b.Wrap != nil && len(b.Wrap) != len(b.IDs) || b.CPUs != nil && len(b.CPUs) != len(b.IDs) {
 			return fmt.Errorf("%d ids, %d wrappers, %d cpu sets", len(b.IDs), len(b.Wrap), len(b.CPUs))
 		}
@@ -278,12 +370,20 @@ func CheckControl(h *Header, body any) error {
 				}
 			}
 		}
+	case *TakeSlotReq:
+		if !ValidID(b.Proc) || b.Port == 0 {
+			return fmt.Errorf("ready port %.40q#%d", b.Proc, b.Port)
+		}
+		return checkSlotEnv(b.Env)
 	case *RespawnProcReq:
 		if !ValidID(b.Old) || !ValidID(b.New) {
 			return fmt.Errorf("respawn of proc %.40q as %.40q", b.Old, b.New)
 		}
 		if !ValidID(b.Proc) || b.Port == 0 {
 			return fmt.Errorf("ready port %.40q#%d", b.Proc, b.Port)
+		}
+		if b.Adopt != nil {
+			return b.Adopt.check()
 		}
 	case *StopProcsReq:
 		if b.Rank < 0 || b.GraceMS < 0 || b.GraceMS > MaxStopGrace.Milliseconds() {
@@ -330,7 +430,7 @@ func ReadAgentControl(f *Frame) (any, DropKind, error) {
 		body = &ExecReq{}
 	case OpExecStop:
 		body = &ExecStopReq{}
-	case OpAgentsHello, OpAlive, OpFreePort:
+	case OpAgentsHello, OpAlive, OpFreePort, OpSlotTaken:
 	default:
 		return nil, DropOp, fmt.Errorf("op %.40q is not a host agent's", f.Method)
 	}
