@@ -1,0 +1,156 @@
+package systest
+
+import (
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/monarch-go/monarch/internal/testenv"
+)
+
+// Elastic SPMD jobs ([spmd] nnodes, monarch local --nnodes MIN:MAX, as
+// torchrun's --nnodes): 2 simulated hosts x 2 ranks, whose ranks say
+// where they are and wait on their first attempt; the agent of host h1
+// is SIGKILLed once the 4 have spoken.
+
+// elasticRank is the ranks' command: each says its rank, world, group
+// and attempt, then waits (60 s on the first attempt: until the test
+// takes its host; 2 s on the next). It execs the wait: a shell's child
+// would outlive a host agent SIGKILLed (see the report of issue 38).
+const elasticRank = `echo "rank $RANK of $WORLD_SIZE group $GROUP_RANK of $GROUP_WORLD_SIZE attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT"; ` +
+	`[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 60.41; exec sleep 2.41`
+
+var elasticLine = regexp.MustCompile(`rank (\d+) of (\d+) group (\d+) of (\d+) attempt (\d+) port (\d+)$`)
+
+// loseHost runs monarch with args (a job of 2 local hosts x 2 ranks
+// running elasticRank), SIGKILLs the agent of h1 once the first
+// attempt's 4 ranks have spoken, and returns the job's output, its
+// ranks' lines by attempt, and its exit status.
+func loseHost(t *testing.T, args ...string) (stdout, stderr string, attempts map[string][]string, code int) {
+	t.Helper()
+	cmd, out, errb := startMonarch(t, nil, args...)
+	for deadline := time.Now().Add(time.Minute); len(ranksSaid(out.String())["0"]) < 4; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first attempt's 4 ranks did not speak within a minute\nstdout:\n%s\nstderr:\n%s", out, errb)
+		}
+	}
+	syscall.Kill(localAgent(t, cmd.Process.Pid, 1), syscall.SIGKILL)
+	code = waitExit(t, cmd, 2*time.Minute, errb)
+	return out.String(), errb.String(), ranksSaid(out.String()), code
+}
+
+// ranksSaid is the ranks' lines in out, by attempt.
+func ranksSaid(out string) map[string][]string {
+	attempts := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if m := elasticLine.FindStringSubmatch(line); m != nil {
+			attempts[m[5]] = append(attempts[m[5]], m[0])
+		}
+	}
+	return attempts
+}
+
+// TestSPMDElasticHostLost: with --nnodes 1:2 the loss of h1 stops every
+// rank and starts the gang again on h0 alone: 2 ranks renumbered 0 and 1
+// of world size 2, one group, a new MASTER_PORT, restart count 1 (a
+// restart, counted against --max-restarts as torchrun counts it); Run
+// says so on one line, and the job ends 0 when they do. Nothing is left.
+func TestSPMDElasticHostLost(t *testing.T) {
+	out, stderr, attempts, code := loseHost(t, "local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "sh", "-c", elasticRank)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0: the job goes on with h0\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	want := "monarch: host h1 lost (ranks 2, 3 ended); going on with 1 of 2 hosts (min 1): restarting 2 ranks (restart 1 of 1)\n"
+	if !strings.Contains(stderr, want) {
+		t.Errorf("no line\n%swant in:\n%s", want, stderr)
+	}
+	var ports []string
+	for _, line := range attempts["0"] {
+		ports = append(ports, elasticLine.FindStringSubmatch(line)[6])
+	}
+	got := map[string]bool{}
+	for _, line := range attempts["1"] {
+		m := elasticLine.FindStringSubmatch(line)
+		got[m[1]] = true
+		if m[2] != "2" || m[3] != "0" || m[4] != "1" {
+			t.Errorf("%q: want world 2, group 0 of 1", line)
+		}
+		if strings.Contains(strings.Join(ports, " "), m[6]) {
+			t.Errorf("%q: the restart kept MASTER_PORT %s", line, m[6])
+		}
+	}
+	if len(attempts["1"]) != 2 || !got["0"] || !got["1"] || len(attempts) != 2 {
+		t.Errorf("attempts %v: want ranks 0 and 1 on the second, and no third\n%s", attempts, out)
+	}
+	checkNothingLeft(t, "sleep 60.41")
+	checkNothingLeft(t, "sleep 2.41")
+}
+
+// TestSPMDElasticCannotGoOn: the same loss fails the job, naming the
+// host and why, when the hosts left are fewer than MIN (nnodes 2:2 in
+// the job file; and the default: every host) or no restart is left to go
+// on with (max_restarts 0); monarch status says the host was lost.
+func TestSPMDElasticCannotGoOn(t *testing.T) {
+	for _, tt := range []struct {
+		name, spmd, why string
+	}{
+		{"below min", "nnodes = \"2:2\"\nmax_restarts = 1\n", "1 host left, fewer than MIN (nnodes 2:2)"},
+		{"every host", "max_restarts = 1\n", "1 host left, fewer than MIN (nnodes 2:2)"},
+		{"no restart left", "nnodes = \"1:2\"\n", "going on with 1 of 2 hosts needs a restart, and none is left (max_restarts 0)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			testenv.WriteFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 2\n")
+			job := testenv.WriteFile(t, dir, "job.toml", "hosts = \"hosts.toml\"\n\n[spmd]\ncommand = [\"sh\", \"-c\", '"+elasticRank+"']\n"+tt.spmd+"\n[procs]\ngpus = 2\n")
+			out, stderr, attempts, code := loseHost(t, "local", job)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+			}
+			want := "monarch: host h1 lost (ranks 2, 3 ended): " + tt.why + "; the other 2 ranks were stopped\n"
+			if !strings.Contains(stderr, want) || strings.Contains(stderr, "restarting") || len(attempts) != 1 {
+				t.Errorf("want the job failed, not restarted, with\n%sstdout:\n%s\nstderr:\n%s", want, out, stderr)
+			}
+			id := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(stderr)
+			if id == nil {
+				t.Fatalf("no job id in:\n%s", stderr)
+			}
+			status, serr, code := localMonarch(t, time.Minute, nil, "status", id[1])
+			if code != 0 || !strings.Contains(status, "host h1 lost (ranks 2, 3 ended)") {
+				t.Errorf("monarch status %s: exit %d, want the host lost:\n%s%s", id[1], code, status, serr)
+			}
+			checkNothingLeft(t, "sleep 60.41")
+		})
+	}
+}
+
+// TestSPMDNNodesBad: a bad nnodes is refused before anything starts,
+// naming where: the job file's line (by config check, monarch local and
+// monarch run), --nnodes (a usage error), or MAX beyond the hosts the
+// job has (--hosts, or $MONARCH_HOSTS when the job file names none:
+// then the job's client says so).
+func TestSPMDNNodesBad(t *testing.T) {
+	dir := t.TempDir()
+	job := testenv.WriteFile(t, dir, "job.toml", "[spmd]\ncommand = [\"true\"]\nnnodes = \"2:1\"\n")
+	checkRefused(t, job, job+`:3: spmd.nnodes: want MIN no more than MAX, got "2:1"`)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"local", "--procs", "gpus=2", "--nnodes", "one", "--", "true"}, `--nnodes: want MIN:MAX hosts, such as "1:4", or a number of hosts, got "one"`},
+		{[]string{"local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:3", "--", "true"}, "nnodes 1:3: MAX is more than the 2 hosts of the job (--hosts)"},
+		{[]string{"local", "--nnodes", "1:2", "--", "true"}, "--nnodes sets the hosts of an SPMD job: give --procs, or a job file with [spmd]"},
+	} {
+		_, stderr, code := localMonarch(t, time.Minute, nil, tt.args...)
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("monarch %s: exit %d, want 2 and %q:\n%s", strings.Join(tt.args, " "), code, tt.want, stderr)
+		}
+	}
+	hosts := testenv.WriteFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 1\n")
+	job = testenv.WriteFile(t, dir, "wide.toml", "[spmd]\ncommand = [\"true\"]\nnnodes = \"1:2\"\n")
+	_, stderr, code := localMonarch(t, time.Minute, []string{"MONARCH_HOSTS=" + hosts}, "run", job)
+	if want := "spmd: nnodes 1:2: the job has 1 host, fewer than MAX"; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("monarch run with 1 host: exit %d, want 1 and %q:\n%s", code, want, stderr)
+	}
+}
