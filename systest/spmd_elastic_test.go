@@ -2,6 +2,7 @@ package systest
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,19 +17,19 @@ import (
 // is SIGKILLed once the 4 have spoken.
 
 // elasticRank is the ranks' command: each says its rank, world, group
-// and attempt, then waits (60 s on the first attempt: until the test
+// attempt and host, then waits (60 s on the first attempt: until the test
 // takes its host; 2 s on the next). It execs the wait: a shell's child
 // would outlive a host agent SIGKILLed (see the report of issue 38).
-const elasticRank = `echo "rank $RANK of $WORLD_SIZE group $GROUP_RANK of $GROUP_WORLD_SIZE attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT"; ` +
+const elasticRank = `echo "rank $RANK of $WORLD_SIZE group $GROUP_RANK of $GROUP_WORLD_SIZE attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT on $MONARCH_HOST_NAME"; ` +
 	`[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 60.41; exec sleep 2.41`
 
-var elasticLine = regexp.MustCompile(`rank (\d+) of (\d+) group (\d+) of (\d+) attempt (\d+) port (\d+)$`)
+var elasticLine = regexp.MustCompile(`rank (\d+) of (\d+) group (\d+) of (\d+) attempt (\d+) port (\d+) on (h\d+)$`)
 
-// loseHost runs monarch with args (a job of 2 local hosts x 2 ranks
-// running elasticRank), SIGKILLs the agent of h1 once the first
-// attempt's 4 ranks have spoken, and returns the job's output, its
+// loseHost runs monarch with args (a job of local hosts x 2 ranks
+// running elasticRank, 4 ranks on its first attempt), SIGKILLs the agent
+// of host index once they have spoken, and returns the job's output, its
 // ranks' lines by attempt, and its exit status.
-func loseHost(t *testing.T, args ...string) (stdout, stderr string, attempts map[string][]string, code int) {
+func loseHost(t *testing.T, index int, args ...string) (stdout, stderr string, attempts map[string][]string, code int) {
 	t.Helper()
 	cmd, out, errb := startMonarch(t, nil, args...)
 	for deadline := time.Now().Add(time.Minute); len(ranksSaid(out.String())["0"]) < 4; time.Sleep(50 * time.Millisecond) {
@@ -36,7 +37,7 @@ func loseHost(t *testing.T, args ...string) (stdout, stderr string, attempts map
 			t.Fatalf("the first attempt's 4 ranks did not speak within a minute\nstdout:\n%s\nstderr:\n%s", out, errb)
 		}
 	}
-	syscall.Kill(localAgent(t, cmd.Process.Pid, 1), syscall.SIGKILL)
+	syscall.Kill(localAgent(t, cmd.Process.Pid, index), syscall.SIGKILL)
 	code = waitExit(t, cmd, 2*time.Minute, errb)
 	return out.String(), errb.String(), ranksSaid(out.String()), code
 }
@@ -58,7 +59,7 @@ func ranksSaid(out string) map[string][]string {
 // restart, counted against --max-restarts as torchrun counts it); Run
 // says so on one line, and the job ends 0 when they do. Nothing is left.
 func TestSPMDElasticHostLost(t *testing.T) {
-	out, stderr, attempts, code := loseHost(t, "local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "sh", "-c", elasticRank)
+	out, stderr, attempts, code := loseHost(t, 1, "local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "sh", "-c", elasticRank)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0: the job goes on with h0\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
@@ -74,8 +75,8 @@ func TestSPMDElasticHostLost(t *testing.T) {
 	for _, line := range attempts["1"] {
 		m := elasticLine.FindStringSubmatch(line)
 		got[m[1]] = true
-		if m[2] != "2" || m[3] != "0" || m[4] != "1" {
-			t.Errorf("%q: want world 2, group 0 of 1", line)
+		if m[2] != "2" || m[3] != "0" || m[4] != "1" || m[7] != "h0" {
+			t.Errorf("%q: want world 2, group 0 of 1, on h0", line)
 		}
 		if strings.Contains(strings.Join(ports, " "), m[6]) {
 			t.Errorf("%q: the restart kept MASTER_PORT %s", line, m[6])
@@ -83,6 +84,41 @@ func TestSPMDElasticHostLost(t *testing.T) {
 	}
 	if len(attempts["1"]) != 2 || !got["0"] || !got["1"] || len(attempts) != 2 {
 		t.Errorf("attempts %v: want ranks 0 and 1 on the second, and no third\n%s", attempts, out)
+	}
+	checkNothingLeft(t, "sleep 60.41")
+	checkNothingLeft(t, "sleep 2.41")
+}
+
+// TestSPMDElasticWaitingHost: of 3 hosts, nnodes 1:2 runs the ranks on
+// h0 and h1; when h0 (rank 0's host: the rendezvous's) is lost, h2,
+// waiting, takes its place: the gang starts again on h1 and h2, 4 ranks
+// renumbered 0 to 3 in 2 groups, with a new rendezvous.
+func TestSPMDElasticWaitingHost(t *testing.T) {
+	out, stderr, attempts, code := loseHost(t, 0, "local", "--hosts", "3", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "2", "--", "sh", "-c", elasticRank)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0: the job goes on with h1 and h2\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	want := "monarch: host h0 lost (ranks 0, 1 ended); going on with 2 of 2 hosts (min 1): restarting 4 ranks (restart 1 of 2)\n"
+	if !strings.Contains(stderr, want) {
+		t.Errorf("no line\n%swant in:\n%s", want, stderr)
+	}
+	if len(attempts["0"]) != 4 || len(attempts["1"]) != 4 || len(attempts) != 2 {
+		t.Fatalf("attempts %v: want 4 ranks on each of 2\n%s", attempts, out)
+	}
+	port := elasticLine.FindStringSubmatch(attempts["0"][0])[6]
+	seen := map[int]bool{}
+	for _, line := range attempts["1"] {
+		m := elasticLine.FindStringSubmatch(line)
+		rank, _ := strconv.Atoi(m[1])
+		if rank > 3 || seen[rank] {
+			t.Errorf("%q: want each of ranks 0 to 3 once", line)
+			continue
+		}
+		seen[rank] = true
+		host := []string{"h1", "h1", "h2", "h2"}[rank]
+		if m[2] != "4" || m[3] != strconv.Itoa(rank/2) || m[4] != "2" || m[6] == port || m[7] != host {
+			t.Errorf("%q: want world 4, group %d of 2, a MASTER_PORT other than %s, on %s", line, rank/2, port, host)
+		}
 	}
 	checkNothingLeft(t, "sleep 60.41")
 	checkNothingLeft(t, "sleep 2.41")
@@ -104,7 +140,7 @@ func TestSPMDElasticCannotGoOn(t *testing.T) {
 			dir := t.TempDir()
 			testenv.WriteFile(t, dir, "hosts.toml", "scheduler = \"local\"\n[local]\nhosts = 2\n")
 			job := testenv.WriteFile(t, dir, "job.toml", "hosts = \"hosts.toml\"\n\n[spmd]\ncommand = [\"sh\", \"-c\", '"+elasticRank+"']\n"+tt.spmd+"\n[procs]\ngpus = 2\n")
-			out, stderr, attempts, code := loseHost(t, "local", job)
+			out, stderr, attempts, code := loseHost(t, 1, "local", job)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 			}
