@@ -42,6 +42,20 @@ func loseHost(t *testing.T, index int, args ...string) (stdout, stderr string, a
 	return out.String(), errb.String(), ranksSaid(out.String()), code
 }
 
+// goesOn runs loseHost, and checks that the job went on (Run said line)
+// and ended 0; it returns its output and its ranks' lines by attempt.
+func goesOn(t *testing.T, index int, line string, args ...string) (string, map[string][]string) {
+	t.Helper()
+	out, stderr, attempts, code := loseHost(t, index, args...)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0: the job goes on\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, line+"\n") {
+		t.Errorf("no line\n%s\nin:\n%s", line, stderr)
+	}
+	return out, attempts
+}
+
 // ranksSaid is the ranks' lines in out, by attempt.
 func ranksSaid(out string) map[string][]string {
 	attempts := map[string][]string{}
@@ -59,14 +73,8 @@ func ranksSaid(out string) map[string][]string {
 // restart, counted against --max-restarts as torchrun counts it); Run
 // says so on one line, and the job ends 0 when they do. Nothing is left.
 func TestSPMDElasticHostLost(t *testing.T) {
-	out, stderr, attempts, code := loseHost(t, 1, "local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "sh", "-c", elasticRank)
-	if code != 0 {
-		t.Fatalf("exit %d, want 0: the job goes on with h0\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
-	}
-	want := "monarch: host h1 lost (ranks 2, 3 ended); going on with 1 of 2 hosts (min 1): restarting 2 ranks (restart 1 of 1)\n"
-	if !strings.Contains(stderr, want) {
-		t.Errorf("no line\n%swant in:\n%s", want, stderr)
-	}
+	out, attempts := goesOn(t, 1, "monarch: host h1 lost (ranks 2, 3 ended); going on with 1 of 2 hosts (min 1): restarting 2 ranks (restart 1 of 1)",
+		"local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "sh", "-c", elasticRank)
 	var ports []string
 	for _, line := range attempts["0"] {
 		ports = append(ports, elasticLine.FindStringSubmatch(line)[6])
@@ -94,14 +102,8 @@ func TestSPMDElasticHostLost(t *testing.T) {
 // waiting, takes its place: the gang starts again on h1 and h2, 4 ranks
 // renumbered 0 to 3 in 2 groups, with a new rendezvous.
 func TestSPMDElasticWaitingHost(t *testing.T) {
-	out, stderr, attempts, code := loseHost(t, 0, "local", "--hosts", "3", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "2", "--", "sh", "-c", elasticRank)
-	if code != 0 {
-		t.Fatalf("exit %d, want 0: the job goes on with h1 and h2\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
-	}
-	want := "monarch: host h0 lost (ranks 0, 1 ended); going on with 2 of 2 hosts (min 1): restarting 4 ranks (restart 1 of 2)\n"
-	if !strings.Contains(stderr, want) {
-		t.Errorf("no line\n%swant in:\n%s", want, stderr)
-	}
+	out, attempts := goesOn(t, 0, "monarch: host h0 lost (ranks 0, 1 ended); going on with 2 of 2 hosts (min 1): restarting 4 ranks (restart 1 of 2)",
+		"local", "--hosts", "3", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "2", "--", "sh", "-c", elasticRank)
 	if len(attempts["0"]) != 4 || len(attempts["1"]) != 4 || len(attempts) != 2 {
 		t.Fatalf("attempts %v: want 4 ranks on each of 2\n%s", attempts, out)
 	}
