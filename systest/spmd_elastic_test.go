@@ -1,6 +1,8 @@
 package systest
 
 import (
+	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/testcluster"
 	"github.com/monarch-go/monarch/internal/testenv"
 )
 
@@ -20,7 +23,7 @@ import (
 // attempt and host, then waits (60 s on the first attempt: until the test
 // takes its host; 2 s on the next). It execs the wait: a shell's child
 // would outlive a host agent SIGKILLed (see the report of issue 38).
-const elasticRank = `echo "rank $RANK of $WORLD_SIZE group $GROUP_RANK of $GROUP_WORLD_SIZE attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT on $MONARCH_HOST_NAME"; ` +
+const elasticRank = `echo "rank $RANK of $WORLD_SIZE group $GROUP_RANK of $GROUP_WORLD_SIZE attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT on ${MONARCH_HOST_NAME:-$(hostname)}"; ` +
 	`[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 60.41; exec sleep 2.41`
 
 var elasticLine = regexp.MustCompile(`rank (\d+) of (\d+) group (\d+) of (\d+) attempt (\d+) port (\d+) on (h\d+)$`)
@@ -31,13 +34,20 @@ var elasticLine = regexp.MustCompile(`rank (\d+) of (\d+) group (\d+) of (\d+) a
 // ranks' lines by attempt, and its exit status.
 func loseHost(t *testing.T, index int, args ...string) (stdout, stderr string, attempts map[string][]string, code int) {
 	t.Helper()
-	cmd, out, errb := startMonarch(t, nil, args...)
+	return loseAgent(t, nil, func(launcher int) int { return localAgent(t, launcher, index) }, args...)
+}
+
+// loseAgent is loseHost in env, with the agent that agent finds (given
+// the launcher's pid).
+func loseAgent(t *testing.T, env []string, agent func(launcher int) int, args ...string) (stdout, stderr string, attempts map[string][]string, code int) {
+	t.Helper()
+	cmd, out, errb := startMonarch(t, env, args...)
 	for deadline := time.Now().Add(time.Minute); len(ranksSaid(out.String())["0"]) < 4; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the first attempt's 4 ranks did not speak within a minute\nstdout:\n%s\nstderr:\n%s", out, errb)
 		}
 	}
-	syscall.Kill(localAgent(t, cmd.Process.Pid, index), syscall.SIGKILL)
+	syscall.Kill(agent(cmd.Process.Pid), syscall.SIGKILL)
 	code = waitExit(t, cmd, 2*time.Minute, errb)
 	return out.String(), errb.String(), ranksSaid(out.String()), code
 }
@@ -191,4 +201,44 @@ func TestSPMDNNodesBad(t *testing.T) {
 	if want := "spmd: nnodes 1:2: the job has 1 host, fewer than MAX"; code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("monarch run with 1 host: exit %d, want 1 and %q:\n%s", code, want, stderr)
 	}
+}
+
+// TestClusterSPMDElastic: the same over ssh on the test cluster's two
+// hosts, with nnodes 1:2 in the job file: h2's agent SIGKILLed, the job
+// goes on with h1's 2 ranks (world 2) and ends 0; nothing is left on
+// either host.
+func TestClusterSPMDElastic(t *testing.T) {
+	c := testcluster.Get(t)
+	dir := t.TempDir()
+	testenv.WriteFile(t, dir, "hosts.toml", fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig))
+	job := testenv.WriteFile(t, dir, "job.toml", "hosts = \"hosts.toml\"\n\n[spmd]\ncommand = [\"sh\", \"-c\", '"+elasticRank+"']\nnnodes = \"1:2\"\nmax_restarts = 1\n\n[procs]\ngpus = 2\n")
+	agent := func(int) int {
+		for _, p := range ourProcs("monarch agent") {
+			// The agent itself, not the ssh session holding it.
+			if runs(t, p.Cmdline, filepath.Join(build(t), "monarch")) && strings.Contains(p.Cmdline, " agent ") && strings.Contains(p.Cmdline, " --index 1 ") {
+				return p.PID
+			}
+		}
+		t.Fatalf("no agent of h2 among %v", ourProcs("monarch agent"))
+		return 0
+	}
+	build(t) // not timed
+	start := time.Now()
+	out, stderr, attempts, code := loseAgent(t, c.Env, agent, "run", job)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0: the job goes on with h1\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if line := "monarch: host h2 lost (ranks 2, 3 ended); going on with 1 of 2 hosts (min 1): restarting 2 ranks (restart 1 of 1)\n"; !strings.Contains(stderr, line) {
+		t.Errorf("no line\n%sin:\n%s", line, stderr)
+	}
+	for _, line := range attempts["1"] {
+		if m := elasticLine.FindStringSubmatch(line); m[2] != "2" || m[7] != "h1" {
+			t.Errorf("%q: want world 2, on h1", line)
+		}
+	}
+	if len(attempts["1"]) != 2 || len(attempts) != 2 {
+		t.Errorf("attempts %v: want 2 ranks on the second, and no third\n%s", attempts, out)
+	}
+	t.Logf("SPMD job of 2 cluster hosts x 2 ranks, h2's agent killed, gone on with h1: %v in all", time.Since(start).Round(time.Millisecond))
+	checkNothingLeft(t, "sleep 60.41")
 }
