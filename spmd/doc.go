@@ -82,11 +82,15 @@
 //	monarch: host h1 lost (ranks 2, 3 ended): 1 host left, fewer than MIN (nnodes 2:2); the other 2 ranks were stopped
 //	monarch: host h1 lost (ranks 2, 3 ended): going on with 1 of 2 hosts needs a restart, and none is left (max_restarts 0); the other 2 ranks were stopped
 //
-// A lost host is told from a rank's failure by its agent's loss, known
-// by the time the other ranks are stopped, whatever ended first: ranks that fail because their peers on the lost host went
-// away (a collective's error) do not make it a failure of theirs. Hosts
-// never join a running job: a lost host's place is taken by a waiting
-// one, if any, at the restart.
+// A lost host is told from a rank's failure by its agent's loss,
+// whatever ended first: ranks that fail because their peers on the lost
+// host went away (a collective's error) do not make it a failure of
+// theirs. Once the others are stopped, the ranks a stop could not end
+// (their agent silent: a host wedged, or cut off) are waited for until
+// their host is lost at the job's [health] lost_after (at most 5
+// minutes, or until the job is stopped), and only then is the cause
+// told. Hosts never join a running job: a lost host's place is taken by
+// a waiting one, if any, at the restart.
 //
 // # Notices
 //

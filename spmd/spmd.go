@@ -202,14 +202,15 @@ func (r *run) stop(ctx context.Context) error {
 		deadline = n.Deadline
 	}
 	if n != nil && r.notify(ctx, *n) > 0 {
-		r.waitEnds(time.Now().Add(time.Until(deadline) / 2))
+		r.waitEnds(context.WithoutCancel(ctx), time.Now().Add(time.Until(deadline)/2))
 	}
 	r.procs.Stop(context.WithoutCancel(ctx), actorrt.WithGrace(time.Until(deadline)))
 	return cause
 }
 
-// waitEnds waits until every rank has ended or until is past.
-func (r *run) waitEnds(until time.Time) {
+// waitEnds waits until every rank has ended, until is past, or ctx
+// ends.
+func (r *run) waitEnds(ctx context.Context, until time.Time) {
 	timer := time.NewTimer(time.Until(until))
 	defer timer.Stop()
 	for r.left > 0 {
@@ -217,6 +218,8 @@ func (r *run) waitEnds(until time.Time) {
 		case e := <-r.ends:
 			r.heard(e)
 		case <-timer.C:
+			return
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -241,6 +244,11 @@ func (r *run) heard(e actorrt.ProcEnd) bool {
 // returns once every rank ended: their notices are on their way.
 const endsWindow = time.Second
 
+// silentWait bounds how long the ranks a stop did not end (their agent
+// silent) are waited for: their host's loss ends them at the job's
+// [health] lost_after (30 s by default), which this outlasts.
+const silentWait = 5 * time.Minute
+
 // failed stops the other ranks after the first failure heard, then says
 // which failed first (firstFailure: of those heard by then, the one that
 // happened first), last (after the others' last lines), and returns it
@@ -249,7 +257,14 @@ func (r *run) failed(ctx context.Context) error {
 	bg := context.WithoutCancel(ctx)
 	others, before := r.left, len(r.failures)
 	r.procs.Stop(bg) // their last lines are printed before it returns
-	r.waitEnds(time.Now().Add(endsWindow))
+	r.waitEnds(bg, time.Now().Add(endsWindow))
+	if r.left > 0 {
+		// Ranks whose agents did not answer the stop: their host is
+		// silent, and lost once its silence passes the job's
+		// lost_after, when their ends come. Wait for them: a failure
+		// heard first may be a peer's of a host being lost.
+		r.waitEnds(ctx, time.Now().Add(silentWait))
+	}
 	if _, lost := r.gang.Up(); len(lost) > 0 {
 		return r.hostsLost(ctx, lost, others, before)
 	}
