@@ -50,7 +50,7 @@ func loseAgent(t *testing.T, env []string, lose func(launcher int), args ...stri
 // goesOn runs loseAgent, and checks that the job went on (Run said
 // line) and ended 0; it returns its output and its ranks' lines by
 // attempt.
-func goesOn(t *testing.T, env []string, lose func(launcher int), line string, args ...string) (string, map[string][]string) {
+func goesOn(t *testing.T, env []string, lose func(launcher int), line string, args ...string) (stdout, stderr string, attempts map[string][]string) {
 	t.Helper()
 	out, stderr, attempts, code := loseAgent(t, env, lose, args...)
 	if code != 0 {
@@ -59,7 +59,7 @@ func goesOn(t *testing.T, env []string, lose func(launcher int), line string, ar
 	if !strings.Contains(stderr, line+"\n") {
 		t.Errorf("no line\n%s\nin:\n%s", line, stderr)
 	}
-	return out, attempts
+	return out, stderr, attempts
 }
 
 // killAgent SIGKILLs the agent of simulated host index.
@@ -87,9 +87,10 @@ func ranksSaid(out string) map[string][]string {
 // rank and starts the gang again on h0 alone: 2 ranks renumbered 0 and 1
 // of world size 2, one group, a new MASTER_PORT, restart count 1 (a
 // restart, counted against --max-restarts as torchrun counts it); Run
-// says so on one line, and the job ends 0 when they do. Nothing is left.
+// says so on one line, and the job ends 0 when they do; monarch status
+// lists the restart as the host's loss. Nothing is left.
 func TestSPMDElasticHostLost(t *testing.T) {
-	out, attempts := goesOn(t, nil, killAgent(t, 1), fmt.Sprintf(h1Lost, "h1"),
+	out, stderr, attempts := goesOn(t, nil, killAgent(t, 1), fmt.Sprintf(h1Lost, "h1"),
 		"local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "sh", "-c", elasticRank)
 	var ports []string
 	for _, line := range attempts["0"] {
@@ -109,6 +110,14 @@ func TestSPMDElasticHostLost(t *testing.T) {
 	if len(attempts["1"]) != 2 || !got["0"] || !got["1"] || len(attempts) != 2 {
 		t.Errorf("attempts %v: want ranks 0 and 1 on the second, and no third\n%s", attempts, out)
 	}
+	id := regexp.MustCompile(`monarch: job (\S+):`).FindStringSubmatch(stderr)
+	if id == nil {
+		t.Fatalf("no job id in:\n%s", stderr)
+	}
+	status, serr, code := localMonarch(t, time.Minute, nil, "status", id[1])
+	if code != 0 || !regexp.MustCompile(`(?m)^ +restart 1 at \d\d:\d\d:\d\d: host h1 lost \(ranks 2, 3 ended\); going on with 1 of 2 hosts$`).MatchString(status) {
+		t.Errorf("monarch status %s: exit %d, want the restart for the host lost:\n%s%s", id[1], code, status, serr)
+	}
 	checkNothingLeft(t, "sleep 60.41")
 	checkNothingLeft(t, "sleep 2.41")
 }
@@ -118,7 +127,7 @@ func TestSPMDElasticHostLost(t *testing.T) {
 // waiting, takes its place: the gang starts again on h1 and h2, 4 ranks
 // renumbered 0 to 3 in 2 groups, with a new rendezvous.
 func TestSPMDElasticWaitingHost(t *testing.T) {
-	out, attempts := goesOn(t, nil, killAgent(t, 0), "monarch: host h0 lost (ranks 0, 1 ended); going on with 2 of 2 hosts (min 1): restarting 4 ranks (restart 1 of 2)",
+	out, _, attempts := goesOn(t, nil, killAgent(t, 0), "monarch: host h0 lost (ranks 0, 1 ended); going on with 2 of 2 hosts (min 1): restarting 4 ranks (restart 1 of 2)",
 		"local", "--hosts", "3", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "2", "--", "sh", "-c", elasticRank)
 	if len(attempts["0"]) != 4 || len(attempts["1"]) != 4 || len(attempts) != 2 {
 		t.Fatalf("attempts %v: want 4 ranks on each of 2\n%s", attempts, out)
@@ -230,7 +239,7 @@ func TestClusterSPMDElastic(t *testing.T) {
 	}
 	build(t) // not timed
 	start := time.Now()
-	out, attempts := goesOn(t, c.Env, kill, fmt.Sprintf(h1Lost, "h2"), "run", job)
+	out, _, attempts := goesOn(t, c.Env, kill, fmt.Sprintf(h1Lost, "h2"), "run", job)
 	for _, line := range attempts["1"] {
 		if m := elasticLine.FindStringSubmatch(line); m[2] != "2" || m[7] != "h1" {
 			t.Errorf("%q: want world 2, on h1", line)
@@ -260,7 +269,7 @@ func TestSPMDElasticTorch(t *testing.T) {
 // that nothing is left.
 func torchGoesOn(t *testing.T, lose func(launcher int), python, script string) {
 	t.Helper()
-	out, _ := goesOn(t, nil, lose, fmt.Sprintf(h1Lost, "h1"), "local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "env", "HOLD=60", python, script)
+	out, _, _ := goesOn(t, nil, lose, fmt.Sprintf(h1Lost, "h1"), "local", "--hosts", "2", "--procs", "gpus=2", "--nnodes", "1:2", "--max-restarts", "1", "--", "env", "HOLD=60", python, script)
 	var second []string
 	for _, line := range strings.Split(out, "\n") {
 		if m := sumLine.FindStringSubmatch(line); m != nil && m[2] == "2" {
