@@ -170,3 +170,31 @@ func TestRunHearsEnds(t *testing.T) {
 		t.Fatalf("%d left after %v", r.left, time.Since(start))
 	}
 }
+
+// TestJobNodes: MinHosts:MaxHosts resolved against the job's hosts: 0
+// is every host (MAX) and MAX (MIN); MAX beyond the hosts, or MIN past
+// MAX, is refused before anything starts.
+func TestJobNodes(t *testing.T) {
+	for _, tt := range []struct {
+		min, max, hosts int
+		want            string
+	}{
+		{0, 0, 3, "3:3"},
+		{1, 2, 2, "1:2"},
+		{1, 2, 3, "1:2"},
+		{2, 0, 4, "2:4"},
+		{1, 3, 2, "spmd: nnodes 1:3: the job has 2 hosts, fewer than MAX"},
+		{2, 2, 1, "spmd: nnodes 2:2: the job has 1 host, fewer than MAX"},
+		{3, 2, 4, "spmd: nnodes 3:2: want 1 <= MIN <= MAX"},
+		{-1, 2, 4, "spmd: nnodes -1:2: want 1 <= MIN <= MAX"},
+	} {
+		n, err := Job{MinHosts: tt.min, MaxHosts: tt.max}.nodes(tt.hosts)
+		got := n.String()
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("nnodes %d:%d of %d hosts: %s, want %s", tt.min, tt.max, tt.hosts, got, tt.want)
+		}
+	}
+}
