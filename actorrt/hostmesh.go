@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/jobenv"
@@ -136,6 +137,36 @@ func (h *HostMesh) At(dim string, i int) *HostMesh {
 }
 
 func (h *HostMesh) String() string { return fmt.Sprintf("HostMesh%v", h.Extent()) }
+
+// Up returns the hosts of the mesh whose agents are not known to be gone,
+// in the mesh's order, as a new mesh {hosts: n}, and the names of the
+// others: what a job that goes on after losing hosts spawns on next. A
+// host is known gone once its procs' ends say so (ProcEnd.Status -1). With
+// no host lost (or no runtime, or an error on it) the mesh itself is
+// returned.
+func (h *HostMesh) Up() (up *HostMesh, lost []string) {
+	if h.err != nil || h.rt == nil {
+		return h, nil
+	}
+	var keep []hostInfo
+	for r := range h.Extent().NumRanks() {
+		hi := h.hosts[h.reg.baseRank(r)]
+		if _, gone := h.rt.health.knows(hi.Agent); gone && hi.Agent != h.rt.procID {
+			lost = append(lost, hi.Name)
+			continue
+		}
+		keep = append(keep, hi)
+	}
+	if len(lost) == 0 {
+		return h, nil
+	}
+	ext, err := NewExtent(Dims{{"hosts", len(keep)}})
+	if err != nil {
+		// Every host lost: a mesh that spawns nothing, saying why.
+		return &HostMesh{rt: h.rt, hosts: keep, err: fmt.Errorf("actorrt: every host of %v is lost: %s", h.Extent(), strings.Join(lost, ", "))}, lost
+	}
+	return &HostMesh{rt: h.rt, reg: wholeRegion(ext), hosts: keep}, lost
+}
 
 // SpawnProcs starts procs on every host of the mesh: one per point of
 // perHost, each a new OS process running this program in worker mode (or

@@ -193,6 +193,12 @@ func (j *Job) Describe() string {
 		case n > 1:
 			lines[0] += fmt.Sprintf("; a rank's failure restarts every rank, up to %d times (max_restarts = %d)", n, n)
 		}
+		switch sp := j.SPMD; {
+		case sp.MinHosts > 0 && sp.MinHosts < sp.MaxHosts:
+			lines[0] += fmt.Sprintf("; on %d hosts, going on with those left when some are lost, down to %d (nnodes = \"%d:%d\")", sp.MaxHosts, sp.MinHosts, sp.MinHosts, sp.MaxHosts)
+		case sp.MaxHosts > 0:
+			lines[0] += fmt.Sprintf("; on %d hosts (nnodes = %d)", sp.MaxHosts, sp.MaxHosts)
+		}
 	}
 	switch {
 	case j.SPMD != nil:

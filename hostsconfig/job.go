@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -78,9 +80,36 @@ type SPMD struct {
 	NoticeSignal string
 	// MaxRestarts is how many times, at most, every rank is stopped and
 	// started again (a new MASTER_PORT, TORCHELASTIC_RESTART_COUNT
-	// counting) when one fails, as torchrun's --max-restarts; >= 0,
-	// default 0: a failure ends the job.
+	// counting) when one fails or a host is lost (see MinHosts), as
+	// torchrun's --max-restarts; >= 0, default 0: a failure ends the
+	// job.
 	MaxRestarts int
+	// MinHosts and MaxHosts are nnodes, torchrun's --nnodes MIN:MAX: the
+	// ranks run on at most MaxHosts of the job's hosts and, when hosts
+	// are lost, start again on those left, down to MinHosts (a restart,
+	// counted against MaxRestarts as torchrun counts it). 0 (the
+	// default): every host of the job, none of which may be lost.
+	MinHosts, MaxHosts int
+}
+
+// ParseNNodes reads nnodes as torchrun's --nnodes takes it: "MIN:MAX",
+// or "N", which is N:N.
+func ParseNNodes(s string) (min, max int, err error) {
+	lo, hi, elastic := strings.Cut(s, ":")
+	min, err1 := strconv.Atoi(lo)
+	max, err2 := strconv.Atoi(hi)
+	if !elastic {
+		max, err2 = min, err1
+	}
+	switch {
+	case err1 != nil || err2 != nil || strings.ContainsAny(s, "+ "):
+		return 0, 0, fmt.Errorf(`want MIN:MAX hosts, such as "1:4", or a number of hosts, got %q`, s)
+	case min < 1:
+		return 0, 0, fmt.Errorf("want at least 1 host, got %q", s)
+	case max < min:
+		return 0, 0, fmt.Errorf("want MIN no more than MAX, got %q", s)
+	}
+	return min, max, nil
 }
 
 // NoticeSignals are the values of [spmd] notice_signal.
@@ -220,6 +249,9 @@ func readJob(t *table) *Job {
 		j.Env = readEnv(sub)
 	}
 	j.Hosts = readJobHosts(t)
+	if sp := j.SPMD; sp != nil && j.Hosts != nil && j.Hosts.numHosts() > 0 && sp.MaxHosts > j.Hosts.numHosts() {
+		t.sub("spmd").fail("nnodes", "MAX is %d, more than the %d hosts of the job", sp.MaxHosts, j.Hosts.numHosts())
+	}
 	if sub := t.sub("procs"); sub != nil {
 		j.Procs = readProcs(sub)
 	}
@@ -296,7 +328,7 @@ func readSPMD(t *table) *SPMD {
 		return nil
 	}
 	sp := &SPMD{GPUsDim: "gpus", NoticeSignal: "USR1"}
-	t.unknown("command", "gpus_dim", "notice_signal", "max_restarts")
+	t.unknown("command", "gpus_dim", "notice_signal", "max_restarts", "nnodes")
 	switch {
 	case !t.has("command"):
 		t.missing("command")
@@ -312,7 +344,29 @@ func readSPMD(t *table) *SPMD {
 	if t.integer("max_restarts", &sp.MaxRestarts) && sp.MaxRestarts < 0 {
 		t.fail("max_restarts", "want 0 or more (how many times every rank starts again when one fails), got %d", sp.MaxRestarts)
 	}
+	t.nnodes(sp)
 	return sp
+}
+
+// nnodes reads [spmd] nnodes, a number of hosts or "MIN:MAX".
+func (t *table) nnodes(sp *SPMD) {
+	var err error
+	switch v := t.m["nnodes"].(type) {
+	case nil:
+		return
+	case int64:
+		if v < 1 || v > math.MaxInt32 {
+			t.fail("nnodes", "want at least 1 host, got %d", v)
+			return
+		}
+		sp.MinHosts, sp.MaxHosts = int(v), int(v)
+	case string:
+		if sp.MinHosts, sp.MaxHosts, err = ParseNNodes(v); err != nil {
+			t.fail("nnodes", "%v", err)
+		}
+	default:
+		t.fail("nnodes", `want MIN:MAX hosts as a string, such as "1:4", or a number of hosts, got %s`, describeValue(v))
+	}
 }
 
 func readEnv(t *table) []string {

@@ -60,3 +60,52 @@ func loadSPMD(t *testing.T, line string) *Job {
 	}
 	return j
 }
+
+// TestSPMDNNodes: [spmd] nnodes is torchrun's --nnodes: "MIN:MAX", or a
+// number N (an integer or a string), which is N:N; unset, 0:0 (every
+// host); config check says what it does (bad values are in testdata/bad).
+func TestSPMDNNodes(t *testing.T) {
+	for _, tt := range []struct {
+		line     string
+		min, max int
+		says     string
+	}{
+		{"", 0, 0, ""},
+		{`nnodes = "1:2"`, 1, 2, `; on 2 hosts, going on with those left when some are lost, down to 1 (nnodes = "1:2")`},
+		{`nnodes = "2"`, 2, 2, "; on 2 hosts (nnodes = 2)"},
+		{`nnodes = 3`, 3, 3, "; on 3 hosts (nnodes = 3)"},
+		{`nnodes = "2:2"`, 2, 2, "; on 2 hosts (nnodes = 2)"},
+	} {
+		j := loadSPMD(t, tt.line)
+		if j.SPMD.MinHosts != tt.min || j.SPMD.MaxHosts != tt.max {
+			t.Errorf("%q: nnodes %d:%d, want %d:%d", tt.line, j.SPMD.MinHosts, j.SPMD.MaxHosts, tt.min, tt.max)
+		}
+		first, _, _ := strings.Cut(j.Describe(), "\n")
+		if want := "spmd: runs true on every proc; CUDA_VISIBLE_DEVICES from dimension gpus" + tt.says; first != want {
+			t.Errorf("%q: describes it as\n%s\nwant\n%s", tt.line, first, want)
+		}
+	}
+}
+
+// TestParseNNodes: what --nnodes takes and refuses, as torchrun does.
+func TestParseNNodes(t *testing.T) {
+	for s, want := range map[string][2]int{"1:4": {1, 4}, "2": {2, 2}, "3:3": {3, 3}} {
+		if min, max, err := ParseNNodes(s); err != nil || min != want[0] || max != want[1] {
+			t.Errorf("ParseNNodes(%q) = %d, %d, %v; want %v", s, min, max, err, want)
+		}
+	}
+	for s, want := range map[string]string{
+		"":      `want MIN:MAX hosts, such as "1:4", or a number of hosts, got ""`,
+		"1:":    `want MIN:MAX hosts, such as "1:4", or a number of hosts, got "1:"`,
+		":2":    `want MIN:MAX hosts, such as "1:4", or a number of hosts, got ":2"`,
+		"1:2:3": `want MIN:MAX hosts, such as "1:4", or a number of hosts, got "1:2:3"`,
+		"+1:2":  `want MIN:MAX hosts, such as "1:4", or a number of hosts, got "+1:2"`,
+		"0:2":   `want at least 1 host, got "0:2"`,
+		"-1":    `want at least 1 host, got "-1"`,
+		"3:2":   `want MIN no more than MAX, got "3:2"`,
+	} {
+		if _, _, err := ParseNNodes(s); err == nil || err.Error() != want {
+			t.Errorf("ParseNNodes(%q): %v, want %s", s, err, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -32,7 +33,11 @@ func startClient(cfg *RunConfig, env jobenv.Env, bus publisher) (client *child.P
 	if job.SPMD != nil {
 		program = cfg.Self
 		args = append([]string{"spmd", "--gpus-dim", job.SPMD.GPUsDim, "--notice-signal", cmp.Or(job.SPMD.NoticeSignal, "USR1"),
-			"--max-restarts", strconv.Itoa(job.SPMD.MaxRestarts), "--"}, job.SPMD.Command...)
+			"--max-restarts", strconv.Itoa(job.SPMD.MaxRestarts)}, job.SPMD.Command...)
+		if sp := job.SPMD; sp.MaxHosts > 0 {
+			args = slices.Insert(args, len(args)-len(sp.Command), "--nnodes", fmt.Sprintf("%d:%d", sp.MinHosts, sp.MaxHosts))
+		}
+		args = slices.Insert(args, len(args)-len(job.SPMD.Command), "--")
 	}
 	cmd := exec.Command(program, args...)
 	cmd.Dir = job.Dir

@@ -52,7 +52,45 @@
 // first attempt) and TORCHELASTIC_MAX_RESTARTS N. After N restarts the
 // next failure fails the job as above: the job's status is the last
 // attempt's. A stop of the job (ctx's end) is never restarted, and a
-// spawn that fails (a host lost) ends Run with its error.
+// spawn that fails (a host lost as it starts) ends Run with its error.
+//
+// # Elastic hosts
+//
+// Job.MinHosts and Job.MaxHosts are torchrun's --nnodes MIN:MAX (a job's
+// [spmd] nnodes = "1:4", monarch local --nnodes 1:4; a plain N is N:N;
+// by default every host of the job, none of which may be lost). The
+// ranks run on the first MAX of the job's hosts (MAX more than the job
+// has is an error; the hosts past MAX wait, to take a lost host's
+// place). When a host is lost (its agent gone: its ranks end with status
+// -1), every rank is stopped as above and the gang starts again on the
+// hosts still up, at most MAX of them, as a new mesh: a new rendezvous
+// (MASTER_PORT, and MASTER_ADDR if rank 0's host was lost), ranks
+// renumbered densely over those hosts (RANK, WORLD_SIZE, GROUP_RANK,
+// GROUP_WORLD_SIZE the hosts' count), TORCHELASTIC_RESTART_COUNT
+// counting. Run says so on one line:
+//
+//	monarch: host h1 lost (ranks 2, 3 ended); going on with 1 of 2 hosts (min 1): restarting 2 ranks (restart 1 of 3)
+//
+// Such a restart counts against MaxRestarts, as under torchrun, whose
+// --max-restarts is the number of failures or membership changes allowed
+// ("regardless of whether the restart was caused due to a failure or a
+// scaling event"): a training script resumes from its checkpoint after
+// either, and a job whose hosts keep failing ends. So an elastic job
+// wants MaxRestarts of at least MAX-MIN. With fewer than MIN hosts left,
+// or no restart left, the job fails saying which, with status 1:
+//
+//	monarch: host h1 lost (ranks 2, 3 ended): 1 host left, fewer than MIN (nnodes 2:2); the other 2 ranks were stopped
+//	monarch: host h1 lost (ranks 2, 3 ended): going on with 1 of 2 hosts needs a restart, and none is left (max_restarts 0); the other 2 ranks were stopped
+//
+// A lost host is told from a rank's failure by its agent's loss,
+// whatever ended first: ranks that fail because their peers on the lost
+// host went away (a collective's error) do not make it a failure of
+// theirs. Once the others are stopped, the ranks a stop could not end
+// (their agent silent: a host wedged, or cut off) are waited for until
+// their host is lost at the job's [health] lost_after (at most 5
+// minutes, or until the job is stopped), and only then is the cause
+// told. Hosts never join a running job: a lost host's place is taken by
+// a waiting one, if any, at the restart.
 //
 // # Notices
 //

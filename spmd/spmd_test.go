@@ -148,7 +148,7 @@ func TestRunHearsEnds(t *testing.T) {
 	for _, e := range []actorrt.ProcEnd{end(3, "h1", 0, 20), end(1, "h0", 1, 0), end(2, "h1", 143, 300)} {
 		ends <- e
 	}
-	r.waitEnds(time.Now().Add(time.Minute))
+	r.waitEnds(context.Background(), time.Now().Add(time.Minute))
 	if r.left != 0 || len(r.failures) != 3 {
 		t.Fatalf("%d ranks left, failures %v; want 0 left and the 3 ends not 0", r.left, r.failures)
 	}
@@ -157,8 +157,44 @@ func TestRunHearsEnds(t *testing.T) {
 	}
 	// An end that never comes is waited for until the deadline only.
 	r = &run{ends: make(chan actorrt.ProcEnd), left: 1}
-	r.waitEnds(time.Now().Add(10 * time.Millisecond))
+	r.waitEnds(context.Background(), time.Now().Add(10*time.Millisecond))
 	if r.left != 1 {
 		t.Fatalf("%d left", r.left)
+	}
+	// Or until ctx ends (the job stopped meanwhile).
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	r.waitEnds(ctx, time.Now().Add(time.Hour))
+	if r.left != 1 || time.Since(start) > time.Minute {
+		t.Fatalf("%d left after %v", r.left, time.Since(start))
+	}
+}
+
+// TestJobNodes: MinHosts:MaxHosts resolved against the job's hosts: 0
+// is every host (MAX) and MAX (MIN); MAX beyond the hosts, or MIN past
+// MAX, is refused before anything starts.
+func TestJobNodes(t *testing.T) {
+	for _, tt := range []struct {
+		min, max, hosts int
+		want            string
+	}{
+		{0, 0, 3, "3:3"},
+		{1, 2, 2, "1:2"},
+		{1, 2, 3, "1:2"},
+		{2, 0, 4, "2:4"},
+		{1, 3, 2, "spmd: nnodes 1:3: the job has 2 hosts, fewer than MAX"},
+		{2, 2, 1, "spmd: nnodes 2:2: the job has 1 host, fewer than MAX"},
+		{3, 2, 4, "spmd: nnodes 3:2: want 1 <= MIN <= MAX"},
+		{-1, 2, 4, "spmd: nnodes -1:2: want 1 <= MIN <= MAX"},
+	} {
+		n, err := Job{MinHosts: tt.min, MaxHosts: tt.max}.nodes(tt.hosts)
+		got := n.String()
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("nnodes %d:%d of %d hosts: %s, want %s", tt.min, tt.max, tt.hosts, got, tt.want)
+		}
 	}
 }

@@ -121,6 +121,20 @@ func killMidTraffic(t *testing.T, cmd *exec.Cmd, stdout io.Reader, stderr fmt.St
 // launcher launcher started.
 func localAgent(t *testing.T, launcher, index int) int {
 	t.Helper()
+	for _, pid := range childrenOf(launcher) {
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 1 && args[1] == "agent" && strings.Contains("\x00"+string(cmdline), "\x00--index\x00"+strconv.Itoa(index)+"\x00") {
+			return pid
+		}
+	}
+	t.Fatalf("no agent of host %d among the children of %d", index, launcher)
+	return 0
+}
+
+// childrenOf lists the pids of parent's children.
+func childrenOf(parent int) []int {
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -133,15 +147,9 @@ func localAgent(t *testing.T, launcher, index int) int {
 		}
 		// pid (comm) state ppid ...: comm may hold spaces; read after ')'.
 		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 2 || f[1] != strconv.Itoa(launcher) {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 1 && args[1] == "agent" && strings.Contains("\x00"+string(cmdline), "\x00--index\x00"+strconv.Itoa(index)+"\x00") {
-			return pid
+		if len(f) >= 2 && f[1] == strconv.Itoa(parent) {
+			pids = append(pids, pid)
 		}
 	}
-	t.Fatalf("no agent of host %d among the children of %d", index, launcher)
-	return 0
+	return pids
 }

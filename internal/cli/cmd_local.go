@@ -26,13 +26,18 @@ func localCommand(a *app) *cli.Command {
 			"With --procs, PROGRAM is any command, run once per proc with the torchrun variables (RANK,\n" +
 			"WORLD_SIZE, MASTER_ADDR, ...): monarch local --procs gpus=4 -- python3 train.py. The first\n" +
 			"proc to exit non-zero stops the others; monarch exits with its status. --max-restarts N then\n" +
-			"starts every proc again, with a new MASTER_PORT, up to N times (torchrun's --max-restarts).",
+			"starts every proc again, with a new MASTER_PORT, up to N times (torchrun's --max-restarts).\n" +
+			"--nnodes MIN:MAX runs the procs on at most MAX of the hosts and, when hosts are lost, starts\n" +
+			"them again on those left, down to MIN, renumbered (torchrun's elastic --nnodes); each such\n" +
+			"restart counts against --max-restarts, as under torchrun.",
 		Flags: append(runFlags("leave the job to run in the background; print its id"),
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},
 			&cli.StringFlag{Name: "procs", Usage: "run PROGRAM on `DIMS` procs per host, such as gpus=4 or nodes=2,gpus=4 (an SPMD job)"},
 			&cli.IntFlag{Name: "max-restarts", Usage: "an SPMD job: when a rank fails, stop the others and start every rank again, at most `N` times", Action: atLeast("max-restarts", 0, ""),
 				DefaultText: "0; for a job file, its [spmd] max_restarts"},
+			&cli.StringFlag{Name: "nnodes", Usage: "an SPMD job: run on at most MAX hosts, and go on with those left, down to MIN, when hosts are lost (`MIN:MAX`, or N)",
+				DefaultText: "every host; for a job file, its [spmd] nnodes"},
 		),
 	}
 	a.programArgs[cmd] = func(arg string) bool { return !isJobFile(arg) }
@@ -89,6 +94,20 @@ func localCommand(a *app) *cli.Command {
 			}
 			cfg.Job.SPMD.MaxRestarts = c.Int("max-restarts")
 			rerun = append(rerun, "--max-restarts="+strconv.Itoa(cfg.Job.SPMD.MaxRestarts))
+		}
+		if c.IsSet("nnodes") {
+			if cfg.Job == nil || cfg.Job.SPMD == nil {
+				return usagef(c, "--nnodes sets the hosts of an SPMD job: give --procs, or a job file with [spmd]")
+			}
+			sp := cfg.Job.SPMD
+			var err error
+			if sp.MinHosts, sp.MaxHosts, err = hostsconfig.ParseNNodes(c.String("nnodes")); err != nil {
+				return usagef(c, "--nnodes: %v", err)
+			}
+			rerun = append(rerun, "--nnodes="+c.String("nnodes"))
+		}
+		if sp := cfg.Job.SPMD; sp != nil && sp.MaxHosts > max(nhosts, 1) {
+			return usagef(c, "nnodes %d:%d: MAX is more than the %d hosts of the job (--hosts)", sp.MinHosts, sp.MaxHosts, max(nhosts, 1))
 		}
 		if err := detachOptions(c, &cfg, rerun, rest...); err != nil {
 			return err

@@ -146,7 +146,7 @@ func printJob(w io.Writer, dir string, j *launch.JobState, dashboard string) {
 	}
 	if n := len(j.SPMDRestarts); n > 0 {
 		last := j.SPMDRestarts[n-1]
-		row("restarts", "%d of at most %d (every rank started again after one failed)", last.Restart, last.MaxRestarts)
+		row("restarts", "%d of at most %d (every rank started again after one failed or a host was lost)", last.Restart, last.MaxRestarts)
 		for _, r := range j.SPMDRestarts {
 			fmt.Fprintf(tw, "\trestart %d at %s: %s\n", r.Restart, r.Time.Format(time.TimeOnly), r.Summary)
 		}
