@@ -273,6 +273,8 @@ type meshRef struct {
 	counts atomic.Pointer[meshCounts] // the mesh's subject, as delivery numbers it (dest)
 	// queue holds calls made while where members live is refreshed.
 	queue sendQueue
+	// missing are the members the mesh goes on without (moves.go).
+	missing atomic.Pointer[missingMarks]
 }
 
 // dest is the mesh's subject as the delivery layer knows it, made once.
@@ -521,7 +523,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		}
 	}
 	ref.all = uniq(ref.procs)
-	rt.sup.own(ref, ext, actorOf(ctx), plan)
+	rt.sup.own(ref, ext, actorOf(ctx), plan, opts.GoOnWithout)
 	fail = func(err error) (*meshRef, Extent, error) {
 		rt.sup.disown(ref.id)
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -131,7 +132,7 @@ func (rt *core) deliverMoved(ref *meshRef, reg region, mv *memberMoves, w *wire.
 			dests = append(dests, rt.delivery.ToProc(p))
 		}
 	} else {
-		for _, p := range ref.procsOfMoved(reg) {
+		for _, p := range ref.sendProcs(reg) {
 			dests = append(dests, rt.delivery.ToProc(p))
 		}
 	}
@@ -141,11 +142,11 @@ func (rt *core) deliverMoved(ref *meshRef, reg region, mv *memberMoves, w *wire.
 	return rt.delivery.SendAll(w, h, dests)
 }
 
-// refreshDue reports whether a member of reg of ref is on a proc that
-// ended, in a mesh whose owner may have restarted it elsewhere.
+// refreshDue reports whether a member of reg of ref, not missing, is on
+// a proc that ended, in a mesh whose owner may have restarted it elsewhere.
 func (ref *meshRef) refreshDue(reg region) bool {
 	h := ref.rt.health
-	return ref.restartable && ref.owner != "" && h.nGone.Load() != 0 && h.anyGone(ref.procsOf(reg)) != nil
+	return ref.restartable && ref.owner != "" && h.nGone.Load() != 0 && h.anyGone(ref.sendProcs(reg)) != nil
 }
 
 // refreshMoves asks the owner of a mesh with a restart policy where its
@@ -279,4 +280,109 @@ func (rt *core) spawnMoved(ctx context.Context, ref *meshRef, ranks []int, p pro
 	ref.moves.Store(ref.moves.Load().with(ranks, p.ID, p.Agent))
 	rt.sup.step(evMoved{id: ref.id, ranks: ranks, proc: p.ID})
 	return errs, nil
+}
+
+// Members missing. A mesh spawned with GoOnWithout goes on without a
+// member that cannot be restarted: its owner marks it missing in its
+// reference (supervision.giveUp), and the adverbs sent through that
+// reference skip it; a reference elsewhere learns it from the member's
+// answers, which fail with ErrMissing (callPort, streamPort).
+
+// missingMarks are the missing members of a mesh, by base rank, with why.
+// Never modified: replaced whole.
+type missingMarks map[int]string
+
+// markMissing records ranks as missing, for why.
+func (r *meshRef) markMissing(ranks []int, why string) {
+	r.remark(func(m missingMarks) {
+		for _, b := range ranks {
+			m[b] = why
+		}
+	})
+}
+
+// markPresent records that ranks are back (restarted by hand).
+func (r *meshRef) markPresent(ranks []int) {
+	if r.missing.Load() == nil {
+		return
+	}
+	r.remark(func(m missingMarks) {
+		for _, b := range ranks {
+			delete(m, b)
+		}
+	})
+}
+
+// remark replaces the marks with a copy that change changed.
+func (r *meshRef) remark(change func(missingMarks)) {
+	for {
+		old := r.missing.Load()
+		next := missingMarks{}
+		if old != nil {
+			maps.Copy(next, *old)
+		}
+		change(next)
+		p := &next
+		if len(next) == 0 {
+			p = nil
+		}
+		if r.missing.CompareAndSwap(old, p) {
+			return
+		}
+	}
+}
+
+// missingIn lists the missing members of reg by their rank in it, with
+// why, in rank order; nil when none (the common case: one atomic load).
+func (r *meshRef) missingIn(reg region) []missingMember {
+	mp := r.missing.Load()
+	if mp == nil {
+		return nil
+	}
+	var out []missingMember
+	for b, why := range *mp {
+		if v, ok := reg.messageRank(b); ok {
+			out = append(out, missingMember{rank: v, base: b, why: why})
+		}
+	}
+	slices.SortFunc(out, func(a, b missingMember) int { return a.rank - b.rank })
+	return out
+}
+
+// missingMember is a missing member of a region: its rank there, its
+// base rank, and why it is missing.
+type missingMember struct {
+	rank, base int
+	why        string
+}
+
+// missingErr is the error of a call to missing member mm of ref.
+func (r *meshRef) missingErr(mm missingMember) error {
+	return fmt.Errorf("%w: %s[%d]: %s", ErrMissing, r.name, mm.base, mm.why)
+}
+
+// sendProcs is the procs a call to reg goes to and waits for: procsOf,
+// without the procs of missing members alone.
+func (r *meshRef) sendProcs(reg region) []string {
+	return r.presentProcs(reg, r.missingIn(reg))
+}
+
+// presentProcs is procsOf(reg) without the procs all of whose members in
+// reg are missing: no call waits for them, or is sent to them.
+func (r *meshRef) presentProcs(reg region, missing []missingMember) []string {
+	procs := r.procsOf(reg)
+	if len(missing) == 0 {
+		return procs
+	}
+	present := map[string]bool{}
+	gone := map[int]bool{}
+	for _, mm := range missing {
+		gone[mm.base] = true
+	}
+	for _, b := range reg.baseRanks() {
+		if !gone[b] {
+			present[r.procOf(b)] = true
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(procs), func(p string) bool { return !present[p] })
 }

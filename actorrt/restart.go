@@ -123,6 +123,17 @@ type SpawnOptions struct {
 	PerProc Dims
 	// Restart, when set, restarts failed members in place.
 	Restart *RestartPolicy
+	// GoOnWithout keeps the mesh going without a member that cannot be
+	// restarted (its Restart policy's restarts are spent, its host is
+	// gone, or the mesh has no policy and it failed): the member is
+	// missing from then on. Call, Broadcast and Stream skip it, Choose
+	// never picks it, CallOne to it fails at once with ErrMissing naming
+	// it and why, a Call's ValueMesh marks it (ValueMesh.Missing), and
+	// the owner is told once, by a MeshFailure with GoesOn set, which
+	// does not end the job (an owner's Supervise or the fault hook that
+	// does not handle it only logs it). A restart by hand
+	// (ActorMesh.Restart) brings the member back.
+	GoOnWithout bool
 }
 
 // SpawnWith is Spawn with options: members per proc, a restart policy.
@@ -140,7 +151,10 @@ type restartReq struct {
 	Ranks  []int  `msgpack:"ranks"`
 	Cause  string `msgpack:"cause"`            // why: the failure that restarts them
 	GiveUp string `msgpack:"giveup,omitempty"` // fail them instead, for this reason
-	Manual bool   `msgpack:"manual,omitempty"` // ActorMesh.Restart: only failed members
+	// Missing, with GiveUp: the mesh goes on without them (GoOnWithout):
+	// their calls fail with ErrMissing.
+	Missing bool `msgpack:"missing,omitempty"`
+	Manual  bool `msgpack:"manual,omitempty"` // ActorMesh.Restart: only failed members
 }
 
 func (r *restartReq) check() error {
@@ -215,6 +229,12 @@ func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 		restarted = append(restarted, b)
 	}
 	rt.sup.restartDone(m.ref.id, restarted, nil)
+	// Missing members restarted are back (GoOnWithout), in this reference
+	// and the one supervision keeps.
+	m.ref.markPresent(restarted)
+	if own := rt.sup.ref(m.ref.id); own != nil {
+		own.markPresent(restarted)
+	}
 	if len(bad) > 0 {
 		// Each member's error, wrapped: errors.Is finds ErrProcFailed and the rest.
 		format := "actorrt: Restart %s: " + strings.TrimSuffix(strings.Repeat("%w; ", len(bad)), "; ")
@@ -324,13 +344,19 @@ func (p *restartPort) result() (map[int]error, error) {
 	return p.errs, p.all
 }
 
-// giveUpOn fails the waiting instances of ranks, for reason.
-func giveUpOn(rt *core, ref *meshRef, ranks []int, reason string) {
+// giveUpOn fails the waiting instances of ranks, for reason; missing:
+// the mesh goes on without them, so they, and failed members with no
+// waiting instance, answer with ErrMissing. A proc that ended is told
+// nothing.
+func giveUpOn(rt *core, ref *meshRef, ranks []int, reason string, missing bool) {
 	byProc := map[string][]int{}
 	for _, b := range ranks {
 		byProc[ref.procOf(b)] = append(byProc[ref.procOf(b)], b)
 	}
 	for p, rs := range byProc {
-		rt.sendControl(p, wire.OpRestart, 0, &restartReq{Mesh: ref.id, Ranks: rs, GiveUp: reason})
+		if rt.health.goneErr(p) != nil {
+			continue
+		}
+		rt.sendControl(p, wire.OpRestart, 0, &restartReq{Mesh: ref.id, Ranks: rs, GiveUp: reason, Missing: missing})
 	}
 }

@@ -91,7 +91,7 @@ func (q *sendQueue) drain(ref *meshRef, reg region) {
 		for _, qc := range calls {
 			c := qc.c
 			if c.reply.proc == rt.procID {
-				rt.ports.rewait(c.reply.id, ref.procsOf(c.reg))
+				rt.ports.rewait(c.reply.id, ref.sendProcs(c.reg))
 			}
 			if err := c.post(); err != nil {
 				qc.failed(err)

@@ -41,6 +41,12 @@ type MeshFailure struct {
 	// ProcLost: the mesh is a ProcMesh (of this program's procs, not
 	// WithCommand's), and its member Proc ended.
 	ProcLost bool `msgpack:"proclost,omitempty"`
+	// GoesOn: the mesh was spawned to go on without a member that cannot
+	// be restarted (SpawnOptions.GoOnWithout), and goes on without this
+	// one: it is missing until restarted by hand. Such a failure is news,
+	// not an end: an owner's Supervise that does not handle it, or a
+	// fault hook that returns an error for it, only logs it.
+	GoesOn bool `msgpack:"goeson,omitempty"`
 }
 
 // Rank is the failed member's rank in its mesh.
@@ -155,7 +161,10 @@ func (s *supervision) stopMesh(e effStopMesh) {
 
 func (s *supervision) giveUp(e effGiveUp) {
 	if ref := s.ref(e.id); ref != nil {
-		giveUpOn(s.rt, ref, e.ranks, e.reason)
+		if e.missing {
+			ref.markMissing(e.ranks, e.reason)
+		}
+		giveUpOn(s.rt, ref, e.ranks, e.reason, e.missing)
 	}
 }
 
@@ -166,12 +175,13 @@ func (s *supervision) send(proc string, f *MeshFailure) {
 }
 
 // own records that this process (owner nil) or actor owner owns ref,
-// whose restart policy plan carries out (nil: none).
-func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restartPlanner) {
+// whose restart policy plan carries out (nil: none); goOn: it goes on
+// without members that cannot restart (GoOnWithout).
+func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restartPlanner, goOn bool) {
 	s.mu.Lock()
 	s.refs[ref.id] = ref
 	s.mu.Unlock()
-	s.step(evOwned{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan})
+	s.step(evOwned{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan, goOn: goOn})
 }
 
 // ownProcs has the router watch proc mesh id, whose procs run this
