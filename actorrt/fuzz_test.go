@@ -78,6 +78,7 @@ func seedControls() []struct {
 		{wire.OpStop, &stopReq{Mesh: "c.m1"}},
 		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{0, 3}, Cause: "c.m1[0] failed: boom"}},
 		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{1}, GiveUp: "3 restarts in 1m0s"}},
+		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{1, 2}, GiveUp: "its host is gone; its mesh goes on without it", Missing: true}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "killed by SIGKILL", Stopped: false}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "exited with status 1 (host h0)", Status: 1, At: 1_800_000_000_123_456_789}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "exited with status 1 (host h0)", Status: 1, At: 1_800_000_000_123_456_789, ErrAt: 1_800_000_000_100_000_000}},
@@ -92,6 +93,7 @@ func seedControls() []struct {
 		{wire.OpSyncLogs, &wire.StopProcsReq{IDs: []string{"c-1"}, Rank: 1}},
 		{wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m3", ActorID: "w[1]", Proc: "c-2", Reason: "Step error: x", Dims: Dims{{"gpus", 2}}, Coords: []int{1}, Base: 1,
 			Err: &ActorError{ActorID: "w[1]", Proc: "c-2", Endpoint: "Step", Message: "x"}}},
+		{wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m3", ActorID: "w[0]", Proc: "c-1", Reason: "boom; its mesh goes on without it", Dims: Dims{{"gpus", 2}}, Coords: []int{0}, GoesOn: true}},
 		{wire.OpHeartbeat, nil},
 		{wire.OpAgentsHello, nil},
 	} {
@@ -166,3 +168,50 @@ func FuzzNotice(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValueMesh reads a ValueMesh off the wire: no panic, an allocation
+// bounded by the input's length, and one that is accepted is accepted
+// again, the same, once written again (its missing marks too).
+func FuzzValueMesh(f *testing.F) {
+	ext, _ := NewExtent(Dims{{"hosts", 2}, {"gpus", 2}})
+	for _, v := range []ValueMesh[int]{
+		{},
+		{ext: ext, vals: []int{1, 2, 3, 4}},
+		{ext: ext, vals: []int{1, 0, 3, 0}, missing: []bool{false, true, false, true}},
+		{ext: ext, vals: []int{0, 0, 0, 0}, missing: []bool{true, true, true, true}},
+	} {
+		b, err := msgpack.Marshal(wireValueMesh[int]{v})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v ValueMesh[int]
+		var err error
+		// As the runtime reads a payload: checked first, then decoded.
+		n := alloc.By(func() { err = wire.DecodePayload(data, nil, func(d *msgpack.Decoder) error { return v.decodeWire(d) }) })
+		if limit := uint64(64*len(data)) + alloc.Slack; n > limit {
+			t.Fatalf("%d bytes allocated %d", len(data), n)
+		}
+		if err != nil {
+			return
+		}
+		b, err := msgpack.Marshal(wireValueMesh[int]{v})
+		if err != nil {
+			t.Fatalf("accepted %v cannot be written again: %v", v, err)
+		}
+		var again ValueMesh[int]
+		if err := wire.DecodePayload(b, nil, func(d *msgpack.Decoder) error { return again.decodeWire(d) }); err != nil {
+			t.Fatalf("accepted %v refused once written again: %v", v, err)
+		}
+		if !reflect.DeepEqual(v.Missing(), again.Missing()) || !reflect.DeepEqual(v.Values(), again.Values()) || !v.Extent().Equal(again.Extent()) {
+			t.Fatalf("written again: %v, want %v", again, v)
+		}
+	})
+}
+
+// wireValueMesh writes its ValueMesh as the runtime does.
+type wireValueMesh[T any] struct{ v ValueMesh[T] }
+
+func (w wireValueMesh[T]) EncodeMsgpack(e *msgpack.Encoder) error { return w.v.encodeWire(e) }
