@@ -332,6 +332,25 @@ func (s *supervision) replaceLater(e effRestart, pm *ProcMesh) {
 	})
 }
 
+// replacing reports whether a restart policy of a mesh owned here (an
+// actor mesh's, or a proc mesh's own) decided to start a proc in the
+// place of proc, which ended, and that restart has not ended.
+func (s *supervision) replacing(proc string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.router.owned {
+		if m.plan == nil || m.stopped {
+			continue
+		}
+		for b, p := range m.procs {
+			if p == proc && m.plan.busy[b] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // coords are base rank b's coordinates in mesh id.
 func (s *supervision) coords(id string, b int) []int {
 	s.mu.Lock()
