@@ -377,9 +377,10 @@
 //     TestGoOnWithout, TestLoseHostGoOnWithout, FuzzValueMesh.
 //   - The owner's references know at once; another reference (Lookup's,
 //     one an actor holds) learns it from the member's answers, which fail
-//     with ErrMissing and mark it the same way. TestGoOnWithout. Not yet:
-//     such a reference to a member whose host is gone has no member left
-//     to answer, and its calls fail with ErrProcFailed.
+//     with ErrMissing and mark it the same way, or, when the member's proc
+//     ended, from the owner, asked as for a member that moved (the call
+//     waits in the holder's queue meanwhile). TestGoOnWithout,
+//     TestLoseHostGoOnWithout.
 //   - A restart by hand (ActorMesh.Restart) of a missing member on a live
 //     proc brings it back: it is no longer missing. TestGoOnWithout.
 //

@@ -215,3 +215,39 @@ func FuzzValueMesh(f *testing.F) {
 type wireValueMesh[T any] struct{ v ValueMesh[T] }
 
 func (w wireValueMesh[T]) EncodeMsgpack(e *msgpack.Encoder) error { return w.v.encodeWire(e) }
+
+// FuzzMeshInfo reads an owner's answer about where a mesh's members are
+// (what refreshMoves takes): no panic, an allocation bounded by the
+// input, and the moved and missing members it accepts are ranks of the
+// mesh.
+func FuzzMeshInfo(f *testing.F) {
+	for _, info := range []meshInfo{
+		{Procs: []string{"c-1", "c-2"}, Agents: []string{"c", "c"}},
+		{Procs: []string{"c-1", "c-2"}, Agents: []string{"c", "c"}, Moved: []movedWire{{Rank: 1, Proc: "c-3", Agent: "c"}}},
+		{Procs: []string{"c-1", "c-2"}, Agents: []string{"c", "c"}, Missing: []missingWire{{Rank: 0, Why: "its host is gone"}}},
+	} {
+		b, err := msgpack.Marshal(&info)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var info meshInfo
+		var err error
+		n := alloc.By(func() { err = wire.DecodePayload(data, nil, func(d *msgpack.Decoder) error { return d.Decode(&info) }) })
+		if limit := uint64(64*len(data)) + alloc.Slack; n > limit {
+			t.Fatalf("%d bytes allocated %d", len(data), n)
+		}
+		if err != nil || checkMoved(info.Moved, len(info.Procs)) != nil || checkMissing(info.Missing, len(info.Procs)) != nil {
+			return
+		}
+		var ref meshRef
+		ref.setMissing(info.Missing)
+		for _, w := range ref.missingWire() {
+			if w.Rank < 0 || w.Rank >= len(info.Procs) {
+				t.Fatalf("missing rank %d of %d accepted", w.Rank, len(info.Procs))
+			}
+		}
+	})
+}

@@ -94,6 +94,8 @@ type meshInfo struct {
 	Procs  []string    `msgpack:"procs"`
 	Agents []string    `msgpack:"agents"`
 	Moved  []movedWire `msgpack:"moved,omitempty"`
+	// Missing: the members the mesh goes on without (GoOnWithout).
+	Missing []missingWire `msgpack:"missing,omitempty"`
 }
 
 func newLocalActors(rt *core) *localActors {

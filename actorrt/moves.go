@@ -160,6 +160,9 @@ func (rt *core) refreshMoves(ctx context.Context, ref *meshRef, reg region) {
 	}
 	if ref.owner == rt.procID {
 		rt.sup.awaitSettled(ctx, ref)
+		if own := rt.sup.ref(ref.id); own != nil && own != ref {
+			ref.missing.Store(own.missing.Load()) // a second reference here: the owner's knows
+		}
 		return
 	}
 	fut := newFuture[meshInfo](label{mesh: ref.name, method: "where are the members now"})
@@ -177,9 +180,10 @@ func (rt *core) refreshMoves(ctx context.Context, ref *meshRef, reg region) {
 	if err != nil || len(info.Procs) != len(ref.procs) || !slices.Equal(info.Procs, ref.procs) {
 		return
 	}
-	if checkMoved(info.Moved, len(ref.procs)) != nil {
+	if checkMoved(info.Moved, len(ref.procs)) != nil || checkMissing(info.Missing, len(ref.procs)) != nil {
 		return
 	}
+	ref.setMissing(info.Missing)
 	mv := movesOf(info.Moved)
 	ref.moves.Store(mv)
 	if mv != nil {
@@ -251,7 +255,7 @@ func (s *supervision) settled(ref *meshRef) (ok bool, stepped <-chan struct{}) {
 // meshInfoOf is where the members of mesh id, owned here, are: by base
 // rank as spawned, and those that moved.
 func (s *supervision) meshInfoOf(ref *meshRef) *meshInfo {
-	return &meshInfo{Procs: ref.procs, Agents: ref.agents, Moved: ref.moves.Load().wire()}
+	return &meshInfo{Procs: ref.procs, Agents: ref.agents, Moved: ref.moves.Load().wire(), Missing: ref.missingWire()}
 }
 
 // spawnMoved spawns ranks of ref, whose proc ended, on the new proc p:
@@ -284,9 +288,12 @@ func (rt *core) spawnMoved(ctx context.Context, ref *meshRef, ranks []int, p pro
 
 // Members missing. A mesh spawned with GoOnWithout goes on without a
 // member that cannot be restarted: its owner marks it missing in its
-// reference (supervision.giveUp), and the adverbs sent through that
+// reference (supervision.step), and the adverbs sent through that
 // reference skip it; a reference elsewhere learns it from the member's
-// answers, which fail with ErrMissing (callPort, streamPort).
+// answers, which fail with ErrMissing (callPort, streamPort), or, when
+// the member's proc ended, from the owner's answer to refreshMoves, which
+// then tells the reply ports of the calls queued meanwhile
+// (missingSkipper).
 
 // missingMarks are the missing members of a mesh, by base rank, with why.
 // Never modified: replaced whole.
@@ -347,6 +354,58 @@ func (r *meshRef) missingIn(reg region) []missingMember {
 	}
 	slices.SortFunc(out, func(a, b missingMember) int { return a.rank - b.rank })
 	return out
+}
+
+// missingWire is a missing member as the owner's answers carry it.
+type missingWire struct {
+	Rank int    `msgpack:"rank"`
+	Why  string `msgpack:"why"`
+}
+
+// missingWire lists the marks, by rank; nil when none.
+func (r *meshRef) missingWire() []missingWire {
+	mp := r.missing.Load()
+	if mp == nil {
+		return nil
+	}
+	out := make([]missingWire, 0, len(*mp))
+	for b, why := range *mp {
+		out = append(out, missingWire{Rank: b, Why: why})
+	}
+	slices.SortFunc(out, func(a, b missingWire) int { return a.Rank - b.Rank })
+	return out
+}
+
+// setMissing replaces the marks with ws, the owner's.
+func (r *meshRef) setMissing(ws []missingWire) {
+	if len(ws) == 0 {
+		r.missing.Store(nil)
+		return
+	}
+	m := make(missingMarks, len(ws))
+	for _, w := range ws {
+		m[w.Rank] = w.Why
+	}
+	r.missing.Store(&m)
+}
+
+// checkMissing checks the missing members of an answer about a mesh of n
+// members: each a rank of it.
+func checkMissing(ws []missingWire, n int) error {
+	for _, w := range ws {
+		if w.Rank < 0 || w.Rank >= n {
+			return fmt.Errorf("%w: mesh info: missing member %d of %d", ErrDecode, w.Rank, n)
+		}
+	}
+	return nil
+}
+
+// missingSkipper is a reply port that can be told, before its call is
+// sent, of members its sender learned are missing since it was opened
+// (sendQueue, once a refresh told it): it reports whether none is left to
+// answer.
+type missingSkipper interface {
+	skipMissing(missing []missingMember) (done bool)
 }
 
 // missingMember is a missing member of a region: its rank there, its

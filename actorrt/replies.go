@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/monarch-go/monarch/internal/wire"
@@ -70,6 +71,9 @@ func (p *callPort[R]) deliver(rt *core, f *wire.Frame) bool {
 // resolved then).
 func (p *callPort[R]) skip(missing []missingMember) bool {
 	for _, mm := range missing {
+		if p.got[mm.rank] {
+			continue // marked already
+		}
 		p.markMissing(mm.rank)
 		if !p.count(mm.rank) {
 			return true
@@ -77,6 +81,8 @@ func (p *callPort[R]) skip(missing []missingMember) bool {
 	}
 	return false
 }
+
+func (p *callPort[R]) skipMissing(missing []missingMember) bool { return p.skip(missing) }
 
 func (p *callPort[R]) markMissing(r int) {
 	if p.missing == nil {
@@ -139,6 +145,22 @@ func (p *streamPort[R]) deliver(rt *core, f *wire.Frame) bool {
 	p.s.ch <- streamItem[R]{v: v, err: err, missing: errors.Is(err, ErrMissing)} // buffered for every reply: never blocks
 	p.left--
 	return p.left > 0
+}
+
+// skipMissing drops members learned missing after the stream was made:
+// each takes one of its places, as an item All skips.
+func (p *streamPort[R]) skipMissing(missing []missingMember) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, mm := range missing {
+		if p.left == 0 || slices.ContainsFunc(p.skip, func(k missingMember) bool { return k.rank == mm.rank }) {
+			continue
+		}
+		p.skip = append(p.skip, mm)
+		p.s.ch <- streamItem[R]{missing: true}
+		p.left--
+	}
+	return p.left == 0
 }
 
 func (p *streamPort[R]) fail(err error) {

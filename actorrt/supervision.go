@@ -131,9 +131,16 @@ func (s *supervision) step(ev routerEvent) {
 	}
 	var stopped []*meshRef
 	for _, e := range effects {
-		if st, ok := e.(effStopMesh); ok {
-			if ref := s.refs[st.id]; ref != nil {
+		switch e := e.(type) {
+		case effStopMesh:
+			if ref := s.refs[e.id]; ref != nil {
 				stopped = append(stopped, ref)
+			}
+		case effGiveUp:
+			// Marked with the step, so that whoever sees it settled
+			// (awaitSettled) sees the mark.
+			if ref := s.refs[e.id]; ref != nil && e.missing {
+				ref.markMissing(e.ranks, e.reason)
 			}
 		}
 	}
@@ -161,10 +168,7 @@ func (s *supervision) stopMesh(e effStopMesh) {
 
 func (s *supervision) giveUp(e effGiveUp) {
 	if ref := s.ref(e.id); ref != nil {
-		if e.missing {
-			ref.markMissing(e.ranks, e.reason)
-		}
-		giveUpOn(s.rt, ref, e.ranks, e.reason, e.missing)
+		giveUpOn(s.rt, ref, e.ranks, e.reason, e.missing) // marked missing in step
 	}
 }
 
