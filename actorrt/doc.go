@@ -496,7 +496,8 @@
 // end in cleanup.go), the host agent, supervision (supervision.go,
 // driving the failureRouter state machine of failurerouter.go, which asks a mesh's
 // restartPlanner of restartplan.go; restart.go and moves.go carry out
-// restarts in place, on the member's proc or on a new one; a call to a
+// restarts in place, on the member's proc or on a new one, and moves.go
+// keeps the members a mesh goes on without; a call to a
 // mesh whose member's restart has not settled waits in sendqueue.go, not
 // in the adverb), the job's
 // names (names.go: the client's registry), what it knows of the job's

@@ -27,7 +27,8 @@ import (
 // one past that escalates the failure to the mesh's owner, as if the mesh
 // had no policy (Supervise, then the fault hook): the member stays failed
 // until the owner restarts it by hand (ActorMesh.Restart) or stops the
-// mesh. A member whose Init fails on a restart has failed again.
+// mesh, or, spawned with SpawnOptions.GoOnWithout, the mesh goes on
+// without it. A member whose Init fails on a restart has failed again.
 //
 // What a restart keeps, what a caller in flight sees, the order of later
 // messages and the cases of a proc or a host that died are written once,
@@ -185,8 +186,10 @@ func (r *restartReq) check() error {
 // until ctx ends; its error names each failed member that did not
 // restart (those stay failed: the owner may call it again). A failed
 // member whose proc ended is not restarted by hand: its error wraps
-// ErrProcFailed and says what to do instead. The package doc's "Restarts
-// in place" says what a restart keeps.
+// ErrProcFailed and says what to do instead. A member missing from a mesh
+// that goes on without it (GoOnWithout) has failed: restarted, it is
+// missing no more. The package doc's "Restarts in place" says what a
+// restart keeps.
 func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 	if m.err != nil {
 		return m.err

@@ -286,6 +286,11 @@ func TestRemoteWhileSlotReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Both answer first: SpawnProcs may return a moment before the
+	// cluster has recorded the procs its agent started (Kill finds them).
+	if _, err := slotReached.Call(procs).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Kill(procs.At("gpus", 1)); err != nil {
 		t.Fatal(err)
 	}
