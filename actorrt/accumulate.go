@@ -22,7 +22,9 @@ import (
 // when they come, are dropped (the stream has room for every reply, so
 // nothing waits on them), and the call's port closes once the last one
 // arrives or its proc is gone. A stream is read once: Accumulate consumes
-// it, as All does.
+// it, as All does. A member missing from a mesh that goes on without it
+// (SpawnOptions.GoOnWithout) is skipped: combine never sees it, and it
+// is no error.
 func Accumulate[T, R any](ctx context.Context, s *ReplyStream[T], identity R, combine func(acc R, reply T) R) (R, error) {
 	switch {
 	case s == nil:

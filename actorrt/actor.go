@@ -539,7 +539,11 @@ func (a *actor) supervise(f *MeshFailure) {
 			handled = sv.Call([]reflect.Value{a.val, reflect.ValueOf(ctx), reflect.ValueOf(f)})[0].Bool()
 		}()
 	}
-	if !handled {
+	switch {
+	case !handled && f.GoesOn:
+		// News of a mesh that goes on without a member, not an end.
+		a.mesh.rt.log.Warn().Str("actor", a.id).Str("failure", f.Error()).Msg("a mesh goes on without a member")
+	case !handled:
 		a.fail("a mesh it owns failed and it did not handle it: "+f.Error(), nil)
 	}
 }

@@ -153,7 +153,7 @@ func (rt *core) deliverTo(ref *meshRef, reg region, w *wire.Writer, h *wire.Head
 	}
 	var procs []string
 	if !reg.isWhole() {
-		procs = ref.procsOf(reg)
+		procs = ref.sendProcs(reg)
 	}
 	if reg.isWhole() || len(procs) == len(ref.all) {
 		return rt.delivery.Send(w, h, ref.dest(rt.subjects))
@@ -174,7 +174,11 @@ func callAdverb[R any](t meshTarget, b binding, args []any) *Future[ValueMesh[R]
 		return failedFuture[ValueMesh[R]](what, err)
 	}
 	fut := newFuture[ValueMesh[R]](what)
-	if err := rt.sendOpen(t, m, args, newCallPort[R](fut, t.reg.extent())); err != nil {
+	p := newCallPort[R](fut, t.reg.extent())
+	if p.skip(t.ref.missingIn(t.reg)) {
+		return fut // every member is missing
+	}
+	if err := rt.sendOpen(t, m, args, p); err != nil {
 		fut.resolve(ValueMesh[R]{}, err)
 	}
 	return fut
@@ -188,6 +192,9 @@ func callOneAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
 	if err != nil {
 		return failedFuture[R](what, err)
 	}
+	if missing := t.ref.missingIn(t.reg); missing != nil {
+		return failedFuture[R](what, t.ref.missingErr(missing[0]))
+	}
 	fut := newFuture[R](what)
 	if err := rt.sendOpen(t, m, args, &onePort[R]{fut: fut}); err != nil {
 		fut.resolve(*new(R), err)
@@ -199,6 +206,9 @@ func broadcastAdverb(t meshTarget, b binding, args []any) error {
 	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return err
+	}
+	if missing := t.ref.missingIn(t.reg); len(missing) == t.reg.numRanks() {
+		return nil // every member is missing: nobody to tell
 	}
 	return rt.send(t.ref, t.reg, m, args, portRef{}, lostSend(rt, what))
 }
@@ -237,7 +247,7 @@ func sendAdverb(t meshTarget, b binding, port portRef, args []any) error {
 // procs, and sends the call with it as the reply port. A queued call
 // that cannot be sent fails h.
 func (rt *core) sendOpen(t meshTarget, m *method, args []any, h portHandler) error {
-	id, err := rt.ports.open(h, t.ref.procsOf(t.reg))
+	id, err := rt.ports.open(h, t.ref.sendProcs(t.reg))
 	if err != nil {
 		return err
 	}
@@ -262,18 +272,44 @@ func streamAdverb[R any](t meshTarget, b binding, args []any) *ReplyStream[R] {
 	if err != nil {
 		return failed(err)
 	}
-	n := t.reg.numRanks()
+	missing := t.ref.missingIn(t.reg) // skipped
+	n := t.reg.numRanks() - len(missing)
 	s := &ReplyStream[R]{ch: make(chan streamItem[R], n), n: n, what: what}
-	if err := rt.sendOpen(t, m, args, &streamPort[R]{s: s, left: n}); err != nil {
+	if n == 0 {
+		return s
+	}
+	if err := rt.sendOpen(t, m, args, &streamPort[R]{s: s, left: n, skip: missing}); err != nil {
 		return failed(err)
 	}
 	return s
 }
 
-// chooseAdverb calls one member of the region picked at random.
+// chooseAdverb calls one member of the region picked at random, never a
+// missing one.
 func chooseAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
 	if t.err == nil {
-		t.reg = t.reg.single(rand.IntN(t.reg.numRanks()))
+		t.reg = t.reg.single(pickPresent(t))
 	}
 	return callOneAdverb[R](t, b, args)
+}
+
+// pickPresent picks a rank of t's region at random among its members
+// not missing; with every member missing, any (CallOne then says so).
+func pickPresent(t meshTarget) int {
+	n := t.reg.numRanks()
+	var missing []missingMember
+	if t.ref != nil {
+		missing = t.ref.missingIn(t.reg)
+	}
+	if len(missing) == 0 || len(missing) == n {
+		return rand.IntN(n)
+	}
+	k := rand.IntN(n - len(missing)) // the k-th present rank
+	for _, mm := range missing {     // in rank order
+		if mm.rank > k {
+			break
+		}
+		k++
+	}
+	return k
 }

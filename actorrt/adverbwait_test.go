@@ -21,7 +21,8 @@ import (
 // whose proc lives, which alone would need no wait, does not overtake
 // an earlier one to the whole mesh. (Before, the adverbs waited for the
 // restart to settle, up to the spawn timeout, on the runtime's context:
-// the adverb did not return while Init was held.)
+// the adverb did not return while Init was held.) CallOne and Stream go
+// the same way.
 func TestAdverbsDoNotWaitForRestart(t *testing.T) {
 	ctx := testCtx(t)
 	dir := t.TempDir()
@@ -43,9 +44,13 @@ func TestAdverbsDoNotWaitForRestart(t *testing.T) {
 
 	appendEp := actorrt.VoidMethod1((*Phoenix).Append)
 	var fut *actorrt.Future[actorrt.ValueMesh[int64]]
+	var one *actorrt.Future[int64]
+	var stream *actorrt.ReplyStream[int64]
 	returned := make(chan error, 1)
 	go func() {
 		fut = phoenixNonce.Call(m)
+		one = phoenixNonce.CallOne(m.At("gpus", 1))
+		stream = phoenixNonce.Stream(m)
 		err := appendEp.Broadcast(m, 1)
 		if err == nil {
 			err = appendEp.Broadcast(m.At("gpus", 0), 2)
@@ -75,6 +80,19 @@ func TestAdverbsDoNotWaitForRestart(t *testing.T) {
 	nonces, err := fut.Get(ctx)
 	if err != nil || len(nonces.Values()) != 2 {
 		t.Fatalf("the queued Call: %v, %v", nonces, err)
+	}
+	if n, err := one.Get(ctx); err != nil || n != nonces.Values()[1] {
+		t.Fatalf("the queued CallOne to the restarted member: %v, %v; want %v", n, err, nonces.Values()[1])
+	}
+	streamed := 0
+	for _, err := range stream.All(ctx) {
+		if err != nil {
+			t.Fatalf("the queued Stream: %v", err)
+		}
+		streamed++
+	}
+	if streamed != 2 {
+		t.Fatalf("the queued Stream gave %d replies, want 2", streamed)
 	}
 	items, err := phoenixItems.Call(m).Get(ctx)
 	if err != nil {

@@ -324,6 +324,11 @@ func (c *client) hookLoop() {
 				continue
 			}
 			if err := callHook(c.opts.faultHook, f); err != nil {
+				if f.GoesOn {
+					// News of a mesh that goes on without a member, not an end.
+					c.log.Warn().Str("failure", f.Error()).Msg("a mesh goes on without a member")
+					continue
+				}
 				c.fatal(err)
 			}
 		case <-c.ctx.Done():

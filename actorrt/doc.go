@@ -309,11 +309,16 @@
 //     past it is refused at once with ErrMailboxFull, by the adverb (a
 //     Call's future fails with it). TestRestartInPlace,
 //     TestAdverbsDoNotWaitForRestart, TestQueuedSendFailsToPort,
-//     TestSendQueueBound.
+//     TestSendQueueBound. A ProcMesh's remote functions have no queue:
+//     on a proc that ended they fail at once with ErrProcFailed, saying,
+//     while a restart policy is starting a proc in its place, that it
+//     is; a call once that proc is up reaches it.
+//     TestRemoteWhileSlotReplaced.
 //   - Past the limit: the failure goes to the owner as it would without a
 //     policy, naming the limit, and the member stays failed (its calls end
 //     with ErrActorFailed) until the owner restarts it by hand or stops
-//     the mesh. TestRestartLimit.
+//     the mesh (or, spawned with GoOnWithout, the mesh goes on without
+//     it: see below). TestRestartLimit.
 //   - When the proc died: the member restarts on a new proc its host agent
 //     starts in the old one's place (same environment, rank variables,
 //     wrapper and CPU binding; a new pid), and stopping the proc mesh
@@ -340,11 +345,11 @@
 //   - When the host died: no proc can start in the old one's place; each
 //     member's failure goes to the owner, naming the host's agent that
 //     ended, and the members elsewhere go on. TestLoseHostWithPolicy,
-//     TestLostHostSlotsToSpares. A proc mesh spawned WithSparesAnyHost
-//     (and WithSpares) has each lost slot taken by an idle spare of
-//     another of its hosts instead, by the runtime that spawned it: the
-//     slot keeps its coordinates and rank variables and now runs on that
-//     host. TestLostHostSlotsToSpares.
+//     TestLostHostSlotsToSpares, TestLoseHostGoOnWithout. A proc mesh
+//     spawned WithSparesAnyHost (and WithSpares) has each lost slot taken
+//     by an idle spare of another of its hosts instead, by the runtime
+//     that spawned it: the slot keeps its coordinates and rank variables
+//     and now runs on that host. TestLostHostSlotsToSpares.
 //   - When the job ends: once the client's function returned, no restart
 //     starts, and a restart the job's own stop cut short is no failure of
 //     the program's (it is logged, not given to the fault hook).
@@ -364,6 +369,35 @@
 // stopped, as for any failure (the script testdata/supervision/owner.txt).
 // Actors may spawn procs and meshes from their endpoints, with the
 // endpoint's ctx; they own what they spawn.
+//
+// A mesh spawned with SpawnOptions.GoOnWithout goes on without a member
+// that cannot be restarted: its policy's restarts are spent, its host is
+// gone, or the mesh has no policy and it failed (or its proc ended). That
+// member is missing from then on (the script
+// testdata/supervision/goon.txt):
+//
+//   - The owner is told once, by a MeshFailure with GoesOn set and a
+//     reason that says the mesh goes on without it. It is news, not an
+//     end: a fault hook that returns an error for it, or a Supervise that
+//     returns false, only logs it. TestGoOnWithout,
+//     TestGoOnWithoutKeepsTheJob, TestSuperviseGoesOn,
+//     TestLoseHostGoOnWithout.
+//   - The adverbs skip it: a Call answers without it, its ValueMesh
+//     marking it (Missing lists the points, Has is false there, At fails
+//     with ErrMissing; Values keeps rank order, the zero value there), and
+//     the mark travels with the ValueMesh; Stream, and Accumulate over it,
+//     yield nothing for it; Choose never picks it; CallOne to it fails at
+//     once with ErrMissing, naming the member and why; Broadcast and Send
+//     reach the others. No call waits for a missing member's proc.
+//     TestGoOnWithout, TestLoseHostGoOnWithout, FuzzValueMesh.
+//   - The owner's references know at once; another reference (Lookup's,
+//     one an actor holds) learns it from the member's answers, which fail
+//     with ErrMissing and mark it the same way, or, when the member's proc
+//     ended, from the owner, asked as for a member that moved (the call
+//     waits in the holder's queue meanwhile). TestGoOnWithout,
+//     TestLoseHostGoOnWithout.
+//   - A restart by hand (ActorMesh.Restart) of a missing member on a live
+//     proc brings it back: it is no longer missing. TestGoOnWithout.
 //
 // # The end of an actor
 //
@@ -477,7 +511,8 @@
 // end in cleanup.go), the host agent, supervision (supervision.go,
 // driving the failureRouter state machine of failurerouter.go, which asks a mesh's
 // restartPlanner of restartplan.go; restart.go and moves.go carry out
-// restarts in place, on the member's proc or on a new one; a call to a
+// restarts in place, on the member's proc or on a new one, and moves.go
+// keeps the members a mesh goes on without; a call to a
 // mesh whose member's restart has not settled waits in sendqueue.go, not
 // in the adverb), the job's
 // names (names.go: the client's registry), what it knows of the job's

@@ -75,6 +75,11 @@ var (
 	// ErrWrongType: Lookup or GetOrSpawn of a name that a mesh of another
 	// actor type holds.
 	ErrWrongType = errors.New("actorrt: the name is a mesh of another type")
+	// ErrMissing: a member of a mesh spawned to go on without members
+	// that cannot be restarted (SpawnOptions.GoOnWithout) is missing: the
+	// adverbs skip it, a ValueMesh marks it, and CallOne to it fails with
+	// it, naming the member and why.
+	ErrMissing = errors.New("actorrt: member missing")
 )
 
 // Codes of ActorError.Code.

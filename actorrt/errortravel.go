@@ -10,7 +10,9 @@ import (
 
 // Sentinels travel by their text so that errors.Is works after the trip.
 var (
-	sentinelList = []error{ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
+	// ErrMissing comes before ErrActorFailed, which a missing member's
+	// error wraps too: the first one matched travels.
+	sentinelList = []error{ErrMissing, ErrNotStarted, ErrBadExtent, ErrOutOfRange, ErrNotRegistered, ErrBadEndpoint,
 		ErrBadArgs, ErrNotOne, ErrNameTaken, ErrDecode, ErrPanic, ErrStopped, ErrActorFailed, ErrProcFailed,
 		ErrTooLarge, ErrNoHostsConfig, ErrBus, ErrMailboxFull,
 		ErrNotFound, ErrWrongType, ErrNotFailed}

@@ -50,6 +50,7 @@ type ownedMesh struct {
 	reported map[int]bool // members already reported, by base rank
 	stopped  bool
 	plan     *restartPlanner // the mesh's restart policy's decisions; nil: none
+	goOn     bool            // the mesh goes on without a member that cannot restart (GoOnWithout)
 }
 
 func newFailureRouter(self string, client bool) *failureRouter {
@@ -74,6 +75,7 @@ type (
 		ofProcs  bool
 		owner    *actor
 		plan     *restartPlanner
+		goOn     bool
 	}
 	// evDisowned: a spawn failed; the mesh is not owned after all.
 	evDisowned struct{ id string }
@@ -175,11 +177,13 @@ type (
 		f     *MeshFailure
 	}
 	// effGiveUp: the failed ranks of mesh id are not restarted: their
-	// stand-ins fail, for reason.
+	// stand-ins fail, for reason; missing: the mesh goes on without them
+	// (GoOnWithout), which its references learn.
 	effGiveUp struct {
-		id     string
-		ranks  []int
-		reason string
+		id      string
+		ranks   []int
+		reason  string
+		missing bool
 	}
 )
 
@@ -195,7 +199,7 @@ func (e effGiveUp) applyTo(a routerApplier)    { a.giveUp(e) }
 func (r *failureRouter) step(ev routerEvent) []routerEffect { return ev.stepOn(r) }
 
 func (r *failureRouter) own(ev evOwned) {
-	r.owned[ev.id] = &ownedMesh{name: ev.name, base: ev.base, procs: ev.procs, ofProcs: ev.ofProcs, owner: ev.owner, reported: map[int]bool{}, plan: ev.plan}
+	r.owned[ev.id] = &ownedMesh{name: ev.name, base: ev.base, procs: ev.procs, ofProcs: ev.ofProcs, owner: ev.owner, reported: map[int]bool{}, plan: ev.plan, goOn: ev.goOn}
 }
 
 func (r *failureRouter) memberFailed(ev evMemberFailed) []routerEffect {
@@ -336,7 +340,7 @@ func (r *failureRouter) route(out []routerEffect, f *MeshFailure, at time.Time, 
 	}
 	if m.plan == nil || !restartable {
 		m.reported[f.Base] = true
-		return r.toOwner(out, m, f)
+		return r.lost(out, m, f)
 	}
 	return r.routeAll(out, m, []*MeshFailure{f}, at)
 }
@@ -355,7 +359,7 @@ func (r *failureRouter) routeAll(out []routerEffect, m *ownedMesh, fs []*MeshFai
 	}
 	if m.plan == nil {
 		for _, f := range fs {
-			out = r.toOwner(out, m, f)
+			out = r.lost(out, m, f)
 		}
 		return out
 	}
@@ -367,12 +371,29 @@ func (r *failureRouter) routeAll(out []routerEffect, m *ownedMesh, fs []*MeshFai
 		return append(out, effRestart{fs[0].MeshID, d.ranks, d.after, fs[0]})
 	}
 	for _, f := range fs {
-		out = append(out, effGiveUp{f.MeshID, []int{f.Base}, f.Reason + "; " + d.escalate})
+		if !m.goOn {
+			out = append(out, effGiveUp{f.MeshID, []int{f.Base}, f.Reason + "; " + d.escalate, false})
+		}
 		g := *f
 		g.Reason += "; not restarted: " + d.escalate
-		out = r.toOwner(out, m, &g)
+		out = r.lost(out, m, &g)
 	}
 	return out
+}
+
+// lost passes on the failure of a member of m that is not restarted: to
+// the owner, and, in a mesh that goes on without such members (an actor
+// mesh's GoOnWithout), the member is missing from now on (effGiveUp with
+// missing) and the failure says so (GoesOn), once.
+func (r *failureRouter) lost(out []routerEffect, m *ownedMesh, f *MeshFailure) []routerEffect {
+	if m.goOn && !m.ofProcs {
+		g := *f
+		g.GoesOn = true
+		g.Reason += "; its mesh goes on without it"
+		out = append(out, effGiveUp{f.MeshID, []int{f.Base}, g.Reason, true})
+		f = &g
+	}
+	return r.toOwner(out, m, f)
 }
 
 // toOwner passes f on to m's owner actor, if it still runs; else (owned

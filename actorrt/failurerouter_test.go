@@ -20,6 +20,7 @@ import (
 //	owned id=c.m1 name=w dims=(gpus=2) procs=(c-1,c-2) owner=sup
 //	      [restart=(max=3,window=1m,backoff=100ms,maxbackoff=1s,scope=gpus|mesh|member)]
 //	      [of-procs]                        a proc mesh: its members are its procs
+//	      [go-on]                           it goes on without members that cannot restart (GoOnWithout)
 //	replaced old=c-1 new=c-9                a proc started in the place of one that ended
 //	disowned id=c.m1                        a spawn that failed
 //	failed id=c.m1 rank=0 reason=boom [owner-proc=p] [at=1s]  a member failed (reported here)
@@ -77,7 +78,7 @@ func TestFailureRouter(t *testing.T) {
 						return err.Error() + "\n"
 					}
 				}
-				effects = r.step(evOwned{id: id, name: name, base: base, procs: procs, ofProcs: d.HasArg("of-procs"), owner: ownerNamed(owner), plan: plan})
+				effects = r.step(evOwned{id: id, name: name, base: base, procs: procs, ofProcs: d.HasArg("of-procs"), owner: ownerNamed(owner), plan: plan, goOn: d.HasArg("go-on")})
 			case "disowned":
 				var id string
 				d.ScanArgs(t, "id", &id)
@@ -176,7 +177,11 @@ func (p *routerPrinter) restartLater(e effRestart) {
 	fmt.Fprintf(p, "restart %s ranks %v after %v: %s\n", e.id, e.ranks, e.after, e.f)
 }
 func (p *routerPrinter) giveUp(e effGiveUp) {
-	fmt.Fprintf(p, "give up on %s ranks %v: %s\n", e.id, e.ranks, e.reason)
+	what := "give up on"
+	if e.missing {
+		what = "go on without"
+	}
+	fmt.Fprintf(p, "%s %s ranks %v: %s\n", what, e.id, e.ranks, e.reason)
 }
 
 func failureOf(id string, m ownedMesh, rank int, reason string) *MeshFailure {

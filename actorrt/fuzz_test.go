@@ -78,6 +78,7 @@ func seedControls() []struct {
 		{wire.OpStop, &stopReq{Mesh: "c.m1"}},
 		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{0, 3}, Cause: "c.m1[0] failed: boom"}},
 		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{1}, GiveUp: "3 restarts in 1m0s"}},
+		{wire.OpRestart, &restartReq{Mesh: "c.m1", Ranks: []int{1, 2}, GiveUp: "its host is gone; its mesh goes on without it", Missing: true}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "killed by SIGKILL", Stopped: false}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "exited with status 1 (host h0)", Status: 1, At: 1_800_000_000_123_456_789}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "exited with status 1 (host h0)", Status: 1, At: 1_800_000_000_123_456_789, ErrAt: 1_800_000_000_100_000_000}},
@@ -97,6 +98,7 @@ func seedControls() []struct {
 		{wire.OpSyncLogs, &wire.StopProcsReq{IDs: []string{"c-1"}, Rank: 1}},
 		{wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m3", ActorID: "w[1]", Proc: "c-2", Reason: "Step error: x", Dims: Dims{{"gpus", 2}}, Coords: []int{1}, Base: 1,
 			Err: &ActorError{ActorID: "w[1]", Proc: "c-2", Endpoint: "Step", Message: "x"}}},
+		{wire.OpFailure, &MeshFailure{Mesh: "w", MeshID: "c.m3", ActorID: "w[0]", Proc: "c-1", Reason: "boom; its mesh goes on without it", Dims: Dims{{"gpus", 2}}, Coords: []int{0}, GoesOn: true}},
 		{wire.OpHeartbeat, nil},
 		{wire.OpAgentsHello, nil},
 	} {
@@ -168,6 +170,89 @@ func FuzzNotice(f *testing.F) {
 		}
 		if again, err := decodeNotice(b); err != nil || again != n {
 			t.Fatalf("%+v encoded and decoded again: %+v, %v", n, again, err)
+		}
+	})
+}
+
+// FuzzValueMesh reads a ValueMesh off the wire: no panic, an allocation
+// bounded by the input's length, and one that is accepted is accepted
+// again, the same, once written again (its missing marks too).
+func FuzzValueMesh(f *testing.F) {
+	ext, _ := NewExtent(Dims{{"hosts", 2}, {"gpus", 2}})
+	for _, v := range []ValueMesh[int]{
+		{},
+		{ext: ext, vals: []int{1, 2, 3, 4}},
+		{ext: ext, vals: []int{1, 0, 3, 0}, missing: []bool{false, true, false, true}},
+		{ext: ext, vals: []int{0, 0, 0, 0}, missing: []bool{true, true, true, true}},
+	} {
+		b, err := msgpack.Marshal(wireValueMesh[int]{v})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var v ValueMesh[int]
+		var err error
+		// As the runtime reads a payload: checked first, then decoded.
+		n := alloc.By(func() { err = wire.DecodePayload(data, nil, func(d *msgpack.Decoder) error { return v.decodeWire(d) }) })
+		if limit := uint64(64*len(data)) + alloc.Slack; n > limit {
+			t.Fatalf("%d bytes allocated %d", len(data), n)
+		}
+		if err != nil {
+			return
+		}
+		b, err := msgpack.Marshal(wireValueMesh[int]{v})
+		if err != nil {
+			t.Fatalf("accepted %v cannot be written again: %v", v, err)
+		}
+		var again ValueMesh[int]
+		if err := wire.DecodePayload(b, nil, func(d *msgpack.Decoder) error { return again.decodeWire(d) }); err != nil {
+			t.Fatalf("accepted %v refused once written again: %v", v, err)
+		}
+		if !reflect.DeepEqual(v.Missing(), again.Missing()) || !reflect.DeepEqual(v.Values(), again.Values()) || !v.Extent().Equal(again.Extent()) {
+			t.Fatalf("written again: %v, want %v", again, v)
+		}
+	})
+}
+
+// wireValueMesh writes its ValueMesh as the runtime does.
+type wireValueMesh[T any] struct{ v ValueMesh[T] }
+
+func (w wireValueMesh[T]) EncodeMsgpack(e *msgpack.Encoder) error { return w.v.encodeWire(e) }
+
+// FuzzMeshInfo reads an owner's answer about where a mesh's members are
+// (what refreshMoves takes): no panic, an allocation bounded by the
+// input, and the moved and missing members it accepts are ranks of the
+// mesh.
+func FuzzMeshInfo(f *testing.F) {
+	for _, info := range []meshInfo{
+		{Procs: []string{"c-1", "c-2"}, Agents: []string{"c", "c"}},
+		{Procs: []string{"c-1", "c-2"}, Agents: []string{"c", "c"}, Moved: []movedWire{{Rank: 1, Proc: "c-3", Agent: "c"}}},
+		{Procs: []string{"c-1", "c-2"}, Agents: []string{"c", "c"}, Missing: []missingWire{{Rank: 0, Why: "its host is gone"}}},
+	} {
+		b, err := msgpack.Marshal(&info)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var info meshInfo
+		var err error
+		n := alloc.By(func() { err = wire.DecodePayload(data, nil, func(d *msgpack.Decoder) error { return d.Decode(&info) }) })
+		if limit := uint64(64*len(data)) + alloc.Slack; n > limit {
+			t.Fatalf("%d bytes allocated %d", len(data), n)
+		}
+		if err != nil || checkMoved(info.Moved, len(info.Procs)) != nil || checkMissing(info.Missing, len(info.Procs)) != nil {
+			return
+		}
+		var ref meshRef
+		ref.setMissing(info.Missing)
+		for _, w := range ref.missingWire() {
+			if w.Rank < 0 || w.Rank >= len(info.Procs) {
+				t.Fatalf("missing rank %d of %d accepted", w.Rank, len(info.Procs))
+			}
 		}
 	})
 }

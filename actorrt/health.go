@@ -147,7 +147,7 @@ func (h *health) meshUsable(ref *meshRef, reg region) error {
 	if h.nGone.Load() == 0 {
 		return nil
 	}
-	for _, p := range ref.procsOf(reg) {
+	for _, p := range ref.sendProcs(reg) {
 		if err := h.goneErr(p); err != nil {
 			for b := range ref.procs {
 				if ref.procOf(b) == p {

@@ -94,6 +94,8 @@ type meshInfo struct {
 	Procs  []string    `msgpack:"procs"`
 	Agents []string    `msgpack:"agents"`
 	Moved  []movedWire `msgpack:"moved,omitempty"`
+	// Missing: the members the mesh goes on without (GoOnWithout).
+	Missing []missingWire `msgpack:"missing,omitempty"`
 }
 
 func newLocalActors(rt *core) *localActors {
@@ -442,8 +444,14 @@ func (la *localActors) restart(req *restartReq, reply portRef) {
 		held := a.held()
 		switch {
 		case req.GiveUp != "":
+			err := fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, req.GiveUp)
+			if req.Missing {
+				err = fmt.Errorf("%w: %w", ErrMissing, err)
+			}
 			if held {
-				a.order(restartOrder{giveUp: fmt.Errorf("%w: actor %s: %s", ErrActorFailed, a.id, req.GiveUp)})
+				a.order(restartOrder{giveUp: err})
+			} else if req.Missing && a.deadErr() != nil {
+				a.dead.Store(&err) // failed with no stand-in: it answers as missing from now on
 			}
 			continue
 		case held:

@@ -258,8 +258,9 @@ type meshRef struct {
 	all     []string // every proc of the mesh, once
 	stopped atomic.Bool
 	// owner is the proc that owns the mesh; restartable, that it has a
-	// restart policy: a member whose proc ended may live on a new one,
-	// which moves records (moves.go).
+	// restart policy (or goes on without members, GoOnWithout): a member
+	// whose proc ended may live on a new one, which moves records, or be
+	// missing (moves.go).
 	owner       string
 	restartable bool
 	moves       atomic.Pointer[memberMoves]
@@ -273,6 +274,8 @@ type meshRef struct {
 	counts atomic.Pointer[meshCounts] // the mesh's subject, as delivery numbers it (dest)
 	// queue holds calls made while where members live is refreshed.
 	queue sendQueue
+	// missing are the members the mesh goes on without (moves.go).
+	missing atomic.Pointer[missingMarks]
 }
 
 // dest is the mesh's subject as the delivery layer knows it, made once.
@@ -510,7 +513,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		perN *= d.Size
 	}
 	ref := &meshRef{rt: rt, id: rt.newMeshID(), name: name, typ: at, procs: make([]string, ext.NumRanks()), agents: make([]string, ext.NumRanks()),
-		owner: rt.procID, restartable: plan != nil}
+		owner: rt.procID, restartable: plan != nil || opts.GoOnWithout}
 	ref.subject = rt.subjects.Mesh(ref.id)
 
 	nprocs := procs.reg.numRanks()
@@ -521,7 +524,7 @@ func spawnMesh(ctx context.Context, procs *ProcMesh, name string, at *actorType,
 		}
 	}
 	ref.all = uniq(ref.procs)
-	rt.sup.own(ref, ext, actorOf(ctx), plan)
+	rt.sup.own(ref, ext, actorOf(ctx), plan, opts.GoOnWithout)
 	fail = func(err error) (*meshRef, Extent, error) {
 		rt.sup.disown(ref.id)
 		return nil, Extent{}, fmt.Errorf("actorrt: Spawn[%s] %q: %w", shortName(at.name), name, err)

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -131,7 +132,7 @@ func (rt *core) deliverMoved(ref *meshRef, reg region, mv *memberMoves, w *wire.
 			dests = append(dests, rt.delivery.ToProc(p))
 		}
 	} else {
-		for _, p := range ref.procsOfMoved(reg) {
+		for _, p := range ref.sendProcs(reg) {
 			dests = append(dests, rt.delivery.ToProc(p))
 		}
 	}
@@ -141,11 +142,11 @@ func (rt *core) deliverMoved(ref *meshRef, reg region, mv *memberMoves, w *wire.
 	return rt.delivery.SendAll(w, h, dests)
 }
 
-// refreshDue reports whether a member of reg of ref is on a proc that
-// ended, in a mesh whose owner may have restarted it elsewhere.
+// refreshDue reports whether a member of reg of ref, not missing, is on
+// a proc that ended, in a mesh whose owner may have restarted it elsewhere.
 func (ref *meshRef) refreshDue(reg region) bool {
 	h := ref.rt.health
-	return ref.restartable && ref.owner != "" && h.nGone.Load() != 0 && h.anyGone(ref.procsOf(reg)) != nil
+	return ref.restartable && ref.owner != "" && h.nGone.Load() != 0 && h.anyGone(ref.sendProcs(reg)) != nil
 }
 
 // refreshMoves asks the owner of a mesh with a restart policy where its
@@ -159,6 +160,9 @@ func (rt *core) refreshMoves(ctx context.Context, ref *meshRef, reg region) {
 	}
 	if ref.owner == rt.procID {
 		rt.sup.awaitSettled(ctx, ref)
+		if own := rt.sup.ref(ref.id); own != nil && own != ref {
+			ref.missing.Store(own.missing.Load()) // a second reference here: the owner's knows
+		}
 		return
 	}
 	fut := newFuture[meshInfo](label{mesh: ref.name, method: "where are the members now"})
@@ -176,9 +180,10 @@ func (rt *core) refreshMoves(ctx context.Context, ref *meshRef, reg region) {
 	if err != nil || len(info.Procs) != len(ref.procs) || !slices.Equal(info.Procs, ref.procs) {
 		return
 	}
-	if checkMoved(info.Moved, len(ref.procs)) != nil {
+	if checkMoved(info.Moved, len(ref.procs)) != nil || checkMissing(info.Missing, len(ref.procs)) != nil {
 		return
 	}
+	ref.setMissing(info.Missing)
 	mv := movesOf(info.Moved)
 	ref.moves.Store(mv)
 	if mv != nil {
@@ -250,7 +255,7 @@ func (s *supervision) settled(ref *meshRef) (ok bool, stepped <-chan struct{}) {
 // meshInfoOf is where the members of mesh id, owned here, are: by base
 // rank as spawned, and those that moved.
 func (s *supervision) meshInfoOf(ref *meshRef) *meshInfo {
-	return &meshInfo{Procs: ref.procs, Agents: ref.agents, Moved: ref.moves.Load().wire()}
+	return &meshInfo{Procs: ref.procs, Agents: ref.agents, Moved: ref.moves.Load().wire(), Missing: ref.missingWire()}
 }
 
 // spawnMoved spawns ranks of ref, whose proc ended, on the new proc p:
@@ -279,4 +284,164 @@ func (rt *core) spawnMoved(ctx context.Context, ref *meshRef, ranks []int, p pro
 	ref.moves.Store(ref.moves.Load().with(ranks, p.ID, p.Agent))
 	rt.sup.step(evMoved{id: ref.id, ranks: ranks, proc: p.ID})
 	return errs, nil
+}
+
+// Members missing. A mesh spawned with GoOnWithout goes on without a
+// member that cannot be restarted: its owner marks it missing in its
+// reference (supervision.step), and the adverbs sent through that
+// reference skip it; a reference elsewhere learns it from the member's
+// answers, which fail with ErrMissing (callPort, streamPort), or, when
+// the member's proc ended, from the owner's answer to refreshMoves, which
+// then tells the reply ports of the calls queued meanwhile
+// (missingSkipper).
+
+// missingMarks are the missing members of a mesh, by base rank, with why.
+// Never modified: replaced whole.
+type missingMarks map[int]string
+
+// markMissing records ranks as missing, for why.
+func (r *meshRef) markMissing(ranks []int, why string) {
+	r.remark(func(m missingMarks) {
+		for _, b := range ranks {
+			m[b] = why
+		}
+	})
+}
+
+// markPresent records that ranks are back (restarted by hand).
+func (r *meshRef) markPresent(ranks []int) {
+	if r.missing.Load() == nil {
+		return
+	}
+	r.remark(func(m missingMarks) {
+		for _, b := range ranks {
+			delete(m, b)
+		}
+	})
+}
+
+// remark replaces the marks with a copy that change changed.
+func (r *meshRef) remark(change func(missingMarks)) {
+	for {
+		old := r.missing.Load()
+		next := missingMarks{}
+		if old != nil {
+			maps.Copy(next, *old)
+		}
+		change(next)
+		p := &next
+		if len(next) == 0 {
+			p = nil
+		}
+		if r.missing.CompareAndSwap(old, p) {
+			return
+		}
+	}
+}
+
+// missingIn lists the missing members of reg by their rank in it, with
+// why, in rank order; nil when none (the common case: one atomic load).
+func (r *meshRef) missingIn(reg region) []missingMember {
+	mp := r.missing.Load()
+	if mp == nil {
+		return nil
+	}
+	var out []missingMember
+	for b, why := range *mp {
+		if v, ok := reg.messageRank(b); ok {
+			out = append(out, missingMember{rank: v, base: b, why: why})
+		}
+	}
+	slices.SortFunc(out, func(a, b missingMember) int { return a.rank - b.rank })
+	return out
+}
+
+// missingWire is a missing member as the owner's answers carry it.
+type missingWire struct {
+	Rank int    `msgpack:"rank"`
+	Why  string `msgpack:"why"`
+}
+
+// missingWire lists the marks, by rank; nil when none.
+func (r *meshRef) missingWire() []missingWire {
+	mp := r.missing.Load()
+	if mp == nil {
+		return nil
+	}
+	out := make([]missingWire, 0, len(*mp))
+	for b, why := range *mp {
+		out = append(out, missingWire{Rank: b, Why: why})
+	}
+	slices.SortFunc(out, func(a, b missingWire) int { return a.Rank - b.Rank })
+	return out
+}
+
+// setMissing replaces the marks with ws, the owner's.
+func (r *meshRef) setMissing(ws []missingWire) {
+	if len(ws) == 0 {
+		r.missing.Store(nil)
+		return
+	}
+	m := make(missingMarks, len(ws))
+	for _, w := range ws {
+		m[w.Rank] = w.Why
+	}
+	r.missing.Store(&m)
+}
+
+// checkMissing checks the missing members of an answer about a mesh of n
+// members: each a rank of it.
+func checkMissing(ws []missingWire, n int) error {
+	for _, w := range ws {
+		if w.Rank < 0 || w.Rank >= n {
+			return fmt.Errorf("%w: mesh info: missing member %d of %d", ErrDecode, w.Rank, n)
+		}
+	}
+	return nil
+}
+
+// missingSkipper is a reply port that can be told, before its call is
+// sent, of members its sender learned are missing since it was opened
+// (sendQueue, once a refresh told it): it reports whether none is left to
+// answer.
+type missingSkipper interface {
+	skipMissing(missing []missingMember) (done bool)
+}
+
+// missingMember is a missing member of a region: its rank there, its
+// base rank, and why it is missing.
+type missingMember struct {
+	rank, base int
+	why        string
+}
+
+// missingErr is the error of a call to missing member mm of ref.
+func (r *meshRef) missingErr(mm missingMember) error {
+	return fmt.Errorf("%w: %s[%d]: %s", ErrMissing, r.name, mm.base, mm.why)
+}
+
+// sendProcs is the procs a call to reg goes to and waits for: procsOf,
+// without the procs of missing members alone.
+func (r *meshRef) sendProcs(reg region) []string {
+	return r.presentProcs(reg, r.missingIn(reg))
+}
+
+// presentProcs is procsOf(reg) without the procs all of whose members in
+// reg are missing: no call waits for them, or is sent to them.
+func (r *meshRef) presentProcs(reg region, missing []missingMember) []string {
+	procs := r.procsOf(reg)
+	if len(missing) == 0 {
+		return procs
+	}
+	present := map[string]bool{}
+	gone := map[int]bool{}
+	for _, mm := range missing {
+		gone[mm.base] = true
+	}
+	for _, b := range reg.baseRanks() {
+		if !gone[b] {
+			present[r.procOf(b)] = true
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(procs), func(p string) bool { return !present[p] })
 }

@@ -265,3 +265,83 @@ func TestProcMeshStop(t *testing.T) {
 		}
 	}
 }
+
+// helperGoOnHook is a client whose mesh, spawned with GoOnWithout and no
+// restart policy, loses a member, under a fault hook that returns every
+// failure as unhandled: the mesh goes on, so the job does not end. It
+// prints the hook's failure and a call after it, waits a second more,
+// and returns.
+func helperGoOnHook() int {
+	heard := make(chan *actorrt.MeshFailure, 8)
+	hook := actorrt.WithFaultHook(func(f *actorrt.MeshFailure) error {
+		heard <- f
+		return fmt.Errorf("own hook: %w", f)
+	})
+	return actorrt.Run(func(ctx context.Context) error {
+		procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}})
+		if err != nil {
+			return err
+		}
+		e, err := actorrt.SpawnWith[Echo](ctx, procs, "goes-on", actorrt.SpawnOptions{GoOnWithout: true})
+		if err != nil {
+			return err
+		}
+		if err := actorrt.VoidMethod1((*Echo).Fail).Broadcast(e.At("gpus", 1), "lost one"); err != nil {
+			return err
+		}
+		select {
+		case f := <-heard:
+			fmt.Println("HEARD", f.GoesOn, f)
+		case <-time.After(30 * time.Second):
+			return errors.New("the hook heard nothing")
+		}
+		v, err := actorrt.Method((*Echo).Ping).Call(e).Get(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println("CALLED", v, v.Missing())
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Second):
+		}
+		select {
+		case f := <-heard:
+			return fmt.Errorf("heard again: %v", f)
+		default:
+		}
+		return nil
+	}, hook)
+}
+
+// TestGoOnWithoutKeepsTheJob: the failure of a member of a mesh that goes
+// on without it (GoOnWithout) reaches the fault hook once, and does not
+// end the job even when the hook returns it as an error: the client goes
+// on calling the mesh, which answers without the member, and exits 0.
+func TestGoOnWithoutKeepsTheJob(t *testing.T) {
+	cmd := helperCmd(t, "goon-hook")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("client ended with %v, want exit status 0; stdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("client still running after 60s; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"HEARD true mesh goes-on: actor goes-on[1]", "lost one; its mesh goes on without it",
+		"CALLED ValueMesh{gpus: 2} [1 missing] [{gpus: 1}]"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("stdout lacks %q:\n%s\nstderr:\n%s", want, out, stderr.String())
+		}
+	}
+}

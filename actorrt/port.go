@@ -173,7 +173,7 @@ func (r *PortReceiver[T]) deliver(rt *core, f *wire.Frame) bool {
 		r.waiters = r.waiters[1:]
 		w.resolve(v, err)
 	} else {
-		r.queue = append(r.queue, streamItem[T]{v, err})
+		r.queue = append(r.queue, streamItem[T]{v: v, err: err})
 	}
 	return true
 }

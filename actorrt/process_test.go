@@ -27,6 +27,8 @@ func runHelper(name string) int {
 		return helperFailure()
 	case "failure-own-hook":
 		return helperFailureOwnHook()
+	case "goon-hook":
+		return helperGoOnHook()
 	case "mailbox":
 		return helperMailbox()
 	case "cleanup-sigterm":

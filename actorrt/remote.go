@@ -129,6 +129,9 @@ func (rt *core) runRemote(procs *ProcMesh, name string, args []any, reply portRe
 	for v := 0; v < procs.reg.numRanks(); v++ {
 		p := procs.proc(procs.reg.baseRank(v))
 		if err := rt.health.goneErr(p.ID); err != nil {
+			if rt.sup.replacing(p.ID) {
+				err = fmt.Errorf("%w; a restart policy is starting a proc in its place (the slot's next incarnation), which a call made once it is ready reaches", err)
+			}
 			return fmt.Errorf("actorrt: remote %s on %v: %w", name, procs.reg.extent().point(v), err)
 		}
 		h := wire.Header{Kind: wire.KindActor, Target: sysMesh, Method: "Run", Port: reply.id, ReplyTo: reply.proc, Rank: v}

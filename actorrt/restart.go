@@ -27,7 +27,8 @@ import (
 // one past that escalates the failure to the mesh's owner, as if the mesh
 // had no policy (Supervise, then the fault hook): the member stays failed
 // until the owner restarts it by hand (ActorMesh.Restart) or stops the
-// mesh. A member whose Init fails on a restart has failed again.
+// mesh, or, spawned with SpawnOptions.GoOnWithout, the mesh goes on
+// without it. A member whose Init fails on a restart has failed again.
 //
 // What a restart keeps, what a caller in flight sees, the order of later
 // messages and the cases of a proc or a host that died are written once,
@@ -123,6 +124,17 @@ type SpawnOptions struct {
 	PerProc Dims
 	// Restart, when set, restarts failed members in place.
 	Restart *RestartPolicy
+	// GoOnWithout keeps the mesh going without a member that cannot be
+	// restarted (its Restart policy's restarts are spent, its host is
+	// gone, or the mesh has no policy and it failed): the member is
+	// missing from then on. Call, Broadcast and Stream skip it, Choose
+	// never picks it, CallOne to it fails at once with ErrMissing naming
+	// it and why, a Call's ValueMesh marks it (ValueMesh.Missing), and
+	// the owner is told once, by a MeshFailure with GoesOn set, which
+	// does not end the job (an owner's Supervise or the fault hook that
+	// does not handle it only logs it). A restart by hand
+	// (ActorMesh.Restart) brings the member back.
+	GoOnWithout bool
 }
 
 // SpawnWith is Spawn with options: members per proc, a restart policy.
@@ -140,7 +152,10 @@ type restartReq struct {
 	Ranks  []int  `msgpack:"ranks"`
 	Cause  string `msgpack:"cause"`            // why: the failure that restarts them
 	GiveUp string `msgpack:"giveup,omitempty"` // fail them instead, for this reason
-	Manual bool   `msgpack:"manual,omitempty"` // ActorMesh.Restart: only failed members
+	// Missing, with GiveUp: the mesh goes on without them (GoOnWithout):
+	// their calls fail with ErrMissing.
+	Missing bool `msgpack:"missing,omitempty"`
+	Manual  bool `msgpack:"manual,omitempty"` // ActorMesh.Restart: only failed members
 }
 
 func (r *restartReq) check() error {
@@ -171,8 +186,10 @@ func (r *restartReq) check() error {
 // until ctx ends; its error names each failed member that did not
 // restart (those stay failed: the owner may call it again). A failed
 // member whose proc ended is not restarted by hand: its error wraps
-// ErrProcFailed and says what to do instead. The package doc's "Restarts
-// in place" says what a restart keeps.
+// ErrProcFailed and says what to do instead. A member missing from a mesh
+// that goes on without it (GoOnWithout) has failed: restarted, it is
+// missing no more. The package doc's "Restarts in place" says what a
+// restart keeps.
 func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
@@ -215,6 +232,12 @@ func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 		restarted = append(restarted, b)
 	}
 	rt.sup.restartDone(m.ref.id, restarted, nil)
+	// Missing members restarted are back (GoOnWithout), in this reference
+	// and the one supervision keeps.
+	m.ref.markPresent(restarted)
+	if own := rt.sup.ref(m.ref.id); own != nil {
+		own.markPresent(restarted)
+	}
 	if len(bad) > 0 {
 		// Each member's error, wrapped: errors.Is finds ErrProcFailed and the rest.
 		format := "actorrt: Restart %s: " + strings.TrimSuffix(strings.Repeat("%w; ", len(bad)), "; ")
@@ -324,13 +347,19 @@ func (p *restartPort) result() (map[int]error, error) {
 	return p.errs, p.all
 }
 
-// giveUpOn fails the waiting instances of ranks, for reason.
-func giveUpOn(rt *core, ref *meshRef, ranks []int, reason string) {
+// giveUpOn fails the waiting instances of ranks, for reason; missing:
+// the mesh goes on without them, so they, and failed members with no
+// waiting instance, answer with ErrMissing. A proc that ended is told
+// nothing.
+func giveUpOn(rt *core, ref *meshRef, ranks []int, reason string, missing bool) {
 	byProc := map[string][]int{}
 	for _, b := range ranks {
 		byProc[ref.procOf(b)] = append(byProc[ref.procOf(b)], b)
 	}
 	for p, rs := range byProc {
-		rt.sendControl(p, wire.OpRestart, 0, &restartReq{Mesh: ref.id, Ranks: rs, GiveUp: reason})
+		if rt.health.goneErr(p) != nil {
+			continue
+		}
+		rt.sendControl(p, wire.OpRestart, 0, &restartReq{Mesh: ref.id, Ranks: rs, GiveUp: reason, Missing: missing})
 	}
 }

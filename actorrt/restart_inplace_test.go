@@ -314,15 +314,7 @@ func TestRestartAfterProcDeath(t *testing.T) {
 	dir := t.TempDir()
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
-	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "phoenix-proc", actorrt.SpawnOptions{Restart: &policy}, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holderProcs := spawnProcs(t, actorrt.Dims{{"gpus", 1}})
-	holder := spawn[PhoenixHolder](t, holderProcs, "phoenix-holder")
-	if _, err := actorrt.VoidMethod1((*PhoenixHolder).Hold).CallOne(holder, m).Get(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m, holder := spawnHeldPhoenix(t, procs, "phoenix-proc", actorrt.SpawnOptions{Restart: &policy}, dir)
 	where := actorrt.Method1((*Phoenix).Where)
 	before := nonces(t, m)
 	wasAt, err := where.CallOne(m.At("gpus", 1), "MONARCH_RANK_GPUS").Get(ctx)
@@ -508,4 +500,128 @@ func TestProcReplacedAcrossOwners(t *testing.T) {
 	}
 	assertNoFailure(t, "slot-mine")
 	assertNoFailure(t, "slot-owned")
+}
+
+// spawnHeldPhoenix spawns a Phoenix mesh on procs with opts, and a
+// PhoenixHolder (name-holder) on a proc of its own that holds it.
+func spawnHeldPhoenix(t *testing.T, procs *actorrt.ProcMesh, name string, opts actorrt.SpawnOptions, dir string) (*actorrt.ActorMesh[Phoenix], *actorrt.ActorMesh[PhoenixHolder]) {
+	t.Helper()
+	ctx := testCtx(t)
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, name, opts, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := spawn[PhoenixHolder](t, spawnProcs(t, actorrt.Dims{{"gpus", 1}}), name+"-holder")
+	if _, err := actorrt.VoidMethod1((*PhoenixHolder).Hold).CallOne(holder, m).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return m, holder
+}
+
+// NoncesMesh is Nonces as its ValueMesh: what the holder's call found,
+// sent back to the caller.
+func (h *PhoenixHolder) NoncesMesh(ctx *actorrt.Context) (actorrt.ValueMesh[int64], error) {
+	return phoenixNonce.Call(h.m).Get(ctx)
+}
+
+// TestGoOnWithout: a 2 x 2 mesh spawned with GoOnWithout and a policy of
+// one restart; a member that panics twice is restarted once, then
+// missing. The owner hears of it once, saying the mesh goes on without
+// it. Calls answer with 3 values and the missing mark (At fails with
+// ErrMissing, Values has the zero value there), through the owner's
+// reference, one looked up, and one another actor holds (whose
+// ValueMesh crosses the wire with its mark); Stream and Accumulate skip
+// it, Choose never picks it, CallOne to it fails at once with ErrMissing
+// naming it and why, Broadcast reaches the others. A restart by hand
+// brings it back.
+func TestGoOnWithout(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	procs := spawnProcs(t, actorrt.Dims{{"hosts", 2}, {"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 1, Window: time.Minute}
+	m, holder := spawnHeldPhoenix(t, procs, "phoenix-goon", actorrt.SpawnOptions{Restart: &policy, GoOnWithout: true}, dir)
+	panicky := actorrt.VoidMethod((*Phoenix).Panic)
+	victim := m.At("hosts", 1).At("gpus", 1)
+	before := nonces(t, m)
+	if err := panicky.Broadcast(victim); err != nil {
+		t.Fatal(err)
+	}
+	waitNonces(t, m, func(v []int64) bool { return v[3] != before[3] && v[3] != 0 })
+	assertNoFailure(t, "phoenix-goon")
+	if err := panicky.Broadcast(victim); err != nil {
+		t.Fatal(err)
+	}
+	f := waitFailure(t, "phoenix-goon")
+	if !f.GoesOn || f.Base != 3 || !strings.Contains(f.Reason, "goes on without it") || !strings.Contains(f.Reason, "1 restart in 1m0s") {
+		t.Fatalf("failure %+v: want member 3's, saying the mesh goes on without it", f)
+	}
+	looked, err := actorrt.Lookup[Phoenix](ctx, "phoenix-goon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, call := range map[string]func() (actorrt.ValueMesh[int64], error){
+		"owner":  func() (actorrt.ValueMesh[int64], error) { return phoenixNonce.Call(m).Get(ctx) },
+		"lookup": func() (actorrt.ValueMesh[int64], error) { return phoenixNonce.Call(looked).Get(ctx) },
+		"holder": func() (actorrt.ValueMesh[int64], error) {
+			return actorrt.Method((*PhoenixHolder).NoncesMesh).CallOne(holder).Get(ctx)
+		},
+	} {
+		v, err := call()
+		if err != nil {
+			t.Fatalf("%s: a call to the mesh without its member: %v", what, err)
+		}
+		missing := v.Missing()
+		if len(missing) != 1 || missing[0].Rank() != 3 || v.Has(missing[0]) || v.Len() != 4 || v.Values()[3] != 0 {
+			t.Fatalf("%s: %v, missing %v: want 3 values and member 3 missing", what, v, missing)
+		}
+		if _, err := v.At(missing[0]); !errors.Is(err, actorrt.ErrMissing) {
+			t.Fatalf("%s: At the missing member: %v, want ErrMissing", what, err)
+		}
+		for r, x := range v.Values()[:3] {
+			if x == 0 || x != before[r] {
+				t.Fatalf("%s: values %v: want members 0-2 unchanged, %v", what, v.Values(), before[:3])
+			}
+		}
+	}
+	n := 0
+	for _, err := range phoenixNonce.Stream(m).All(ctx) {
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("stream gave %d replies, want 3", n)
+	}
+	count, err := actorrt.Accumulate(ctx, phoenixNonce.Stream(looked), 0, func(n int, _ int64) int { return n + 1 })
+	if err != nil || count != 3 {
+		t.Fatalf("accumulate over the looked-up reference: %d, %v; want 3 replies", count, err)
+	}
+	for range 20 {
+		if _, err := phoenixNonce.Choose(m).Get(ctx); err != nil {
+			t.Fatalf("choose: %v", err)
+		}
+	}
+	_, err = phoenixNonce.CallOne(victim).Get(ctx)
+	if !errors.Is(err, actorrt.ErrMissing) || !strings.Contains(err.Error(), "phoenix-goon[3]") || !strings.Contains(err.Error(), "1 restart in 1m0s") {
+		t.Fatalf("call to the missing member: %v, want ErrMissing naming it and why", err)
+	}
+	if _, err := phoenixNonce.CallOne(looked.At("hosts", 1).At("gpus", 1)).Get(ctx); !errors.Is(err, actorrt.ErrMissing) {
+		t.Fatalf("call to the missing member through the looked-up reference: %v, want ErrMissing", err)
+	}
+	if err := actorrt.VoidMethod1((*Phoenix).Append).Broadcast(m, 7); err != nil {
+		t.Fatalf("broadcast: %v", err)
+	}
+	items, err := phoenixItems.Call(m.At("hosts", 1)).Get(ctx)
+	if err != nil || len(items.Missing()) != 1 || !slices.Equal(items.Values()[0], []int{7}) {
+		t.Fatalf("items of host 1 after the broadcast: %v, %v", items, err)
+	}
+	if err := victim.Restart(ctx); err != nil {
+		t.Fatalf("restart by hand of the missing member: %v", err)
+	}
+	v, err := phoenixNonce.Call(m).Get(ctx)
+	if err != nil || v.Missing() != nil || v.Values()[3] == 0 {
+		t.Fatalf("after the restart by hand: %v, %v; want every member back", v, err)
+	}
+	assertNoFailure(t, "phoenix-goon")
 }

@@ -157,3 +157,74 @@ func TestActorSpawnsProcs(t *testing.T) {
 		t.Fatalf("Grow: %v, %v; want [1 1 1]", got, err)
 	}
 }
+
+// Bystander owns a mesh of Flaky that goes on without members
+// (GoOnWithout), and handles no failure: its Supervise notes each and
+// returns false.
+type Bystander struct {
+	workers *actorrt.ActorMesh[Flaky]
+	heard   []string
+}
+
+func (b *Bystander) Init(ctx *actorrt.Context, procs *actorrt.ProcMesh) error {
+	w, err := actorrt.SpawnWith[Flaky](ctx, procs, "flaky-goon", actorrt.SpawnOptions{GoOnWithout: true}, 1)
+	b.workers = w
+	return err
+}
+
+func (b *Bystander) Supervise(ctx *actorrt.Context, f *actorrt.MeshFailure) bool {
+	b.heard = append(b.heard, fmt.Sprintf("%v %s", f.GoesOn, f.ActorID))
+	return false
+}
+
+func (b *Bystander) Workers(ctx *actorrt.Context) (*actorrt.ActorMesh[Flaky], error) {
+	return b.workers, nil
+}
+
+func (b *Bystander) Heard(ctx *actorrt.Context) ([]string, error) { return b.heard, nil }
+
+func init() {
+	if err := actorrt.Register[Bystander](); err != nil {
+		panic(err)
+	}
+}
+
+// TestSuperviseGoesOn: an owner actor whose Supervise does not handle
+// the news that its mesh goes on without a member (GoOnWithout) does not
+// fail for it: it hears it once, lives on, and its mesh answers without
+// the member.
+func TestSuperviseGoesOn(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	owner, err := actorrt.Init1((*Bystander).Init).Spawn(ctx, spawnProcs(t, actorrt.Dims{{"gpus", 1}}), "bystander", procs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers, err := actorrt.Method((*Bystander).Workers).CallOne(owner).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := actorrt.VoidMethod((*Flaky).Break).Broadcast(workers.At("gpus", 0)); err != nil {
+		t.Fatal(err)
+	}
+	heard := actorrt.Method((*Bystander).Heard)
+	deadline := time.Now().Add(20 * time.Second)
+	var got []string
+	for len(got) == 0 && time.Now().Before(deadline) {
+		if got, err = heard.CallOne(owner).Get(ctx); err != nil {
+			t.Fatalf("the owner after the news: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(got) != 1 || got[0] != "true flaky-goon[0]" {
+		t.Fatalf("the owner heard %q: want the news of flaky-goon[0], once", got)
+	}
+	v, err := actorrt.Method((*Flaky).Generation).Call(workers).Get(ctx)
+	if err != nil || len(v.Missing()) != 1 || v.Values()[1] != 1 {
+		t.Fatalf("the mesh without its member: %v, %v", v, err)
+	}
+	if got, err = heard.CallOne(owner).Get(ctx); err != nil || len(got) != 1 {
+		t.Fatalf("the owner later: %q, %v", got, err)
+	}
+	assertNoFailure(t, "bystander")
+}

@@ -68,6 +68,18 @@ func (q *sendQueue) add(c *outCall, failed func(error)) (queued bool, err error)
 	return true, nil
 }
 
+// skipMissing tells c's reply port of this proc of the members of its
+// region now known to be missing (a refresh told), which it then does
+// not wait for; it reports whether none is left to answer.
+func (c *outCall) skipMissing() bool {
+	missing := c.ref.missingIn(c.reg)
+	if missing == nil {
+		return false
+	}
+	s, ok := c.ref.rt.ports.get(c.reply.id).(missingSkipper)
+	return ok && s.skipMissing(missing)
+}
+
 // drain refreshes where ref's members live, then sends the queued calls
 // in order until none is left.
 func (q *sendQueue) drain(ref *meshRef, reg region) {
@@ -91,7 +103,12 @@ func (q *sendQueue) drain(ref *meshRef, reg region) {
 		for _, qc := range calls {
 			c := qc.c
 			if c.reply.proc == rt.procID {
-				rt.ports.rewait(c.reply.id, ref.procsOf(c.reg))
+				if c.skipMissing() {
+					rt.ports.close(c.reply.id) // every member is missing: answered
+					c.w.Free()
+					continue
+				}
+				rt.ports.rewait(c.reply.id, ref.sendProcs(c.reg))
 			}
 			if err := c.post(); err != nil {
 				qc.failed(err)

@@ -41,6 +41,12 @@ type MeshFailure struct {
 	// ProcLost: the mesh is a ProcMesh (of this program's procs, not
 	// WithCommand's), and its member Proc ended.
 	ProcLost bool `msgpack:"proclost,omitempty"`
+	// GoesOn: the mesh was spawned to go on without a member that cannot
+	// be restarted (SpawnOptions.GoOnWithout), and goes on without this
+	// one: it is missing until restarted by hand. Such a failure is news,
+	// not an end: an owner's Supervise that does not handle it, or a
+	// fault hook that returns an error for it, only logs it.
+	GoesOn bool `msgpack:"goeson,omitempty"`
 }
 
 // Rank is the failed member's rank in its mesh.
@@ -125,9 +131,16 @@ func (s *supervision) step(ev routerEvent) {
 	}
 	var stopped []*meshRef
 	for _, e := range effects {
-		if st, ok := e.(effStopMesh); ok {
-			if ref := s.refs[st.id]; ref != nil {
+		switch e := e.(type) {
+		case effStopMesh:
+			if ref := s.refs[e.id]; ref != nil {
 				stopped = append(stopped, ref)
+			}
+		case effGiveUp:
+			// Marked with the step, so that whoever sees it settled
+			// (awaitSettled) sees the mark.
+			if ref := s.refs[e.id]; ref != nil && e.missing {
+				ref.markMissing(e.ranks, e.reason)
 			}
 		}
 	}
@@ -155,7 +168,7 @@ func (s *supervision) stopMesh(e effStopMesh) {
 
 func (s *supervision) giveUp(e effGiveUp) {
 	if ref := s.ref(e.id); ref != nil {
-		giveUpOn(s.rt, ref, e.ranks, e.reason)
+		giveUpOn(s.rt, ref, e.ranks, e.reason, e.missing) // marked missing in step
 	}
 }
 
@@ -166,12 +179,13 @@ func (s *supervision) send(proc string, f *MeshFailure) {
 }
 
 // own records that this process (owner nil) or actor owner owns ref,
-// whose restart policy plan carries out (nil: none).
-func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restartPlanner) {
+// whose restart policy plan carries out (nil: none); goOn: it goes on
+// without members that cannot restart (GoOnWithout).
+func (s *supervision) own(ref *meshRef, base Extent, owner *actor, plan *restartPlanner, goOn bool) {
 	s.mu.Lock()
 	s.refs[ref.id] = ref
 	s.mu.Unlock()
-	s.step(evOwned{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan})
+	s.step(evOwned{id: ref.id, name: ref.name, base: base, procs: ref.procs, owner: owner, plan: plan, goOn: goOn})
 }
 
 // ownProcs has the router watch proc mesh id, whose procs run this
@@ -320,6 +334,25 @@ func (s *supervision) replaceLater(e effRestart, pm *ProcMesh) {
 		ev.at = time.Now()
 		s.step(ev)
 	})
+}
+
+// replacing reports whether a restart policy of a mesh owned here (an
+// actor mesh's, or a proc mesh's own) decided to start a proc in the
+// place of proc, which ended, and that restart has not ended.
+func (s *supervision) replacing(proc string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.router.owned {
+		if m.plan == nil || m.stopped {
+			continue
+		}
+		for b, p := range m.procs {
+			if p == proc && m.plan.busy[b] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // coords are base rank b's coordinates in mesh id.

@@ -269,6 +269,55 @@ func TestProcMeshSupervised(t *testing.T) {
 	}
 }
 
+// slotReached is a remote function: its proc answers.
+var slotReached = actorrt.Remote("actortest_slot_reached", func(context.Context) (bool, error) { return true, nil })
+
+// TestRemoteWhileSlotReplaced: a remote function called on a proc mesh
+// while a proc of it that was killed waits for its replacement (its
+// policy's backoff) fails at once, naming the restart, not the kill
+// alone; once the slot's next incarnation is up, the same ProcMesh
+// reaches it.
+func TestRemoteWhileSlotReplaced(t *testing.T) {
+	c := actortest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+	defer cancel()
+	policy := actorrt.RestartPolicy{MaxRestarts: 1, Window: time.Minute, Backoff: time.Second, MaxBackoff: time.Second}
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithProcRestart(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both answer first: SpawnProcs may return a moment before the
+	// cluster has recorded the procs its agent started (Kill finds them).
+	if _, err := slotReached.Call(procs).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(procs.At("gpus", 1)); err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for {
+		v, err := slotReached.Call(procs).Get(ctx)
+		if err == nil {
+			if v.Len() != 2 || v.Missing() != nil {
+				t.Fatalf("after the replacement: %v", v)
+			}
+			break
+		}
+		switch {
+		case ctx.Err() != nil:
+			t.Fatalf("the slot was not replaced: %v", err)
+		case !errors.Is(err, actorrt.ErrProcFailed):
+			t.Fatalf("a call while the slot is replaced: %v, want ErrProcFailed", err)
+		case strings.Contains(err.Error(), "starting a proc in its place"):
+			named = true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !named {
+		t.Fatal("no call made during the policy's backoff named the restart")
+	}
+}
+
 // TestProcMeshRestart: a proc mesh with a restart policy of its own
 // (WithProcRestart) replaces a proc that is killed: the actors that were
 // on it fail to their owner (their mesh has no policy), the proc mesh's
