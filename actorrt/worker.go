@@ -117,6 +117,15 @@ func newWorker(o options, env jobenv.Env) (*worker, error) {
 	return w, nil
 }
 
+// procTransit is a proc process's bus transit (bus.ConnOptions.Transit):
+// what NATS's reader can hand over while the queue's pump waits for a
+// CPU. A proc of a starved host takes in bursts of thousands of messages
+// (a flood of frames, a whole mesh's answers) between two of its turns;
+// 64 Ki pointers (512 KB) is cheap for a process of its own. Procs of an
+// in-process cluster, thousands in one process, keep the bus's small
+// default.
+const procTransit = 1 << 16
+
 // connect dials the proc's bus: the one its spawner dials, or, for a
 // simulated host (env.HostBus), the host's own, a leaf of the job's hub
 // that it starts here and its procs dial in turn.
@@ -124,6 +133,9 @@ func (w *worker) connect(env jobenv.Env, o options) (*bus.Conn, error) {
 	opts := bus.ConnOptions{Name: "proc " + w.procID, Token: env.Bus.Token, TLS: hostagent.ClientTLS(env.Bus),
 		HubServers: env.Bus.Hubs, MaxMessage: o.maxMessage, OnError: w.busFault, ReconnectFor: o.hostTimeout, OnLink: w.linkChanged,
 		ConnectFor: busConnectFor}
+	if o.starter == nil {
+		opts.Transit = procTransit
+	}
 	if !env.HostBus {
 		return bus.Connect(env.Bus.URL, opts)
 	}
