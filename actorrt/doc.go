@@ -340,9 +340,11 @@
 // leaves the running ones, and those the policy is restarting, alone;
 // with no failed member it is ErrNotFailed. A member whose Init fails
 // again stays failed, and Restart says so. TestRestartByHandRestartsFailedOnly,
-// TestRestartLimit. A failed member whose proc ended is not restarted by
-// hand (there is no proc for it): its error wraps ErrProcFailed and says
-// what to do instead. TestRestartByHandProcEnded. Supervise can also Stop
+// TestRestartLimit. A failed member whose proc ended restarts on the proc
+// its host agent starts in the old one's place (the slot's next
+// incarnation, shared with every mesh that had members there, which the
+// ProcMesh reaches); its error, if its host is gone too, wraps
+// ErrProcFailed. TestRestartByHandProcEnded. Supervise can also Stop
 // the failed mesh and Spawn a new one (on new procs, when the proc died).
 // TestSuperviseRestartsAMesh. The meshes a failed instance owned are
 // stopped, as for any failure (the script testdata/supervision/owner.txt).

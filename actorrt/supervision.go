@@ -233,20 +233,7 @@ func (s *supervision) restartLater(e effRestart) {
 		cause := e.f.ActorID + " failed: " + e.f.Reason
 		why := map[int]error{} // the ranks whose restart failed
 		forGood := map[int]bool{}
-		var live []int
-		dead := map[string][]int{} // by the proc that ended
-		var order []string
-		for _, b := range e.ranks {
-			p := ref.procOf(b)
-			if rt.health.goneErr(p) == nil {
-				live = append(live, b)
-				continue
-			}
-			if dead[p] == nil {
-				order = append(order, p)
-			}
-			dead[p] = append(dead[p], b)
-		}
+		live, dead := splitByProcEnded(rt, ref, e.ranks)
 		if len(live) > 0 {
 			errs, err := restartMembers(rt.ctx, rt, ref, live, cause, false)
 			for _, b := range live {
@@ -257,25 +244,7 @@ func (s *supervision) restartLater(e effRestart) {
 				}
 			}
 		}
-		for _, old := range order {
-			ranks := dead[old]
-			p, err := rt.procs.respawn(rt.ctx, old, ref.agentOf(ranks[0]))
-			if err != nil {
-				for _, b := range ranks {
-					why[b], forGood[b] = fmt.Errorf("no new proc in the place of %s: %w", old, err), true
-				}
-				continue
-			}
-			rt.log.Info().Str("mesh", ref.name).Str("old", old).Str("proc", p.ID).Ints("ranks", ranks).Msg("a new proc in the place of one that ended")
-			errs, err := rt.spawnMoved(rt.ctx, ref, ranks, p)
-			for _, b := range ranks {
-				if err != nil {
-					why[b] = err
-				} else if errs[b] != nil {
-					why[b] = errs[b]
-				}
-			}
-		}
+		rt.moveToNewProcs(rt.ctx, ref, dead, why, forGood)
 		ev := evRestartDone{id: e.id, ranks: e.ranks, at: time.Now()}
 		for _, b := range e.ranks {
 			if why[b] == nil {
