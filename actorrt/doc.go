@@ -324,8 +324,16 @@
 //     ProcMesh of the runtime that replaced it reaches the new proc
 //     (Spawn, remote functions, Stop). TestRestartAfterProcDeath,
 //     TestKillRestarts, TestRestartAgainAfterProcDeath,
-//     TestProcReplacedForEveryMesh, TestProcReplacedAcrossOwners. Not yet:
-//     a ProcMesh held by another proc still names the dead proc.
+//     TestProcReplacedForEveryMesh, TestProcReplacedAcrossOwners. The
+//     runtime that started the new proc announces it to every process
+//     that holds procs of that host agent, so a ProcMesh held elsewhere
+//     (passed to an actor, or spawned by one) reaches it too, with no
+//     call of its holder's. TestProcReplacedForAnotherHolder. The
+//     ProcMesh's Ends delivers the end of every incarnation of every
+//     slot, once each, naming the slot (Point) and the incarnation,
+//     holding up to 4,096 beyond one per slot for a reader that is late
+//     and counting any dropped past that (ProcEnd.Dropped).
+//     TestProcEndsOfEveryIncarnation, TestProcEndsBounded.
 //   - When the host died: no proc can start in the old one's place; each
 //     member's failure goes to the owner, naming the host's agent that
 //     ended, and the members elsewhere go on. TestLoseHostWithPolicy.

@@ -2,11 +2,14 @@ package actorrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -20,7 +23,10 @@ import (
 // mesh, a new incarnation: this runtime starts at most one per ended
 // proc, however many of its meshes had members there (their restarts
 // share it), and every ProcMesh value of this runtime reaches the slot's
-// newest incarnation (current).
+// newest incarnation (current). The runtime that started it announces it
+// (OpReplaced) on the deaths subject of the slot's host agent, which
+// every runtime holding procs of that agent watches: theirs (a ProcMesh
+// passed to an actor, or one an actor spawned) reach it too (learn).
 type spawner struct {
 	rt   *core
 	seq  atomic.Uint64 // procs named here
@@ -73,18 +79,36 @@ func (sp *spawner) newProcID(agent string) string {
 	return agent + "." + jobenv.LocalPart(rt.procID) + n
 }
 
-// watchEnds has the ends of pe's procs passed on to it.
+// watchEnds has the ends of pe's procs passed on to it, and of the procs
+// started in their places.
 func (sp *spawner) watchEnds(pe *procEnds) {
-	for _, id := range pe.ids {
+	pe.done = sp.rt.ctx.Done()
+	for _, id := range pe.ids() {
 		sp.ends.Store(id, pe)
 	}
 }
 
 // endOf passes a proc's end on to the mesh that SpawnProcs started it
-// for, if it was here.
+// for, if it was here. The end of a proc that was not stopped keeps its
+// entry, for the proc started in its place (follow): one entry per slot.
 func (sp *spawner) endOf(n wire.GoneNotice) {
-	if pe, ok := sp.ends.LoadAndDelete(n.Proc); ok {
-		pe.(*procEnds).end(n)
+	v, ok := sp.ends.Load(n.Proc)
+	if !ok {
+		return
+	}
+	if n.Stopped {
+		sp.ends.Delete(n.Proc)
+	}
+	v.(*procEnds).end(n)
+}
+
+// follow records p, started in the place of old: the slot's newest
+// incarnation, which current reaches, and whose end goes where old's
+// went.
+func (sp *spawner) follow(old string, p procInfo) {
+	sp.nReplaced.Add(1)
+	if v, ok := sp.ends.LoadAndDelete(old); ok && v.(*procEnds).replaced(old, p) {
+		sp.ends.Store(p.ID, v)
 	}
 }
 
@@ -148,8 +172,9 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 	r.p, r.err = sp.start(ctx, old, agent)
 	if r.err == nil {
 		sp.successors.Store(old, r.p)
-		sp.nReplaced.Add(1)
+		sp.follow(old, r.p)
 		sp.rt.sup.step(evReplaced{old: old, new: r.p.ID})
+		sp.announce(wire.ReplacedNotice{Old: old, New: r.p.ID, Agent: r.p.Agent, Host: r.p.Host, PID: r.p.PID})
 	}
 	sp.mu.Lock()
 	delete(sp.replacing, old) // after a failure, the next asker tries again
@@ -196,4 +221,50 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 	p.Host, p.PID = rd.Host, rd.PID
 	rt.role.procsStarted(&ProcMesh{rt: rt, reg: wholeRegion(Extent{}), procs: []procInfo{p}, replaces: old})
 	return p, nil
+}
+
+// announce tells the holders of procs of n.Agent that n.New took n.Old's
+// place; again after a while, as a proc's end is (a notice lost to a
+// link that was down is not otherwise sent again; receivers drop
+// repeats).
+func (sp *spawner) announce(n wire.ReplacedNotice) {
+	rt := sp.rt
+	send := func() {
+		if rt.closing.Load() || rt.ctx.Err() != nil {
+			return
+		}
+		if err := rt.sendControlOn(rt.subjects.Deaths(n.Agent), wire.OpReplaced, 0, &n); err != nil && !errors.Is(err, ErrStopped) {
+			rt.log.Warn().Err(err).Str("proc", n.New).Str("old", n.Old).Msg("cannot announce a proc started in an ended one's place")
+		}
+	}
+	send()
+	for _, d := range hostagent.AnnounceAgain {
+		time.AfterFunc(d, send)
+	}
+}
+
+// learn records that proc n.New was started in the place of n.Old, as
+// the runtime that started it announced: this runtime's ProcMesh values
+// reach it from then on, and a restart here of a member that was on Old
+// meets it (respawn). A slot's chain never loops: a notice whose New is
+// Old or one of Old's predecessors here is dropped, as is a repeat.
+func (sp *spawner) learn(n wire.ReplacedNotice) {
+	p := procInfo{ID: n.New, Agent: n.Agent, Host: n.Host, PID: n.PID}
+	for q := p.ID; ; {
+		if q == n.Old {
+			sp.rt.log.Warn().Str("proc", n.New).Str("old", n.Old).Msg("dropped a notice of a proc started in an ended one's place: its slot would loop")
+			return
+		}
+		v, ok := sp.successors.Load(q)
+		if !ok {
+			break
+		}
+		q = v.(procInfo).ID
+	}
+	if _, known := sp.successors.LoadOrStore(n.Old, p); known {
+		return
+	}
+	sp.follow(n.Old, p)
+	sp.rt.health.started([]procInfo{p}, false)
+	sp.rt.sup.step(evReplaced{old: n.Old, new: n.New})
 }
