@@ -8,7 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -193,7 +195,8 @@ func quantile(xs []float64, q float64) float64 {
 // job may be left after its procs are stopped.
 //
 // Not in make bench: make bench-soak runs it. MONARCH_SOAK=1m makes a
-// shorter run, with as many kills in proportion.
+// shorter run, with as many kills in proportion; MONARCH_SOAK_HEAP=dir
+// writes the client's heap profile there at each sample.
 func BenchmarkProcKillSoak(b *testing.B) {
 	length := 10 * time.Minute
 	if s := os.Getenv("MONARCH_SOAK"); s != "" {
@@ -263,8 +266,15 @@ func BenchmarkProcKillSoak(b *testing.B) {
 		n                 int
 	}
 	var samples []sample
+	heapDir := os.Getenv("MONARCH_SOAK_HEAP") // heap profiles of the client at each sample there
 	take := func() {
 		runtime.GC()
+		if heapDir != "" {
+			if f, err := os.Create(filepath.Join(heapDir, fmt.Sprintf("heap-%03d.pprof", len(samples)))); err == nil {
+				pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		job := jobProcs()

@@ -173,7 +173,7 @@ type procEnds struct {
 	done <-chan struct{} // the runtime's end: pending ends go unread then
 
 	mu      sync.Mutex
-	slots   []slotProc     // by rank: its newest incarnation
+	newest  []slotProc     // by rank: its slot's newest incarnation
 	rank    map[string]int // a slot's newest proc -> its rank
 	pending []ProcEnd      // ends the channel had no room for, oldest first
 	dropped int            // ends dropped from pending, not yet told
@@ -190,7 +190,7 @@ type slotProc struct {
 func newProcEnds(ext Extent, procs []procInfo) *procEnds {
 	pe := &procEnds{ext: ext, ch: make(chan ProcEnd, len(procs)), rank: make(map[string]int, len(procs))}
 	for r, p := range procs {
-		pe.slots = append(pe.slots, slotProc{id: p.ID, host: p.Host})
+		pe.newest = append(pe.newest, slotProc{id: p.ID, host: p.Host})
 		pe.rank[p.ID] = r
 	}
 	return pe
@@ -200,8 +200,8 @@ func newProcEnds(ext Extent, procs []procInfo) *procEnds {
 func (pe *procEnds) ids() []string {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	out := make([]string, len(pe.slots))
-	for r, s := range pe.slots {
+	out := make([]string, len(pe.newest))
+	for r, s := range pe.newest {
 		out[r] = s.id
 	}
 	return out
@@ -212,8 +212,8 @@ func (pe *procEnds) started(procs []procInfo) {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	for r, p := range procs {
-		if pe.slots[r].id == p.ID {
-			pe.slots[r].host = p.Host
+		if pe.newest[r].id == p.ID {
+			pe.newest[r].host = p.Host
 		}
 	}
 }
@@ -229,7 +229,7 @@ func (pe *procEnds) replaced(old string, p procInfo) bool {
 		return false
 	}
 	delete(pe.rank, old)
-	pe.slots[r] = slotProc{id: p.ID, host: p.Host, incarnation: pe.slots[r].incarnation + 1}
+	pe.newest[r] = slotProc{id: p.ID, host: p.Host, incarnation: pe.newest[r].incarnation + 1}
 	pe.rank[p.ID] = r
 	return true
 }
@@ -239,10 +239,10 @@ func (pe *procEnds) end(n wire.GoneNotice) {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	r, ok := pe.rank[n.Proc]
-	if !ok || pe.slots[r].ended {
+	if !ok || pe.newest[r].ended {
 		return
 	}
-	s := &pe.slots[r]
+	s := &pe.newest[r]
 	s.ended = true
 	e := ProcEnd{Point: pe.ext.point(r), Proc: s.id, Host: s.host, Incarnation: s.incarnation, Status: n.Status, Stopped: n.Stopped, Reason: n.Reason,
 		At: unixTime(n.At), ErrAt: unixTime(n.ErrAt)}

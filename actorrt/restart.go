@@ -186,10 +186,10 @@ func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 		return fmt.Errorf("actorrt: Restart %s: %w", m.ref.name, err)
 	}
 	errs := map[int]error{}
-	onLive, dead := splitByProcEnded(rt, m.ref, failed)
+	onLive, dead := rt.sup.splitByProcEnded(m.ref, failed)
 	// A member whose proc ended restarts on the proc its slot's host
 	// agent starts in its place (or started already, for another mesh).
-	rt.moveToNewProcs(ctx, m.ref, dead, errs, map[int]bool{})
+	rt.sup.moveToNewProcs(ctx, m.ref, dead, errs, map[int]bool{})
 	var whole error
 	if len(onLive) > 0 {
 		var rerrs map[int]error
@@ -217,58 +217,6 @@ func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 		return fmt.Errorf(format, append([]any{m.ref.name}, bad...)...)
 	}
 	return nil
-}
-
-// procsEnded is the ranks of a mesh whose proc ended, by that proc, the
-// procs in the order their first rank came.
-type procsEnded struct {
-	ranks map[string][]int
-	order []string
-}
-
-// splitByProcEnded splits ranks of ref into those on live procs and those
-// whose proc ended.
-func splitByProcEnded(rt *core, ref *meshRef, ranks []int) (live []int, dead procsEnded) {
-	dead.ranks = map[string][]int{}
-	for _, b := range ranks {
-		p := ref.procOf(b)
-		if rt.health.goneErr(p) == nil {
-			live = append(live, b)
-			continue
-		}
-		if dead.ranks[p] == nil {
-			dead.order = append(dead.order, p)
-		}
-		dead.ranks[p] = append(dead.ranks[p], b)
-	}
-	return live, dead
-}
-
-// moveToNewProcs restarts the members of dead on the procs started in
-// their ended procs' places (one per slot, shared with every mesh that
-// had members there: spawner.respawn), and records in why each rank
-// whose restart failed; forGood, those with no new proc (its host is
-// gone).
-func (rt *core) moveToNewProcs(ctx context.Context, ref *meshRef, dead procsEnded, why map[int]error, forGood map[int]bool) {
-	for _, old := range dead.order {
-		ranks := dead.ranks[old]
-		p, err := rt.procs.respawn(ctx, old, ref.agentOf(ranks[0]))
-		if err != nil {
-			for _, b := range ranks {
-				why[b], forGood[b] = fmt.Errorf("no new proc in the place of %s: %w", old, err), true
-			}
-			continue
-		}
-		rt.log.Info().Str("mesh", ref.name).Str("old", old).Str("proc", p.ID).Ints("ranks", ranks).Msg("a new proc in the place of one that ended")
-		errs, err := rt.spawnMoved(ctx, ref, ranks, p)
-		for _, b := range ranks {
-			if err != nil {
-				why[b] = err
-			} else if errs[b] != nil {
-				why[b] = errs[b]
-			}
-		}
-	}
 }
 
 // restartMembers asks the procs of ranks to restart them, and waits for

@@ -2,14 +2,11 @@ package actorrt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/monarch-go/monarch/internal/hostagent"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/wire"
 )
@@ -224,23 +221,11 @@ func (sp *spawner) start(ctx context.Context, old, agent string) (procInfo, erro
 }
 
 // announce tells the holders of procs of n.Agent that n.New took n.Old's
-// place; again after a while, as a proc's end is (a notice lost to a
-// link that was down is not otherwise sent again; receivers drop
-// repeats).
+// place, now and again after a while, as a proc's end is.
 func (sp *spawner) announce(n wire.ReplacedNotice) {
-	rt := sp.rt
-	send := func() {
-		if rt.closing.Load() || rt.ctx.Err() != nil {
-			return
-		}
-		if err := rt.sendControlOn(rt.subjects.Deaths(n.Agent), wire.OpReplaced, 0, &n); err != nil && !errors.Is(err, ErrStopped) {
-			rt.log.Warn().Err(err).Str("proc", n.New).Str("old", n.Old).Msg("cannot announce a proc started in an ended one's place")
-		}
-	}
-	send()
-	for _, d := range hostagent.AnnounceAgain {
-		time.AfterFunc(d, send)
-	}
+	sp.rt.announceAgain(func() {
+		sp.rt.announce(n.Agent, wire.OpReplaced, &n, n.New, "cannot announce a proc started in an ended one's place")
+	})
 }
 
 // learn records that proc n.New was started in the place of n.Old, as
