@@ -190,7 +190,8 @@ func quantile(xs []float64, q float64) float64 {
 // errors, counted); any other error, or a call not settled within a
 // minute, fails the run. After each kill, the time until both meshes'
 // members of that slot answer from a new instance (p50 and p99, beside a
-// fresh 1-proc mesh measured in the same run). The client's heap and RSS,
+// fresh 1-proc mesh spawned until it answers, 5 times at the end, under
+// the same stream of calls). The client's heap and RSS,
 // the job's process count and their RSS are sampled, and nothing of the
 // job may be left after its procs are stopped.
 //
@@ -332,12 +333,13 @@ func BenchmarkProcKillSoak(b *testing.B) {
 		take()
 		time.Sleep(time.Until(next))
 	}
-	close(done)
-	callers.Wait()
+	// The floor under the same load: the callers still call.
 	var fresh []float64
 	for range 5 {
 		fresh = append(fresh, freshMesh(b, dir))
 	}
+	close(done)
+	callers.Wait()
 	take()
 
 	stopped = true
