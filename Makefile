@@ -3,7 +3,7 @@
 GO  ?= go
 BIN := bin
 
-.PHONY: all build run test vet lint bench bench-scale fuzz generate docs-dashboard clean
+.PHONY: all build run test vet lint bench bench-scale bench-soak fuzz generate docs-dashboard clean
 
 all: build
 
@@ -28,7 +28,7 @@ test: vet
 # gathered at the end.
 bench:
 	@mkdir -p $(BIN)
-	$(GO) test -run '^$$' -bench . -skip '^BenchmarkScale(InProcess)?$$' -benchtime 1x -count 1 -timeout 30m ./... | tee $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench . -skip '^Benchmark(Scale(InProcess)?|ProcKillSoak)$$' -benchtime 1x -count 1 -timeout 30m ./... | tee $(BIN)/bench.txt
 	@echo "== summary"
 	@grep '^BENCH' $(BIN)/bench.txt
 
@@ -41,6 +41,12 @@ bench:
 bench-scale:
 	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count 1 -timeout 60m ./systest/
 	$(GO) test -run '^$$' -bench '^BenchmarkScaleInProcess$$' -benchtime 1x -count 1 -timeout 60m ./actorrt/actortest/
+
+# The soak of proc kills: 200 SIGKILLs over 10 minutes of a 4 x 4 job
+# with two restartable meshes and a stream of calls (MONARCH_SOAK=1m for
+# a shorter run, with as many kills in proportion).
+bench-soak:
+	$(GO) test -run '^$$' -bench '^BenchmarkProcKillSoak$$' -benchtime 1x -count 1 -timeout 30m ./actorrt/
 
 # Every Fuzz* target of every package, found by `go test -list`, for
 # FUZZTIME each; not part of test, which already runs their seed corpora.

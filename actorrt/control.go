@@ -25,6 +25,8 @@ func readControl(f *wire.Frame) (any, wire.DropKind, error) {
 		body = &stopReq{}
 	case wire.OpGone:
 		body = &wire.GoneNotice{}
+	case wire.OpReplaced:
+		body = &wire.ReplacedNotice{}
 	case wire.OpPortGone:
 		body = &wire.PortGone{}
 	case wire.OpSpawnProcs:

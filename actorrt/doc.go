@@ -329,8 +329,16 @@
 //     ProcMesh of the runtime that replaced it reaches the new proc
 //     (Spawn, remote functions, Stop). TestRestartAfterProcDeath,
 //     TestKillRestarts, TestRestartAgainAfterProcDeath,
-//     TestProcReplacedForEveryMesh, TestProcReplacedAcrossOwners. Not yet:
-//     a ProcMesh held by another proc still names the dead proc.
+//     TestProcReplacedForEveryMesh, TestProcReplacedAcrossOwners. The
+//     runtime that started the new proc announces it to every process
+//     that holds procs of that host agent, so a ProcMesh held elsewhere
+//     (passed to an actor, or spawned by one) reaches it too, with no
+//     call of its holder's. TestProcReplacedForAnotherHolder. The
+//     ProcMesh's Ends delivers the end of every incarnation of every
+//     slot, once each, naming the slot (Point) and the incarnation,
+//     holding up to 4,096 beyond one per slot for a reader that is late
+//     and counting any dropped past that (ProcEnd.Dropped).
+//     TestProcEndsOfEveryIncarnation, TestProcEndsBounded.
 //   - From a spare: a proc mesh spawned WithSpares(n) keeps n idle procs
 //     per host; the slot of a proc that ended is handed to one of them
 //     instead of a process started (it sets the slot's variables, RANK,
@@ -361,9 +369,11 @@
 // leaves the running ones, and those the policy is restarting, alone;
 // with no failed member it is ErrNotFailed. A member whose Init fails
 // again stays failed, and Restart says so. TestRestartByHandRestartsFailedOnly,
-// TestRestartLimit. A failed member whose proc ended is not restarted by
-// hand (there is no proc for it): its error wraps ErrProcFailed and says
-// what to do instead. TestRestartByHandProcEnded. Supervise can also Stop
+// TestRestartLimit. A failed member whose proc ended restarts on the proc
+// its host agent starts in the old one's place (the slot's next
+// incarnation, shared with every mesh that had members there, which the
+// ProcMesh reaches); its error, if its host is gone too, wraps
+// ErrProcFailed. TestRestartByHandProcEnded. Supervise can also Stop
 // the failed mesh and Spawn a new one (on new procs, when the proc died).
 // TestSuperviseRestartsAMesh. The meshes a failed instance owned are
 // stopped, as for any failure (the script testdata/supervision/owner.txt).

@@ -82,6 +82,7 @@ func seedControls() []struct {
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "killed by SIGKILL", Stopped: false}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "exited with status 1 (host h0)", Status: 1, At: 1_800_000_000_123_456_789}},
 		{wire.OpGone, &wire.GoneNotice{Proc: "c-1", Reason: "exited with status 1 (host h0)", Status: 1, At: 1_800_000_000_123_456_789, ErrAt: 1_800_000_000_100_000_000}},
+		{wire.OpReplaced, &wire.ReplacedNotice{Old: "c-1", New: "c-5", Agent: "c", Host: "h0", PID: 4242}},
 		{wire.OpPortGone, &wire.PortGone{ID: 12}},
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1", "c-2"}, Ranks: []int{0, 1}, Env: [][]string{{"A=1"}, {"A=2"}}, Proc: "c", Port: 4}},
 		{wire.OpSpawnProcs, &wire.SpawnProcsReq{IDs: []string{"c-1"}, Ranks: []int{0}, Env: [][]string{nil}, Proc: "c", Port: 4,

@@ -74,6 +74,8 @@ func (in inbound) control(f *wire.Frame, subject string) {
 	case wire.OpGone:
 		in.notices.Add(1)
 		in.health.gone(*body.(*wire.GoneNotice), false)
+	case wire.OpReplaced:
+		in.procs.learn(*body.(*wire.ReplacedNotice))
 	case wire.OpPortGone:
 		in.health.portClosed(f.ReplyTo, body.(*wire.PortGone).ID)
 	case wire.OpSpawnProcs:

@@ -71,7 +71,7 @@ func race(ctx context.Context, hosts *actorrt.HostMesh, rounds int, who string) 
 }
 
 // simulatedHosts starts n simulated hosts from a local hosts file.
-func simulatedHosts(t *testing.T, ctx context.Context, n int) *actorrt.HostMesh {
+func simulatedHosts(t testing.TB, ctx context.Context, n int) *actorrt.HostMesh {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "hosts.toml")
 	if err := os.WriteFile(file, []byte(fmt.Sprintf("scheduler = \"local\"\n[local]\nhosts = %d\n", n)), 0o644); err != nil {

@@ -86,6 +86,7 @@ func registerTestActors() {
 		actorrt.Register[Lingerer](),
 		actorrt.Register[PhoenixHolder](),
 		actorrt.Register[PhoenixOwner](),
+		actorrt.Register[SlotHolder](),
 		actorrt.Register[Marker](),
 	} {
 		if err != nil {

@@ -3,6 +3,7 @@ package actorrt
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -170,9 +171,13 @@ func validMeshName(s string) bool {
 
 // ProcEnd is how a proc ended.
 type ProcEnd struct {
-	Point Point // its place in the mesh SpawnProcs returned
+	Point Point // its place in the mesh SpawnProcs returned: its slot
 	Proc  string
 	Host  string
+	// Incarnation is which of its slot's procs it was: 0 for the one
+	// SpawnProcs started, 1 for the first started in its place (a
+	// restart after it ended), and so on.
+	Incarnation int
 	// Status is its exit status as a shell reports it: the exit code, or
 	// 128+n for signal n; -1 when nobody could tell (its host was lost).
 	Status int
@@ -189,30 +194,69 @@ type ProcEnd struct {
 	// failed, for a program whose last words are its error, as a Python
 	// traceback is. Zero when it wrote none, or nobody knows.
 	ErrAt time.Time
+	// Dropped is how many ends, older than this one, were dropped
+	// unread: Ends holds at most maxPendingEnds (and one on its way)
+	// beyond one per proc.
+	Dropped int
 }
 
 func (e ProcEnd) String() string {
-	return fmt.Sprintf("proc %v (%s on %s): %s", e.Point, e.Proc, e.Host, e.Reason)
+	inc := ""
+	if e.Incarnation > 0 {
+		inc = fmt.Sprintf(", incarnation %d", e.Incarnation)
+	}
+	return fmt.Sprintf("proc %v (%s on %s%s): %s", e.Point, e.Proc, e.Host, inc, e.Reason)
 }
 
-// procEnds gathers the ends of the procs one SpawnProcs started; the
-// channel holds one end per proc, so a send never blocks.
-type procEnds struct {
-	ext Extent
-	ch  chan ProcEnd
+// maxPendingEnds bounds the ends a procEnds holds beyond its channel's
+// one per proc, for a mesh whose slots' procs are replaced and whose Ends
+// nobody reads: past it the oldest is dropped, and counted in the next
+// end delivered (ProcEnd.Dropped). Some hundred bytes each.
+const maxPendingEnds = 4096
 
-	mu    sync.Mutex
-	ids   []string // by rank
-	hosts []string // by rank: where each runs, once known
-	told  map[string]bool
+// procEnds gathers the ends of the procs one SpawnProcs started, and of
+// the procs started in their places: each end is delivered once, in the
+// order heard. The channel holds one end per slot; more wait in pending,
+// which a goroutine (while there are any) passes on as the channel is
+// read.
+type procEnds struct {
+	ext  Extent
+	ch   chan ProcEnd
+	done <-chan struct{} // the runtime's end: pending ends go unread then
+
+	mu      sync.Mutex
+	newest  []slotProc     // by rank: its slot's newest incarnation
+	rank    map[string]int // a slot's newest proc -> its rank
+	pending []ProcEnd      // ends the channel had no room for, oldest first
+	dropped int            // ends dropped from pending, not yet told
+	pumping bool           // a goroutine passes pending on
+}
+
+// slotProc is the newest proc of one slot of a procEnds.
+type slotProc struct {
+	id, host    string
+	incarnation int
+	ended       bool // its end was delivered
 }
 
 func newProcEnds(ext Extent, procs []procInfo) *procEnds {
-	pe := &procEnds{ext: ext, ch: make(chan ProcEnd, len(procs)), told: map[string]bool{}}
-	for _, p := range procs {
-		pe.ids, pe.hosts = append(pe.ids, p.ID), append(pe.hosts, p.Host)
+	pe := &procEnds{ext: ext, ch: make(chan ProcEnd, len(procs)), rank: make(map[string]int, len(procs))}
+	for r, p := range procs {
+		pe.newest = append(pe.newest, slotProc{id: p.ID, host: p.Host})
+		pe.rank[p.ID] = r
 	}
 	return pe
+}
+
+// ids lists the slots' newest procs.
+func (pe *procEnds) ids() []string {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	out := make([]string, len(pe.newest))
+	for r, s := range pe.newest {
+		out[r] = s.id
+	}
+	return out
 }
 
 // started records where the procs run, as they reported.
@@ -220,22 +264,75 @@ func (pe *procEnds) started(procs []procInfo) {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	for r, p := range procs {
-		pe.hosts[r] = p.Host
+		if pe.newest[r].id == p.ID {
+			pe.newest[r].host = p.Host
+		}
 	}
+}
+
+// replaced makes p, started in the place of old (which ended), its
+// slot's newest incarnation, whose end is delivered in turn. It reports
+// whether old was one of this mesh's slots' newest procs.
+func (pe *procEnds) replaced(old string, p procInfo) bool {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	r, ok := pe.rank[old]
+	if !ok {
+		return false
+	}
+	delete(pe.rank, old)
+	pe.newest[r] = slotProc{id: p.ID, host: p.Host, incarnation: pe.newest[r].incarnation + 1}
+	pe.rank[p.ID] = r
+	return true
 }
 
 // end passes on the end of one of its procs, once.
 func (pe *procEnds) end(n wire.GoneNotice) {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	if pe.told[n.Proc] {
+	r, ok := pe.rank[n.Proc]
+	if !ok || pe.newest[r].ended {
 		return
 	}
-	for r, id := range pe.ids {
-		if id == n.Proc {
-			pe.told[n.Proc] = true
-			pe.ch <- ProcEnd{Point: pe.ext.point(r), Proc: id, Host: pe.hosts[r], Status: n.Status, Stopped: n.Stopped, Reason: n.Reason,
-				At: unixTime(n.At), ErrAt: unixTime(n.ErrAt)}
+	s := &pe.newest[r]
+	s.ended = true
+	e := ProcEnd{Point: pe.ext.point(r), Proc: s.id, Host: s.host, Incarnation: s.incarnation, Status: n.Status, Stopped: n.Stopped, Reason: n.Reason,
+		At: unixTime(n.At), ErrAt: unixTime(n.ErrAt)}
+	if !pe.pumping {
+		select {
+		case pe.ch <- e:
+			return
+		default:
+		}
+	}
+	if len(pe.pending) == maxPendingEnds {
+		pe.pending = slices.Delete(pe.pending, 0, 1)
+		pe.dropped++
+	}
+	pe.pending = append(pe.pending, e)
+	if !pe.pumping {
+		pe.pumping = true
+		go pe.pump()
+	}
+}
+
+// pump passes the pending ends on, in order, as the channel is read,
+// until none is left or the runtime ends.
+func (pe *procEnds) pump() {
+	for {
+		pe.mu.Lock()
+		if len(pe.pending) == 0 {
+			pe.pumping, pe.pending = false, nil
+			pe.mu.Unlock()
+			return
+		}
+		e := pe.pending[0]
+		pe.pending = slices.Delete(pe.pending, 0, 1)
+		e.Dropped, pe.dropped = e.Dropped+pe.dropped, 0
+		pe.mu.Unlock()
+		select {
+		case pe.ch <- e:
+		case <-pe.done:
 			return
 		}
 	}
@@ -249,11 +346,14 @@ func unixTime(ns int64) time.Time {
 	return time.Unix(0, ns)
 }
 
-// Ends delivers, once each and as it happens, the end of every proc
-// SpawnProcs started for this mesh (a slice shares its mesh's); it holds
-// them all, so nothing is lost if it is read late. nil for a mesh that
-// SpawnProcs did not return in this process (ThisProc, a reference
-// received).
+// Ends delivers, once each and in the order they are heard, the end of
+// every proc SpawnProcs started for this mesh and of every proc started
+// in the place of one that ended (a restart: the slot's next
+// incarnation, ProcEnd.Incarnation); a slice shares its mesh's. It holds
+// one end per slot, and up to maxPendingEnds (4,096) more, so nothing is
+// lost if it is read late; past that the oldest go, and the next end
+// read counts them (ProcEnd.Dropped). nil for a mesh that SpawnProcs did
+// not return in this process (ThisProc, a reference received).
 func (p *ProcMesh) Ends() <-chan ProcEnd {
 	if p.ends == nil {
 		return nil

@@ -203,14 +203,10 @@ func (m *ActorMesh[A]) Restart(ctx context.Context) error {
 		return fmt.Errorf("actorrt: Restart %s: %w", m.ref.name, err)
 	}
 	errs := map[int]error{}
-	var onLive []int
-	for _, b := range failed {
-		if gone := rt.health.goneErr(m.ref.procOf(b)); gone != nil {
-			errs[b] = fmt.Errorf("%w; a restart by hand needs a live proc: Stop the mesh and Spawn it again on live procs (SpawnProcs starts new ones), or give it a RestartPolicy at spawn, which starts a new proc in its place", gone)
-			continue
-		}
-		onLive = append(onLive, b)
-	}
+	onLive, dead := rt.sup.splitByProcEnded(m.ref, failed)
+	// A member whose proc ended restarts on the proc its slot's host
+	// agent starts in its place (or started already, for another mesh).
+	rt.sup.moveToNewProcs(ctx, m.ref, dead, errs, map[int]bool{})
 	var whole error
 	if len(onLive) > 0 {
 		var rerrs map[int]error

@@ -2,6 +2,7 @@ package actorrt_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -41,12 +42,18 @@ func TestRestartByHandRestartsFailedOnly(t *testing.T) {
 }
 
 // TestRestartByHandProcEnded: Restart of a mesh whose failed member's
-// proc ended (no RestartPolicy to start a new one) leaves the running
-// member alone and fails with ErrProcFailed, saying what to do instead.
+// proc ended (no RestartPolicy: its owner was told) starts a proc in the
+// ended one's place, its slot's next incarnation, and restarts the member
+// there; the running member is left alone, and the ProcMesh reaches the
+// new proc.
 func TestRestartByHandProcEnded(t *testing.T) {
 	ctx := testCtx(t)
 	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
 	m, err := actorrt.Init1((*Phoenix).Init).Spawn(ctx, procs, "phoenix-byhand-proc", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasPid, err := pidFn.Call(procs.At("gpus", 1)).Get(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +62,22 @@ func TestRestartByHandProcEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFailure(t, "phoenix-byhand-proc")
-	err = m.Restart(ctx)
-	if !errors.Is(err, actorrt.ErrProcFailed) || !strings.Contains(err.Error(), "phoenix-byhand-proc[1]") || !strings.Contains(err.Error(), "Spawn it again") {
-		t.Fatalf("restart by hand of a member whose proc ended: %v; want ErrProcFailed naming the member and what to do", err)
+	if err := m.Restart(ctx); err != nil {
+		t.Fatalf("restart by hand of a member whose proc ended: %v", err)
 	}
-	if got, err := phoenixNonce.CallOne(m.At("gpus", 0)).Get(ctx); err != nil || got != before[0] {
-		t.Fatalf("member 0: %v, %v; want the same instance (%d)", got, err, before[0])
+	if now := nonces(t, m); now[0] != before[0] || now[1] == before[1] {
+		t.Fatalf("nonces %v then %v: want a new member 1, the same member 0", before, now)
+	}
+	w, err := actorrt.Method1((*Phoenix).Where).CallOne(m.At("gpus", 1), "MONARCH_RANK_GPUS").Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowPid, err := pidFn.Call(procs.At("gpus", 1)).Get(ctx)
+	if err != nil {
+		t.Fatalf("a remote function on the slot replaced by hand: %v", err)
+	}
+	if p := nowPid.Values()[0]; p == wasPid.Values()[0] || !strings.HasPrefix(w, fmt.Sprintf("pid=%d MONARCH_RANK_GPUS=1", p)) {
+		t.Fatalf("member 1 runs at %q; the slot was pid %d, is pid %d: want the member on the slot's new proc, rank 1", w, wasPid.Values()[0], p)
 	}
 }
 

@@ -625,3 +625,75 @@ func TestGoOnWithout(t *testing.T) {
 	}
 	assertNoFailure(t, "phoenix-goon")
 }
+
+// SlotHolder holds a ProcMesh it was given, on another proc than the
+// one that spawned it, and uses it.
+type SlotHolder struct{ procs *actorrt.ProcMesh }
+
+func (h *SlotHolder) Hold(ctx *actorrt.Context, procs *actorrt.ProcMesh) error {
+	h.procs = procs
+	return nil
+}
+
+// Pid runs a remote function on the held mesh's slot i.
+func (h *SlotHolder) Pid(ctx *actorrt.Context, i int) (int, error) {
+	v, err := pidFn.Call(h.procs.At("gpus", i)).Get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return v.Values()[0], nil
+}
+
+// SpawnWhere spawns a Phoenix on the held mesh's slot i and says where
+// it runs.
+func (h *SlotHolder) SpawnWhere(ctx *actorrt.Context, i int, dir string) (string, error) {
+	m, err := actorrt.Init1((*Phoenix).Init).Spawn(ctx, h.procs.At("gpus", i), "slot-held", dir)
+	if err != nil {
+		return "", err
+	}
+	defer m.Stop(ctx)
+	return actorrt.Method1((*Phoenix).Where).CallOne(m, "MONARCH_RANK_GPUS").Get(ctx)
+}
+
+// TestProcReplacedForAnotherHolder: an actor on another proc holds the
+// client's ProcMesh. A proc of it is killed and replaced, by the restart
+// policy of a mesh the client owns: the holder's remote function and its
+// Spawn on that slot reach the new proc, with no call of the holder's
+// (the client announces the replacement to every holder of the slot's
+// host agent's procs).
+func TestProcReplacedForAnotherHolder(t *testing.T) {
+	ctx := testCtx(t)
+	procs := spawnProcs(t, actorrt.Dims{{"gpus", 2}})
+	policy := actorrt.RestartPolicy{MaxRestarts: 3, Window: time.Minute}
+	m, err := actorrt.Init1((*Phoenix).Init).SpawnWith(ctx, procs, "slot-for-holder", actorrt.SpawnOptions{Restart: &policy}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := spawn[SlotHolder](t, spawnProcs(t, actorrt.Dims{{"gpus", 1}}), "slot-holder")
+	if _, err := actorrt.VoidMethod1((*SlotHolder).Hold).CallOne(holder, procs).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holderPid := actorrt.Method1((*SlotHolder).Pid)
+	was, err := holderPid.CallOne(holder, 1).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := nonces(t, m)
+	if err := actorrt.VoidMethod((*Phoenix).Die).Broadcast(m.At("gpus", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitNonces(t, m, func(n []int64) bool { return n[1] != before[1] })
+	now, err := pidFn.Call(procs.At("gpus", 1)).Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := holderPid.CallOne(holder, 1).Get(ctx)
+	if err != nil || got != now.Values()[0] || got == was {
+		t.Fatalf("the holder's remote function on the replaced slot: pid %d (%v); the slot was pid %d, is pid %d", got, err, was, now.Values()[0])
+	}
+	w, err := actorrt.Method2((*SlotHolder).SpawnWhere).CallOne(holder, 1, t.TempDir()).Get(ctx)
+	if want := fmt.Sprintf("pid=%d MONARCH_RANK_GPUS=1", now.Values()[0]); err != nil || w != want {
+		t.Fatalf("the holder's mesh spawned on the replaced slot runs at %q (%v); want %q", w, err, want)
+	}
+	assertNoFailure(t, "slot-for-holder")
+}

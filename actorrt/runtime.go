@@ -289,13 +289,18 @@ func (a *healthEffects) Gone(e liveness.Gone) {
 	if !e.Announce {
 		return
 	}
-	rt.announceGone(e.Notice, e.Agent)
-	// Again after a while: a notice lost to a link that was down is not
-	// otherwise sent again (receivers drop repeats).
+	rt.announceAgain(func() { rt.announceGone(e.Notice, e.Agent) })
+}
+
+// announceAgain runs send now and again after a while, until the runtime
+// closes: a notice lost to a link that was down is not otherwise sent
+// again (receivers drop repeats).
+func (rt *core) announceAgain(send func()) {
+	send()
 	for _, d := range hostagent.AnnounceAgain {
 		time.AfterFunc(d, func() {
 			if !rt.closing.Load() && rt.ctx.Err() == nil {
-				rt.announceGone(e.Notice, e.Agent)
+				send()
 			}
 		})
 	}
@@ -349,12 +354,19 @@ func (rt *core) watchAgent(agent string) {
 // watch) and, if the gone proc started procs itself, their holders.
 func (rt *core) announceGone(n wire.GoneNotice, agent string) {
 	for _, a := range []string{agent, n.Proc} {
-		if err := rt.sendControlOn(rt.subjects.Deaths(a), wire.OpGone, 0, &n); err != nil && !errors.Is(err, ErrStopped) {
-			rt.log.Warn().Err(err).Str("proc", n.Proc).Msg("cannot announce a proc's end")
-		}
+		rt.announce(a, wire.OpGone, &n, n.Proc, "cannot announce a proc's end")
 		if a == n.Proc {
 			break
 		}
+	}
+}
+
+// announce sends a notice (op, body) about proc on agent's deaths
+// subject, which every holder of that agent's procs watches; what says
+// in the log what could not be sent.
+func (rt *core) announce(agent, op string, body any, proc, what string) {
+	if err := rt.sendControlOn(rt.subjects.Deaths(agent), op, 0, body); err != nil && !errors.Is(err, ErrStopped) {
+		rt.log.Warn().Err(err).Str("proc", proc).Msg(what)
 	}
 }
 

@@ -21,7 +21,10 @@ import (
 // mesh, a new incarnation: this runtime starts at most one per ended
 // proc, however many of its meshes had members there (their restarts
 // share it), and every ProcMesh value of this runtime reaches the slot's
-// newest incarnation (current).
+// newest incarnation (current). The runtime that started it announces it
+// (OpReplaced) on the deaths subject of the slot's host agent, which
+// every runtime holding procs of that agent watches: theirs (a ProcMesh
+// passed to an actor, or one an actor spawned) reach it too (learn).
 type spawner struct {
 	rt   *core
 	seq  atomic.Uint64 // procs named here
@@ -77,18 +80,36 @@ func (sp *spawner) newProcID(agent string) string {
 	return agent + "." + jobenv.LocalPart(rt.procID) + n
 }
 
-// watchEnds has the ends of pe's procs passed on to it.
+// watchEnds has the ends of pe's procs passed on to it, and of the procs
+// started in their places.
 func (sp *spawner) watchEnds(pe *procEnds) {
-	for _, id := range pe.ids {
+	pe.done = sp.rt.ctx.Done()
+	for _, id := range pe.ids() {
 		sp.ends.Store(id, pe)
 	}
 }
 
 // endOf passes a proc's end on to the mesh that SpawnProcs started it
-// for, if it was here.
+// for, if it was here. The end of a proc that was not stopped keeps its
+// entry, for the proc started in its place (follow): one entry per slot.
 func (sp *spawner) endOf(n wire.GoneNotice) {
-	if pe, ok := sp.ends.LoadAndDelete(n.Proc); ok {
-		pe.(*procEnds).end(n)
+	v, ok := sp.ends.Load(n.Proc)
+	if !ok {
+		return
+	}
+	if n.Stopped {
+		sp.ends.Delete(n.Proc)
+	}
+	v.(*procEnds).end(n)
+}
+
+// follow records p, started in the place of old: the slot's newest
+// incarnation, which current reaches, and whose end goes where old's
+// went.
+func (sp *spawner) follow(old string, p procInfo) {
+	sp.nReplaced.Add(1)
+	if v, ok := sp.ends.LoadAndDelete(old); ok && v.(*procEnds).replaced(old, p) {
+		sp.ends.Store(p.ID, v)
 	}
 }
 
@@ -153,8 +174,11 @@ func (sp *spawner) respawn(ctx context.Context, old, agent string) (procInfo, er
 	if r.err == nil {
 		sp.followSlot(old, r.p.ID)
 		sp.successors.Store(old, r.p)
-		sp.nReplaced.Add(1)
+		sp.follow(old, r.p)
 		sp.rt.sup.step(evReplaced{old: old, new: r.p.ID})
+		// On old's agent's subject, which old's holders watch: a spare of
+		// another host may have taken a lost host's slot.
+		sp.announce(agent, wire.ReplacedNotice{Old: old, New: r.p.ID, Agent: r.p.Agent, Host: r.p.Host, PID: r.p.PID})
 	}
 	sp.mu.Lock()
 	delete(sp.replacing, old) // after a failure, the next asker tries again
@@ -262,4 +286,39 @@ func (sp *spawner) adoptElsewhere(ctx context.Context, old, agent string, s *slo
 		errs = append(errs, err)
 	}
 	return procInfo{}, fmt.Errorf("no spare of another host took its slot: %w", errors.Join(errs...))
+}
+
+// announce tells the holders of procs of agent, n.Old's, that n.New (a
+// proc of n.Agent) took n.Old's place, now and again after a while, as a
+// proc's end is.
+func (sp *spawner) announce(agent string, n wire.ReplacedNotice) {
+	sp.rt.announceAgain(func() {
+		sp.rt.announce(agent, wire.OpReplaced, &n, n.New, "cannot announce a proc started in an ended one's place")
+	})
+}
+
+// learn records that proc n.New was started in the place of n.Old, as
+// the runtime that started it announced: this runtime's ProcMesh values
+// reach it from then on, and a restart here of a member that was on Old
+// meets it (respawn). A slot's chain never loops: a notice whose New is
+// Old or one of Old's predecessors here is dropped, as is a repeat.
+func (sp *spawner) learn(n wire.ReplacedNotice) {
+	p := procInfo{ID: n.New, Agent: n.Agent, Host: n.Host, PID: n.PID}
+	for q := p.ID; ; {
+		if q == n.Old {
+			sp.rt.log.Warn().Str("proc", n.New).Str("old", n.Old).Msg("dropped a notice of a proc started in an ended one's place: its slot would loop")
+			return
+		}
+		v, ok := sp.successors.Load(q)
+		if !ok {
+			break
+		}
+		q = v.(procInfo).ID
+	}
+	if _, known := sp.successors.LoadOrStore(n.Old, p); known {
+		return
+	}
+	sp.follow(n.Old, p)
+	sp.rt.health.started([]procInfo{p}, false)
+	sp.rt.sup.step(evReplaced{old: n.Old, new: n.New})
 }

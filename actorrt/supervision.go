@@ -1,6 +1,7 @@
 package actorrt
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -247,20 +248,7 @@ func (s *supervision) restartLater(e effRestart) {
 		cause := e.f.ActorID + " failed: " + e.f.Reason
 		why := map[int]error{} // the ranks whose restart failed
 		forGood := map[int]bool{}
-		var live []int
-		dead := map[string][]int{} // by the proc that ended
-		var order []string
-		for _, b := range e.ranks {
-			p := ref.procOf(b)
-			if rt.health.goneErr(p) == nil {
-				live = append(live, b)
-				continue
-			}
-			if dead[p] == nil {
-				order = append(order, p)
-			}
-			dead[p] = append(dead[p], b)
-		}
+		live, dead := s.splitByProcEnded(ref, e.ranks)
 		if len(live) > 0 {
 			errs, err := restartMembers(rt.ctx, rt, ref, live, cause, false)
 			for _, b := range live {
@@ -271,25 +259,7 @@ func (s *supervision) restartLater(e effRestart) {
 				}
 			}
 		}
-		for _, old := range order {
-			ranks := dead[old]
-			p, err := rt.procs.respawn(rt.ctx, old, ref.agentOf(ranks[0]))
-			if err != nil {
-				for _, b := range ranks {
-					why[b], forGood[b] = fmt.Errorf("no new proc in the place of %s: %w", old, err), true
-				}
-				continue
-			}
-			rt.log.Info().Str("mesh", ref.name).Str("old", old).Str("proc", p.ID).Ints("ranks", ranks).Msg("a new proc in the place of one that ended")
-			errs, err := rt.spawnMoved(rt.ctx, ref, ranks, p)
-			for _, b := range ranks {
-				if err != nil {
-					why[b] = err
-				} else if errs[b] != nil {
-					why[b] = errs[b]
-				}
-			}
-		}
+		s.moveToNewProcs(rt.ctx, ref, dead, why, forGood)
 		ev := evRestartDone{id: e.id, ranks: e.ranks, at: time.Now()}
 		for _, b := range e.ranks {
 			if why[b] == nil {
@@ -306,6 +276,60 @@ func (s *supervision) restartLater(e effRestart) {
 		}
 		s.step(ev)
 	})
+}
+
+// procsEnded is the ranks of a mesh whose proc ended, by that proc, the
+// procs in the order their first rank came.
+type procsEnded struct {
+	ranks map[string][]int
+	order []string
+}
+
+// splitByProcEnded splits ranks of ref into those on live procs and those
+// whose proc ended.
+func (s *supervision) splitByProcEnded(ref *meshRef, ranks []int) (live []int, dead procsEnded) {
+	rt := s.rt
+	dead.ranks = map[string][]int{}
+	for _, b := range ranks {
+		p := ref.procOf(b)
+		if rt.health.goneErr(p) == nil {
+			live = append(live, b)
+			continue
+		}
+		if dead.ranks[p] == nil {
+			dead.order = append(dead.order, p)
+		}
+		dead.ranks[p] = append(dead.ranks[p], b)
+	}
+	return live, dead
+}
+
+// moveToNewProcs restarts the members of dead on the procs started in
+// their ended procs' places (one per slot, shared with every mesh that
+// had members there: spawner.respawn), and records in why each rank
+// whose restart failed; forGood, those with no new proc (its host is
+// gone).
+func (s *supervision) moveToNewProcs(ctx context.Context, ref *meshRef, dead procsEnded, why map[int]error, forGood map[int]bool) {
+	rt := s.rt
+	for _, old := range dead.order {
+		ranks := dead.ranks[old]
+		p, err := rt.procs.respawn(ctx, old, ref.agentOf(ranks[0]))
+		if err != nil {
+			for _, b := range ranks {
+				why[b], forGood[b] = fmt.Errorf("no new proc in the place of %s: %w", old, err), true
+			}
+			continue
+		}
+		rt.log.Info().Str("mesh", ref.name).Str("old", old).Str("proc", p.ID).Ints("ranks", ranks).Msg("a new proc in the place of one that ended")
+		errs, err := rt.spawnMoved(ctx, ref, ranks, p)
+		for _, b := range ranks {
+			if err != nil {
+				why[b] = err
+			} else if errs[b] != nil {
+				why[b] = errs[b]
+			}
+		}
+	}
 }
 
 // replaceLater carries out a restart that proc mesh pm's policy decided:

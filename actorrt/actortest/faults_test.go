@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -383,5 +384,77 @@ func TestProcMeshRestart(t *testing.T) {
 			t.Fatalf("failure %v: want the proc mesh's loss, past its policy", f)
 		}
 		break
+	}
+}
+
+// TestProcEndsOfEveryIncarnation: ProcMesh.Ends delivers the end of every
+// proc of every slot once, the procs started in ended ones' places too,
+// each naming its slot and incarnation: a slot killed twice and replaced
+// by the mesh's policy, then the mesh stopped, is four ends for a mesh of
+// two slots (whose channel holds two), in the order they happened.
+func TestProcEndsOfEveryIncarnation(t *testing.T) {
+	c := actortest.Start(t, 1)
+	ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
+	defer cancel()
+	policy := actorrt.RestartPolicy{MaxRestarts: 5, Window: time.Minute}
+	procs, err := c.Hosts().SpawnProcs(ctx, actorrt.Dims{{"gpus", 2}}, actorrt.WithName("incarnations"), actorrt.WithProcRestart(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := procs.At("hosts", 0).At("gpus", 1)
+	for i := range 2 {
+		if err := c.Kill(slot); err != nil {
+			t.Fatal(err)
+		}
+		// Replaced once a mesh spawns there.
+		for {
+			m, err := counters.Spawn(ctx, slot, "incarnation", i)
+			if err == nil {
+				m.Stop(ctx)
+				break
+			}
+			if !errors.Is(err, actorrt.ErrProcFailed) || ctx.Err() != nil {
+				t.Fatalf("a spawn on the slot being replaced: %v", err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if err := procs.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	type end struct {
+		coords      []int
+		incarnation int
+		stopped     bool
+	}
+	want := []end{{[]int{0, 1}, 0, false}, {[]int{0, 1}, 1, false}}
+	var got, stops []end
+	seen := map[string]bool{}
+	for len(got)+len(stops) < 4 {
+		select {
+		case e := <-procs.Ends():
+			if seen[e.Proc] || e.Dropped != 0 {
+				t.Fatalf("end %v: a second end of %s, or %d dropped", e, e.Proc, e.Dropped)
+			}
+			seen[e.Proc] = true
+			g := end{e.Point.Coords(), e.Incarnation, e.Stopped}
+			if e.Stopped {
+				stops = append(stops, g)
+			} else {
+				got = append(got, g)
+			}
+		case <-ctx.Done():
+			t.Fatalf("ends %v then %v (stopped); want %v, then the stops of both slots' newest procs", got, stops, want)
+		}
+	}
+	slices.SortFunc(stops, func(a, b end) int { return slices.Compare(a.coords, b.coords) })
+	want = append(want, end{[]int{0, 0}, 0, true}, end{[]int{0, 1}, 2, true})
+	if g := append(got, stops...); !reflect.DeepEqual(g, want) {
+		t.Fatalf("ends %v; want %v", g, want)
+	}
+	select {
+	case e := <-procs.Ends():
+		t.Fatalf("a fifth end: %v", e)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

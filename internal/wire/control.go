@@ -83,6 +83,11 @@ const (
 	// OpSlotTaken (no body), from a spare to its agent (ReplyTo names the
 	// spare): it has taken the slot it was handed, its variables set.
 	OpSlotTaken = "slottaken"
+	// OpReplaced (ReplacedNotice), on the deaths subject of the host
+	// agent of both procs: a proc was started in an ended one's place, by
+	// the process that asked for it. Every holder of the agent's procs
+	// hears it, so its ProcMesh values reach the slot's new proc.
+	OpReplaced = "replaced"
 )
 
 // The ops of the job's name registry, which the client keeps (the SDK's
@@ -231,6 +236,17 @@ func (s *AdoptSlot) check() error {
 	return nil
 }
 
+// ReplacedNotice tells that proc New, which host agent Agent started on
+// host Host (pid PID), took the place of Old, a proc of the same agent
+// that ended (OpReplaced).
+type ReplacedNotice struct {
+	Old   string `msgpack:"old"`
+	New   string `msgpack:"new"`
+	Agent string `msgpack:"agent"`
+	Host  string `msgpack:"host"`
+	PID   int    `msgpack:"pid"`
+}
+
 // MaxCPU bounds a CPU number in SpawnProcsReq.CPUs (the kernel's own
 // limit on this architecture's cpu sets is far above any machine's).
 const MaxCPU = 1 << 16
@@ -328,6 +344,10 @@ func CheckControl(h *Header, body any) error {
 		}
 		if b.ErrAt < 0 || b.At != 0 && b.ErrAt > b.At {
 			return fmt.Errorf("proc %.40q wrote its last error at %d, ended at %d (want Unix nanoseconds, at most its end, or 0)", b.Proc, b.ErrAt, b.At)
+		}
+	case *ReplacedNotice:
+		if !ValidID(b.Old) || !ValidID(b.New) || b.Old == b.New || !ValidID(b.Agent) || b.PID < 0 {
+			return fmt.Errorf("proc %.40q replaced by %.40q of agent %.40q, pid %d", b.Old, b.New, b.Agent, b.PID)
 		}
 	case *PortGone:
 		if b.ID == 0 || !ValidID(h.ReplyTo) {

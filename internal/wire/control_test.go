@@ -118,3 +118,27 @@ func TestTakeSlotChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestReplacedNoticeChecked: a notice of a proc started in an ended one's
+// place is taken only with both procs' ids, distinct, the agent's id and
+// a pid that is not negative: a slot whose chain loops to itself, or
+// leads to a subject, is never recorded.
+func TestReplacedNoticeChecked(t *testing.T) {
+	good := ReplacedNotice{Old: "c-1", New: "c-5", Agent: "c", Host: "h0", PID: 4242}
+	with := func(f func(n *ReplacedNotice)) *ReplacedNotice { n := good; f(&n); return &n }
+	h := &Header{Kind: KindControl, Method: OpReplaced, ReplyTo: "c", Rank: -1}
+	if err := CheckControl(h, &good); err != nil {
+		t.Fatalf("refused %+v: %v", good, err)
+	}
+	for name, n := range map[string]*ReplacedNotice{
+		"no old proc":         with(func(n *ReplacedNotice) { n.Old = "" }),
+		"a wildcard for new":  with(func(n *ReplacedNotice) { n.New = "c-*" }),
+		"new is old":          with(func(n *ReplacedNotice) { n.New = n.Old }),
+		"a subject for agent": with(func(n *ReplacedNotice) { n.Agent = "c.>" }),
+		"a negative pid":      with(func(n *ReplacedNotice) { n.PID = -1 }),
+	} {
+		if err := CheckControl(h, n); err == nil || !strings.Contains(err.Error(), "replaced by") {
+			t.Errorf("%s: %+v taken (%v), want it refused", name, *n, err)
+		}
+	}
+}
