@@ -18,7 +18,7 @@ import (
 // one srun step, or ssh sessions. Each ends by itself when the job's bus
 // goes away; stop ends them sooner. A nil *agents is an empty set.
 type agents struct {
-	ended chan agentEnd // one per process (the srun step counts as one)
+	ended chan agentEnd // one per process, and one per task of the srun step that ends before it
 
 	mu     sync.Mutex
 	procs  []*child.Process
@@ -41,8 +41,9 @@ func newAgents(n int) *agents { return &agents{ended: make(chan agentEnd, n)} }
 // agent, the last lines it wrote to stderr.
 type agentEnd struct {
 	what   string
-	agents []string // the agents this process held: one, or a whole srun step
+	agents []string // the agents that ended: one, or those of the srun step not reported before
 	err    error
+	status string   // how it ended when not as the process (an srun task's end); "": child.Describe(err)
 	tail   string   // a local agent's last lines, joined
 	cause  string   // an srun step's or ssh session's cause (stepCause.String)
 	lines  []string // what srun or ssh said, the failing host's lines first, bounded
@@ -52,7 +53,10 @@ type agentEnd struct {
 
 // String is the end in one line: what ended, how, and why.
 func (e agentEnd) String() string {
-	status := child.Describe(e.err)
+	status := e.status
+	if status == "" {
+		status = child.Describe(e.err)
+	}
 	switch {
 	case e.cause != "":
 		return fmt.Sprintf("%s %s; %s", e.what, status, e.cause)
@@ -90,7 +94,7 @@ func (e agentEnd) said() string {
 func (a *agents) start(what string, ids []string, cmd *exec.Cmd, w io.Writer) error {
 	tail := &tailWriter{max: 4}
 	cmd.Stderr = io.MultiWriter(w, tail)
-	return a.run(what, ids, cmd, func(e *agentEnd) { e.tail = tail.String() })
+	return a.run(what, ids, cmd, func(e *agentEnd) bool { e.tail = tail.String(); return true })
 }
 
 // startStep starts cmd, an srun step or an ssh session holding the agents
@@ -98,35 +102,46 @@ func (a *agents) start(what string, ids []string, cmd *exec.Cmd, w io.Writer) er
 // cause read (by read: readSrun, readSSH) from what it said.
 func (a *agents) startStep(what string, ids []string, cmd *exec.Cmd, log *stepLog, read func(string) (stepCause, bool)) error {
 	cmd.Stderr = log
-	return a.run(what, ids, cmd, func(e *agentEnd) {
+	return a.run(what, ids, cmd, func(e *agentEnd) bool {
 		log.flush()
-		kept, dropped := log.said()
-		lines := make([]string, len(kept))
-		for i, l := range kept {
-			lines[i] = l.text
-		}
-		c, ok := firstCause(lines, read)
-		switch {
-		case ok && strings.HasSuffix(what, " "+c.host):
-			e.cause = c.msg // "ssh h2" names the host already
-		case ok:
-			e.cause = c.String()
-		}
-		lines = hostFirst(lines, c.host)
-		if len(lines) > maxShownLines {
-			dropped += len(lines) - maxShownLines
-			lines = lines[:maxShownLines]
-		}
-		e.lines, e.more, e.log = lines, dropped, log.path
+		e.readLog(log, read, nil)
+		return true
 	})
+}
+
+// readLog sets e's cause and lines from what log kept: the lines keep
+// selects (nil: all), read for a cause by read. A cause whose host e's
+// what names already (ssh h2, srun task on h2) is given without it.
+func (e *agentEnd) readLog(log *stepLog, read func(string) (stepCause, bool), keep func(string) bool) {
+	kept, dropped := log.said()
+	lines := make([]string, 0, len(kept))
+	for _, l := range kept {
+		if keep == nil || keep(l.text) {
+			lines = append(lines, l.text)
+		}
+	}
+	c, ok := firstCause(lines, read)
+	switch {
+	case ok && strings.HasSuffix(e.what, " "+c.host):
+		e.cause = c.msg
+	case ok:
+		e.cause = c.String()
+	}
+	lines = hostFirst(lines, c.host)
+	if len(lines) > maxShownLines {
+		dropped += len(lines) - maxShownLines
+		lines = lines[:maxShownLines]
+	}
+	e.lines, e.more, e.log = lines, dropped, log.path
 }
 
 // maxShownLines bounds what an end's message shows of what srun or ssh
 // said; the system log has it all.
 const maxShownLines = 12
 
-// run starts cmd and reports its end on a.ended, as done completes it.
-func (a *agents) run(what string, ids []string, cmd *exec.Cmd, done func(*agentEnd)) error {
+// run starts cmd and reports its end on a.ended, as done completes it;
+// not when done returns false (the agents it held were all reported).
+func (a *agents) run(what string, ids []string, cmd *exec.Cmd, done func(*agentEnd) bool) error {
 	p, err := child.Start(cmd)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -137,8 +152,9 @@ func (a *agents) run(what string, ids []string, cmd *exec.Cmd, done func(*agentE
 	go func() {
 		<-p.Done()
 		e := agentEnd{what: what, agents: ids, err: p.Err()}
-		done(&e)
-		a.ended <- e
+		if done(&e) {
+			a.ended <- e
+		}
 	}()
 	return nil
 }

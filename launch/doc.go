@@ -40,14 +40,18 @@
 // requeued run too. A new scheduler is one file here and its table in
 // hostsconfig.
 //
-//   - slurm: inside an allocation, one srun step with one agent per node
-//     (with TLS, without the secret, which each agent receives over its
-//     TLS link to the link watcher once a MUNGE credential proves it runs
-//     as the job's user: links.go, slurm.go's mungeToken; with tls =
-//     false, the secret in the step's environment); outside one, Run re-runs
-//     `monarch run` under salloc with the job's resources, or submits it
-//     with sbatch (Detach; with --signal=B:USR1 for the time-limit
-//     warning, --requeue when asked). Requests carry --immediate, so Slurm's own
+//   - slurm: inside an allocation, one srun step with one agent per node,
+//     run with --kill-on-bad-exit=0 and --wait=0: an agent that ends (its
+//     host lost) ends alone, the other hosts' agents and procs go on, as
+//     over ssh, and srun's line for its task reports it by itself
+//     (slurmtasks.go). With TLS, the agents start without the secret,
+//     which each receives over its TLS link to the link watcher once a
+//     MUNGE credential proves it runs as the job's user (links.go,
+//     slurm.go's mungeToken); with tls = false, the secret is in the
+//     step's environment. Outside an allocation, Run re-runs `monarch
+//     run` under salloc with the job's resources, or submits it with
+//     sbatch (Detach; with --signal=B:USR1 for the time-limit warning,
+//     --requeue when asked). Requests carry --immediate, so Slurm's own
 //     errors come back in seconds. Its queue: squeue, scancel.
 //   - ssh: one session per host, at most Parallel being set up at once; the
 //     secret goes on stdin and the session stays open: closing it ends the

@@ -125,7 +125,7 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 		return nil, err
 	}
 	spec.ship.use(0, &spec.monarch, &spec.args.Program) // the copies sent, if any
-	a := newAgents(1)
+	a := newAgents(len(p.hosts) + 1)                    // a task's end each, and the step's
 	log := a.stepLog(spec.args.Job, "srun", srunOwn, spec.stderr)
 	why := causeContext{hosts: p.hosts, monarch: spec.monarch, key: "[slurm] monarch", keySet: s.cfg != nil && s.cfg.Monarch != ""}
 	step := s.step(spec, len(p.hosts))
@@ -134,7 +134,7 @@ func (s slurmHosts) start(ctx context.Context, p *placement, spec *agentSpec) (*
 		// agents' indexes (cmd_agent's slurmIndex) count from.
 		step.Args = slices.Insert(step.Args, 1, "--relative=0")
 	}
-	if err := a.startStep("srun step", agentIDs(len(p.hosts)), step, log, why.readSrun); err != nil {
+	if err := a.startTasks(p.hosts, step, log, why.readSrun); err != nil {
 		a.stop(0)
 		return nil, fmt.Errorf("slurm: %w", err)
 	}
@@ -185,7 +185,7 @@ func srunOwn(line string) bool {
 // index in the job's node list (--slurm).
 func (s slurmScheduler) step(spec *agentSpec, n int) *exec.Cmd {
 	args := []string{"--overlap", "--nodes=" + strconv.Itoa(n), "--ntasks=" + strconv.Itoa(n),
-		"--ntasks-per-node=1", "--kill-on-bad-exit=1", immediate(s.cfg), "--export=ALL"}
+		"--ntasks-per-node=1", "--kill-on-bad-exit=0", "--wait=0", immediate(s.cfg), "--export=ALL"}
 	if s.cfg != nil {
 		args = append(args, s.cfg.SrunArgs...)
 	}

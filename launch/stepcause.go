@@ -192,14 +192,20 @@ func hostFirst(lines []string, host string) []string {
 	if host == "" {
 		return lines
 	}
-	name := regexp.MustCompile(`(^|[^\w.])` + regexp.QuoteMeta(host) + `($|[^\w.-])`) // slurmstepd-h2: names h2
-	out := slices.Clip(slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return !name.MatchString(l) }))
+	names := namesHost(host)
+	out := slices.Clip(slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return !names(l) }))
 	for _, l := range lines {
-		if !name.MatchString(l) {
+		if !names(l) {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// namesHost tells the lines that name host (slurmstepd-h2: names h2).
+func namesHost(host string) func(string) bool {
+	name := regexp.MustCompile(`(^|[^\w.])` + regexp.QuoteMeta(host) + `($|[^\w.-])`)
+	return name.MatchString
 }
 
 // agentHost names the host of agent id ("h1" is host 1 of hosts);

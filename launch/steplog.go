@@ -22,9 +22,12 @@ import (
 type stepLog struct {
 	from string            // the process, in the system log: "srun", "ssh h2"
 	own  func(string) bool // the scheduler's own lines
-	pass io.Writer         // the agents' own lines: the launcher's stderr
-	sys  *zerolog.Logger   // the system log; nil: none
-	path string            // the system log's file, for messages
+	// onOwn, when set, is given each of them as it comes (s.mu held:
+	// it must not block).
+	onOwn func(string)
+	pass  io.Writer       // the agents' own lines: the launcher's stderr
+	sys   *zerolog.Logger // the system log; nil: none
+	path  string          // the system log's file, for messages
 
 	mu    sync.Mutex
 	lines boundedLines // every line, the agents' included: causes are in both
@@ -80,6 +83,9 @@ func (s *stepLog) line(l string) {
 	}
 	own := s.own != nil && s.own(l)
 	s.lines.add(l, own)
+	if own && s.onOwn != nil {
+		s.onOwn(l)
+	}
 	switch {
 	case !own && s.pass != nil:
 		io.WriteString(s.pass, l+"\n")

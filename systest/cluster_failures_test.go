@@ -144,9 +144,9 @@ func waitNodeResponds(t *testing.T, c *testcluster.Cluster, node string) {
 }
 
 // TestSlurmKilledAgentNamesHost kills h2's agent of a running Slurm job:
-// the step's end names h2 (srun's last lines were about h1), and the
-// client names hosts by their names, never an agent's id as if it were
-// one.
+// h2's task is reported alone, naming h2 (h1's agent goes on until the
+// job, its proc mesh failed, ends), and the client names hosts by their
+// names, never an agent's id as if it were one.
 func TestSlurmKilledAgentNamesHost(t *testing.T) {
 	c := testcluster.Get(t)
 	program := filepath.Join(build(t), "multihost")
@@ -162,7 +162,7 @@ func TestSlurmKilledAgentNamesHost(t *testing.T) {
 		t.Fatalf("job still running 60s after an agent was killed; stderr:\n%s", stderr.String())
 	}
 	got := stderr.String()
-	if !strings.Contains(got, "first failing host "+c.Hosts[1]+": its agent was killed") {
+	if !strings.Contains(got, "srun task on "+c.Hosts[1]+" ended; its agent was killed") {
 		t.Errorf("the end does not name %s first; stderr:\n%s", c.Hosts[1], got)
 	}
 	if m := regexp.MustCompile(`host agent h\d`).FindString(got); m != "" {
