@@ -47,11 +47,10 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 	var sleeps []int
 	keeper := 0
 	for _, pid := range descendantsOf(agent) {
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-		switch args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"); {
-		case strings.Join(args, " ") == sleep:
+		switch {
+		case cmdlineOf(pid) == sleep:
 			sleeps = append(sleeps, pid)
-		case len(args) == 1 && args[0] == "monarch-keeper" && slices.Contains(childrenOf(agent), pid):
+		case isKeeper(pid) && slices.Contains(childrenOf(agent), pid):
 			keeper = pid
 		}
 	}
@@ -73,8 +72,7 @@ func TestAgentKilledLeavesNothing(t *testing.T) {
 			continue
 		}
 		if !waitFor(10*time.Second, func() bool { return !alive(pid) }) {
-			cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-			t.Errorf("%d (%s) still running 10s after h1's agent was SIGKILLed", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+			t.Errorf("%d (%s) still running 10s after h1's agent was SIGKILLed", pid, cmdlineOf(pid))
 		}
 	}
 	waitExit(t, cmd, 2*time.Minute, stderr)
@@ -107,3 +105,13 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(string(stat), ')')
 	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
 }
+
+// cmdlineOf is pid's command line, its arguments joined by spaces.
+func cmdlineOf(pid int) string {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
+}
+
+// isKeeper reports whether pid is a host agent's keeper (child.Keeper),
+// a child of the agent that is none of its procs.
+func isKeeper(pid int) bool { return cmdlineOf(pid) == "monarch-keeper" }

@@ -297,7 +297,9 @@ func TestSPMDElasticWedgedHostTorch(t *testing.T) {
 		syscall.Kill(agent, syscall.SIGSTOP)
 		t.Cleanup(func() { syscall.Kill(agent, syscall.SIGCONT) })
 		for _, rank := range childrenOf(agent) {
-			syscall.Kill(rank, syscall.SIGKILL)
+			if !isKeeper(rank) {
+				syscall.Kill(rank, syscall.SIGKILL)
+			}
 		}
 	}
 	torchGoesOn(t, wedge, python, script)
