@@ -11,6 +11,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // A Keeper ends the process groups of its parent's children when the
@@ -65,9 +68,11 @@ func StartKeeper() (*Keeper, error) {
 		return nil, fmt.Errorf("start keeper: %w", err)
 	}
 	cmd := &exec.Cmd{
-		Path:   "/proc/self/exe",
-		Args:   []string{keeperArg0},
-		Env:    []string{keeperEnv + "=1"},
+		Path: "/proc/self/exe",
+		Args: []string{keeperArg0},
+		// GORACE: a program built with -race sleeps 1 s at exit by
+		// default, which Close would wait for.
+		Env:    []string{keeperEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		Dir:    "/",
 		Stdin:  r,
 		Stderr: os.Stderr,
@@ -223,6 +228,8 @@ func (g *keptGroups) killAll() {
 // keeperMain is a keeper's life: it keeps the groups its stdin names
 // until EOF, then ends them.
 func keeperMain() int {
+	// Its name in top and ps -e, rather than exe (/proc/self/exe's).
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte(keeperArg0 + "\x00")[0])), 0, 0, 0)
 	g := &keptGroups{groups: map[int]bool{}}
 	stop := make(chan struct{})
 	go func() {
