@@ -21,9 +21,9 @@ import (
 
 // elasticRank is the ranks' command: each says its rank, world, group
 // attempt and host, then waits (60 s on the first attempt: until the test
-// takes its host; 2 s on the next). It execs the wait: a shell's child
-// would outlive a host agent SIGKILLed, whose death ends its own children
-// only (Pdeathsig).
+// takes its host; 2 s on the next). It execs the wait, though a shell's
+// child would go with a host agent SIGKILLed too (its keeper:
+// TestAgentKilledLeavesNothing).
 const elasticRank = `echo "rank $RANK of $WORLD_SIZE group $GROUP_RANK of $GROUP_WORLD_SIZE attempt $TORCHELASTIC_RESTART_COUNT port $MASTER_PORT on ${MONARCH_HOST_NAME:-$(hostname)}"; ` +
 	`[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exec sleep 60.41; exec sleep 2.41`
 
@@ -297,7 +297,9 @@ func TestSPMDElasticWedgedHostTorch(t *testing.T) {
 		syscall.Kill(agent, syscall.SIGSTOP)
 		t.Cleanup(func() { syscall.Kill(agent, syscall.SIGCONT) })
 		for _, rank := range childrenOf(agent) {
-			syscall.Kill(rank, syscall.SIGKILL)
+			if !isKeeper(rank) {
+				syscall.Kill(rank, syscall.SIGKILL)
+			}
 		}
 	}
 	torchGoesOn(t, wedge, python, script)

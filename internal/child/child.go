@@ -11,6 +11,12 @@
 // A Process is reaped by a goroutine of its own; Done is closed then.
 // Stop and StopAll end children with SIGTERM and, after a grace period,
 // SIGKILL, waiting on Done: no polling.
+//
+// A parent-death signal ends the child, not what the child started. A
+// Keeper (keeper.go) ends the process groups its parent registered when
+// the parent dies, however it dies: the parent's program run again in
+// keeper mode (a program that imports this package is one, before its
+// main runs), woken by EOF on a pipe only the parent writes.
 package child
 
 import (

@@ -100,6 +100,10 @@ type Agent struct {
 	// the newest SpawnProcs' of that name.
 	pools map[string]*sparePool
 
+	// keeper ends its children's process groups if it dies (keeper.go);
+	// started at the first child.
+	keeper keeperOnce
+
 	started atomic.Bool // it has started a proc: it heartbeats from then on
 	closing atomic.Bool // Close has begun: ends are expected, not told
 }
@@ -466,6 +470,9 @@ func (a *Agent) Close() {
 	}
 	a.mu.Unlock()
 	a.stop(ps, a.cfg.StopTimeout)
+	// What ended procs left in their groups goes too: nothing of the
+	// agent's outlives it.
+	a.keeper.close()
 	if a.program != nil {
 		a.program.close()
 	}
@@ -498,6 +505,9 @@ func (a *Agent) watch(p *proc) {
 	// after another's that happened later (spmd orders them by this).
 	at := time.Now()
 	p.drainOutput(OutputGrace)
+	if ep, ok := p.process.(execProcess); ok {
+		a.forgetIfEmpty(ep.Pid())
+	}
 	// Its last stderr line, read at most at its end: a line read while
 	// draining was written before the end (or by a grandchild after it),
 	// and is placed at the end, the latest it can have been written.

@@ -72,7 +72,15 @@
 // Children are started with internal/child: a parent-death signal from a
 // thread that lives as long as the process, their own process group (a
 // terminal's Ctrl-C reaches the client only, which stops them in order),
-// and SIGTERM, then SIGKILL after the stop timeout, to stop them. An
+// and SIGTERM, then SIGKILL after the stop timeout, to stop them.
+// Each group (a proc's, a spare's, a command's of `monarch exec`) is kept
+// by the agent's keeper (child.Keeper, started at its first child): when
+// the agent dies, by any death, SIGKILL included, its children die of
+// their parent-death signal and the keeper sends SIGKILL to their groups,
+// so that a shell's or a wrapper's children (python under bash) go too;
+// at Close it ends what procs that ended left in their groups. A process
+// that leaves its group (setsid, a daemon) is not ended so. A group is
+// forgotten once it is empty (its id may be a new process's). An
 // end is told as a stop (GoneNotice.Stopped) only when the stop came
 // while the proc still ran: one that ended on its own before, its output
 // still draining, failed, and is told so.

@@ -119,7 +119,7 @@ func (a *Agent) runExec(req wire.ExecReq, run *execRun, out func(*wire.ExecEvent
 	cmd.Dir = a.cfg.Dir
 	cmd.Env = append(jobenv.Clean(os.Environ()), a.cfg.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p, reads, err := startPiped(cmd, nil)
+	p, reads, err := a.startPiped(cmd, nil)
 	if err != nil {
 		status := 126
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -182,6 +182,7 @@ func (a *Agent) runExec(req wire.ExecReq, run *execRun, out func(*wire.ExecEvent
 	}
 	syscall.Kill(-p.Pid(), syscall.SIGKILL)
 	drainPipes(&captured, reads[:], OutputGrace)
+	a.forgetIfEmpty(p.Pid())
 
 	end := &wire.ExecEvent{End: true, Status: -1, Reason: child.Describe(p.Err())}
 	if ps := cmd.ProcessState; ps != nil {

@@ -53,8 +53,10 @@ type lineLabel struct {
 }
 
 // startPiped starts cmd bound to cpus (none: any), its stdout and stderr
-// each into a pipe whose read end it returns (stdout first).
-func startPiped(cmd *exec.Cmd, cpus []int) (*child.Process, [2]*os.File, error) {
+// each into a pipe whose read end it returns (stdout first). A child in a
+// process group of its own has its group kept by the agent's keeper
+// (keeper.go).
+func (a *Agent) startPiped(cmd *exec.Cmd, cpus []int) (*child.Process, [2]*os.File, error) {
 	var reads, writes [2]*os.File
 	closeAll := func(fs [2]*os.File) {
 		for _, f := range fs {
@@ -79,6 +81,9 @@ func startPiped(cmd *exec.Cmd, cpus []int) (*child.Process, [2]*os.File, error) 
 		closeAll(reads)
 		return nil, reads, err
 	}
+	if cmd.SysProcAttr.Setpgid {
+		a.keep(process.Pid())
+	}
 	return process, reads, nil
 }
 
@@ -87,7 +92,7 @@ func startPiped(cmd *exec.Cmd, cpus []int) (*child.Process, [2]*os.File, error) 
 func (a *Agent) start(id string, label lineLabel, cmd *exec.Cmd, cpus []int) (*proc, error) {
 	p := &proc{id: id, ended: make(chan struct{}), up: make(chan struct{})}
 	p.label.Store(&label)
-	process, outputs, err := startPiped(cmd, cpus)
+	process, outputs, err := a.startPiped(cmd, cpus)
 	if err != nil {
 		return nil, err
 	}
