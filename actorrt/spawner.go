@@ -303,6 +303,12 @@ func (sp *spawner) announce(agent string, n wire.ReplacedNotice) {
 // meets it (respawn). A slot's chain never loops: a notice whose New is
 // Old or one of Old's predecessors here is dropped, as is a repeat.
 func (sp *spawner) learn(n wire.ReplacedNotice) {
+	// Only a proc heard of here has a slot to follow: a notice naming
+	// any other (a buggy or forged peer) would grow the successors
+	// without bound.
+	if heard, _ := sp.rt.health.knows(n.Old); !heard {
+		return
+	}
 	p := procInfo{ID: n.New, Agent: n.Agent, Host: n.Host, PID: n.PID}
 	for q := p.ID; ; {
 		if q == n.Old {
