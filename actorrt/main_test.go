@@ -64,6 +64,7 @@ func registerTestActors() {
 		actorrt.Register[Counter](),
 		actorrt.Register[Recorder](),
 		actorrt.Register[Echo](),
+		actorrt.Register[Numbers](),
 		actorrt.Register[Gate](),
 		actorrt.Register[Sleeper](),
 		actorrt.Register[Hop](),

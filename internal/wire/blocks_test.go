@@ -1,0 +1,246 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+type weights []float32
+
+type blockRecord struct {
+	Name  string
+	W     weights
+	Grads []float64
+	Mask  [4]bool
+	Shape [3]int64
+}
+
+func init() { // as actorrt's prepareWire does for a type it meets
+	for _, v := range []any{weights(nil), [4]bool{}, [3]int64{}} {
+		RegisterBlock(reflect.TypeOf(v))
+	}
+}
+
+// decodeChecked decodes p into a new value of v's type the way a
+// received payload is decoded.
+func decodeChecked[T any](p []byte) (T, error) {
+	var out T
+	err := DecodePayload(p, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(&out) })
+	return out, err
+}
+
+// The wire form, byte by byte: a binary value holding the elements
+// little-endian, whatever this machine's order. This is what makes the
+// values the same on every architecture: the encoder's bytes are fixed
+// here, and the decoder reads the bytes fixed here.
+func TestBlockWireForm(t *testing.T) {
+	le := func(vals ...uint64) func(size int) []byte {
+		return func(size int) []byte {
+			var b []byte
+			for _, v := range vals {
+				switch size {
+				case 1:
+					b = append(b, byte(v))
+				case 2:
+					b = binary.LittleEndian.AppendUint16(b, uint16(v))
+				case 4:
+					b = binary.LittleEndian.AppendUint32(b, uint32(v))
+				case 8:
+					b = binary.LittleEndian.AppendUint64(b, v)
+				}
+			}
+			return b
+		}
+	}
+	m1 := uint64(math.MaxUint64) // -1 in two's complement
+	for _, c := range []struct {
+		v    any
+		size int
+		want func(int) []byte
+	}{
+		{[]float32{1.5, -2}, 4, le(uint64(math.Float32bits(1.5)), uint64(math.Float32bits(-2)))},
+		{[]float64{math.Pi, math.Inf(-1)}, 8, le(math.Float64bits(math.Pi), math.Float64bits(math.Inf(-1)))},
+		{[]int8{-1, 7}, 1, le(m1, 7)},
+		{[]int16{-1, 0x102}, 2, le(m1, 0x102)},
+		{[]int32{-1, 0x1020304}, 4, le(m1, 0x1020304)},
+		{[]int64{-1, 0x102030405060708}, 8, le(m1, 0x102030405060708)},
+		{[]uint16{0xfffe}, 2, le(0xfffe)},
+		{[]uint32{0xfffefdfc}, 4, le(0xfffefdfc)},
+		{[]uint64{0x0102030405060708}, 8, le(0x0102030405060708)},
+		{[]bool{true, false, true}, 1, le(1, 0, 1)},
+		{weights{3}, 4, le(uint64(math.Float32bits(3)))},
+		{[3]int64{1, -1, 2}, 8, le(1, m1, 2)},
+	} {
+		got, err := msgpack.Marshal(c.v)
+		if err != nil {
+			t.Fatalf("%T: %v", c.v, err)
+		}
+		body := c.want(c.size)
+		want := append([]byte{0xc4, byte(len(body))}, body...)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%T %v: encoded % x, want % x", c.v, c.v, got, want)
+		}
+		back := reflect.New(reflect.TypeOf(c.v))
+		if err := DecodePayload(got, []reflect.Type{back.Type().Elem()}, func(d *msgpack.Decoder) error { return d.DecodeValue(back.Elem()) }); err != nil {
+			t.Fatalf("%T: decoding % x: %v", c.v, got, err)
+		}
+		if !reflect.DeepEqual(back.Elem().Interface(), c.v) {
+			t.Errorf("%T: decoded %v, want %v", c.v, back.Elem().Interface(), c.v)
+		}
+	}
+}
+
+func TestBlockRoundTrip(t *testing.T) {
+	big := make([]float32, (ShareMin/4)+3)
+	for i := range big {
+		big[i] = float32(i) * 0.25
+	}
+	in := blockRecord{Name: "layer", W: big, Grads: []float64{}, Mask: [4]bool{true, false, false, true}, Shape: [3]int64{2, -3, 5}}
+	p, err := msgpack.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) > 4*len(big)+100 {
+		t.Errorf("a record of %d float32s took %d bytes: not a block", len(big), len(p))
+	}
+	out, err := decodeChecked[blockRecord](p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(out, in) {
+		t.Errorf("decoded %d floats, %v, %v, %v; want %d, %v, %v, %v", len(out.W), out.Grads, out.Mask, out.Shape, len(in.W), in.Grads, in.Mask, in.Shape)
+	}
+	// A nil slice stays nil, an empty one empty.
+	nilp, _ := msgpack.Marshal([]float64(nil))
+	if v, err := decodeChecked[[]float64](nilp); err != nil || v != nil {
+		t.Errorf("nil: got %#v, %v", v, err)
+	}
+	emp, _ := msgpack.Marshal([]float64{})
+	if v, err := decodeChecked[[]float64](emp); err != nil || v == nil || len(v) != 0 {
+		t.Errorf("empty: got %#v, %v", v, err)
+	}
+}
+
+// A value written element by element (before blocks, or by another
+// msgpack writer) decodes the same.
+func TestBlockReadsElementForm(t *testing.T) {
+	var p []byte
+	p = append(p, 0x93, 0xca)
+	p = binary.BigEndian.AppendUint32(p, math.Float32bits(1.25))
+	p = append(p, 0x02, 0xd0, 0xff) // an int, as msgpack/v5 reads into a float32
+	v, err := decodeChecked[[]float32](p)
+	if err != nil || !reflect.DeepEqual(v, []float32{1.25, 2, -1}) {
+		t.Errorf("got %v, %v", v, err)
+	}
+	a, err := decodeChecked[[3]int64]([]byte{0x93, 0x01, 0xff, 0x02})
+	if err != nil || a != [3]int64{1, -1, 2} {
+		t.Errorf("array: got %v, %v", a, err)
+	}
+}
+
+func TestBlockBadInput(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    []byte
+		dec  func([]byte) error
+		want string
+	}{
+		{"a float32 block of 6 bytes", []byte{0xc4, 6, 0, 0, 0, 0, 0, 0},
+			func(p []byte) error { _, err := decodeChecked[[]float32](p); return err }, "not a whole number of 4-byte elements"},
+		{"an array block of the wrong length", []byte{0xc4, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+			func(p []byte) error { _, err := decodeChecked[[3]int64](p); return err }, "a block of 8 bytes, want 24"},
+		{"a bool of byte 2", []byte{0xc4, 2, 1, 2},
+			func(p []byte) error { _, err := decodeChecked[[]bool](p); return err }, "element 1 is the byte 2"},
+		{"a string where a block is", []byte{0xa1, 'x'},
+			func(p []byte) error { _, err := decodeChecked[[]float64](p); return err }, "a []float64"},
+		{"an array of 2 for [3]int64", []byte{0x92, 1, 2},
+			func(p []byte) error { _, err := decodeChecked[[3]int64](p); return err }, "an array of 2 elements, want 3"},
+	} {
+		err := c.dec(c.p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A length past the bytes present allocates nothing for it, also through
+// a decoder that cannot see how many bytes are left.
+func TestBlockLengthBound(t *testing.T) {
+	p := []byte{0xc6, 0x7f, 0xff, 0xff, 0xfc, 1, 2, 3, 4} // 2 GiB claimed, 4 bytes present
+	if _, err := decodeChecked[[]float32](p); !errors.Is(err, errShort) {
+		t.Errorf("checked: got %v, want errShort", err)
+	}
+	var v []float32
+	if err := msgpack.Unmarshal(p, &v); err == nil {
+		t.Error("msgpack.Unmarshal: no error")
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var w []float32
+	if err := msgpack.NewDecoder(onlyReader{bytes.NewReader(p)}).Decode(&w); err == nil {
+		t.Error("unsized reader: no error")
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 8<<20 {
+		t.Errorf("a 2 GiB claim over 4 bytes allocated %d bytes", n)
+	}
+}
+
+// onlyReader hides everything but Read: the decoder cannot see what is
+// left.
+type onlyReader struct{ r *bytes.Reader }
+
+func (o onlyReader) Read(b []byte) (int, error) { return o.r.Read(b) }
+
+func FuzzBlocks(f *testing.F) {
+	for _, v := range []any{[]float32{1, 2}, []float64{math.NaN()}, []bool{true}, [3]int64{1, 2, 3}, []int16{-5}, []float32(nil), []float32{}} {
+		p, _ := msgpack.Marshal(v)
+		f.Add(p)
+	}
+	f.Add([]byte{0x92, 0xca, 0, 0, 0, 0, 1})
+	f.Add([]byte{0xc4, 6, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0xc4, 2, 1, 2})
+	f.Add([]byte{0xc6, 0x7f, 0xff, 0xff, 0xfc, 1, 2, 3, 4})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if r, err := decodeChecked[blockRecord](p); err == nil {
+			q, err := msgpack.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, err := decodeChecked[blockRecord](q)
+			if err != nil || !reflect.DeepEqual(blockCmp(r), blockCmp(r2)) {
+				t.Fatalf("re-decoding % x: %v", q, err)
+			}
+		}
+		for _, f := range []func() error{
+			func() error { _, err := decodeChecked[[]float32](p); return err },
+			func() error { _, err := decodeChecked[[]bool](p); return err },
+			func() error { _, err := decodeChecked[[3]int64](p); return err },
+			func() error { _, err := decodeChecked[[]uint64](p); return err },
+			func() error { var v []float64; return msgpack.Unmarshal(p, &v) },
+		} {
+			f()
+		}
+	})
+}
+
+// blockCmp is r with its floats as bits, for comparing NaNs.
+func blockCmp(r blockRecord) any {
+	w := make([]uint32, len(r.W))
+	for i, x := range r.W {
+		w[i] = math.Float32bits(x)
+	}
+	g := make([]uint64, len(r.Grads))
+	for i, x := range r.Grads {
+		g[i] = math.Float64bits(x)
+	}
+	return []any{r.Name, w, r.W == nil, g, r.Grads == nil, r.Mask, r.Shape}
+}
