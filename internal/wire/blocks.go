@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"math/bits"
 	"reflect"
 	"unsafe"
@@ -16,21 +17,33 @@ import (
 // weights took 150 times as long as the same bytes as a []byte. A slice or
 // array of fixed-size numbers (bool, int8..int64, uint16..uint64, float32,
 // float64), or a named type over one, travels instead as one msgpack
-// binary value: its length in bytes, then the elements' bytes,
-// little-endian, one after the other. A nil slice is msgpack nil.
+// extension of type BlockExt (always the ext32 form):
+//
+//	[0xc9][length: 4 bytes][BlockExt][k: 1 byte, 0..7][k zero bytes][elements]
+//
+// the elements little-endian, one after the other. k pads the elements to
+// a multiple of their alignment from the start of the payload, so that
+// where the payload lands on an aligned address (one read out of band
+// does) the receiver can use the elements in place. A nil slice is msgpack
+// nil.
 //
 // On a little-endian machine the elements' memory is those bytes: the
 // encoder shares a large block into the frame as it shares a []byte
-// (EncodeBytes) and the decoder reads the block straight into the new
-// slice, one copy. On a big-endian machine both convert element by
-// element. A block's length must be a whole number of elements (and, for
-// an array, exactly its length); a bool is the byte 0 or 1. The decoder
-// still reads the element-by-element form (a msgpack array), so a value
-// written before blocks decodes the same.
+// (EncodeBytes), and the decoder refers to the block in place where the
+// payload is the decoded values' alone and the block is large and aligned
+// (DecodeSharedFor), or reads it into the new slice, one copy. On a
+// big-endian machine both convert element by element. A block's length
+// must be a whole number of elements (and, for an array, exactly its
+// length); a bool is the byte 0 or 1. The decoder also reads a block as
+// msgpack binary (no padding), and the element-by-element form (a msgpack
+// array), so a value written before blocks decodes the same.
 //
 // []uint8 and [N]uint8 are not blocks here: msgpack/v5 already writes
 // them as binary. int and uint are not either: their size is the
 // machine's.
+
+// BlockExt is the msgpack extension type of a numeric block.
+const BlockExt = 66
 
 // nativeLittle tells whether this machine stores numbers little-endian.
 var nativeLittle = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
@@ -89,9 +102,9 @@ func blockBytes(v reflect.Value) []byte {
 	return unsafe.Slice((*byte)(p), n)
 }
 
-func encodeBlock(e *msgpack.Encoder, v reflect.Value) error {
+func encodeBlock(enc *msgpack.Encoder, v reflect.Value) error {
 	if v.Kind() == reflect.Slice && v.IsNil() {
-		return e.EncodeNil()
+		return enc.EncodeNil()
 	}
 	if v.Kind() == reflect.Array && !v.CanAddr() {
 		c := reflect.New(v.Type()).Elem()
@@ -99,13 +112,37 @@ func encodeBlock(e *msgpack.Encoder, v reflect.Value) error {
 		v = c
 	}
 	b := blockBytes(v)
-	size := int(v.Type().Elem().Size())
-	if !nativeLittle && size > 1 {
+	e := v.Type().Elem()
+	if !nativeLittle && e.Size() > 1 {
 		le := make([]byte, len(b))
-		swapBlock(le, b, size)
+		swapBlock(le, b, int(e.Size()))
 		b = le
 	}
-	return EncodeBytes(e, b)
+	at := 0 // where the header goes, from the payload's start
+	w, framed := enc.Writer().(*limitedBuffer)
+	if framed {
+		at = w.size() - w.payload
+	}
+	align := int(e.Align())
+	k := (align - (at+7)%align) % align
+	if uint64(1+k+len(b)) > math.MaxUint32 {
+		return fmt.Errorf("a %s of %d bytes: a block holds at most 4 GiB", v.Type(), len(b))
+	}
+	if framed && !w.fits(7+k+len(b)) {
+		return errFrameFull
+	}
+	var head [7 + 7]byte
+	head[0] = 0xc9
+	binary.BigEndian.PutUint32(head[1:], uint32(1+k+len(b)))
+	head[5], head[6] = BlockExt, byte(k)
+	if _, err := enc.Writer().Write(head[:7+k]); err != nil {
+		return err
+	}
+	if framed && len(b) >= ShareMin {
+		return w.share(b)
+	}
+	_, err := enc.Writer().Write(b)
+	return err
 }
 
 // swapBlock copies src to dst reversing the bytes of each size-byte
@@ -152,7 +189,7 @@ func decodeBlock(d *msgpack.Decoder, v reflect.Value) error {
 	case c&0xf0 == 0x90 || c == 0xdc || c == 0xdd: // an array: the form before blocks
 		return decodeElements(d, v)
 	}
-	n, err := d.DecodeBytesLen()
+	n, err := blockLen(d, c)
 	if err != nil {
 		return fmt.Errorf("a %s: %v", t, err)
 	}
@@ -177,6 +214,37 @@ func decodeBlock(d *msgpack.Decoder, v reflect.Value) error {
 		return fmt.Errorf("a %s: %v", t, err)
 	}
 	return fromLittle(v, t)
+}
+
+// blockLen reads the head of a block (an extension of type BlockExt with
+// its padding, or binary), c its first byte, and returns the length of
+// the elements that follow.
+func blockLen(d *msgpack.Decoder, c byte) (int, error) {
+	if !isExt(c) {
+		return d.DecodeBytesLen()
+	}
+	id, n, err := d.DecodeExtHeader()
+	if err != nil {
+		return 0, err
+	}
+	if id != BlockExt {
+		return 0, fmt.Errorf("an extension of type %d, not a block (%d)", id, BlockExt)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("a block extension of %d bytes, without its padding", n)
+	}
+	var pad [8]byte
+	if err := d.ReadFull(pad[:1]); err != nil {
+		return 0, err
+	}
+	k := int(pad[0])
+	if k > 7 || k > n-1 {
+		return 0, fmt.Errorf("a block padded by %d bytes of %d", k, n-1)
+	}
+	if err := d.ReadFull(pad[:k]); err != nil {
+		return 0, err
+	}
+	return n - 1 - k, nil
 }
 
 // shareBlock sets v to the n bytes of the block d is at, in place, if d

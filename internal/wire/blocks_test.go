@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -84,16 +85,56 @@ func TestBlockWireForm(t *testing.T) {
 			t.Fatalf("%T: %v", c.v, err)
 		}
 		body := c.want(c.size)
-		want := append([]byte{0xc4, byte(len(body))}, body...)
+		k := (c.size - 7%c.size) % c.size // the elements start at an offset that is a multiple of their size
+		want := binary.BigEndian.AppendUint32([]byte{0xc9}, uint32(1+k+len(body)))
+		want = append(append(append(want, BlockExt, byte(k)), make([]byte, k)...), body...)
 		if !bytes.Equal(got, want) {
 			t.Errorf("%T %v: encoded % x, want % x", c.v, c.v, got, want)
 		}
-		back := reflect.New(reflect.TypeOf(c.v))
-		if err := DecodePayload(got, []reflect.Type{back.Type().Elem()}, func(d *msgpack.Decoder) error { return d.DecodeValue(back.Elem()) }); err != nil {
-			t.Fatalf("%T: decoding % x: %v", c.v, got, err)
+		// The decoder reads that, and the same elements as binary.
+		for _, p := range [][]byte{got, append([]byte{0xc4, byte(len(body))}, body...)} {
+			back := reflect.New(reflect.TypeOf(c.v))
+			if err := DecodePayload(p, []reflect.Type{back.Type().Elem()}, func(d *msgpack.Decoder) error { return d.DecodeValue(back.Elem()) }); err != nil {
+				t.Fatalf("%T: decoding % x: %v", c.v, p, err)
+			}
+			if !reflect.DeepEqual(back.Elem().Interface(), c.v) {
+				t.Errorf("%T: decoded %v from % x, want %v", c.v, back.Elem().Interface(), p, c.v)
+			}
 		}
-		if !reflect.DeepEqual(back.Elem().Interface(), c.v) {
-			t.Errorf("%T: decoded %v, want %v", c.v, back.Elem().Interface(), c.v)
+	}
+}
+
+// In a frame the padding puts the elements at an offset from the
+// payload's start that is a multiple of their alignment, whatever comes
+// before them; a large block is shared, not copied.
+func TestBlockAlignedInFrame(t *testing.T) {
+	big := make([]float64, ShareMin/8)
+	for i := range big {
+		big[i] = float64(i)
+	}
+	for pre := 0; pre < 9; pre++ {
+		w := NewPayload(&Header{Kind: KindActor, Target: "t"}, 1<<30)
+		if err := w.Enc.EncodeArrayLen(2); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Enc.EncodeString(strings.Repeat("x", pre)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Enc.Encode(big); err != nil {
+			t.Fatal(err)
+		}
+		var p []byte
+		for _, part := range w.Parts() {
+			if len(part) == len(big)*8 && unsafe.SliceData(part) == (*byte)(unsafe.Pointer(&big[0])) {
+				if at := len(p); at%8 != 0 {
+					t.Errorf("after a string of %d bytes the elements start at %d", pre, at)
+				}
+			}
+			p = append(p, part...)
+		}
+		w.Free()
+		if want := 1 + 1 + pre + 7; len(p) < want+len(big)*8 || len(p) > want+7+len(big)*8 {
+			t.Errorf("after a string of %d: a payload of %d bytes, the block not shared or padded too much", pre, len(p))
 		}
 	}
 }
@@ -161,6 +202,10 @@ func TestBlockBadInput(t *testing.T) {
 			func(p []byte) error { _, err := decodeChecked[[]bool](p); return err }, "element 1 is the byte 2"},
 		{"a string where a block is", []byte{0xa1, 'x'},
 			func(p []byte) error { _, err := decodeChecked[[]float64](p); return err }, "a []float64"},
+		{"a block padded by 9", []byte{0xc9, 0, 0, 0, 10, BlockExt, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+			func(p []byte) error { _, err := decodeChecked[[]float64](p); return err }, "padded by 9 bytes"},
+		{"another extension", []byte{0xc9, 0, 0, 0, 5, 65, 0, 1, 2, 3, 4},
+			func(p []byte) error { _, err := decodeChecked[[]float32](p); return err }, "an extension of type 65, not a block"},
 		{"an array of 2 for [3]int64", []byte{0x92, 1, 2},
 			func(p []byte) error { _, err := decodeChecked[[3]int64](p); return err }, "an array of 2 elements, want 3"},
 	} {
@@ -209,6 +254,12 @@ func FuzzBlocks(f *testing.F) {
 	f.Add([]byte{0xc4, 6, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0xc4, 2, 1, 2})
 	f.Add([]byte{0xc6, 0x7f, 0xff, 0xff, 0xfc, 1, 2, 3, 4})
+	f.Add([]byte{0xc4, 8, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40})                 // binary
+	f.Add([]byte{0xc9, 0, 0, 0, 3, BlockExt, 9, 0, 0})                      // padding past its bound
+	f.Add([]byte{0xc9, 0, 0, 0, 0, BlockExt})                               // no padding byte
+	f.Add([]byte{0xc9, 0, 0, 0, 5, 65, 0, 1, 2, 3, 4})                      // another extension
+	f.Add([]byte{0xd6, BlockExt, 0, 1, 0, 1})                               // fixext 4
+	f.Add([]byte{0xc9, 0x7f, 0xff, 0xff, 0xff, BlockExt, 1, 0, 1, 2, 3, 4}) // a length past the end
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if r, err := decodeChecked[blockRecord](p); err == nil {
 			q, err := msgpack.Marshal(r)
@@ -243,4 +294,46 @@ func blockCmp(r blockRecord) any {
 		g[i] = math.Float64bits(x)
 	}
 	return []any{r.Name, w, r.W == nil, g, r.Grads == nil, r.Mask, r.Shape}
+}
+
+// DecodeSharedFor hands out a large aligned block in place; an unaligned
+// one, a bool block, or one decoded by DecodePayload is copied.
+func TestBlockShared(t *testing.T) {
+	v := make([]float32, ShareMin/4)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	enc, err := msgpack.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backing := make([]uint64, len(enc)/8+2) // 8-aligned memory
+	mem := unsafe.Slice((*byte)(unsafe.Pointer(&backing[0])), len(backing)*8)
+	inside := func(got []float32, p []byte) bool {
+		a, lo := uintptr(unsafe.Pointer(&got[0])), uintptr(unsafe.Pointer(&p[0]))
+		return a >= lo && a < lo+uintptr(len(p))
+	}
+	types := []reflect.Type{reflect.TypeFor[[]float32]()}
+	for _, c := range []struct {
+		shift  int
+		shared bool
+		decode func(any, []byte, []reflect.Type, func(*msgpack.Decoder) error) error
+	}{
+		{0, true, DecodeSharedFor},
+		{1, false, DecodeSharedFor},
+		{0, false, DecodePayloadFor},
+	} {
+		p := mem[c.shift : c.shift+len(enc)]
+		copy(p, enc)
+		var got []float32
+		if err := c.decode(nil, p, types, func(d *msgpack.Decoder) error { return d.Decode(&got) }); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, v) {
+			t.Fatalf("shift %d: the values differ", c.shift)
+		}
+		if inside(got, p) != c.shared && nativeLittle {
+			t.Errorf("shift %d: in place %v, want %v", c.shift, !c.shared, c.shared)
+		}
+	}
 }
