@@ -337,3 +337,43 @@ func TestBlockShared(t *testing.T) {
 		}
 	}
 }
+
+// The big-endian path, run here by pretending this machine is big-endian:
+// the encoder must reverse the bytes of each element of 2 bytes or more
+// (on a big-endian machine that turns its memory into the little-endian
+// wire form) and the decoder must reverse them back, so that a value
+// round-trips and one-byte elements pass untouched.
+func TestBlockSwappedOrder(t *testing.T) {
+	if !nativeLittle {
+		t.Skip("a big-endian machine runs this path for real (TestBlockWireForm)")
+	}
+	nativeLittle = false
+	t.Cleanup(func() { nativeLittle = true })
+	for _, c := range []struct {
+		v    any
+		size int
+	}{
+		{[]float32{1.5, -2}, 4}, {[]float64{math.Pi}, 8}, {[]int16{0x102}, 2}, {[]uint64{0x0102030405060708}, 8},
+		{[]int8{-1, 7}, 1}, {[]bool{true, false}, 1}, {[3]int64{1, -1, 2}, 8},
+	} {
+		got, err := msgpack.Marshal(c.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := reflect.New(reflect.TypeOf(c.v)).Elem() // addressable, for an array
+		a.Set(reflect.ValueOf(c.v))
+		mem := blockBytes(a)
+		want := make([]byte, len(mem))
+		swapBlock(want, mem, c.size)
+		if body := got[len(got)-len(mem):]; !bytes.Equal(body, want) {
+			t.Errorf("%T: elements % x, want each reversed: % x", c.v, body, want)
+		}
+		back := reflect.New(reflect.TypeOf(c.v))
+		if err := DecodePayload(got, []reflect.Type{back.Type().Elem()}, func(d *msgpack.Decoder) error { return d.DecodeValue(back.Elem()) }); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back.Elem().Interface(), c.v) {
+			t.Errorf("%T: decoded %v, want %v", c.v, back.Elem().Interface(), c.v)
+		}
+	}
+}
