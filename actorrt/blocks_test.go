@@ -2,8 +2,10 @@ package actorrt_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -122,4 +124,97 @@ func BenchmarkFloat32Arg64MiB(b *testing.B) {
 	}
 	o, f := alternate(b, 6, ours, floor)
 	report(b, "float32-arg-64MiB-ms", o, f, "ms", "<=", 1.5)
+}
+
+// Keeper keeps the last []float32 it was sent.
+type Keeper struct{ kept []float32 }
+
+func (k *Keeper) Keep(ctx *actorrt.Context, v []float32) error { k.kept = v; return nil }
+func (k *Keeper) Len(ctx *actorrt.Context) (int, error)        { return len(k.kept), nil }
+
+// Scribble sums what it keeps, then overwrites it with -1s: a member that
+// shared its neighbour's copy would see the neighbour's -1s.
+func (k *Keeper) Scribble(ctx *actorrt.Context) (float64, error) {
+	s := 0.0
+	for i, x := range k.kept {
+		s += float64(x)
+		k.kept[i] = -1
+	}
+	return s, nil
+}
+
+// TestLargeBlockToSeveral: a large []float32 sent once to several actors
+// (Broadcast, Call), four in one proc and two in each of two procs, or to
+// an actor in the sender's own proc, reaches each as a copy of its own: a
+// member that overwrites its slice changes no other member's, nor the
+// sender's. (Only a payload that one actor alone receives is used in
+// place.)
+func TestLargeBlockToSeveral(t *testing.T) {
+	inProcess(t)
+	ctx := testCtx(t)
+	v := make([]float32, 1<<19) // 2 MiB: out of band, and past wire.ShareMin
+	want := 0.0
+	for i := range v {
+		v[i] = float32(i % 1000)
+		want += float64(v[i])
+	}
+	orig := slices.Clone(v)
+	keep, length, scribble := actorrt.VoidMethod1((*Keeper).Keep), actorrt.Method((*Keeper).Len), actorrt.Method((*Keeper).Scribble)
+	check := func(name string, m *actorrt.ActorMesh[Keeper], procs, perProc int) {
+		t.Helper()
+		// Len after the send, to the same mesh: every member has it.
+		lens, err := length.Call(m).Get(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i, n := range lens.Values() {
+			if n != len(v) {
+				t.Fatalf("%s: member %d keeps %d float32s, want %d", name, i, n, len(v))
+			}
+		}
+		for p := range procs {
+			for a := range perProc {
+				got, err := scribble.CallOne(m.At("procs", p).At("actors", a)).Get(ctx)
+				if err != nil || got != want {
+					t.Errorf("%s: member (%d, %d) summed %v, want %v (%v): it saw another's writes", name, p, a, got, want, err)
+				}
+			}
+		}
+		if !slices.Equal(v, orig) {
+			t.Fatalf("%s: the sender's slice changed", name)
+		}
+	}
+	for _, c := range []struct{ procs, perProc int }{{1, 4}, {2, 2}} {
+		procs := spawnProcs(t, actorrt.Dims{{"procs", c.procs}})
+		for _, broadcast := range []bool{true, false} {
+			name := fmt.Sprintf("%d procs × %d, broadcast %v", c.procs, c.perProc, broadcast)
+			m, err := actorrt.SpawnPerProc[Keeper](ctx, procs, fmt.Sprintf("keepers-%d-%v", c.procs, broadcast), actorrt.Dims{{"actors", c.perProc}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if broadcast {
+				err = keep.Broadcast(m, v)
+			} else {
+				_, err = keep.Call(m, v).Get(ctx)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			check(name, m, c.procs, c.perProc)
+		}
+	}
+	// An actor in the sender's own proc.
+	local, err := actorrt.SpawnPerProc[Keeper](ctx, actorrt.ThisProc(ctx), "keeper-here", actorrt.Dims{{"actors", 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keep.CallOne(local, v).Get(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := scribble.CallOne(local).Get(ctx); err != nil || got != want {
+		t.Errorf("in this proc: summed %v, want %v (%v)", got, want, err)
+	}
+	if !slices.Equal(v, orig) {
+		t.Fatal("in this proc: the actor's writes reached the sender's slice")
+	}
 }

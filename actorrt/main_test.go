@@ -65,6 +65,7 @@ func registerTestActors() {
 		actorrt.Register[Recorder](),
 		actorrt.Register[Echo](),
 		actorrt.Register[Numbers](),
+		actorrt.Register[Keeper](),
 		actorrt.Register[Gate](),
 		actorrt.Register[Sleeper](),
 		actorrt.Register[Hop](),

@@ -19,13 +19,24 @@ import (
 // float64), or a named type over one, travels instead as one msgpack
 // extension of type BlockExt (always the ext32 form):
 //
-//	[0xc9][length: 4 bytes][BlockExt][k: 1 byte, 0..7][k zero bytes][elements]
+//	[0xc9][length: 4 bytes][BlockExt][kind<<3 | k: 1 byte][k zero bytes][elements]
 //
-// the elements little-endian, one after the other. k pads the elements to
-// a multiple of their alignment from the start of the payload, so that
-// where the payload lands on an aligned address (one read out of band
-// does) the receiver can use the elements in place. A nil slice is msgpack
-// nil.
+// the elements little-endian, one after the other. k (0..7) pads the
+// elements to a multiple of their alignment from the start of the
+// payload, so that where the payload lands on an aligned address (one read
+// out of band does) the receiver can use the elements in place. kind names
+// the elements (blockKinds: 1 bool ... 10 float64; 0, not said, is read as
+// whatever the receiver wants), so that a block is never read as numbers of
+// another type: a []float64 block decoded into a []float32 is an error, not
+// its bytes reinterpreted. A nil slice is msgpack nil.
+//
+// Inside an interface value (an any argument, a map[string]any, a struct
+// field of type any) a block cannot come back as itself: msgpack/v5 gives
+// an interface an extension's value only as one registered type, never a
+// slice. Decoding a block into an interface is therefore an error that
+// names the block's type and says to declare it (anyBlock); the SDK's wire
+// check refuses interface types where an endpoint is registered, so this
+// is met only by msgpack used directly.
 //
 // On a little-endian machine the elements' memory is those bytes: the
 // encoder shares a large block into the frame as it shares a []byte
@@ -59,12 +70,34 @@ func IsBlock(t reflect.Type) bool {
 // blockElemSize is the size of one element of a block of e, or 0 when e
 // is not a block's element.
 func blockElemSize(e reflect.Type) int {
-	switch e.Kind() {
-	case reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-		return int(e.Size())
+	if blockKind(e.Kind()) == 0 {
+		return 0
+	}
+	return int(e.Size())
+}
+
+// blockKinds are the element kinds of blocks, by the number a block's
+// header gives them (its index; 0 is not said).
+var blockKinds = [...]reflect.Kind{0, reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+	reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64}
+
+// blockKind is the number of element kind k in a block's header, or 0
+// when k is not a block's element.
+func blockKind(k reflect.Kind) byte {
+	for i, bk := range blockKinds[1:] {
+		if bk == k {
+			return byte(i + 1)
+		}
 	}
 	return 0
+}
+
+// blockKindName names the elements of a block of header kind n.
+func blockKindName(n int) string {
+	if n <= 0 || n >= len(blockKinds) {
+		return fmt.Sprintf("unknown kind %d", n)
+	}
+	return "[]" + blockKinds[n].String()
 }
 
 // RegisterBlock gives msgpack the block codec of t (IsBlock), which must
@@ -84,6 +117,26 @@ func init() {
 	} {
 		RegisterBlock(reflect.TypeOf(v))
 	}
+	msgpack.RegisterExtDecoder(BlockExt, (*anyBlock)(nil), decodeAnyBlock)
+}
+
+// anyBlock is what msgpack/v5 would decode a block into where an
+// interface value is decoded, had decodeAnyBlock not refused it.
+type anyBlock struct{}
+
+// decodeAnyBlock refuses a block decoded into an interface value
+// (msgpack's DecodeInterface, its extension read up to its data): it would
+// come back as no slice of its type (see the comment at the top).
+func decodeAnyBlock(d *msgpack.Decoder, _ reflect.Value, n int) error {
+	kind, k, err := blockHeadByte(d, n)
+	if err != nil {
+		return err
+	}
+	elems := "a numeric block"
+	if kind != 0 {
+		elems = "a " + blockKindName(kind)
+	}
+	return fmt.Errorf("%s of %d bytes inside an interface value (any): msgpack decodes no typed slice into an interface, so declare the value (argument, field, map or slice element) with its own type", elems, n-1-k)
 }
 
 // blockBytes is the memory of v's elements (a slice, or an addressable
@@ -134,7 +187,7 @@ func encodeBlock(enc *msgpack.Encoder, v reflect.Value) error {
 	var head [7 + 7]byte
 	head[0] = 0xc9
 	binary.BigEndian.PutUint32(head[1:], uint32(1+k+len(b)))
-	head[5], head[6] = BlockExt, byte(k)
+	head[5], head[6] = BlockExt, blockKind(e.Kind())<<3|byte(k)
 	if _, err := enc.Writer().Write(head[:7+k]); err != nil {
 		return err
 	}
@@ -189,9 +242,12 @@ func decodeBlock(d *msgpack.Decoder, v reflect.Value) error {
 	case c&0xf0 == 0x90 || c == 0xdc || c == 0xdd: // an array: the form before blocks
 		return decodeElements(d, v)
 	}
-	n, err := blockLen(d, c)
+	n, kind, err := blockLen(d, c)
 	if err != nil {
 		return fmt.Errorf("a %s: %v", t, err)
+	}
+	if want := blockKind(t.Elem().Kind()); kind != 0 && kind != int(want) {
+		return fmt.Errorf("a %s: a block of %s", t, blockKindName(kind))
 	}
 	size := int(t.Elem().Size())
 	if n < 0 || n%size != 0 {
@@ -218,33 +274,48 @@ func decodeBlock(d *msgpack.Decoder, v reflect.Value) error {
 
 // blockLen reads the head of a block (an extension of type BlockExt with
 // its padding, or binary), c its first byte, and returns the length of
-// the elements that follow.
-func blockLen(d *msgpack.Decoder, c byte) (int, error) {
+// the elements that follow and their kind (0 for binary or not said).
+func blockLen(d *msgpack.Decoder, c byte) (n, kind int, err error) {
 	if !isExt(c) {
-		return d.DecodeBytesLen()
+		n, err := d.DecodeBytesLen()
+		return n, 0, err
 	}
 	id, n, err := d.DecodeExtHeader()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if id != BlockExt {
-		return 0, fmt.Errorf("an extension of type %d, not a block (%d)", id, BlockExt)
+		return 0, 0, fmt.Errorf("an extension of type %d, not a block (%d)", id, BlockExt)
 	}
+	kind, k, err := blockHeadByte(d, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	return n - 1 - k, kind, nil
+}
+
+// blockHeadByte reads the rest of a block's head after its extension
+// header, n the extension's length: the kind of its elements (0 if not
+// said) and the padding k, which it skips.
+func blockHeadByte(d *msgpack.Decoder, n int) (kind, k int, err error) {
 	if n < 1 {
-		return 0, fmt.Errorf("a block extension of %d bytes, without its padding", n)
+		return 0, 0, fmt.Errorf("a block extension of %d bytes, without its padding", n)
 	}
 	var pad [8]byte
 	if err := d.ReadFull(pad[:1]); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	k := int(pad[0])
-	if k > 7 || k > n-1 {
-		return 0, fmt.Errorf("a block padded by %d bytes of %d", k, n-1)
+	kind, k = int(pad[0]>>3), int(pad[0]&7)
+	if kind >= len(blockKinds) {
+		return 0, 0, fmt.Errorf("a block of %s", blockKindName(kind))
+	}
+	if k > n-1 {
+		return 0, 0, fmt.Errorf("a block padded by %d bytes of %d", k, n-1)
 	}
 	if err := d.ReadFull(pad[:k]); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return n - 1 - k, nil
+	return kind, k, nil
 }
 
 // shareBlock sets v to the n bytes of the block d is at, in place, if d

@@ -64,21 +64,22 @@ func TestBlockWireForm(t *testing.T) {
 	m1 := uint64(math.MaxUint64) // -1 in two's complement
 	for _, c := range []struct {
 		v    any
+		kind byte // the number of its element kind in the header
 		size int
 		want func(int) []byte
 	}{
-		{[]float32{1.5, -2}, 4, le(uint64(math.Float32bits(1.5)), uint64(math.Float32bits(-2)))},
-		{[]float64{math.Pi, math.Inf(-1)}, 8, le(math.Float64bits(math.Pi), math.Float64bits(math.Inf(-1)))},
-		{[]int8{-1, 7}, 1, le(m1, 7)},
-		{[]int16{-1, 0x102}, 2, le(m1, 0x102)},
-		{[]int32{-1, 0x1020304}, 4, le(m1, 0x1020304)},
-		{[]int64{-1, 0x102030405060708}, 8, le(m1, 0x102030405060708)},
-		{[]uint16{0xfffe}, 2, le(0xfffe)},
-		{[]uint32{0xfffefdfc}, 4, le(0xfffefdfc)},
-		{[]uint64{0x0102030405060708}, 8, le(0x0102030405060708)},
-		{[]bool{true, false, true}, 1, le(1, 0, 1)},
-		{weights{3}, 4, le(uint64(math.Float32bits(3)))},
-		{[3]int64{1, -1, 2}, 8, le(1, m1, 2)},
+		{[]float32{1.5, -2}, 9, 4, le(uint64(math.Float32bits(1.5)), uint64(math.Float32bits(-2)))},
+		{[]float64{math.Pi, math.Inf(-1)}, 10, 8, le(math.Float64bits(math.Pi), math.Float64bits(math.Inf(-1)))},
+		{[]int8{-1, 7}, 2, 1, le(m1, 7)},
+		{[]int16{-1, 0x102}, 3, 2, le(m1, 0x102)},
+		{[]int32{-1, 0x1020304}, 4, 4, le(m1, 0x1020304)},
+		{[]int64{-1, 0x102030405060708}, 5, 8, le(m1, 0x102030405060708)},
+		{[]uint16{0xfffe}, 6, 2, le(0xfffe)},
+		{[]uint32{0xfffefdfc}, 7, 4, le(0xfffefdfc)},
+		{[]uint64{0x0102030405060708}, 8, 8, le(0x0102030405060708)},
+		{[]bool{true, false, true}, 1, 1, le(1, 0, 1)},
+		{weights{3}, 9, 4, le(uint64(math.Float32bits(3)))},
+		{[3]int64{1, -1, 2}, 5, 8, le(1, m1, 2)},
 	} {
 		got, err := msgpack.Marshal(c.v)
 		if err != nil {
@@ -87,12 +88,15 @@ func TestBlockWireForm(t *testing.T) {
 		body := c.want(c.size)
 		k := (c.size - 7%c.size) % c.size // the elements start at an offset that is a multiple of their size
 		want := binary.BigEndian.AppendUint32([]byte{0xc9}, uint32(1+k+len(body)))
-		want = append(append(append(want, BlockExt, byte(k)), make([]byte, k)...), body...)
+		want = append(append(append(want, BlockExt, c.kind<<3|byte(k)), make([]byte, k)...), body...)
 		if !bytes.Equal(got, want) {
 			t.Errorf("%T %v: encoded % x, want % x", c.v, c.v, got, want)
 		}
-		// The decoder reads that, and the same elements as binary.
-		for _, p := range [][]byte{got, append([]byte{0xc4, byte(len(body))}, body...)} {
+		// The decoder reads that, the same without the kind, and the
+		// same elements as binary.
+		unsaid := bytes.Clone(want)
+		unsaid[6] &= 7
+		for _, p := range [][]byte{got, unsaid, append([]byte{0xc4, byte(len(body))}, body...)} {
 			back := reflect.New(reflect.TypeOf(c.v))
 			if err := DecodePayload(p, []reflect.Type{back.Type().Elem()}, func(d *msgpack.Decoder) error { return d.DecodeValue(back.Elem()) }); err != nil {
 				t.Fatalf("%T: decoding % x: %v", c.v, p, err)
@@ -202,8 +206,16 @@ func TestBlockBadInput(t *testing.T) {
 			func(p []byte) error { _, err := decodeChecked[[]bool](p); return err }, "element 1 is the byte 2"},
 		{"a string where a block is", []byte{0xa1, 'x'},
 			func(p []byte) error { _, err := decodeChecked[[]float64](p); return err }, "a []float64"},
-		{"a block padded by 9", []byte{0xc9, 0, 0, 0, 10, BlockExt, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-			func(p []byte) error { _, err := decodeChecked[[]float64](p); return err }, "padded by 9 bytes"},
+		{"a block padded past its length", []byte{0xc9, 0, 0, 0, 3, BlockExt, 7, 0, 0},
+			func(p []byte) error { _, err := decodeChecked[[]float64](p); return err }, "padded by 7 bytes of 2"},
+		{"a float64 block for a []float32", []byte{0xc9, 0, 0, 0, 9, BlockExt, 10 << 3, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f},
+			func(p []byte) error { _, err := decodeChecked[[]float32](p); return err }, "a []float32: a block of []float64"},
+		{"a uint64 block for a [3]int64", append([]byte{0xc9, 0, 0, 0, 25, BlockExt, 8 << 3}, make([]byte, 24)...),
+			func(p []byte) error { _, err := decodeChecked[[3]int64](p); return err }, "a [3]int64: a block of []uint64"},
+		{"a block of kind 31", []byte{0xc9, 0, 0, 0, 5, BlockExt, 0xf8, 1, 2, 3, 4},
+			func(p []byte) error { _, err := decodeChecked[[]float32](p); return err }, "a block of unknown kind 31"},
+		{"a block of kind 11 into any", []byte{0xc9, 0, 0, 0, 5, BlockExt, 11 << 3, 1, 2, 3, 4},
+			func(p []byte) error { _, err := decodeChecked[any](p); return err }, "a block of unknown kind 11"},
 		{"another extension", []byte{0xc9, 0, 0, 0, 5, 65, 0, 1, 2, 3, 4},
 			func(p []byte) error { _, err := decodeChecked[[]float32](p); return err }, "an extension of type 65, not a block"},
 		{"an array of 2 for [3]int64", []byte{0x92, 1, 2},
@@ -254,12 +266,16 @@ func FuzzBlocks(f *testing.F) {
 	f.Add([]byte{0xc4, 6, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0xc4, 2, 1, 2})
 	f.Add([]byte{0xc6, 0x7f, 0xff, 0xff, 0xfc, 1, 2, 3, 4})
-	f.Add([]byte{0xc4, 8, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40})                 // binary
-	f.Add([]byte{0xc9, 0, 0, 0, 3, BlockExt, 9, 0, 0})                      // padding past its bound
-	f.Add([]byte{0xc9, 0, 0, 0, 0, BlockExt})                               // no padding byte
-	f.Add([]byte{0xc9, 0, 0, 0, 5, 65, 0, 1, 2, 3, 4})                      // another extension
-	f.Add([]byte{0xd6, BlockExt, 0, 1, 0, 1})                               // fixext 4
-	f.Add([]byte{0xc9, 0x7f, 0xff, 0xff, 0xff, BlockExt, 1, 0, 1, 2, 3, 4}) // a length past the end
+	f.Add([]byte{0xc4, 8, 0, 0, 0x80, 0x3f, 0, 0, 0, 0x40})                              // binary
+	f.Add([]byte{0xc9, 0, 0, 0, 3, BlockExt, 7, 0, 0})                                   // padding past its bound
+	f.Add([]byte{0xc9, 0, 0, 0, 5, BlockExt, 0xf8, 1, 2, 3, 4})                          // kind 31
+	f.Add([]byte{0xc9, 0, 0, 0, 9, BlockExt, 10 << 3, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f})     // a []float64
+	f.Add([]byte{0xc9, 0, 0, 0, 5, BlockExt, 9 << 3, 0, 0, 0x80, 0x3f})                  // a []float32
+	f.Add([]byte{0x81, 0xa1, 'w', 0xc9, 0, 0, 0, 5, BlockExt, 9 << 3, 0, 0, 0x80, 0x3f}) // in a map
+	f.Add([]byte{0xc9, 0, 0, 0, 0, BlockExt})                                            // no padding byte
+	f.Add([]byte{0xc9, 0, 0, 0, 5, 65, 0, 1, 2, 3, 4})                                   // another extension
+	f.Add([]byte{0xd6, BlockExt, 0, 1, 0, 1})                                            // fixext 4
+	f.Add([]byte{0xc9, 0x7f, 0xff, 0xff, 0xff, BlockExt, 1, 0, 1, 2, 3, 4})              // a length past the end
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if r, err := decodeChecked[blockRecord](p); err == nil {
 			q, err := msgpack.Marshal(r)
@@ -277,6 +293,8 @@ func FuzzBlocks(f *testing.F) {
 			func() error { _, err := decodeChecked[[3]int64](p); return err },
 			func() error { _, err := decodeChecked[[]uint64](p); return err },
 			func() error { var v []float64; return msgpack.Unmarshal(p, &v) },
+			func() error { _, err := decodeChecked[map[string]any](p); return err },
+			func() error { _, err := decodeChecked[[]any](p); return err },
 		} {
 			f()
 		}
@@ -375,5 +393,41 @@ func TestBlockSwappedOrder(t *testing.T) {
 		if !reflect.DeepEqual(back.Elem().Interface(), c.v) {
 			t.Errorf("%T: decoded %v, want %v", c.v, back.Elem().Interface(), c.v)
 		}
+	}
+}
+
+// A block inside an interface value cannot come back as its own type
+// (msgpack/v5 decodes an extension into an interface only as one
+// registered type): decoding it there is an error naming the block, in
+// every place an interface is decoded; a typed block beside an interface
+// is unaffected.
+func TestBlockInAny(t *testing.T) {
+	type withAny struct {
+		W []float32
+		X any
+	}
+	for _, c := range []struct {
+		name string
+		v    any
+		dec  func([]byte) (any, error)
+		want string
+	}{
+		{"any", []float32{1, 2}, func(p []byte) (any, error) { return decodeChecked[any](p) }, "a []float32 of 8 bytes inside an interface value"},
+		{"map[string]any", map[string]any{"w": []float64{1}}, func(p []byte) (any, error) { return decodeChecked[map[string]any](p) }, "a []float64 of 8 bytes inside an interface value"},
+		{"[]any", []any{"x", []bool{true}}, func(p []byte) (any, error) { return decodeChecked[[]any](p) }, "a []bool of 1 bytes inside an interface value"},
+		{"a field of type any", withAny{W: []float32{1}, X: weights{1, 2, 3}}, func(p []byte) (any, error) { return decodeChecked[withAny](p) }, "a []float32 of 12 bytes inside an interface value"},
+		{"an array in any", [3]int64{1, 2, 3}, func(p []byte) (any, error) { return decodeChecked[any](p) }, "a []int64 of 24 bytes inside"},
+	} {
+		p, err := msgpack.Marshal(c.v)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got, err := c.dec(p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %#v, %v; want an error saying %q", c.name, got, err, c.want)
+		}
+	}
+	p, _ := msgpack.Marshal(withAny{W: []float32{1.5}, X: "x"})
+	if got, err := decodeChecked[withAny](p); err != nil || !reflect.DeepEqual(got, withAny{W: []float32{1.5}, X: "x"}) {
+		t.Errorf("a block beside an any: got %#v, %v", got, err)
 	}
 }
