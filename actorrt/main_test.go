@@ -66,6 +66,7 @@ func registerTestActors() {
 		actorrt.Register[Echo](),
 		actorrt.Register[Numbers](),
 		actorrt.Register[Keeper](),
+		actorrt.Register[RLGen](),
 		actorrt.Register[Gate](),
 		actorrt.Register[Sleeper](),
 		actorrt.Register[Hop](),
