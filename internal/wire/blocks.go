@@ -77,7 +77,9 @@ func blockElemSize(e reflect.Type) int {
 }
 
 // blockKinds are the element kinds of blocks, by the number a block's
-// header gives them (its index; 0 is not said).
+// header gives them (its index; 0 is not said). With at most 15 kinds the
+// header byte stays below 0x80, never a msgpack map's code, which
+// CheckMsgpack would take for msgpack/v5's map-in-extension quirk.
 var blockKinds = [...]reflect.Kind{0, reflect.Bool, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 	reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64}
 
@@ -188,13 +190,18 @@ func encodeBlock(enc *msgpack.Encoder, v reflect.Value) error {
 	head[0] = 0xc9
 	binary.BigEndian.PutUint32(head[1:], uint32(1+k+len(b)))
 	head[5], head[6] = BlockExt, blockKind(e.Kind())<<3|byte(k)
-	if _, err := enc.Writer().Write(head[:7+k]); err != nil {
+	if !framed {
+		if _, err := enc.Writer().Write(append([]byte(nil), head[:7+k]...)); err != nil {
+			return err
+		}
+		_, err := enc.Writer().Write(b)
 		return err
 	}
-	if framed && len(b) >= ShareMin {
+	w.Write(head[:7+k]) // the concrete call keeps head off the heap; fits checked above
+	if len(b) >= ShareMin {
 		return w.share(b)
 	}
-	_, err := enc.Writer().Write(b)
+	_, err := w.Write(b)
 	return err
 }
 
@@ -301,21 +308,35 @@ func blockHeadByte(d *msgpack.Decoder, n int) (kind, k int, err error) {
 	if n < 1 {
 		return 0, 0, fmt.Errorf("a block extension of %d bytes, without its padding", n)
 	}
-	var pad [8]byte
-	if err := d.ReadFull(pad[:1]); err != nil {
+	c, err := readByte(d)
+	if err != nil {
 		return 0, 0, err
 	}
-	kind, k = int(pad[0]>>3), int(pad[0]&7)
+	kind, k = int(c>>3), int(c&7)
 	if kind >= len(blockKinds) {
 		return 0, 0, fmt.Errorf("a block of %s", blockKindName(kind))
 	}
 	if k > n-1 {
 		return 0, 0, fmt.Errorf("a block padded by %d bytes of %d", k, n-1)
 	}
-	if err := d.ReadFull(pad[:k]); err != nil {
-		return 0, 0, err
+	for range k {
+		if _, err := readByte(d); err != nil {
+			return 0, 0, err
+		}
 	}
 	return kind, k, nil
+}
+
+// readByte reads one byte of d's input as it is (not a msgpack value):
+// straight from a payload's reader, which msgpack/v5 reads unbuffered,
+// without the allocation a buffer handed to Decoder.ReadFull costs.
+func readByte(d *msgpack.Decoder) (byte, error) {
+	if r, ok := d.Buffered().(*ownedReader); ok {
+		return r.ReadByte()
+	}
+	b := make([]byte, 1)
+	err := d.ReadFull(b)
+	return b[0], err
 }
 
 // shareBlock sets v to the n bytes of the block d is at, in place, if d
@@ -350,11 +371,11 @@ func readSlice(d *msgpack.Decoder, v reflect.Value, n int) error {
 	t := v.Type()
 	size := int(t.Elem().Size())
 	if _, ok := d.Buffered().(interface{ Len() int }); ok || n*size <= blockChunk {
-		s := reflect.MakeSlice(t, n, n)
-		if err := d.ReadFull(blockBytes(s)); err != nil {
+		setNewSlice(v, n)
+		if err := d.ReadFull(blockBytes(v)); err != nil {
+			v.SetZero()
 			return err
 		}
-		v.Set(s)
 		return nil
 	}
 	s := reflect.MakeSlice(t, 0, blockChunk/size)
@@ -368,6 +389,20 @@ func readSlice(d *msgpack.Decoder, v reflect.Value, n int) error {
 	v.Set(s)
 	return nil
 }
+
+// setNewSlice sets v, a settable slice of a block's elements, to n new
+// zero elements: one allocation, where reflect.MakeSlice and Set cost two.
+func setNewSlice(v reflect.Value, n int) {
+	p := blockMake[blockKind(v.Type().Elem().Kind())](n)
+	// A named slice type has the layout of its underlying one.
+	*(*[]byte)(v.Addr().UnsafePointer()) = unsafe.Slice((*byte)(p), n)
+}
+
+// blockMake allocates n elements of each kind of blockKinds, typed.
+var blockMake = [...]func(n int) unsafe.Pointer{nil, makeElems[bool], makeElems[int8], makeElems[int16], makeElems[int32], makeElems[int64],
+	makeElems[uint16], makeElems[uint32], makeElems[uint64], makeElems[float32], makeElems[float64]}
+
+func makeElems[E any](n int) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(make([]E, n))) }
 
 // fromLittle turns v's elements, just read as little-endian bytes, into
 // this machine's numbers, and checks a bool block's bytes.
