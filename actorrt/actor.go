@@ -480,7 +480,7 @@ func (a *actor) invoke(m *method, ctx *Context, payload []byte, sole bool) (out 
 	in := make([]reflect.Value, lead+len(m.args))
 	in[0], in[1] = a.val, reflect.ValueOf(ctx)
 	if m.readers == nil || !readPlainArgs(payload, sole, m.readers, in[lead:]) {
-		if err := decodeArgs(a.mesh.rt, payload, m.args, in[lead:]); err != nil {
+		if err := decodeArgs(a.mesh.rt, payload, sole, m.args, in[lead:]); err != nil {
 			return nil, a.errorf(m.name, CodeDecode, "%v", err)
 		}
 	}
@@ -569,9 +569,14 @@ func (a *actor) explicitPort(m *method, reply portRef) reflect.Value {
 }
 
 // decodeArgs decodes an argument array into values of the given types,
-// the references among them bound to rt.
-func decodeArgs(rt *core, p []byte, types []reflect.Type, into []reflect.Value) error {
-	return decodeIn(rt, p, types, func(d *msgpack.Decoder) error {
+// the references among them bound to rt. With sole (p is this call's
+// alone), a large numeric block refers to p (wire.DecodeSharedFor).
+func decodeArgs(rt *core, p []byte, sole bool, types []reflect.Type, into []reflect.Value) error {
+	decode := wire.DecodePayloadFor
+	if sole {
+		decode = wire.DecodeSharedFor
+	}
+	return decode(rt, p, types, func(d *msgpack.Decoder) error {
 		n, err := d.DecodeArrayLen()
 		if err != nil {
 			return fmt.Errorf("argument list: %v", err)

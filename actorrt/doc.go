@@ -238,7 +238,17 @@
 // with RegisterCodec, which keeps it off the type's method set. A mesh or
 // Port among them arrives bound to the receiving runtime; one a program
 // encodes itself (msgpack.Marshal) is decoded with Unmarshal(ctx, ...),
-// which binds it to ctx's runtime.
+// which binds it to ctx's runtime. A slice or array of fixed-size numbers
+// or bools ([]float32, []int64, [3]float64, a named type over one, alone
+// or as a field) travels as one block of little-endian bytes, as fast as
+// the same bytes as a []byte: a large one is not copied into the message,
+// and reaches the endpoint (or the caller, for a result) in place where it
+// arrives aligned, as one out of band does. Where several actors receive
+// the same message (a Broadcast to a proc's members) each gets its own
+// copy. Declare such a value with its type: an interface type (any,
+// map[string]any) is refused when the endpoint is registered, and a block
+// msgpack meets in one elsewhere is a decode error, since it would not
+// come back as the typed slice.
 //
 // # Supervision
 //

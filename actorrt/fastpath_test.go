@@ -55,7 +55,7 @@ func TestFastPathsAsDecoder(t *testing.T) {
 		taken := 0
 		for name, m := range at.endpoints {
 			slow := make([]reflect.Value, len(m.args))
-			slowErr := decodeArgs(nil, p, m.args, slow)
+			slowErr := decodeArgs(nil, p, false, m.args, slow)
 			if m.void1 != nil {
 				var recv plainArgs
 				handled, err := m.void1(&recv, ctx, p, false)

@@ -509,7 +509,7 @@ func (r *nameRegistry) getOrSpawnFor(req *getOrSpawnReq) (actorMeshWire, error) 
 		types = at.init.args
 	}
 	vals := make([]reflect.Value, len(types))
-	if err := decodeArgs(r.rt, req.Args, types, vals); err != nil {
+	if err := decodeArgs(r.rt, req.Args, false, types, vals); err != nil {
 		return actorMeshWire{}, fmt.Errorf("%w: Init arguments: %v", ErrBadArgs, err)
 	}
 	args := make([]any, len(vals))

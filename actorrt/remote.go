@@ -168,7 +168,7 @@ func (procService) Run(ctx *Context, name string, args msgpack.RawMessage) (msgp
 	}
 	in := make([]reflect.Value, len(fn.args))
 	rt := ctx.actor.mesh.rt
-	if err := decodeArgs(rt, args, fn.args, in); err != nil {
+	if err := decodeArgs(rt, args, false, fn.args, in); err != nil {
 		return nil, fmt.Errorf("%w: remote %s: %v", ErrDecode, name, err)
 	}
 	v, err := fn.invoke(ctx, in)

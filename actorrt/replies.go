@@ -21,7 +21,8 @@ func decodeReply[T any](rt *core, f *wire.Frame, v *T) error {
 		return nil
 	}
 	prepareWire(reflect.TypeFor[T]())
-	if err := decodeIn(rt, f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
+	// A reply belongs to its port alone: a large numeric block refers to it.
+	if err := wire.DecodeSharedFor(rt, f.Payload, []reflect.Type{reflect.TypeFor[T]()}, func(d *msgpack.Decoder) error { return d.Decode(v) }); err != nil {
 		return fmt.Errorf("%w: reply: %v", ErrDecode, err)
 	}
 	return nil

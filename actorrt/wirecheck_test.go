@@ -157,6 +157,17 @@ type wcActor struct{}
 // a trip through msgpack. For a type without a codec of its own, what the
 // check says is compared with what a real trip does to a value with every
 // field set (and to one with every pointer, slice and map nil).
+// wcWeights and wcBlocks hold numeric blocks: a named slice, fields.
+type wcWeights []float32
+
+type wcBlocks struct {
+	W     wcWeights
+	G     []float64
+	Mask  []bool
+	Shape [2]uint16
+	Acts  []int8
+}
+
 func TestWireCheck(t *testing.T) {
 	// msgpack logs the duplicate names some of these types have.
 	w := log.Writer()
@@ -189,6 +200,11 @@ func TestWireCheck(t *testing.T) {
 		{v: wcOverrides{}, codec: true},
 		{v: time.Time{}, codec: true},
 		{v: msgpack.RawMessage{}, codec: true},
+		{v: []float32{}}, // numeric blocks (internal/wire, blocks.go)
+		{v: wcWeights{}},
+		{v: [3]int64{}},
+		{v: wcBlocks{}},
+		{v: map[string][]float64{}},
 
 		{v: struct {
 			Name   string
@@ -222,6 +238,8 @@ func TestWireCheck(t *testing.T) {
 		{v: make(chan int), mention: "a chan cannot be sent"},
 		{v: struct{ F func() }{}, mention: "F: a func cannot be sent"},
 		{v: []any{}, mention: "interface type interface {} cannot be decoded"},
+		{v: map[string]any{}, mention: "interface type interface {} cannot be decoded"}, // a block in it would not come back typed
+		{v: struct{ W any }{}, mention: "W: interface type interface {} cannot be decoded"},
 		{v: complex(1, 2), mention: "a complex128 cannot be sent"},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/monarch-go/monarch/actorrt/internal/wirecheck"
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // Wire values: the types of this package that travel by a codec of their
@@ -133,7 +134,13 @@ func registerWireValues(t reflect.Type, seen map[reflect.Type]bool) {
 	}
 	seen[t] = true
 	switch t.Kind() {
-	case reflect.Pointer, reflect.Slice, reflect.Array:
+	case reflect.Slice, reflect.Array:
+		if wire.IsBlock(t) { // a named []float32, a [16]int64: one block of bytes
+			wire.RegisterBlock(t)
+			return
+		}
+		registerWireValues(t.Elem(), seen)
+	case reflect.Pointer:
 		registerWireValues(t.Elem(), seen)
 	case reflect.Map:
 		registerWireValues(t.Key(), seen)

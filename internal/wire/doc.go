@@ -33,6 +33,18 @@
 // (an argument list of []byte, strings, numbers, bools) without a
 // decoder, and may hand out a large []byte in place.
 //
+// Numeric slices and arrays ([]float32, [4]int64, []bool, a named type
+// over one; blocks.go) travel as one block of little-endian bytes, a
+// msgpack extension of type BlockExt padded so that the elements are
+// aligned from the payload's start, not element by element: a large one
+// is shared into the frame as a []byte is, and DecodeSharedFor hands it
+// out in place where it lands aligned. Its header names the element kind,
+// so a block decoded into a slice of another kind is an error, never its
+// bytes reinterpreted; a block decoded into an interface value (any) is
+// an error that names it, since msgpack/v5 can give an interface no typed
+// slice. Blocks written without the kind, as binary, or element by
+// element (msgpack arrays, as before blocks) decode too.
+//
 // Kinds: KindActor, KindPort and KindControl are the runtime's; KindRun
 // packs a run of messages to one subject under one numbered header (run.go:
 // RunWriter, CountRun, Run); KindTail, KindResend, KindNak, KindAck and

@@ -244,6 +244,18 @@ func DecodePayload(p []byte, types []reflect.Type, fn func(*msgpack.Decoder) err
 // a value's own decoder finds it with Owner (a reference decoded from the
 // wire binds to the runtime that decodes it).
 func DecodePayloadFor(owner any, p []byte, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
+	return decodePayload(owner, p, false, types, fn)
+}
+
+// DecodeSharedFor is DecodePayloadFor for a payload that belongs to the
+// values decoded from it alone: a numeric block of ShareMin bytes or
+// more, suitably aligned in p, is handed out in place rather than copied
+// (blocks.go), as Values hands out a []byte.
+func DecodeSharedFor(owner any, p []byte, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
+	return decodePayload(owner, p, true, types, fn)
+}
+
+func decodePayload(owner any, p []byte, share bool, types []reflect.Type, fn func(*msgpack.Decoder) error) error {
 	quirk, err := CheckMsgpack(p)
 	if err != nil {
 		return err
@@ -253,7 +265,7 @@ func DecodePayloadFor(owner any, p []byte, types []reflect.Type, fn func(*msgpac
 	}
 	d := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(d)
-	d.Reset(&ownedReader{Reader: bytes.NewReader(p), owner: owner})
+	d.Reset(&ownedReader{Reader: bytes.NewReader(p), owner: owner, base: p, share: share})
 	return fn(d)
 }
 
@@ -263,6 +275,8 @@ func DecodePayloadFor(owner any, p []byte, types []reflect.Type, fn func(*msgpac
 type ownedReader struct {
 	*bytes.Reader
 	owner any
+	base  []byte // what Reader reads
+	share bool   // a large block may refer to base (DecodeSharedFor)
 }
 
 // Owner is the owner d's DecodePayloadFor was given; nil for a decoder

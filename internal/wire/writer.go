@@ -41,6 +41,7 @@ type limitedBuffer struct {
 	shared    [][]byte
 	sharedLen int
 	start     int
+	payload   int // where the payload starts (after NewFrame's header)
 }
 
 var errFrameFull = errors.New("frame full")
@@ -117,6 +118,7 @@ func NewFrame(h *Header, limit int) (*Writer, error) {
 	w.buf.b = h.appendTo(append(w.buf.b[:0], 0, 0, 0, 0))
 	w.buf.limit, w.buf.named, w.buf.full = limit, limit, false
 	w.buf.shared, w.buf.sharedLen, w.buf.start = w.buf.shared[:0], 0, 0
+	w.buf.payload = len(w.buf.b)
 	n := len(w.buf.b) - 4
 	if n > MaxHeader || len(w.buf.b) > limit {
 		w.Free()
@@ -140,6 +142,7 @@ func NewPayload(h *Header, limit int) *Writer {
 	w.buf.b = w.buf.b[:0]
 	w.buf.limit, w.buf.named, w.buf.full = max(limit-len(w.head)-SeqRoom, 0), limit, false
 	w.buf.shared, w.buf.sharedLen, w.buf.start = w.buf.shared[:0], 0, 0
+	w.buf.payload = 0
 	w.deferred = true
 	return w
 }
