@@ -110,6 +110,7 @@ var compiled = struct {
 type compiledGrad struct {
 	err    error
 	vm     gorgonia.VM
+	tape   tape             // vm's counter and registers (tape.go)
 	inputs []*gorgonia.Node // the leaves' nodes, in the graph's order
 	wrt    []int            // graph indices differentiated for
 	grads  []*gorgonia.Node // their gradients, in that order
@@ -255,6 +256,7 @@ func (c *compiledGrad) compile(graph []gradNode, leaves []*tensor.Dense) error {
 	}
 	c.grads, c.loss = grads, loss
 	c.vm = gorgonia.NewTapeMachine(g)
+	c.tape = tapeOf(c.vm)
 	return nil
 }
 
@@ -292,7 +294,9 @@ func (c *compiledGrad) run(leaves []*tensor.Dense) error {
 			return fmt.Errorf("dtensor: grad: %w", err)
 		}
 	}
-	c.vm.Reset()
+	// The last run's registers are this run's (tape.go): its values are
+	// copied out below.
+	c.tape.rewind(c.values)
 	if err := c.vm.RunAll(); err != nil {
 		return fmt.Errorf("dtensor: grad: %w", err)
 	}

@@ -18,9 +18,10 @@ var ddpStep = regexp.MustCompile(`a step: (\S+) on (\d+) procs, (\S+) in one pro
 // runDDP runs examples/ddp under monarch local and returns its output.
 func runDDP(t testing.TB, args ...string) string {
 	t.Helper()
+	bin := build(t) // before the run's time starts: a loaded machine builds slowly
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(build(t), "monarch"), append([]string{"local", "--", filepath.Join(build(t), "ddp")}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "monarch"), append([]string{"local", "--", filepath.Join(bin, "ddp")}, args...)...)
 	cmd.Env = append(os.Environ(), "MONARCH_STATE_DIR="+t.TempDir())
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -44,7 +45,8 @@ func TestDDPExample(t *testing.T) {
 
 // BenchmarkDDPStep: one data-parallel step on 4 procs (dtensor's ops:
 // the forward pass, the gradients, all-reduces among the procs, Adam's
-// update, the loss fetched) beside the same step in one process.
+// update, the loss fetched) beside the same step in one process, the two
+// timed in alternating rounds of 20 steps (examples/ddp).
 func BenchmarkDDPStep(b *testing.B) {
 	out := runDDP(b, "-steps", "200")
 	m := ddpStep.FindStringSubmatch(out)
@@ -57,6 +59,6 @@ func BenchmarkDDPStep(b *testing.B) {
 		b.Fatalf("step times %q %q", m[1], m[3])
 	}
 	procs, _ := strconv.Atoi(m[2])
-	fmt.Printf("BENCH ddp-step-%dprocs-us ours=%.1f floor=%.1f ratio=%.2f target<=3\n", procs,
+	fmt.Printf("BENCH ddp-step-%dprocs-us ours=%.1f floor=%.1f ratio=%.2f target<=2.5\n", procs,
 		float64(ours.Microseconds()), float64(floor.Microseconds()), float64(ours)/float64(floor))
 }

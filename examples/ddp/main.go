@@ -4,8 +4,9 @@
 // gradients; the procs average the gradients among themselves (Reduce,
 // as collectives, proc to proc), and Adam updates every proc's copy of
 // the parameters there: the parameters never come to the client, only
-// the loss does. The same training then runs in this process alone, on
-// all the rows, with the same start: the two losses must agree.
+// the loss does. The same training runs in this process alone too, on
+// all the rows, with the same start, in turns of 20 steps with the
+// procs' (both timed on a machine as busy): the two losses must agree.
 //
 //	monarch local -- bin/ddp            # or bin/ddp, with a bus of its own
 //	monarch local -- bin/ddp -steps 200 -procs 2
@@ -83,6 +84,11 @@ func (t *trainer) step(ctx context.Context) (*dtensor.ShardFuture, error) {
 	return l, s.Err()
 }
 
+// round is how many steps each training takes in turn: the two are timed
+// in alternating rounds, so that a machine busy with other work slows
+// both alike.
+const round = 20
+
 func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error {
 	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, actorrt.Dims{{"procs", nprocs}})
 	if err != nil {
@@ -94,48 +100,33 @@ func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error 
 	if err != nil {
 		return err
 	}
-	var ddp float64
-	t0 := time.Now()
-	// Each step's loss is waited for once the next step is sent.
-	var last *dtensor.ShardFuture
-	for s := 1; s <= steps+1; s++ {
-		var next *dtensor.ShardFuture
-		if s <= steps {
-			if next, err = tr.step(ctx); err != nil {
-				return fmt.Errorf("step %d: %w", s, err)
-			}
-		}
-		if last != nil {
-			l, err := last.Get(ctx)
-			if err != nil {
-				return fmt.Errorf("step %d: %w", s-1, err)
-			}
-			ddp = l.Float64s()[0]
-			if s-1 == 1 || (s-1)%20 == 0 {
-				fmt.Printf("step %d loss %.10f\n", s-1, ddp)
-			}
-		}
-		last = next
-	}
-	perDDP := time.Since(t0) / time.Duration(steps)
-
 	// The same training in this process alone, on all the rows.
 	m, err := newModel(x, y)
 	if err != nil {
 		return err
 	}
 	opt := newAdam(lr)
-	var single float64
-	t0 = time.Now()
-	for range steps {
-		loss, grads, err := m.eval(start)
-		if err != nil {
+	var ddp, single float64
+	var inDDP, inSingle time.Duration
+	for done := 0; done < steps; done += round {
+		n := min(round, steps-done)
+		t0 := time.Now()
+		if ddp, err = tr.steps(ctx, done, n); err != nil {
 			return err
 		}
-		single = loss
-		opt.step(start, grads)
+		inDDP += time.Since(t0)
+		t0 = time.Now()
+		for range n {
+			loss, grads, err := m.eval(start)
+			if err != nil {
+				return err
+			}
+			single = loss
+			opt.step(start, grads)
+		}
+		inSingle += time.Since(t0)
 	}
-	perSingle := time.Since(t0) / time.Duration(steps)
+	perDDP, perSingle := inDDP/time.Duration(steps), inSingle/time.Duration(steps)
 	// The loss a step returns is the loss before that step's update.
 	diff := math.Abs(ddp - single)
 	fmt.Printf("after %d steps on %d procs: loss %.10f; in one process: %.10f; difference %.2g\n", steps, nprocs, ddp, single, diff)
@@ -144,4 +135,34 @@ func run(ctx context.Context, steps, nprocs int, lr float64, seed uint64) error 
 		return &actorrt.ExitError{Code: 1, Err: fmt.Errorf("the data-parallel loss differs from the single-process loss by %g", diff)}
 	}
 	return nil
+}
+
+// steps runs steps done+1 to done+n on the procs and returns the last
+// one's loss. Each step's loss is waited for once the next step is sent,
+// so that the procs, running the steps in order, need not wait for the
+// client.
+func (t *trainer) steps(ctx context.Context, done, n int) (float64, error) {
+	var last *dtensor.ShardFuture
+	var loss float64
+	for s := done + 1; s <= done+n+1; s++ {
+		var next *dtensor.ShardFuture
+		if s <= done+n {
+			var err error
+			if next, err = t.step(ctx); err != nil {
+				return 0, fmt.Errorf("step %d: %w", s, err)
+			}
+		}
+		if last != nil {
+			l, err := last.Get(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("step %d: %w", s-1, err)
+			}
+			loss = l.Float64s()[0]
+			if s-1 == 1 || (s-1)%20 == 0 {
+				fmt.Printf("step %d loss %.10f\n", s-1, loss)
+			}
+		}
+		last = next
+	}
+	return loss, nil
 }
