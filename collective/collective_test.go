@@ -145,13 +145,19 @@ func setup(t *testing.T, dims actorrt.Dims, backend string) (*collective.Comm, *
 // setupEnv is setup with env as each proc's environment.
 func setupEnv(t *testing.T, dims actorrt.Dims, env func(actorrt.Point) []string) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
 	t.Helper()
+	return setupSlot(t, dims, env, 4096)
+}
+
+// setupSlot is setupEnv with slots of slot bytes.
+func setupSlot(t *testing.T, dims actorrt.Dims, env func(actorrt.Point) []string, slot int) (*collective.Comm, *actorrt.ActorMesh[Worker], *actorrt.ProcMesh) {
+	t.Helper()
 	ctx := clientCtx
 	procs, err := actorrt.ThisHost(ctx).SpawnProcs(ctx, dims, actorrt.WithProcEnv(env))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { procs.Stop(context.Background()) })
-	c, err := collective.NewWithSlot(ctx, procs, 4096)
+	c, err := collective.NewWithSlot(ctx, procs, slot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,5 +413,70 @@ func TestMemberDies(t *testing.T) {
 				t.Errorf("errors %q: want both survivors to name the member that died", errs)
 			}
 		})
+	}
+}
+
+// TestStreamPieces: on links through tcp the sender writes pieces of
+// min(1 MiB, slot) and the receiver reads pieces of min(256 KiB, slot)
+// (link.go, streamPiece and readPiece); with slots of 512 KiB, chunks of
+// the ring that are a whole number of both, one element more, odd and
+// shorter than a read all come out exact, for every collective.
+func TestStreamPieces(t *testing.T) {
+	ctx, cancel := context.WithTimeout(clientCtx, 5*time.Minute)
+	defer cancel()
+	c, w, procs := setupSlot(t, actorrt.Dims{{"gpus", 3}}, func(actorrt.Point) []string {
+		return []string{"MONARCH_RDMA_BACKEND=tcp"}
+	}, 512<<10)
+	ext := procs.Extent()
+	const piece = 512 << 10 / 8 // float64s in a written piece
+	for _, n := range []int{3 * piece, 3*piece + 1, 100_001, 3*piece/2 + 2} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ar, err := actorrt.Method1((*Worker).AllReduce).Call(w, Job{Comm: *c, Dim: "gpus", Op: int(collective.Sum), N: n, Victim: -1}).Get(ctx)
+			if err != nil {
+				t.Fatalf("all-reduce: %v", err)
+			}
+			for p, vals := range ar.Items() {
+				checkFrom(t, fmt.Sprintf("all-reduce at %v", p), vals, n, 0, func(i int) float64 { return want(collective.Sum, group(ext, p, "gpus"), i) })
+			}
+			rs, err := actorrt.Method1((*Worker).ReduceScatter).Call(w, Job{Comm: *c, Dim: "gpus", Op: int(collective.Sum), N: n}).Get(ctx)
+			if err != nil {
+				t.Fatalf("reduce-scatter: %v", err)
+			}
+			for p, vals := range rs.Items() {
+				idx, _ := p.Get("gpus")
+				lo, hi := idx*n/3, (idx+1)*n/3
+				checkFrom(t, fmt.Sprintf("reduce-scatter at %v", p), vals, hi-lo, lo, func(i int) float64 { return want(collective.Sum, group(ext, p, "gpus"), i) })
+			}
+			part := n / 3
+			ag, err := actorrt.Method1((*Worker).AllGather).Call(w, Job{Comm: *c, Dim: "gpus", N: part}).Get(ctx)
+			if err != nil {
+				t.Fatalf("all-gather: %v", err)
+			}
+			for p, vals := range ag.Items() {
+				checkFrom(t, fmt.Sprintf("all-gather at %v", p), vals, 3*part, 0, func(i int) float64 { return value(group(ext, p, "gpus")[i/part], i%part) })
+			}
+			root := n % 3
+			bc, err := actorrt.Method1((*Worker).Broadcast).Call(w, Job{Comm: *c, Dim: "gpus", Root: root, N: n}).Get(ctx)
+			if err != nil {
+				t.Fatalf("broadcast: %v", err)
+			}
+			for p, vals := range bc.Items() {
+				checkFrom(t, fmt.Sprintf("broadcast from %d at %v", root, p), vals, n, 0, func(i int) float64 { return value(group(ext, p, "gpus")[root], i) })
+			}
+		})
+	}
+}
+
+// checkFrom fails t unless vals holds n values, the j-th of which is
+// want(from+j).
+func checkFrom(t *testing.T, what string, vals []float64, n, from int, want func(i int) float64) {
+	t.Helper()
+	if len(vals) != n {
+		t.Fatalf("%s: %d elements, want %d", what, len(vals), n)
+	}
+	for j, v := range vals {
+		if w := want(from + j); v != w {
+			t.Fatalf("%s: element %d = %v, want %v", what, from+j, v, w)
+		}
 	}
 }

@@ -52,9 +52,10 @@
 //     A link through tcp is a connection instead (link.go): the sender
 //     opens it to the receiver's buffer (ibverbs Handle.Connect, taken
 //     by Buffer.Accept) at the first collective and keeps it; it writes
-//     its pieces (256 KiB) one after the other, and the receiver reads
-//     each straight where it goes (all-gather) or into scratch memory it
-//     combines from (reduce-scatter), paced by TCP's flow control: no
+//     its pieces (1 MiB) one after the other, and the receiver reads
+//     them, 256 KiB at a time, straight where they go (all-gather) or
+//     into scratch memory it combines from while it is still in cache
+//     (reduce-scatter), paced by TCP's flow control: no
 //     slot to copy out of, no counter, no acknowledgement, nothing to
 //     wait for but the data. The ring's steps are pipelined there
 //     (link.go, pipeline): each piece of a step goes on as soon as the

@@ -87,8 +87,8 @@ var vsGlooSizes = []struct {
 // alike; the medians are over both rounds' repetitions. Below 1 MiB,
 // latency in µs (ratio ours/gloo, target <= 1.0 for tcp, <= 0.5 for shm);
 // from 1 MiB, bandwidth in GB/s of data size / time (ratio ours/gloo,
-// target >= 1.0 for tcp, >= 2.0 for shm). A table of all three sides'
-// medians comes first.
+// target >= 1.0 for tcp, 1.2 from 16 MiB, >= 2.0 for shm). A table of
+// all three sides' medians comes first.
 //
 // Threads: each gloo rank runs with one (torch.set_num_threads(1),
 // OMP_NUM_THREADS=1; gloo's own transport thread aside), so that 4 ranks
@@ -161,6 +161,9 @@ func BenchmarkAllReduceVsGloo(b *testing.B) {
 					s.name, backend, o*1e6, g*1e6, o/g, target)
 			} else {
 				target := map[string]string{"shm": ">=2.0", "tcp": ">=1.0"}[backend]
+				if backend == "tcp" && s.bytes >= 16<<20 {
+					target = ">=1.2" // issue 39
+				}
 				ob, gb := float64(s.bytes)/o/1e9, float64(s.bytes)/g/1e9
 				fmt.Printf("BENCH allreduce-%s-4procs-%s-vs-gloo-GBps ours=%.3f floor=%.3f ratio=%.3f target%s\n",
 					s.name, backend, ob, gb, ob/gb, target)
