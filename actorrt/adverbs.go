@@ -136,7 +136,7 @@ func (c *outCall) post() error {
 		return err
 	}
 	if feedOn {
-		rt.sent.count(c.ref, c.reg)
+		rt.sent.count(c.ref, &c.reg)
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ type sentTable struct {
 }
 
 // count counts a call sent through ref to the members of reg.
-func (t *sentTable) count(ref *meshRef, reg region) {
+func (t *sentTable) count(ref *meshRef, reg *region) {
 	mc := ref.counts.Load()
 	if mc == nil {
 		mc = t.of(ref)

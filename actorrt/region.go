@@ -35,9 +35,16 @@ func (r region) clone() region {
 }
 
 // isWhole reports whether r selects all of its base, unchanged.
-func (r region) isWhole() bool {
-	for i, d := range r.base.dims {
-		if r.start[i] != 0 || r.size[i] != d.Size || !r.kept[i] {
+// It is asked on every send, and by the state feed's count of it: by
+// pointer and by index, it copies neither the region nor a dimension's
+// name.
+func (r *region) isWhole() bool {
+	dims := r.base.dims
+	if len(r.start) != len(dims) || len(r.size) != len(dims) || len(r.kept) != len(dims) {
+		return false
+	}
+	for i := range dims {
+		if r.start[i] != 0 || r.size[i] != dims[i].Size || !r.kept[i] {
 			return false
 		}
 	}

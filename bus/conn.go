@@ -370,47 +370,69 @@ func (c *Conn) Close() {
 }
 
 // Run hands every received message to handle, one at a time, in wire
-// order, on the calling goroutine. Chunked messages are reassembled first.
+// order: on the calling goroutine, or, for a message that arrives while
+// Run waits with nothing queued, on the Conn's own that takes it in
+// (queue.go), as Run would. Chunked messages are reassembled first.
 // It returns ctx.Err() when ctx is done, or ErrClosed once the connection
-// is gone and every message received before that was handled.
+// is gone and every message received before that was handled; handle is
+// not called once Run returned.
 func (c *Conn) Run(ctx context.Context, handle func(Message)) error {
+	q := c.queue
+	q.handling.Lock()
+	q.inline = func(m *nats.Msg) { c.deliver(m, handle) }
+	q.handling.Unlock()
+	defer func() {
+		q.handling.Lock()
+		q.inline = nil
+		q.handling.Unlock()
+	}()
 	expiry := time.NewTicker(PartialTTL / 4)
 	defer expiry.Stop()
 	batch := make([]*nats.Msg, 0, 256)
+	// handleQueued handles what the ring holds, a batch at a time, and
+	// says whether there was any.
+	handleQueued := func() bool {
+		q.handling.Lock()
+		defer q.handling.Unlock()
+		if batch = q.take(batch[:0]); len(batch) == 0 {
+			return false
+		}
+		for _, m := range batch {
+			c.deliver(m, handle)
+		}
+		clear(batch)
+		return true
+	}
+	expire := func(now time.Time) {
+		q.handling.Lock()
+		c.expire(now)
+		q.handling.Unlock()
+	}
 	for {
-		if batch = c.queue.take(batch[:0]); len(batch) > 0 {
-			for _, m := range batch {
-				c.deliver(m, handle)
-			}
-			clear(batch)
+		if handleQueued() {
 			// Under load, take what is queued without the cost of a full
 			// select each time; check ctx between bursts.
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case now := <-expiry.C:
-				c.expire(now)
+				expire(now)
 			default:
 			}
 			continue
 		}
 		select {
-		case <-c.queue.ready:
+		case <-q.ready:
 		case now := <-expiry.C:
-			c.expire(now)
+			expire(now)
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-c.queue.pumped:
-			// Closed, and everything received is in the ring.
-			for {
-				if batch = c.queue.take(batch[:0]); len(batch) == 0 {
-					return ErrClosed
-				}
-				for _, m := range batch {
-					c.deliver(m, handle)
-				}
-				clear(batch)
+		case <-q.pumped:
+			// Closed, and everything received is in the ring (or was
+			// handled inline).
+			for handleQueued() {
 			}
+			return ErrClosed
 		}
 	}
 }

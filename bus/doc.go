@@ -26,7 +26,9 @@
 // of the Conn moves them on into a queue that grows as it fills, up to
 // ConnOptions.QueueLen, and shrinks once drained (so an idle Conn holds a
 // few KB, not its bound), and Run hands the messages to its handler one
-// at a time in that same order. So: if a
+// at a time in that same order (a message that finds Run waiting with
+// nothing queued is handed over by the goroutine that takes it in, which
+// saves waking Run's). So: if a
 // process publishes M0 and then M1 (on any subjects) and another process is
 // subscribed to both, its handler sees M0 before M1.
 //

@@ -19,6 +19,18 @@ import (
 // the bound: past QueueLen waiting the pump drops and reports
 // ErrSlowConsumer, once until a message fits again, as NATS does for
 // the transit.
+//
+// A message that arrives alone, while Run waits with nothing queued, is
+// handed to Run's handler by the pump itself (inline): going through the
+// ring would wake Run's goroutine for it, a hand-off that is a tenth of
+// a round trip between two procs. The handler is still called one
+// message at a time in wire order: whoever calls it (Run, or the pump
+// while Run waits) holds handling, and empties the ring before the
+// pump's message. The pump takes a message inline only when nothing else
+// is in transit, so under a burst it goes on moving messages into the
+// ring while Run handles them, as before; while it handles one inline,
+// what arrives waits in transit, as it does while the pump waits for a
+// CPU.
 
 // DefaultTransit is ConnOptions.Transit's default: what NATS's reader
 // can deliver while the pump waits to run. The pump is readied by the
@@ -35,6 +47,12 @@ type recvQueue struct {
 	transit chan *nats.Msg // NATS's reader sends here; only the pump receives
 	pumped  chan struct{}  // closed once the pump ended: everything is in the ring
 	ready   chan struct{}  // a token: the ring has messages
+
+	// handling is held by whoever calls the handler: Run, or the pump
+	// inline. inline is Run's handler while Run runs (nil otherwise),
+	// read and written under handling.
+	handling sync.Mutex
+	inline   func(*nats.Msg)
 
 	mu       sync.Mutex
 	ring     []*nats.Msg // a power of two long, or nil
@@ -62,6 +80,9 @@ func (q *recvQueue) pump(closed <-chan struct{}, slow func()) {
 	for {
 		select {
 		case m := <-q.transit:
+			if len(q.transit) == 0 && q.handleInline(m) {
+				continue
+			}
 			batch = append(batch[:0], m)
 			for len(batch) < cap(batch) && q.takeTransit(&batch) {
 			}
@@ -81,6 +102,32 @@ func (q *recvQueue) pump(closed <-chan struct{}, slow func()) {
 			}
 		}
 	}
+}
+
+// handleInline hands m, and what the ring holds before it, to Run's
+// handler on the pump's goroutine, if Run runs and handles nothing now;
+// false if it did not (m is then the pump's to queue).
+func (q *recvQueue) handleInline(m *nats.Msg) bool {
+	if !q.handling.TryLock() {
+		return false
+	}
+	defer q.handling.Unlock()
+	if q.inline == nil {
+		return false
+	}
+	var batch [16]*nats.Msg
+	for {
+		b := q.take(batch[:0])
+		if len(b) == 0 {
+			break
+		}
+		for _, queued := range b {
+			q.inline(queued)
+		}
+		clear(b)
+	}
+	q.inline(m)
+	return true
 }
 
 // takeTransit appends a message from transit to batch, if one is there.

@@ -190,3 +190,84 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
 }
+
+// TestRunInlineInOrder: messages that arrive alone (handed over by the
+// pump while Run waits) and in bursts (queued while the handler is slow)
+// reach the handler one at a time, in order across subjects.
+func TestRunInlineInOrder(t *testing.T) {
+	const n = 3_000
+	pub, sub, slow := queuePair(t, DefaultQueueLen)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var in atomic.Int32
+	next := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Run(ctx, func(m Message) {
+			if in.Add(1) != 1 {
+				t.Errorf("the handler entered twice at once, at message %d", next)
+			}
+			if got, _ := strconv.Atoi(string(m.Data)); got != next || m.Subject != []string{"q.a", "q.b"}[next%2] {
+				t.Errorf("message %d is %s on %s", next, m.Data, m.Subject)
+			}
+			if next%500 == 250 {
+				time.Sleep(5 * time.Millisecond) // what comes meanwhile queues
+			}
+			if next++; next == n {
+				cancel()
+			}
+			in.Add(-1)
+		})
+	}()
+	for i := 0; i < n; i++ {
+		if err := pub.PublishNow([]string{"q.a", "q.b"}[i%2], [][]byte{[]byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 < 50 { // alone, then a burst
+			if err := pub.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) || next != n {
+		t.Fatalf("Run = %v after %d messages, want %d", err, next, n)
+	}
+	if slow.Load() != 0 {
+		t.Errorf("%d slow-consumer reports", slow.Load())
+	}
+}
+
+// TestRunReturnedHandsNothing: once Run returned, its handler is called
+// no more, even for a message that arrives alone: it waits in the queue
+// for the next Run.
+func TestRunReturnedHandsNothing(t *testing.T) {
+	pub, sub, _ := queuePair(t, DefaultQueueLen)
+	ctx, cancel := context.WithCancel(context.Background())
+	var after atomic.Int32
+	ran := make(chan error, 1)
+	go func() { ran <- sub.Run(ctx, func(Message) { after.Add(1) }) }()
+	cancel()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	const n = 10
+	for i := range n {
+		// One at a time, each queued before the next is sent: alone.
+		if err := pub.PublishNow([]string{"q.a", "q.b"}[i%2], [][]byte{[]byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := pub.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if queued, _ := sub.queue.counts(); queued == i+1 {
+				break
+			}
+			if after.Load() != 0 || time.Now().After(deadline) {
+				t.Fatalf("message %d: a returned Run's handler got %d messages", i, after.Load())
+			}
+		}
+	}
+	runUntil(t, sub, n)
+}
