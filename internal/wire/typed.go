@@ -16,10 +16,11 @@ import (
 // generated adverbs encode their arguments with it: a []any and a box
 // per argument were an eighth of a Broadcast's time.
 //
-// On an encoder that is not a frame's, every value takes the reflection
-// path: the direct forms assume a frame's compact integers.
+// On an encoder that is not a frame's (NewFrame, NewPayload), every value
+// takes the reflection path: the direct forms assume a frame's compact
+// integers.
 func EncodeTyped[T any](enc *msgpack.Encoder, v T) error {
-	if _, framed := enc.Writer().(*limitedBuffer); framed {
+	if w, framed := enc.Writer().(*limitedBuffer); framed && w.compact {
 		// any(v) here does not escape: the switch reads it in place.
 		switch x := any(v).(type) {
 		case []byte:

@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // encodePair encodes v into two frames, after a prefix of pad bytes (a
@@ -124,6 +126,31 @@ func TestEncodeTypedSameBytes(t *testing.T) {
 	sameBytes(t, time.Unix(1700000000, 5).UTC())
 	sameBytes(t, any(nil))
 	sameBytes(t, error(nil))
+}
+
+// TestEncodeTypedOtherEncoder: on an encoder that is not a frame's (here
+// MarshalLimited's kind, without compact integers) EncodeTyped still
+// writes what msgpack does.
+func TestEncodeTypedOtherEncoder(t *testing.T) {
+	check := func(v any, typed func(*msgpack.Encoder) error) {
+		t.Helper()
+		buf := &limitedBuffer{limit: 1 << 20, named: 1 << 20}
+		enc := msgpack.NewEncoder(buf)
+		if err := typed(enc); err != nil {
+			t.Fatal(err)
+		}
+		want, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.b, want) {
+			t.Errorf("%T %v: typed % x, msgpack % x", v, v, buf.b, want)
+		}
+	}
+	check(int64(1), func(e *msgpack.Encoder) error { return EncodeTyped(e, int64(1)) })
+	check(int32(-2), func(e *msgpack.Encoder) error { return EncodeTyped(e, int32(-2)) })
+	check(uint16(3), func(e *msgpack.Encoder) error { return EncodeTyped(e, uint16(3)) })
+	check("s", func(e *msgpack.Encoder) error { return EncodeTyped(e, "s") })
 }
 
 // TestEncodeTypedDoesNotBox: the common types are written without an
