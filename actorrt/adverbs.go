@@ -75,8 +75,9 @@ type outCall struct {
 // allocates no closure for it); one past the queue's bound is refused at once,
 // with ErrMailboxFull.
 func (rt *core) send(ref *meshRef, reg region, m *method, args callArgs, reply portRef, failed func() func(error)) error {
-	if err := rt.health.meshUsable(ref, reg); err != nil && !ref.queue.due(ref, reg) {
-		return err
+	unusable := rt.health.meshUsable(ref, reg)
+	if unusable != nil && !ref.queue.due(ref, reg) {
+		return unusable
 	}
 	// The call is encoded into a value of this frame: only one that is
 	// queued is copied to the heap (sendQueue.add), so the usual send
@@ -93,7 +94,12 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args callArgs, reply p
 	if err != nil {
 		return err // refused: past the queue's bound
 	}
-	return c.post()
+	if unusable != nil {
+		return c.post() // not queued after all: check again
+	}
+	// Usable a moment ago: checking again (a lock and a lookup per proc
+	// once any proc of the job has ended) was a twelfth of a Send.
+	return c.publish()
 }
 
 // encode encodes a call now: the caller may change its arguments once
@@ -125,12 +131,17 @@ func (c *outCall) encode(ref *meshRef, reg region, m *method, args callArgs, rep
 	return nil
 }
 
-// post publishes an encoded call.
+// post publishes an encoded call to a mesh still usable.
 func (c *outCall) post() error {
-	rt := c.ref.rt
-	if err := rt.health.meshUsable(c.ref, c.reg); err != nil {
+	if err := c.ref.rt.health.meshUsable(c.ref, c.reg); err != nil {
 		return err
 	}
+	return c.publish()
+}
+
+// publish publishes an encoded call.
+func (c *outCall) publish() error {
+	rt := c.ref.rt
 	if err := rt.deliverTo(c.ref, c.reg, c.w, &c.h); err != nil {
 		return err
 	}
