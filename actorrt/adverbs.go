@@ -70,12 +70,14 @@ type outCall struct {
 // (a port of any proc) unless it is the zero port. This is the one way
 // calls travel: every adverb is a port and a send. A call to a mesh whose
 // members' places are being refreshed (sendQueue) is queued behind that
-// refresh: send then returns at once, and failed hears of a queued call
-// that could not be sent; one past the queue's bound is refused at once,
+// refresh: send then returns at once, and what failed makes hears of a
+// queued call that could not be sent (made only then: the usual send
+// allocates no closure for it); one past the queue's bound is refused at once,
 // with ErrMailboxFull.
-func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply portRef, failed func(error)) error {
-	if err := rt.health.meshUsable(ref, reg); err != nil && !ref.queue.due(ref, reg) {
-		return err
+func (rt *core) send(ref *meshRef, reg region, m *method, args callArgs, reply portRef, failed func() func(error)) error {
+	unusable := rt.health.meshUsable(ref, reg)
+	if unusable != nil && !ref.queue.due(ref, reg) {
+		return unusable
 	}
 	// The call is encoded into a value of this frame: only one that is
 	// queued is copied to the heap (sendQueue.add), so the usual send
@@ -92,12 +94,17 @@ func (rt *core) send(ref *meshRef, reg region, m *method, args []any, reply port
 	if err != nil {
 		return err // refused: past the queue's bound
 	}
-	return c.post()
+	if unusable != nil {
+		return c.post() // not queued after all: check again
+	}
+	// Usable a moment ago: checking again (a lock and a lookup per proc
+	// once any proc of the job has ended) was a twelfth of a Send.
+	return c.publish()
 }
 
 // encode encodes a call now: the caller may change its arguments once
 // the adverb returns, queued or not.
-func (c *outCall) encode(ref *meshRef, reg region, m *method, args []any, reply portRef) error {
+func (c *outCall) encode(ref *meshRef, reg region, m *method, args callArgs, reply portRef) error {
 	*c = outCall{ref: ref, reg: reg, reply: reply, h: wire.Header{Kind: wire.KindActor, Target: ref.id, Method: m.name, Rank: -1}}
 	if !reply.zero() {
 		c.h.Port, c.h.ReplyTo = reply.id, reply.proc
@@ -110,28 +117,31 @@ func (c *outCall) encode(ref *meshRef, reg region, m *method, args []any, reply 
 		w.Free()
 		return err
 	}
-	if err := w.Enc.EncodeArrayLen(len(args)); err != nil {
-		return fail(err)
-	}
-	for i, a := range args {
-		if err := wire.EncodeArg(w.Enc, a); err != nil {
-			what := fmt.Sprintf("%s.%s argument %d", ref.name, m.name, i+1)
-			if tl := w.TooLarge(what, err); tl != nil {
-				return fail(tl)
-			}
-			return fail(fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err))
+	if i, err := args(w.Enc); err != nil {
+		what := fmt.Sprintf("%s.%s argument %d", ref.name, m.name, i)
+		if i == 0 {
+			what = fmt.Sprintf("%s.%s arguments", ref.name, m.name)
 		}
+		if tl := w.TooLarge(what, err); tl != nil {
+			return fail(tl)
+		}
+		return fail(fmt.Errorf("%w: %s: %v", ErrBadArgs, what, err))
 	}
 	c.w = w
 	return nil
 }
 
-// post publishes an encoded call.
+// post publishes an encoded call to a mesh still usable.
 func (c *outCall) post() error {
-	rt := c.ref.rt
-	if err := rt.health.meshUsable(c.ref, c.reg); err != nil {
+	if err := c.ref.rt.health.meshUsable(c.ref, c.reg); err != nil {
 		return err
 	}
+	return c.publish()
+}
+
+// publish publishes an encoded call.
+func (c *outCall) publish() error {
+	rt := c.ref.rt
 	if err := rt.deliverTo(c.ref, c.reg, c.w, &c.h); err != nil {
 		return err
 	}
@@ -168,7 +178,7 @@ func (rt *core) deliverTo(ref *meshRef, reg region, w *wire.Writer, h *wire.Head
 	return rt.delivery.SendAll(w, h, dests)
 }
 
-func callAdverb[R any](t meshTarget, b binding, args []any) *Future[ValueMesh[R]] {
+func callAdverb[R any](t meshTarget, b binding, args callArgs) *Future[ValueMesh[R]] {
 	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return failedFuture[ValueMesh[R]](what, err)
@@ -184,7 +194,7 @@ func callAdverb[R any](t meshTarget, b binding, args []any) *Future[ValueMesh[R]
 	return fut
 }
 
-func callOneAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
+func callOneAdverb[R any](t meshTarget, b binding, args callArgs) *Future[R] {
 	if t.err == nil && t.reg.numRanks() != 1 {
 		t.err = fmt.Errorf("%w: %s has extent %v (%d actors)", ErrNotOne, t.ref.name, t.reg.extent(), t.reg.numRanks())
 	}
@@ -202,7 +212,7 @@ func callOneAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
 	return fut
 }
 
-func broadcastAdverb(t meshTarget, b binding, args []any) error {
+func broadcastAdverb(t meshTarget, b binding, args callArgs) error {
 	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return err
@@ -210,7 +220,7 @@ func broadcastAdverb(t meshTarget, b binding, args []any) error {
 	if missing := t.ref.missingIn(t.reg); len(missing) == t.reg.numRanks() {
 		return nil // every member is missing: nobody to tell
 	}
-	return rt.send(t.ref, t.reg, m, args, portRef{}, lostSend(rt, what))
+	return rt.send(t.ref, t.reg, m, args, portRef{}, func() func(error) { return lostSend(rt, what) })
 }
 
 // lostSend logs a queued Broadcast that could not be sent: no port waits
@@ -223,7 +233,7 @@ func lostSend(rt *core, what label) func(error) {
 }
 
 // sendAdverb is Send: every member answers on the caller's port.
-func sendAdverb(t meshTarget, b binding, port portRef, args []any) error {
+func sendAdverb(t meshTarget, b binding, port portRef, args callArgs) error {
 	rt, m, what, err := prepare(t, b)
 	if err != nil {
 		return err
@@ -233,11 +243,13 @@ func sendAdverb(t meshTarget, b binding, port portRef, args []any) error {
 	}
 	// A queued Send that cannot be sent tells the port, where the
 	// members' answers would have gone: its receiver is waiting for them.
-	lost := lostSend(rt, what)
-	failed := func(err error) {
-		err = fmt.Errorf("%s.%s could not be sent: %w", what.mesh, what.method, err)
-		if perr := rt.sendErrorToPort(port, err); perr != nil {
-			lost(err)
+	failed := func() func(error) {
+		lost := lostSend(rt, what)
+		return func(err error) {
+			err = fmt.Errorf("%s.%s could not be sent: %w", what.mesh, what.method, err)
+			if perr := rt.sendErrorToPort(port, err); perr != nil {
+				lost(err)
+			}
 		}
 	}
 	return rt.send(t.ref, t.reg, m, args, port, failed)
@@ -246,14 +258,16 @@ func sendAdverb(t meshTarget, b binding, port portRef, args []any) error {
 // sendOpen opens a port of this proc for h, which waits for the members'
 // procs, and sends the call with it as the reply port. A queued call
 // that cannot be sent fails h.
-func (rt *core) sendOpen(t meshTarget, m *method, args []any, h portHandler) error {
+func (rt *core) sendOpen(t meshTarget, m *method, args callArgs, h portHandler) error {
 	id, err := rt.ports.open(h, t.ref.sendProcs(t.reg))
 	if err != nil {
 		return err
 	}
-	failed := func(err error) {
-		rt.ports.close(id)
-		h.fail(err)
+	failed := func() func(error) {
+		return func(err error) {
+			rt.ports.close(id)
+			h.fail(err)
+		}
 	}
 	if err := rt.send(t.ref, t.reg, m, args, portRef{proc: rt.procID, id: id}, failed); err != nil {
 		rt.ports.close(id)
@@ -262,7 +276,7 @@ func (rt *core) sendOpen(t meshTarget, m *method, args []any, h portHandler) err
 	return nil
 }
 
-func streamAdverb[R any](t meshTarget, b binding, args []any) *ReplyStream[R] {
+func streamAdverb[R any](t meshTarget, b binding, args callArgs) *ReplyStream[R] {
 	rt, m, what, err := prepare(t, b)
 	failed := func(err error) *ReplyStream[R] {
 		s := &ReplyStream[R]{ch: make(chan streamItem[R], 1), n: 1, what: what}
@@ -286,7 +300,7 @@ func streamAdverb[R any](t meshTarget, b binding, args []any) *ReplyStream[R] {
 
 // chooseAdverb calls one member of the region picked at random, never a
 // missing one.
-func chooseAdverb[R any](t meshTarget, b binding, args []any) *Future[R] {
+func chooseAdverb[R any](t meshTarget, b binding, args callArgs) *Future[R] {
 	if t.err == nil {
 		t.reg = t.reg.single(pickPresent(t))
 	}

@@ -5,6 +5,10 @@ package actorrt
 import (
 	"context"
 	"reflect"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/monarch-go/monarch/internal/wire"
 )
 
 // Endpoint is an endpoint of actor type A taking 0 argument(s) and answering R,
@@ -36,40 +40,51 @@ func PortMethod[A, R any](ep func(*A, *Context, Port[R]) error) Endpoint[A, R] {
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 func (e Endpoint[A, R]) Call(m *ActorMesh[A]) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), e.b, nil)
+	return callAdverb[R](m.target(), e.b, noArgs)
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 func (e Endpoint[A, R]) CallOne(m *ActorMesh[A]) *Future[R] {
-	return callOneAdverb[R](m.target(), e.b, nil)
+	return callOneAdverb[R](m.target(), e.b, noArgs)
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 func (e Endpoint[A, R]) Broadcast(m *ActorMesh[A]) error {
-	return broadcastAdverb(m.target(), e.b, nil)
+	return broadcastAdverb(m.target(), e.b, noArgs)
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
 func (e Endpoint[A, R]) Stream(m *ActorMesh[A]) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), e.b, nil)
+	return streamAdverb[R](m.target(), e.b, noArgs)
 }
 
 // Choose calls one member of m, picked at random.
 func (e Endpoint[A, R]) Choose(m *ActorMesh[A]) *Future[R] {
-	return chooseAdverb[R](m.target(), e.b, nil)
+	return chooseAdverb[R](m.target(), e.b, noArgs)
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint[A, R]) Send(m *ActorMesh[A], port Port[R]) error {
-	return sendAdverb(m.target(), e.b, port.ref, nil)
+	return sendAdverb(m.target(), e.b, port.ref, noArgs)
 }
 
 // Endpoint1 is an endpoint of actor type A taking 1 argument(s) and answering R,
 // bound once from a method expression (see Method1). Its methods are the adverbs.
 // The zero Endpoint1 is bound to nothing: its adverbs fail.
 type Endpoint1[A, T1, R any] struct{ b binding }
+
+// encodeArgs1 encodes 1 argument(s) as a call's array; on failure, which one (0: the array).
+func encodeArgs1[T1 any](enc *msgpack.Encoder, a1 T1) (int, error) {
+	if err := enc.EncodeArrayLen(1); err != nil {
+		return 0, err
+	}
+	if err := wire.EncodeTyped(enc, a1); err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
 
 // Method1 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 1 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -95,40 +110,54 @@ func PortMethod1[A, T1, R any](ep func(*A, *Context, Port[R], T1) error) Endpoin
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 func (e Endpoint1[A, T1, R]) Call(m *ActorMesh[A], a1 T1) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), e.b, []any{a1})
+	return callAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs1(enc, a1) })
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 func (e Endpoint1[A, T1, R]) CallOne(m *ActorMesh[A], a1 T1) *Future[R] {
-	return callOneAdverb[R](m.target(), e.b, []any{a1})
+	return callOneAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs1(enc, a1) })
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 func (e Endpoint1[A, T1, R]) Broadcast(m *ActorMesh[A], a1 T1) error {
-	return broadcastAdverb(m.target(), e.b, []any{a1})
+	return broadcastAdverb(m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs1(enc, a1) })
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
 func (e Endpoint1[A, T1, R]) Stream(m *ActorMesh[A], a1 T1) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), e.b, []any{a1})
+	return streamAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs1(enc, a1) })
 }
 
 // Choose calls one member of m, picked at random.
 func (e Endpoint1[A, T1, R]) Choose(m *ActorMesh[A], a1 T1) *Future[R] {
-	return chooseAdverb[R](m.target(), e.b, []any{a1})
+	return chooseAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs1(enc, a1) })
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint1[A, T1, R]) Send(m *ActorMesh[A], port Port[R], a1 T1) error {
-	return sendAdverb(m.target(), e.b, port.ref, []any{a1})
+	return sendAdverb(m.target(), e.b, port.ref, func(enc *msgpack.Encoder) (int, error) { return encodeArgs1(enc, a1) })
 }
 
 // Endpoint2 is an endpoint of actor type A taking 2 argument(s) and answering R,
 // bound once from a method expression (see Method2). Its methods are the adverbs.
 // The zero Endpoint2 is bound to nothing: its adverbs fail.
 type Endpoint2[A, T1, T2, R any] struct{ b binding }
+
+// encodeArgs2 encodes 2 argument(s) as a call's array; on failure, which one (0: the array).
+func encodeArgs2[T1, T2 any](enc *msgpack.Encoder, a1 T1, a2 T2) (int, error) {
+	if err := enc.EncodeArrayLen(2); err != nil {
+		return 0, err
+	}
+	if err := wire.EncodeTyped(enc, a1); err != nil {
+		return 1, err
+	}
+	if err := wire.EncodeTyped(enc, a2); err != nil {
+		return 2, err
+	}
+	return 0, nil
+}
 
 // Method2 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 2 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -154,40 +183,57 @@ func PortMethod2[A, T1, T2, R any](ep func(*A, *Context, Port[R], T1, T2) error)
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 func (e Endpoint2[A, T1, T2, R]) Call(m *ActorMesh[A], a1 T1, a2 T2) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), e.b, []any{a1, a2})
+	return callAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs2(enc, a1, a2) })
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 func (e Endpoint2[A, T1, T2, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2) *Future[R] {
-	return callOneAdverb[R](m.target(), e.b, []any{a1, a2})
+	return callOneAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs2(enc, a1, a2) })
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 func (e Endpoint2[A, T1, T2, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2) error {
-	return broadcastAdverb(m.target(), e.b, []any{a1, a2})
+	return broadcastAdverb(m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs2(enc, a1, a2) })
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
 func (e Endpoint2[A, T1, T2, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), e.b, []any{a1, a2})
+	return streamAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs2(enc, a1, a2) })
 }
 
 // Choose calls one member of m, picked at random.
 func (e Endpoint2[A, T1, T2, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2) *Future[R] {
-	return chooseAdverb[R](m.target(), e.b, []any{a1, a2})
+	return chooseAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs2(enc, a1, a2) })
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint2[A, T1, T2, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2) error {
-	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2})
+	return sendAdverb(m.target(), e.b, port.ref, func(enc *msgpack.Encoder) (int, error) { return encodeArgs2(enc, a1, a2) })
 }
 
 // Endpoint3 is an endpoint of actor type A taking 3 argument(s) and answering R,
 // bound once from a method expression (see Method3). Its methods are the adverbs.
 // The zero Endpoint3 is bound to nothing: its adverbs fail.
 type Endpoint3[A, T1, T2, T3, R any] struct{ b binding }
+
+// encodeArgs3 encodes 3 argument(s) as a call's array; on failure, which one (0: the array).
+func encodeArgs3[T1, T2, T3 any](enc *msgpack.Encoder, a1 T1, a2 T2, a3 T3) (int, error) {
+	if err := enc.EncodeArrayLen(3); err != nil {
+		return 0, err
+	}
+	if err := wire.EncodeTyped(enc, a1); err != nil {
+		return 1, err
+	}
+	if err := wire.EncodeTyped(enc, a2); err != nil {
+		return 2, err
+	}
+	if err := wire.EncodeTyped(enc, a3); err != nil {
+		return 3, err
+	}
+	return 0, nil
+}
 
 // Method3 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 3 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -213,40 +259,60 @@ func PortMethod3[A, T1, T2, T3, R any](ep func(*A, *Context, Port[R], T1, T2, T3
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 func (e Endpoint3[A, T1, T2, T3, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+	return callAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs3(enc, a1, a2, a3) })
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 func (e Endpoint3[A, T1, T2, T3, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *Future[R] {
-	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+	return callOneAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs3(enc, a1, a2, a3) })
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 func (e Endpoint3[A, T1, T2, T3, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) error {
-	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3})
+	return broadcastAdverb(m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs3(enc, a1, a2, a3) })
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
 func (e Endpoint3[A, T1, T2, T3, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+	return streamAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs3(enc, a1, a2, a3) })
 }
 
 // Choose calls one member of m, picked at random.
 func (e Endpoint3[A, T1, T2, T3, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3) *Future[R] {
-	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3})
+	return chooseAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs3(enc, a1, a2, a3) })
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint3[A, T1, T2, T3, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3) error {
-	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3})
+	return sendAdverb(m.target(), e.b, port.ref, func(enc *msgpack.Encoder) (int, error) { return encodeArgs3(enc, a1, a2, a3) })
 }
 
 // Endpoint4 is an endpoint of actor type A taking 4 argument(s) and answering R,
 // bound once from a method expression (see Method4). Its methods are the adverbs.
 // The zero Endpoint4 is bound to nothing: its adverbs fail.
 type Endpoint4[A, T1, T2, T3, T4, R any] struct{ b binding }
+
+// encodeArgs4 encodes 4 argument(s) as a call's array; on failure, which one (0: the array).
+func encodeArgs4[T1, T2, T3, T4 any](enc *msgpack.Encoder, a1 T1, a2 T2, a3 T3, a4 T4) (int, error) {
+	if err := enc.EncodeArrayLen(4); err != nil {
+		return 0, err
+	}
+	if err := wire.EncodeTyped(enc, a1); err != nil {
+		return 1, err
+	}
+	if err := wire.EncodeTyped(enc, a2); err != nil {
+		return 2, err
+	}
+	if err := wire.EncodeTyped(enc, a3); err != nil {
+		return 3, err
+	}
+	if err := wire.EncodeTyped(enc, a4); err != nil {
+		return 4, err
+	}
+	return 0, nil
+}
 
 // Method4 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 4 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -272,40 +338,63 @@ func PortMethod4[A, T1, T2, T3, T4, R any](ep func(*A, *Context, Port[R], T1, T2
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 func (e Endpoint4[A, T1, T2, T3, T4, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+	return callAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs4(enc, a1, a2, a3, a4) })
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 func (e Endpoint4[A, T1, T2, T3, T4, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *Future[R] {
-	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+	return callOneAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs4(enc, a1, a2, a3, a4) })
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 func (e Endpoint4[A, T1, T2, T3, T4, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) error {
-	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3, a4})
+	return broadcastAdverb(m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs4(enc, a1, a2, a3, a4) })
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
 func (e Endpoint4[A, T1, T2, T3, T4, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+	return streamAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs4(enc, a1, a2, a3, a4) })
 }
 
 // Choose calls one member of m, picked at random.
 func (e Endpoint4[A, T1, T2, T3, T4, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4) *Future[R] {
-	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4})
+	return chooseAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs4(enc, a1, a2, a3, a4) })
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint4[A, T1, T2, T3, T4, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3, a4 T4) error {
-	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3, a4})
+	return sendAdverb(m.target(), e.b, port.ref, func(enc *msgpack.Encoder) (int, error) { return encodeArgs4(enc, a1, a2, a3, a4) })
 }
 
 // Endpoint5 is an endpoint of actor type A taking 5 argument(s) and answering R,
 // bound once from a method expression (see Method5). Its methods are the adverbs.
 // The zero Endpoint5 is bound to nothing: its adverbs fail.
 type Endpoint5[A, T1, T2, T3, T4, T5, R any] struct{ b binding }
+
+// encodeArgs5 encodes 5 argument(s) as a call's array; on failure, which one (0: the array).
+func encodeArgs5[T1, T2, T3, T4, T5 any](enc *msgpack.Encoder, a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) (int, error) {
+	if err := enc.EncodeArrayLen(5); err != nil {
+		return 0, err
+	}
+	if err := wire.EncodeTyped(enc, a1); err != nil {
+		return 1, err
+	}
+	if err := wire.EncodeTyped(enc, a2); err != nil {
+		return 2, err
+	}
+	if err := wire.EncodeTyped(enc, a3); err != nil {
+		return 3, err
+	}
+	if err := wire.EncodeTyped(enc, a4); err != nil {
+		return 4, err
+	}
+	if err := wire.EncodeTyped(enc, a5); err != nil {
+		return 5, err
+	}
+	return 0, nil
+}
 
 // Method5 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 5 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -331,40 +420,66 @@ func PortMethod5[A, T1, T2, T3, T4, T5, R any](ep func(*A, *Context, Port[R], T1
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+	return callAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs5(enc, a1, a2, a3, a4, a5) })
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *Future[R] {
-	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+	return callOneAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs5(enc, a1, a2, a3, a4, a5) })
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) error {
-	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3, a4, a5})
+	return broadcastAdverb(m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs5(enc, a1, a2, a3, a4, a5) })
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
 func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+	return streamAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs5(enc, a1, a2, a3, a4, a5) })
 }
 
 // Choose calls one member of m, picked at random.
 func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) *Future[R] {
-	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5})
+	return chooseAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs5(enc, a1, a2, a3, a4, a5) })
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint5[A, T1, T2, T3, T4, T5, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5) error {
-	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3, a4, a5})
+	return sendAdverb(m.target(), e.b, port.ref, func(enc *msgpack.Encoder) (int, error) { return encodeArgs5(enc, a1, a2, a3, a4, a5) })
 }
 
 // Endpoint6 is an endpoint of actor type A taking 6 argument(s) and answering R,
 // bound once from a method expression (see Method6). Its methods are the adverbs.
 // The zero Endpoint6 is bound to nothing: its adverbs fail.
 type Endpoint6[A, T1, T2, T3, T4, T5, T6, R any] struct{ b binding }
+
+// encodeArgs6 encodes 6 argument(s) as a call's array; on failure, which one (0: the array).
+func encodeArgs6[T1, T2, T3, T4, T5, T6 any](enc *msgpack.Encoder, a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) (int, error) {
+	if err := enc.EncodeArrayLen(6); err != nil {
+		return 0, err
+	}
+	if err := wire.EncodeTyped(enc, a1); err != nil {
+		return 1, err
+	}
+	if err := wire.EncodeTyped(enc, a2); err != nil {
+		return 2, err
+	}
+	if err := wire.EncodeTyped(enc, a3); err != nil {
+		return 3, err
+	}
+	if err := wire.EncodeTyped(enc, a4); err != nil {
+		return 4, err
+	}
+	if err := wire.EncodeTyped(enc, a5); err != nil {
+		return 5, err
+	}
+	if err := wire.EncodeTyped(enc, a6); err != nil {
+		return 6, err
+	}
+	return 0, nil
+}
 
 // Method6 binds ep, a method expression such as (*Counter).Step, as an endpoint
 // of 6 argument(s) returning (R, error). It is cheap; bind once in a package-level var
@@ -390,34 +505,34 @@ func PortMethod6[A, T1, T2, T3, T4, T5, T6, R any](ep func(*A, *Context, Port[R]
 // Call sends the call to every member of m and gathers their results into a ValueMesh, in rank order.
 // The future fails with the first member error.
 func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Call(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *Future[ValueMesh[R]] {
-	return callAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+	return callAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs6(enc, a1, a2, a3, a4, a5, a6) })
 }
 
 // CallOne calls the single member of m; it fails with ErrNotOne if m does not hold exactly one actor.
 func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) CallOne(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *Future[R] {
-	return callOneAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+	return callOneAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs6(enc, a1, a2, a3, a4, a5, a6) })
 }
 
 // Broadcast sends the call to every member of m and does not wait for, or receive, any result.
 // The returned error is about sending only.
 func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Broadcast(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) error {
-	return broadcastAdverb(m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+	return broadcastAdverb(m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs6(enc, a1, a2, a3, a4, a5, a6) })
 }
 
 // Stream sends the call to every member of m and yields their results as they arrive.
 func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Stream(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *ReplyStream[R] {
-	return streamAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+	return streamAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs6(enc, a1, a2, a3, a4, a5, a6) })
 }
 
 // Choose calls one member of m, picked at random.
 func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Choose(m *ActorMesh[A], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) *Future[R] {
-	return chooseAdverb[R](m.target(), e.b, []any{a1, a2, a3, a4, a5, a6})
+	return chooseAdverb[R](m.target(), e.b, func(enc *msgpack.Encoder) (int, error) { return encodeArgs6(enc, a1, a2, a3, a4, a5, a6) })
 }
 
 // Send sends the call to every member of m; each member's result (or error) goes to port,
 // which may belong to any proc. The other adverbs are this, with a port of their own.
 func (e Endpoint6[A, T1, T2, T3, T4, T5, T6, R]) Send(m *ActorMesh[A], port Port[R], a1 T1, a2 T2, a3 T3, a4 T4, a5 T5, a6 T6) error {
-	return sendAdverb(m.target(), e.b, port.ref, []any{a1, a2, a3, a4, a5, a6})
+	return sendAdverb(m.target(), e.b, port.ref, func(enc *msgpack.Encoder) (int, error) { return encodeArgs6(enc, a1, a2, a3, a4, a5, a6) })
 }
 
 // RemoteFunc is a function of 0 argument(s) registered with Remote.

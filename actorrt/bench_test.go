@@ -264,19 +264,43 @@ func BenchmarkW2Broadcast(b *testing.B) {
 func BenchmarkW2pBroadcast32B(b *testing.B) {
 	payload := []byte("0123456789abcdef0123456789abcdef")
 	hit := actorrt.VoidMethod1((*Recorder).HitData)
-	broadcastRate(b, "W2p-broadcast-32B-msgs-per-s", 1000000, payload, 1.2,
+	broadcastRate(b, "W2p-broadcast-32B-msgs-per-s", 1000000, payload, 1.3,
 		func(rec *actorrt.ActorMesh[Recorder]) error { return hit.Broadcast(rec, payload) })
+}
+
+// BenchmarkW2Send32B: the Send adverb with a 32-byte []byte argument to
+// one actor in another proc, each answer going to a channel of the
+// sender's, beside raw NATS publish of the same 32 bytes to a counting
+// subscriber in another process (broadcastRate's floor); messages per
+// second until the sender has every answer. The floor carries no
+// answers: Send's are part of what it costs.
+func BenchmarkW2Send32B(b *testing.B) {
+	payload := []byte("0123456789abcdef0123456789abcdef")
+	hit := actorrt.VoidMethod1((*Recorder).HitData)
+	port, answers := actorrt.OpenChannel[actorrt.Void](clientCtx)
+	b.Cleanup(answers.Close)
+	const n = 200000
+	broadcastRate(b, "W2-send-32B-msgs-per-s", n, payload, 1.5, func(rec *actorrt.ActorMesh[Recorder]) error {
+		return hit.Send(rec, port, payload)
+	}, func() {
+		for i := 0; i < n; i++ {
+			if _, err := answers.Recv().Get(clientCtx); err != nil {
+				b.Fatalf("answer %d of %d: %v", i, n, err)
+			}
+		}
+	})
 }
 
 // broadcastRate sends n messages with send to a Recorder in another proc,
 // and n raw NATS publishes of payload to a counting subscriber in another
-// process; the clock stops when the receiver has counted them all.
-func broadcastRate(b *testing.B, name string, n int, payload []byte, target float64, send func(*actorrt.ActorMesh[Recorder]) error) {
+// process; the clock stops when the receiver has counted them all (and
+// after each wait, if given, has returned).
+func broadcastRate(b *testing.B, name string, n int, payload []byte, target float64, send func(*actorrt.ActorMesh[Recorder]) error, wait ...func()) {
 	rec := spawnRemote[Recorder](b, "w2")
 	raw := newRawBus(b)
 	raw.startRaw(b, "raw-sink", 0)
 	sent := 0
-	ours := func() float64 { return recorderRate(b, rec, n, &sent, send) }
+	ours := func() float64 { return recorderRate(b, rec, n, &sent, send, wait...) }
 	rawSent := 0
 	floor := func() float64 {
 		t0 := time.Now()
@@ -297,9 +321,9 @@ func broadcastRate(b *testing.B, name string, n int, payload []byte, target floa
 }
 
 // recorderRate sends n messages with send to rec and returns messages
-// per second until rec has counted them all; *sent is what rec has had
-// before, and after.
-func recorderRate(b *testing.B, rec *actorrt.ActorMesh[Recorder], n int, sent *int, send func(*actorrt.ActorMesh[Recorder]) error) float64 {
+// per second until rec has counted them all and each wait has returned;
+// *sent is what rec has had before, and after.
+func recorderRate(b *testing.B, rec *actorrt.ActorMesh[Recorder], n int, sent *int, send func(*actorrt.ActorMesh[Recorder]) error, wait ...func()) float64 {
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		if err := send(rec); err != nil {
@@ -307,6 +331,9 @@ func recorderRate(b *testing.B, rec *actorrt.ActorMesh[Recorder], n int, sent *i
 		}
 	}
 	*sent += n
+	for _, w := range wait {
+		w()
+	}
 	got, err := actorrt.Method((*Recorder).Count).CallOne(rec).Get(clientCtx)
 	if err != nil || got != *sent {
 		b.Fatalf("actor counted %d of %d: %v", got, *sent, err)

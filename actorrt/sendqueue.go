@@ -42,12 +42,13 @@ func (q *sendQueue) due(ref *meshRef, reg region) bool {
 	return busy || ref.refreshDue(reg)
 }
 
-// add queues a copy of c if due (see due), starting the refresh if none
-// is under way; it reports whether it did. A call not queued is the
+// add queues a copy of c if due (see due), with the function failed
+// makes, starting the refresh if none is under way; it reports whether it
+// did. A call not queued is the
 // caller's to send (c is not kept: it may live in the caller's frame),
 // unless err says why it was refused: past the bound, it is the caller's
 // to fail.
-func (q *sendQueue) add(c *outCall, failed func(error)) (queued bool, err error) {
+func (q *sendQueue) add(c *outCall, failed func() func(error)) (queued bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.busy && !c.ref.refreshDue(c.reg) {
@@ -60,7 +61,7 @@ func (q *sendQueue) add(c *outCall, failed func(error)) (queued bool, err error)
 	q.waiting++
 	q.waitingBytes += size
 	kept := *c
-	q.calls = append(q.calls, queuedCall{&kept, size, failed})
+	q.calls = append(q.calls, queuedCall{&kept, size, failed()})
 	if !q.busy {
 		q.busy = true
 		go q.drain(c.ref, c.reg)

@@ -166,11 +166,16 @@ func encodeBlock(enc *msgpack.Encoder, v reflect.Value) error {
 		c.Set(v)
 		v = c
 	}
-	b := blockBytes(v)
 	e := v.Type().Elem()
-	if !nativeLittle && e.Size() > 1 {
+	return writeBlock(enc, blockBytes(v), int(e.Size()), int(e.Align()), v.Type())
+}
+
+// writeBlock writes the block of a value of type t whose elements (size
+// bytes each, aligned to align) are b in this machine's order.
+func writeBlock(enc *msgpack.Encoder, b []byte, size, align int, t reflect.Type) error {
+	if !nativeLittle && size > 1 {
 		le := make([]byte, len(b))
-		swapBlock(le, b, int(e.Size()))
+		swapBlock(le, b, size)
 		b = le
 	}
 	at := 0 // where the header goes, from the payload's start
@@ -178,10 +183,9 @@ func encodeBlock(enc *msgpack.Encoder, v reflect.Value) error {
 	if framed {
 		at = w.size() - w.payload
 	}
-	align := int(e.Align())
 	k := (align - (at+7)%align) % align
 	if uint64(1+k+len(b)) > math.MaxUint32 {
-		return fmt.Errorf("a %s of %d bytes: a block holds at most 4 GiB", v.Type(), len(b))
+		return fmt.Errorf("a %s of %d bytes: a block holds at most 4 GiB", t, len(b))
 	}
 	if framed && !w.fits(7+k+len(b)) {
 		return errFrameFull
@@ -189,15 +193,19 @@ func encodeBlock(enc *msgpack.Encoder, v reflect.Value) error {
 	var head [7 + 7]byte
 	head[0] = 0xc9
 	binary.BigEndian.PutUint32(head[1:], uint32(1+k+len(b)))
-	head[5], head[6] = BlockExt, blockKind(e.Kind())<<3|byte(k)
+	head[5], head[6] = BlockExt, blockKind(t.Elem().Kind())<<3|byte(k)
 	if !framed {
+		// A copy: head passed to an unknown writer would move to the
+		// heap on every path.
 		if _, err := enc.Writer().Write(append([]byte(nil), head[:7+k]...)); err != nil {
 			return err
 		}
 		_, err := enc.Writer().Write(b)
 		return err
 	}
-	w.Write(head[:7+k]) // the concrete call keeps head off the heap; fits checked above
+	if _, err := w.Write(head[:7+k]); err != nil { // the concrete call keeps head off the heap
+		return err
+	}
 	if len(b) >= ShareMin {
 		return w.share(b)
 	}

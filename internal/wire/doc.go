@@ -29,7 +29,10 @@
 // NewPayload's Writer, and Parse leaves it in place: payload bytes are
 // never copied on either side. A large []byte is not even copied into the
 // frame: EncodeBytes makes the frame refer to it, and the frame goes out
-// as its parts (Writer.Parts). On the way in, Values reads plain values
+// as its parts (Writer.Parts). EncodeTyped writes a typed argument (the
+// generated adverbs' way) without boxing it: the common types and the
+// numeric slices directly, the rest through msgpack's reflection, the
+// same bytes either way. On the way in, Values reads plain values
 // (an argument list of []byte, strings, numbers, bools) without a
 // decoder, and may hand out a large []byte in place.
 //

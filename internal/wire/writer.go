@@ -42,6 +42,9 @@ type limitedBuffer struct {
 	sharedLen int
 	start     int
 	payload   int // where the payload starts (after NewFrame's header)
+	// compact: the buffer is a pooled frame's, whose encoder writes
+	// compact integers (EncodeTyped relies on it).
+	compact bool
 }
 
 var errFrameFull = errors.New("frame full")
@@ -103,7 +106,7 @@ func (w *limitedBuffer) tooLarge(what string) error {
 }
 
 var framePool = sync.Pool{New: func() any {
-	w := &Writer{buf: limitedBuffer{b: make([]byte, 0, 256)}}
+	w := &Writer{buf: limitedBuffer{b: make([]byte, 0, 256), compact: true}}
 	w.Enc = msgpack.NewEncoder(&w.buf)
 	w.Enc.UseCompactInts(true)
 	return w

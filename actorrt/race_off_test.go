@@ -1,0 +1,6 @@
+//go:build !race
+
+package actorrt_test
+
+// raceOn: the race detector is on; it changes what allocates.
+const raceOn = false
