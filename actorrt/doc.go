@@ -244,6 +244,10 @@
 // the same bytes as a []byte: a large one is not copied into the message,
 // and reaches the endpoint (or the caller, for a result) in place where it
 // arrives aligned, as one out of band does.
+// A program done with such a large result or argument may give its
+// memory back (Recycle), so that the next one of about its size is read
+// into memory already faulted in rather than fresh memory, whose page
+// faults can cost more than the transfer on a virtual machine.
 //
 // # Supervision
 //
