@@ -249,6 +249,10 @@
 // map[string]any) is refused when the endpoint is registered, and a block
 // msgpack meets in one elsewhere is a decode error, since it would not
 // come back as the typed slice.
+// A program done with such a large result or argument may give its
+// memory back (Recycle), so that the next one of about its size is read
+// into memory already faulted in rather than fresh memory, whose page
+// faults can cost more than the transfer on a virtual machine.
 //
 // # Supervision
 //

@@ -38,9 +38,12 @@
 // allocates anything, reads it into memory of its own, releases it
 // (wire.KindRelease), and routes the frame, later frames of that sender
 // waiting behind it: for seconds at most if the owner stalls, and then
-// the frame fails to whoever waits for it. The layer's own frames are tail markers
-// (wire.KindTail), resends (KindResend), NAKs and their "no longer held"
-// answers (KindNak), acknowledgements (KindAck) and releases.
+// the frame fails to whoever waits for it. Memory a payload was read into
+// that the program gives back (Recycle, recycle.go) is what later
+// payloads of about its size are read into: memory already faulted in.
+// The layer's own frames are tail markers (wire.KindTail), resends
+// (KindResend), NAKs and their "no longer held" answers (KindNak),
+// acknowledgements (KindAck) and releases.
 //
 // # What it refuses
 //

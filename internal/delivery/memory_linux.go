@@ -15,11 +15,16 @@ const madvPopulateWrite = 23
 // write, and that is most of the time a large payload takes on a virtual
 // machine whose faults are slow (a 64 MiB read: ~90-500 ms there, ~3 ms
 // once warm). Large ones are asked to come in huge pages and faulted in
-// at once; the advice is only advice (an older kernel ignores it).
+// at once; the advice is only advice (an older kernel ignores it, and
+// the first write faults the pages in then). Memory the program gave back
+// (Recycle) is faulted in already and taken first.
 func payloadMemory(size int) []byte {
+	if b := recycled.take(size); b != nil {
+		return b
+	}
 	b := make([]byte, size)
 	if size < 32<<20 {
-		return b
+		return recycled.fresh(b)
 	}
 	const huge = 2 << 20
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
@@ -29,5 +34,5 @@ func payloadMemory(size int) []byte {
 		unix.Madvise(inner, unix.MADV_HUGEPAGE)
 		unix.Madvise(inner, madvPopulateWrite)
 	}
-	return b
+	return recycled.fresh(b)
 }

@@ -2,5 +2,11 @@
 
 package delivery
 
-// payloadMemory is memory for a payload read out of band.
-func payloadMemory(size int) []byte { return make([]byte, size) }
+// payloadMemory is memory for a payload read out of band: memory the
+// program gave back (Recycle) first.
+func payloadMemory(size int) []byte {
+	if b := recycled.take(size); b != nil {
+		return b
+	}
+	return recycled.fresh(make([]byte, size))
+}
