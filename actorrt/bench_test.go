@@ -171,7 +171,7 @@ func BenchmarkW1CallOne(b *testing.B) {
 	pairedLatencies(b, 500, ours, floor) // warm up both paths
 	b.ResetTimer()
 	o, f := pairedLatencies(b, benchRounds*2000, ours, floor)
-	report(b, "W1-callone-p50-us", o, f, "us", "<=", 1.3)
+	report(b, "W1-callone-p50-us", o, f, "us", "<=", 1.03)
 }
 
 // pairedLatencies times n calls of ours and n of floor, in microseconds,
