@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -415,4 +416,58 @@ func TestInterestRaceCluster(t *testing.T) {
 	start := time.Now()
 	raceRounds(t, home, 3, spawners, tellers, 8, 300, 2)
 	t.Logf("8 procs x 300 rounds x 2 subjects x 2 spawners x (1 + 3 tellers): %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestLeafKeepsItsPath: a leaf of a lone hub relinks only through the
+// address it was given: cut there (a proxy closed), it does not reach the
+// hub around it. Before, the hub advertised its own leaf address, which
+// the leaf dialled first on relinking.
+func TestLeafKeepsItsPath(t *testing.T) {
+	hub := startHub(t, bus.ServerOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := strings.TrimPrefix(hub.LeafURL(), "nats-leaf://")
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			go func() { io.Copy(s, c); s.Close() }()
+			go func() { io.Copy(c, s); c.Close() }()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leaf, err := bus.StartLeaf(ctx, bus.Hub{URLs: []string{"nats-leaf://" + ln.Addr().String()}, Token: hub.Token()}, bus.ServerOptions{Token: hub.Token()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(leaf.Shutdown)
+	waitCount(t, "hub's leaf links", 1, hub.NumLeafNodes)
+	ln.Close() // the cut: the path closed, new links refused
+	mu.Lock()
+	for _, c := range conns {
+		c.Close()
+	}
+	mu.Unlock()
+	waitCount(t, "hub's leaf links after the cut", 0, hub.NumLeafNodes)
+	for range 10 { // five relink intervals and more
+		time.Sleep(150 * time.Millisecond)
+		if n := hub.NumLeafNodes(); n != 0 {
+			t.Fatalf("the leaf reached the hub around the cut path (%d links)", n)
+		}
+	}
 }

@@ -182,7 +182,13 @@ func serverOptions(o *ServerOptions) (*server.Options, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts.LeafNode = server.LeafNodeOpts{Host: host, Port: port, Advertise: l.Advertise,
+		// A lone hub does not advertise its leaf address: a leaf adds an
+		// advertised address before the one it was given and dials it
+		// first when it relinks, which would take it around the path it
+		// was told (a tunnel, a proxy, another interface) to the same
+		// server. Servers of a cluster advertise, so a leaf can move to
+		// another.
+		opts.LeafNode = server.LeafNodeOpts{Host: host, Port: port, Advertise: l.Advertise, NoAdvertise: o.Cluster == nil,
 			Username: serverUser, Password: o.Token, TLSConfig: leafTLS, TLSTimeout: 5, Compression: noCompression}
 	}
 	if c := o.Cluster; c != nil {
