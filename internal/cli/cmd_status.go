@@ -268,6 +268,8 @@ func stoppedText(j *launch.JobState, ref string) string {
 		return fmt.Sprintf("asked %s to stop job %s (batch job %s); monarch status %s shows how it ends", j.Batch, j.Job, j.BatchID, j.Job)
 	case j.End == stoppedByStop:
 		return fmt.Sprintf("stopped job %s: %s", j.Job, strings.Join(endDetails(j), ", "))
+	case strings.HasPrefix(j.End, stoppedByStop+" "): // "... before it ran": no procs, no client
+		return fmt.Sprintf("stopped job %s%s", j.Job, strings.TrimPrefix(j.End, stoppedByStop))
 	}
 	return fmt.Sprintf("job %s ended: %s", j.Job, endText(j))
 }
