@@ -232,6 +232,18 @@ func TestCLIDidYouMean(t *testing.T) {
 		}
 	}
 	walk("", newApp(nil, nil).cli.Commands)
+	// monarch's own flag, and help for a mistyped command.
+	for args, want := range map[string]string{
+		"--verison":        "unknown flag --verison; did you mean --version?",
+		"help stauts":      `unknown command "stauts"; did you mean "status"?`,
+		"help config chek": `config: unknown command "chek"; did you mean "check"?`,
+		"run -z":           "run: unknown flag -z\nusage:", // one letter: no guess
+	} {
+		_, errOut, code := runCLI(t, strings.Fields(args)...)
+		if code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("monarch %s: exit %d, stderr %q; want %q", args, code, errOut, want)
+		}
+	}
 }
 
 // A hosts file where a job file is wanted, and the reverse, is named for
