@@ -13,7 +13,7 @@ func TestLayering(t *testing.T) {
 	const mod = "github.com/monarch-go/monarch"
 	allowed := map[string][]string{
 		"bus":         {"internal/dropnames"},
-		"hostsconfig": {},
+		"hostsconfig": {"internal/didyoumean"},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv", "internal/door"},
 		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge"},
@@ -47,6 +47,9 @@ func TestLayering(t *testing.T) {
 		"internal/jobview":   {"hostsconfig", "logagg", "internal/jobctl", "internal/wire", "internal/procstat", "internal/dashboard", "internal/metrics"},
 		"internal/metrics":   {"internal/jobctl", "internal/promtest"},
 		"internal/promtest":  {"internal/testenv"},
+
+		// The did-you-mean of hostsconfig's keys and the command line's words.
+		"internal/didyoumean": {},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

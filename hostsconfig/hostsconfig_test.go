@@ -404,26 +404,6 @@ func TestSlurmTime(t *testing.T) {
 	}
 }
 
-func TestSuggest(t *testing.T) {
-	known := []string{"hosts", "user", "port", "identity_file", "connect_timeout", "parallel"}
-	tests := []struct{ in, want string }{
-		{"prot", "port"},
-		{"Port", "port"},
-		{"host", "hosts"},
-		{"timeout", "connect_timeout"},
-		{"identity", "identity_file"},
-		{"zzz", ""},
-		{"a", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			if got := suggest(tt.in, known); got != tt.want {
-				t.Errorf("suggest(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
 // TestIndexLines checks the line finder on the forms TOML allows for
 // writing a key.
 func TestIndexLines(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/monarch-go/monarch/internal/didyoumean"
 )
 
 // Job is a job file, the argument of `monarch run`: the program to run as
@@ -210,9 +212,9 @@ func fileKind(t *table) string {
 	}
 	for _, k := range t.children() {
 		switch {
-		case slices.Contains(jobKeys(), k) || suggest(k, []string{"program"}) != "":
+		case slices.Contains(jobKeys(), k) || didyoumean.Closest(k, []string{"program"}) != "":
 			return "job"
-		case slices.Contains(hostsKeys(), k) || suggest(k, []string{"scheduler"}) != "":
+		case slices.Contains(hostsKeys(), k) || didyoumean.Closest(k, []string{"scheduler"}) != "":
 			return "hosts"
 		}
 	}

@@ -88,7 +88,8 @@
 // acts on. The record says how the job ended, as a user says it (end.go):
 // monarch stop leaves a request beside the record before it signals, the
 // scheduler's queue says when it is ending the job (scancel, a time limit,
-// a preemption), the client reports what failed on the job's failure
+// a preemption, a requeue: Slurm counts the next run before this one
+// ends), the client reports what failed on the job's failure
 // subject, and a signal of the launcher's own is named.
 //
 // A default folder another user squatted (the state directory, the

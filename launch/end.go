@@ -71,15 +71,24 @@ func stopRequested(dir, job string) bool {
 }
 
 // schedulerEnding is what the scheduler says when it is ending the job
-// this launcher runs in ("cancelled by scancel", "time limit", ...), ""
-// when it is not (or cannot say).
+// this launcher runs in ("cancelled by scancel", "time limit",
+// "requeued", ...), "" when it is not (or cannot say).
 func schedulerEnding(ctx context.Context, p *placement) string {
 	sched, id := enclosingBatch()
 	if id == "" {
 		return ""
 	}
-	if c := kinds[sched].queue.state(ctx, id).Cause; c != "" {
-		return c
+	b := kinds[sched].queue.state(ctx, id)
+	if b.Restarts > restarts() {
+		// A requeue ends the run as a scancel does (Slurm: COMPLETING,
+		// no reason), but has counted the run that follows.
+		if b.Cause == "preempted" {
+			return "preempted and requeued"
+		}
+		return "requeued"
+	}
+	if b.Cause != "" {
+		return b.Cause
 	}
 	if !p.jobEnd.IsZero() && time.Until(p.jobEnd) < 2*time.Second {
 		return "time limit"

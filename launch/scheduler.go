@@ -66,6 +66,10 @@ type batchState struct {
 	// scancel", "time limit", "preempted"); "" when the queue cannot say
 	// or it ended by itself.
 	Cause string
+	// Restarts is how many times the queue has run the job again (Slurm's
+	// Restarts): once it is past the run's own count, the run is ending
+	// because the job was requeued.
+	Restarts int
 }
 
 // placement is where a job runs, as its scheduler prepared it.

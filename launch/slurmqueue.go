@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -71,13 +72,13 @@ func (slurmQueue) state(ctx context.Context, id string) batchState {
 	return parseSlurmJob(string(out))
 }
 
-// parseSlurmJob reads the JobState, Reason and PreemptTime of `scontrol
-// -o show job`. While Slurm ends a job it is COMPLETING, its Reason
+// parseSlurmJob reads the JobState, Reason, PreemptTime and Restarts of
+// `scontrol -o show job`. While Slurm ends a job it is COMPLETING, its Reason
 // TimeLimit for a time limit and None for both a scancel and a
 // preemption: PreemptTime, set only by a preemption, tells those apart.
 func parseSlurmJob(line string) batchState {
 	var st, reason string
-	preempted := false
+	preempted, restarts := false, 0
 	for _, f := range strings.Fields(line) {
 		if v, ok := strings.CutPrefix(f, "JobState="); ok {
 			st = v
@@ -85,9 +86,11 @@ func parseSlurmJob(line string) batchState {
 			reason = v
 		} else if v, ok := strings.CutPrefix(f, "PreemptTime="); ok {
 			preempted = v != "None" && v != "Unknown" && v != ""
+		} else if v, ok := strings.CutPrefix(f, "Restarts="); ok {
+			restarts, _ = strconv.Atoi(v)
 		}
 	}
-	b := batchState{State: strings.ToLower(st)}
+	b := batchState{State: strings.ToLower(st), Restarts: max(restarts, 0)}
 	if reason != "None" {
 		b.Reason = reason
 	}

@@ -1,6 +1,8 @@
 package launch
 
-import "testing"
+import (
+	"testing"
+)
 
 // The lines of `scontrol -o show job` (cut to the fields read) as Slurm
 // 22.05 printed them on the test cluster, for a job being ended and
@@ -17,6 +19,10 @@ func TestParseSlurmJob(t *testing.T) {
 		{"JobId=6 JobState=COMPLETING Reason=TimeLimit PreemptTime=None", batchState{State: "completing", Reason: "TimeLimit", Cause: "time limit"}},
 		{"JobId=4 JobState=COMPLETING Reason=None PreemptEligibleTime=2026-12-03T23:33:14 PreemptTime=2026-12-03T23:33:17",
 			batchState{State: "completing", Cause: "preempted"}},
+		// A requeue: as a scancel, but the run that follows is counted.
+		{"JobId=6 JobState=COMPLETING Reason=None PreemptTime=None Restarts=1", batchState{State: "completing", Cause: "cancelled by scancel", Restarts: 1}},
+		{"JobId=6 JobState=PENDING Reason=BeginTime Restarts=2 PreemptTime=None", batchState{State: "pending", Reason: "BeginTime", Restarts: 2}},
+		{"JobId=6 JobState=RUNNING Reason=None Restarts=-3 PreemptTime=None", batchState{State: "running"}},
 		{"JobId=6 JobState=COMPLETING Reason=NonZeroExitCode PreemptTime=None", batchState{State: "completing", Reason: "NonZeroExitCode"}},
 		// After, for MinJobAge.
 		{"JobId=6 JobState=CANCELLED Reason=None PreemptTime=None", batchState{State: "finished", Cause: "cancelled by scancel"}},
@@ -30,4 +36,22 @@ func TestParseSlurmJob(t *testing.T) {
 			t.Errorf("parseSlurmJob(%q) = %+v, want %+v", tt.line, got, tt.want)
 		}
 	}
+}
+
+// FuzzParseSlurmJob: whatever scontrol prints, the restarts read from it
+// are never negative, and nothing panics.
+func FuzzParseSlurmJob(f *testing.F) {
+	for _, s := range []string{
+		"JobId=6 JobState=COMPLETING Reason=None PreemptTime=None Restarts=1",
+		"JobId=6 JobState=PENDING Reason=BeginTime Restarts=99999999999999999999",
+		"Restarts=-1 JobState=REQUEUED", "JobState= Reason=", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		b := parseSlurmJob(line)
+		if b.Restarts < 0 {
+			t.Fatalf("parseSlurmJob(%q) = %+v", line, b)
+		}
+	})
 }

@@ -68,8 +68,10 @@ func TestSlurmQueuedThenCancelled(t *testing.T) {
 	}
 	waitSecond := followLogs(t, c, second)
 	waitUntil(t, 30*time.Second, "logs -f to say it waits", func() bool { return strings.Contains(waitSecond.stderr(), "waiting for it to start") })
-	if _, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", second); code != 0 {
+	if out, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", second); code != 0 {
 		t.Fatalf("stop %s: exit %d: %s", second, code, stderr)
+	} else if want := "stopped job " + second + " before it ran\n"; out != want {
+		t.Errorf("stop %s: stdout %q, want %q", second, out, want)
 	}
 	waitSlurmStatus(t, c, second, "stopped by monarch stop before it ran")
 	_, stderr, code := waitSecond.wait(30 * time.Second)

@@ -333,9 +333,15 @@ func TestDetachStatusStop(t *testing.T) {
 			t.Errorf("monarch %v: exit %d\n%s%s", args, code, out, stderr)
 		}
 	}
-	_, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id)
+	out, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id)
 	if code != 0 {
 		t.Fatalf("stop: exit %d: %s", code, stderr)
+	}
+	// The batch job's monarch run ends it on a compute node: stop has
+	// asked Slurm, and says so (or how it ended, if it already has).
+	asked := regexp.MustCompile(`^(asked slurm to stop job ` + id + ` \(batch job ` + sid + `\); monarch status ` + id + ` shows how it ends|stopped job ` + id + `: 2 procs ended, .*)\n$`)
+	if !asked.MatchString(out) {
+		t.Errorf("stop: stdout %q, want it to match %s", out, asked)
 	}
 	waitSlurmStatus(t, c, id, "stopped by monarch stop")
 	checkNothingLeft(t, program)

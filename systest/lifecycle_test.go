@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/internal/testcluster"
 	"github.com/monarch-go/monarch/internal/testenv"
+	"github.com/monarch-go/monarch/launch"
 )
 
 // The job lifecycle: a stop (SIGTERM, monarch stop) gives the program its
@@ -263,6 +265,20 @@ func TestSlurmRequeue(t *testing.T) {
 		b, _ := c.Command(t.Context(), "sinfo", "-h", "-N", "-p", c.Partition, "-o", "%t").Output()
 		return strings.Count(string(b), "idle\n") == len(c.Hosts)
 	})
+	// The first run's end is recorded as a requeue, not as the scancel
+	// Slurm makes it look like (issue 40), in the record and in the
+	// launcher's last line.
+	var first *jobstate.Record
+	waitUntil(t, time.Minute, "the first run's end recorded", func() bool {
+		first, _ = jobstate.Load(stateDir(t), jobID)
+		return first != nil && !first.Active()
+	})
+	if first.End != "requeued" || first.State != launch.StateStopped {
+		t.Errorf("the first run ended %s: %q, want stopped: \"requeued\"", first.State, first.End)
+	}
+	if out, _ := os.ReadFile(filepath.Join(stateDir(t), jobID+".out")); !strings.Contains(string(out), "ended: requeued (after") {
+		t.Errorf("the batch job's output says no requeue:\n%s", out)
+	}
 	time.Sleep(1500 * time.Millisecond)
 	if b, err := c.Command(t.Context(), "scontrol", "update", "JobId="+id, "StartTime=now").CombinedOutput(); err != nil {
 		t.Fatalf("scontrol update JobId=%s StartTime=now: %v: %s", id, err, b)

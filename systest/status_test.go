@@ -151,13 +151,23 @@ func TestStatusLocalJob(t *testing.T) {
 	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
 	h := startHold(t, nil, append([]string{filepath.Join(build(t), "monarch"), "local", "--hosts", "2", "--"}, holdArgv(t)...)...)
 	waitStatus(t, h.job, map[string]string{"STATE": "running", "SCHEDULER": "local", "HOSTS": "2", "PROCS": "4"})
-	if _, stderr, code := monarch(t, "stop", h.job); code != 0 {
+	out, stderr, code := monarch(t, "stop", h.job)
+	if code != 0 {
 		t.Fatalf("stop: exit %d: %s", code, stderr)
+	}
+	// It says what it did and how the job ended (issue 40: it said
+	// nothing), and, asked again, that the job had ended.
+	if want := regexp.MustCompile(`^stopped job ` + h.job + `: 4 procs ended, the client exited 143 at [-0-9]+ [:0-9]+\n$`); !want.MatchString(out) {
+		t.Errorf("stop: stdout %q, want it to match %s", out, want)
 	}
 	if code := h.wait(t); code != 143 {
 		t.Errorf("monarch local exited %d after stop, want 143", code)
 	}
 	waitStatus(t, h.job, map[string]string{"STATE": "stopped by monarch stop", "HOSTS": "2", "PROCS": "4"})
+	out, stderr, code = monarch(t, "stop", h.job)
+	if want := "monarch: stop " + h.job + ": job " + h.job + " had already ended: stopped by monarch stop, 4 procs ended, the client exited 143 at "; code != 1 || out != "" || !strings.HasPrefix(stderr, want) {
+		t.Errorf("stop again: exit %d, stdout %q, stderr %q; want exit 1 and %q...", code, out, stderr, want)
+	}
 }
 
 // TestStatusDirectRun: a program run without a launcher is listed too,

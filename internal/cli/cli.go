@@ -57,7 +57,7 @@ func newApp(stdout, stderr io.Writer) *app {
 			case c.Bool("version"):
 				return printVersion(c)
 			case c.NArg() > 0:
-				return usagef(c, "unknown command %q", c.Args().First())
+				return unknownCommand(c, c.Args().First())
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -83,7 +83,7 @@ func newApp(stdout, stderr io.Writer) *app {
 		// Reached through urfave/cli's own help paths only: commandLine
 		// and the Actions report unknown commands as usage errors.
 		CommandNotFound: func(c *cli.Context, name string) {
-			fmt.Fprintf(c.App.ErrWriter, "monarch: unknown command %q\nusage: %s\n", name, usageOf(c.Command))
+			fmt.Fprintf(c.App.ErrWriter, "monarch: unknown command %q%s\nusage: %s\n", name, meantCommand(c, name), usageOf(c.Command))
 			a.code = 2
 		},
 	}
@@ -129,7 +129,7 @@ func prepare(cmd *cli.Command, path string) {
 	if len(cmd.Subcommands) > 0 && cmd.Action == nil {
 		cmd.Action = func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usagef(c, "unknown command %q", c.Args().First())
+				return unknownCommand(c, c.Args().First())
 			}
 			return cli.ShowSubcommandHelp(c)
 		}

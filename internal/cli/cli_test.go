@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -182,6 +183,9 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"config", "frobnicate"}, `config: unknown command "frobnicate"`, "monarch config COMMAND"},
 		{[]string{"version", "now"}, "version: too many arguments", "monarch version"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`, "monarch COMMAND"},
+		{[]string{"local", "--detatch", "true"}, "local: unknown flag --detatch; did you mean --detach?", "monarch local "},
+		{[]string{"stauts"}, `unknown command "stauts"; did you mean "status"?`, "monarch COMMAND"},
+		{[]string{"config", "chek", "x"}, `config: unknown command "chek"; did you mean "check"?`, "monarch config COMMAND"},
 		{[]string{"--frobnicate"}, "unknown flag --frobnicate", "monarch COMMAND"},
 		{[]string{"agent", "--program", "/bin/true"}, "agent: --job is required", "monarch agent "},
 		{[]string{"agent", "--job", "j", "--program", "/bin/true", "--index", "-2"}, "agent: --index -2: want 0 or more", "monarch agent "},
@@ -191,6 +195,53 @@ func TestCLIUsageErrors(t *testing.T) {
 		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
 		if code != 2 || out != "" || len(lines) != 2 || !strings.HasPrefix(lines[0], "monarch: "+tt.err) || !strings.HasPrefix(lines[1], "usage: "+tt.usage) {
 			t.Errorf("monarch %q: exit %d, stdout %q, stderr:\n%s\nwant exit 2, no stdout, and stderr:\nmonarch: %s...\nusage: %s...", tt.args, code, out, errOut, tt.err, tt.usage)
+		}
+	}
+}
+
+// Every command's mistyped flag, and every mistyped command, is answered
+// with the word meant (issue 40): two letters swapped is one edit.
+func TestCLIDidYouMean(t *testing.T) {
+	swap := func(w string) string { return w[:1] + w[2:3] + w[1:2] + w[3:] }
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			if cmd.Hidden {
+				continue
+			}
+			path := strings.Fields(prefix + cmd.Name)
+			if len(cmd.Name) >= 4 && swap(cmd.Name) != cmd.Name {
+				args := append(path[:len(path)-1:len(path)-1], swap(cmd.Name), "x")
+				_, errOut, code := runCLI(t, args...)
+				if want := fmt.Sprintf("; did you mean %q?", cmd.Name); code != 2 || !strings.Contains(errOut, want) {
+					t.Errorf("monarch %q: exit %d, stderr %q; want %q", args, code, errOut, want)
+				}
+			}
+			for _, f := range cmd.Flags {
+				name := f.Names()[0]
+				if v, ok := f.(cli.VisibleFlag); (ok && !v.IsVisible()) || len(name) < 4 || swap(name) == name {
+					continue
+				}
+				args := append(path[:len(path):len(path)], "--"+swap(name))
+				_, errOut, code := runCLI(t, args...)
+				if want := "unknown flag --" + swap(name) + "; did you mean --" + name + "?"; code != 2 || !strings.Contains(errOut, want) {
+					t.Errorf("monarch %q: exit %d, stderr %q; want %q", args, code, errOut, want)
+				}
+			}
+			walk(prefix+cmd.Name+" ", cmd.Subcommands)
+		}
+	}
+	walk("", newApp(nil, nil).cli.Commands)
+	// monarch's own flag, and help for a mistyped command.
+	for args, want := range map[string]string{
+		"--verison":        "unknown flag --verison; did you mean --version?",
+		"help stauts":      `unknown command "stauts"; did you mean "status"?`,
+		"help config chek": `config: unknown command "chek"; did you mean "check"?`,
+		"run -z":           "run: unknown flag -z\nusage:", // one letter: no guess
+	} {
+		_, errOut, code := runCLI(t, strings.Fields(args)...)
+		if code != 2 || !strings.Contains(errOut, want) {
+			t.Errorf("monarch %s: exit %d, stderr %q; want %q", args, code, errOut, want)
 		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 
 // logsSelection checks the --host, --mesh, --rank and --stream filters
 // against what the job's log holds: a selection that matches no line is an
-// error that says which hosts and ranks (and, for --mesh, meshes) the job
-// has, not an empty output that
-// looks like success. (--since and --grep finding nothing is an answer,
+// error that says which hosts, ranks and meshes the job has lines of, and
+// how many lines its client wrote, not an empty output that looks like
+// success; "no lines at all" is only for a job with none. (--since and --grep finding nothing is an answer,
 // not a mistake.) In follow mode the check is made when the job has
 // ended: hosts and ranks may come while it runs; interrupting a follow
 // is never an error.
@@ -23,6 +23,7 @@ type logsSelection struct {
 	matched bool                    // a line passed the host, rank and stream filters
 	ranks   map[string]map[int]bool // host -> its ranks, as seen
 	streams map[logagg.Stream]bool
+	client  int      // the client program's lines, as seen
 	order   []string // the hosts seen
 	meshes  []string // the meshes seen, in order
 }
@@ -39,7 +40,9 @@ func (s *logsSelection) active() bool {
 // take notes l and reports whether it passes the whole filter.
 func (s *logsSelection) take(l logagg.Line) bool {
 	if !s.matched {
-		if l.Proc != logagg.ClientProc { // the client program is no host's rank
+		if l.Proc == logagg.ClientProc { // the client program is no host's rank
+			s.client++
+		} else {
 			rs := s.ranks[l.Host]
 			if rs == nil {
 				rs = map[int]bool{}
@@ -81,21 +84,20 @@ func (s *logsSelection) err(job string, running bool) error {
 	if running {
 		more = fmt.Sprintf(" (so far: it is still running; monarch logs -f %s waits for more)", job)
 	}
-	if len(s.order) == 0 {
+	if len(s.order) == 0 && s.client == 0 {
 		return fmt.Errorf("logs: %s; job %s has no lines at all%s", what, job, more)
 	}
-	slices.SortFunc(s.order, hostCompare)
-	const most = 20
-	hosts := make([]string, 0, min(len(s.order), most))
-	for _, h := range s.order[:min(len(s.order), most)] {
-		rs := slices.Collect(maps.Keys(s.ranks[h]))
-		hosts = append(hosts, fmt.Sprintf("%s (%s %s)", h, plural("rank", len(rs)), rankList(rs)))
+	return fmt.Errorf("logs: %s; %s%s", what, s.has(job), more)
+}
+
+// has says what the job's lines came from: hosts and their ranks, meshes,
+// streams (for --stream) and the client's lines.
+func (s *logsSelection) has(job string) string {
+	has := fmt.Sprintf("job %s has no line of a proc", job)
+	if len(s.order) > 0 {
+		has = s.hosts(job)
 	}
-	has := fmt.Sprintf("job %s has %s %s", job, plural("host", len(s.order)), strings.Join(hosts, ", "))
-	if len(s.order) > most {
-		has += fmt.Sprintf(" and %d more", len(s.order)-most)
-	}
-	if len(s.filter.Meshes) > 0 {
+	if len(s.filter.Meshes) > 0 && len(s.order) > 0 { // "no line of a proc" said there is no mesh
 		has += ", " + s.meshList()
 	}
 	if s.filter.Stream != 0 {
@@ -107,7 +109,30 @@ func (s *logsSelection) err(job string, running bool) error {
 		}
 		has += ", lines on " + strings.Join(streams, " and ")
 	}
-	return fmt.Errorf("logs: %s; %s%s", what, has, more)
+	if len(s.filter.Meshes) == 0 && len(s.meshes) > 0 {
+		has += ", " + s.meshList()
+	}
+	if s.client > 0 {
+		has += fmt.Sprintf(", %d [client] %s", s.client, plural("line", s.client))
+	}
+	return has
+}
+
+// hosts is "job J has hosts h0 (ranks 0-1), ...": the first 20 hosts
+// and their ranks.
+func (s *logsSelection) hosts(job string) string {
+	slices.SortFunc(s.order, hostCompare)
+	const most = 20
+	hosts := make([]string, 0, min(len(s.order), most))
+	for _, h := range s.order[:min(len(s.order), most)] {
+		rs := slices.Collect(maps.Keys(s.ranks[h]))
+		hosts = append(hosts, fmt.Sprintf("%s (%s %s)", h, plural("rank", len(rs)), rankList(rs)))
+	}
+	has := fmt.Sprintf("job %s has %s %s", job, plural("host", len(s.order)), strings.Join(hosts, ", "))
+	if len(s.order) > most {
+		has += fmt.Sprintf(" and %d more", len(s.order)-most)
+	}
+	return has
 }
 
 // maxMeshes bounds the meshes a selection lists.

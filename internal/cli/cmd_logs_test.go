@@ -221,6 +221,46 @@ func TestLogsErrors(t *testing.T) {
 	}
 }
 
+// A filter that matches nothing on a job with lines says what the job
+// has, [client] lines included: "no lines at all" is only for a job
+// without any (issue 40: 45 [client] lines and no proc's were "no lines
+// at all").
+func TestLogsNothingMatchedSaysWhatIs(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", dir)
+	client := func(n int) []logagg.Line {
+		var lines []logagg.Line
+		for i := range n {
+			lines = append(lines, logagg.Line{Time: logsT0.Add(time.Duration(i) * time.Millisecond), Proc: logagg.ClientProc, Stream: logagg.Stdout, Text: fmt.Sprintf("client %d", i)})
+		}
+		return lines
+	}
+	logsWriteJob(t, dir, "c45", client(45))
+	meshed := logsLines(4, logsT0)
+	for i := range meshed {
+		meshed[i].Mesh = []string{"trainers", "gens"}[i%2]
+	}
+	logsWriteJob(t, dir, "mixed", append(meshed, client(3)...))
+	logsWriteJob(t, dir, "empty", nil)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"c45", "--rank", "0"}, "logs: no lines of rank 0; job c45 has no line of a proc, 45 [client] lines"},
+		{[]string{"c45", "--mesh", "nope"}, "logs: no lines of mesh nope; job c45 has no line of a proc, 45 [client] lines"},
+		{[]string{"c45", "--host", "h0", "--stream", "stderr"}, "logs: no stderr lines from host h0; job c45 has no line of a proc, lines on stdout, 45 [client] lines"},
+		{[]string{"mixed", "--rank", "7"}, "logs: no lines of rank 7; job mixed has hosts node0 (ranks 0-1), node1 (ranks 2-3), meshes trainers, gens, 3 [client] lines"},
+		{[]string{"mixed", "--mesh", "nope"}, "logs: no lines of mesh nope; job mixed has hosts node0 (ranks 0-1), node1 (ranks 2-3), meshes trainers, gens, 3 [client] lines"},
+		{[]string{"empty", "--rank", "0"}, "logs: no lines of rank 0; job empty has no lines at all"},
+	}
+	for _, tt := range tests {
+		_, _, err := runLogsCmd(context.Background(), tt.args...)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("logs %v:\n got %v\nwant %s", tt.args, err, tt.want)
+		}
+	}
+}
+
 func TestLogsCorruptIsAWarning(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", dir)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -232,7 +233,67 @@ func stopCommand() *cli.Command {
 		Usage:     "stop a job (its launcher tears down every host and proc)",
 		ArgsUsage: "JOB",
 		Action: func(c *cli.Context) error {
-			return launch.Stop(c.Context, launch.DefaultStateDir(), c.Args().First(), launch.DefaultGrace)
+			dir, ref := launch.DefaultStateDir(), c.Args().First()
+			if j := findJob(c.Context, dir, ref); j != nil && !j.Active() {
+				return fmt.Errorf("stop %s: job %s had already ended: %s", ref, j.Job, endText(j))
+			}
+			if err := launch.Stop(c.Context, dir, ref, launch.DefaultGrace); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.App.Writer, stoppedText(findJob(c.Context, dir, ref), ref))
+			return nil
 		},
 	}
+}
+
+// findJob is the record of the job ref names, or nil if there is none
+// (launch.Stop then says why).
+func findJob(ctx context.Context, dir, ref string) *launch.JobState {
+	jobs, err := launch.Status(ctx, dir)
+	if err != nil {
+		return nil
+	}
+	j, _ := launch.Find(jobs, dir, ref)
+	return j
+}
+
+// stoppedText says what monarch stop did to j, read again after the
+// stop: how it ended, or, for a batch job whose scheduler was asked to
+// cancel it, that it was asked.
+func stoppedText(j *launch.JobState, ref string) string {
+	switch {
+	case j == nil:
+		return "stopped job " + ref
+	case j.Active():
+		return fmt.Sprintf("asked %s to stop job %s (batch job %s); monarch status %s shows how it ends", j.Batch, j.Job, j.BatchID, j.Job)
+	case j.End == stoppedByStop:
+		return fmt.Sprintf("stopped job %s: %s", j.Job, strings.Join(endDetails(j), ", "))
+	case strings.HasPrefix(j.End, stoppedByStop+" "): // "... before it ran": no procs, no client
+		return fmt.Sprintf("stopped job %s%s", j.Job, strings.TrimPrefix(j.End, stoppedByStop))
+	}
+	return fmt.Sprintf("job %s ended: %s", j.Job, endText(j))
+}
+
+// stoppedByStop is the End of a job monarch stop ended.
+const stoppedByStop = "stopped by monarch stop"
+
+// endText is how an ended job ended, as its record says: "stopped by
+// monarch stop, 4 procs ended, the client exited 143 at 2026-12-07
+// 03:10:00".
+func endText(j *launch.JobState) string {
+	return strings.Join(append([]string{stateText(j)}, endDetails(j)...), ", ")
+}
+
+// endDetails are the facts of an ended job's record after its state: its
+// procs, its client's exit status and when.
+func endDetails(j *launch.JobState) []string {
+	var out []string
+	if _, procs := jobCounts(j); procs > 0 {
+		out = append(out, fmt.Sprintf("%d %s ended", procs, plural("proc", procs)))
+	}
+	exited := fmt.Sprintf("the client exited %d", j.Exit)
+	if !j.Ended.IsZero() {
+		exited += " at " + j.Ended.Format(time.DateTime)
+	}
+	return append(out, exited)
 }

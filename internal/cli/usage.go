@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/monarch-go/monarch/internal/didyoumean"
 	"github.com/urfave/cli/v2"
 )
 
@@ -91,7 +92,7 @@ var (
 func flagError(flags []cli.Flag, err error) string {
 	msg := err.Error()
 	if m := reUnknownFlag.FindStringSubmatch(msg); m != nil {
-		return "unknown flag " + dashed(m[1])
+		return "unknown flag " + dashed(m[1]) + meantFlag(flags, m[1])
 	}
 	if m := reNeedsValue.FindStringSubmatch(msg); m != nil {
 		return dashed(m[1]) + " needs a value"
@@ -112,6 +113,55 @@ func flagError(flags []cli.Flag, err error) string {
 		want = "want true or false"
 	}
 	return fmt.Sprintf("%s %s: %s", dashed(m[2]), m[1], want)
+}
+
+// meantFlag is "; did you mean --detach?" for the visible flag of flags
+// closest to name, or "" if none is close. A one-letter name has no
+// suggestion: every other letter is one edit away.
+func meantFlag(flags []cli.Flag, name string) string {
+	if len(name) < 2 {
+		return ""
+	}
+	var known []string
+	for _, f := range flags {
+		if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+			continue
+		}
+		for _, n := range f.Names() {
+			if len(n) > 1 {
+				known = append(known, n)
+			}
+		}
+	}
+	if s := didyoumean.Closest(name, known); s != "" {
+		return "; did you mean " + dashed(s) + "?"
+	}
+	return ""
+}
+
+// unknownCommand is the usage error for name, a word that is not one of
+// c's commands, with the visible command it most likely meant.
+func unknownCommand(c *cli.Context, name string) error {
+	return usagef(c, "unknown command %q%s", name, meantCommand(c, name))
+}
+
+// meantCommand is `; did you mean "status"?` for the visible command of
+// c closest to name, or "".
+func meantCommand(c *cli.Context, name string) string {
+	cmds := c.App.Commands
+	if c.Command != nil && len(c.Command.Subcommands) > 0 {
+		cmds = c.Command.Subcommands
+	}
+	var known []string
+	for _, cmd := range cmds {
+		if !cmd.Hidden {
+			known = append(known, cmd.Names()...)
+		}
+	}
+	if s := didyoumean.Closest(name, known); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
 }
 
 // dashed writes a flag's name as users do: -f, --hosts.
