@@ -90,7 +90,7 @@
 //	for range steps {
 //		loss := ...                                // ops on x and w
 //		s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w), dtensor.Mean))
-//		s.Drop(x, w)
+//		s.DropAllBut(x, w)
 //	}
 //
 // # A step without a check per op
@@ -100,15 +100,15 @@
 // alone and do nothing once a call has failed; what they return then is
 // a failed tensor (Grad and ReduceAll: one per tensor asked for) whose
 // every use returns that first error, which Fetch returns and Err
-// keeps. The tensors it makes are ordinary ones, and Drop frees them at
-// the end of a step (but those it is told to keep):
+// keeps. The tensors it makes are ordinary ones, and DropAllBut frees
+// them at the end of a step, all but those it is told to keep:
 //
 //	var s dtensor.Step
 //	h := s.Relu(s.Add(s.MatMul(x, w1), b1))
 //	loss := s.Mean(s.Mean(s.Mul(h, h), 1), 0)
 //	s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w1, b1), dtensor.Mean))
 //	l, err := s.Fetch(ctx, loss, point)      // waits: the first error, named as the op's
-//	s.Drop(w1, b1)                           // the step's tensors, but the parameters
+//	s.DropAllBut(w1, b1)                     // the step's tensors, but the parameters
 //	if err != nil { ... }
 //
 // A shape that does not fit is the step's error at once (the client

@@ -24,7 +24,7 @@ import (
 //	grads := s.Grad(ctx, loss, w1, b1, w2, b2)
 //	s.Update(opt, s.ReduceAll(ctx, grads, dtensor.Mean)) // averaged across the procs
 //	l, err := s.Fetch(ctx, loss, point)          // the first error, or the procs'
-//	s.Drop(w1, b1, w2, b2)                       // this step's tensors but the parameters
+//	s.DropAllBut(w1, b1, w2, b2)                 // this step's tensors but the parameters
 //	if err != nil { ... }
 //
 // The tensors a Step makes are ordinary tensors: the (T, error) methods
@@ -32,7 +32,7 @@ import (
 // goroutine; the zero Step is ready to use.
 type Step struct {
 	err  error
-	made []*Tensor // what it made, for Drop
+	made []*Tensor // what it made, for DropAllBut
 }
 
 // Err is the first error of the step's calls, or nil.
@@ -83,12 +83,13 @@ func (s *Step) doAll(n int, f func() ([]*Tensor, error)) []*Tensor {
 	return out
 }
 
-// Drop frees the shards of every tensor the step made, but those of keep
-// (the parameters, say; tensors sharing an id through Detach are kept
-// too), in one op per mesh, and forgets them: a training loop's step
-// calls it at its end, once the values it wants are fetched. It fails
-// the step if the ops cannot be sent.
-func (s *Step) Drop(keep ...*Tensor) {
+// DropAllBut frees the shards of every tensor the step made but those
+// of keep (the parameters, say; tensors sharing an id through Detach are
+// kept too), in one op per mesh, and forgets them: a training loop's
+// step calls it at its end, once the values it wants are fetched (or
+// sent for). Tensors the step did not make are not its to drop. It
+// fails the step if the ops cannot be sent.
+func (s *Step) DropAllBut(keep ...*Tensor) {
 	kept := map[uint64]bool{}
 	for _, k := range keep {
 		if k != nil {

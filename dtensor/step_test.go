@@ -22,8 +22,8 @@ func fetch64(ctx context.Context, x *dtensor.Tensor, p actorrt.Point) ([]float64
 
 // TestStep: a run of ops written without a check per op computes what
 // the (T, error) calls compute; the first error is kept, later calls do
-// nothing, and Err and Fetch name it; Drop frees what the step made but
-// what it is told to keep.
+// nothing, and Err and Fetch name it; DropAllBut frees what the step made
+// but what it is told to keep.
 func TestStep(t *testing.T) {
 	ctx, procs, m := setup(t)
 	tt := must[*dtensor.Tensor](t)
@@ -47,17 +47,17 @@ func TestStep(t *testing.T) {
 		t.Fatalf("gradients %v", grads)
 	}
 
-	// Drop frees the step's tensors, not the ones it keeps nor the inputs
+	// DropAllBut frees the step's tensors, not the ones it keeps nor the inputs
 	// it did not make.
-	s.Drop(grads[0])
+	s.DropAllBut(grads[0])
 	for _, gone := range []*dtensor.Tensor{h, loss, grads[1]} {
 		if _, err := dtensor.FetchShard(ctx, gone, p0); err == nil || !strings.Contains(err.Error(), "no tensor") {
-			t.Fatalf("%v after Drop: %v", gone, err)
+			t.Fatalf("%v after DropAllBut: %v", gone, err)
 		}
 	}
 	for _, kept := range []*dtensor.Tensor{grads[0], x, w, b} {
 		if _, err := dtensor.FetchShard(ctx, kept, p0); err != nil {
-			t.Fatalf("%v after Drop: %v", kept, err)
+			t.Fatalf("%v after DropAllBut: %v", kept, err)
 		}
 	}
 
@@ -111,7 +111,7 @@ func TestFailedStepResults(t *testing.T) {
 	avg := s.ReduceAll(ctx, append(grads, loss), dtensor.Mean)
 	s.Update(opt, avg[:2])
 	l := s.FetchLater(avg[2], p0)
-	s.Drop(w, b)
+	s.DropAllBut(w, b)
 	if len(grads) != 2 || len(avg) != 3 {
 		t.Fatalf("a failed step's Grad gave %d gradients, ReduceAll %d results; want 2 and 3", len(grads), len(avg))
 	}

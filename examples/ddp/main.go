@@ -77,7 +77,7 @@ func (t *trainer) step(ctx context.Context) (*dtensor.ShardFuture, error) {
 	avg := s.ReduceAll(ctx, append(grads, loss), dtensor.Mean) // one per tensor, even once the step has failed
 	s.Update(t.opt, avg[:len(grads)])
 	l := s.FetchLater(avg[len(grads)], t.first)
-	s.Drop(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...) // after the fetch, on the procs
+	s.DropAllBut(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...) // after the fetch, on the procs
 	return l, s.Err()
 }
 
