@@ -2,6 +2,7 @@ package dtensor
 
 import (
 	"context"
+	"errors"
 
 	"github.com/monarch-go/monarch/actorrt"
 	"gorgonia.org/tensor"
@@ -49,10 +50,14 @@ func (s *Step) Fail(err error) {
 // Take keeps the result of a call of the (T, error) kind, an endpoint's
 // RRef say: t, or err as the step's error. The call has run already:
 // after a failure its inputs are the step's failed tensors, whose error
-// it returns, and the step keeps its first error.
+// it returns, and the step keeps its first error. A nil t with a nil
+// err fails the step too (DropAllBut would have nothing to free).
 //
 //	y := s.Take(forward.RRef(actors, x))
 func (s *Step) Take(t *Tensor, err error) *Tensor {
+	if t == nil && err == nil {
+		err = errors.New("dtensor: Take of a nil tensor and no error")
+	}
 	return s.do(func() (*Tensor, error) { return t, err })
 }
 

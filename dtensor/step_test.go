@@ -76,6 +76,12 @@ func TestStep(t *testing.T) {
 		t.Fatalf("Take after a failure: %v; want the step's error", err)
 	}
 	f.Fail(errors.New("later"))
+	var n dtensor.Step // a (T, error) call of the caller's that made nothing
+	n.Take(nil, nil)
+	n.DropAllBut()
+	if err := n.Err(); err == nil || !strings.Contains(err.Error(), "nil tensor") {
+		t.Fatalf("Take(nil, nil): %v", err)
+	}
 	if err := f.Err(); !errors.Is(err, dtensor.ErrShape) || err.Error() != first {
 		t.Fatalf("Err: %v", err)
 	}

@@ -48,7 +48,9 @@ func Activate(procs *actorrt.ProcMesh) *Mesh { return &Mesh{procs: procs} }
 func (m *Mesh) Extent() actorrt.Extent { return m.procs.Extent() }
 
 // Tensor is a distributed tensor: a shard of the same shape on every proc
-// of its mesh. It is a reference: ops on it run where the shards are.
+// of its mesh. It is a reference: ops on it run where the shards are. A
+// Step that has failed returns failed tensors: no mesh, no shape, and
+// the step's error at every use.
 type Tensor struct {
 	mesh  *Mesh
 	id    uint64
