@@ -90,28 +90,30 @@
 //	for range steps {
 //		loss := ...                                // ops on x and w
 //		s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w), dtensor.Mean))
-//		s.Drop(x, w)
+//		s.DropAllBut(x, w)
 //	}
 //
 // # A step without a check per op
 //
 // Every op returns (T, error). A Step runs the same ops and keeps the
 // first error, as bufio.Scanner does: its methods return the tensor
-// alone, do nothing once a call has failed, and Err, checked once at the
-// end, is that first error. The tensors it makes are ordinary ones, and
-// Drop frees them at the end of a step (but those it is told to keep):
+// alone and do nothing once a call has failed; what they return then is
+// a failed tensor (Grad and ReduceAll: one per tensor asked for) whose
+// every use returns that first error, which Fetch returns and Err
+// keeps. The tensors it makes are ordinary ones, and DropAllBut frees
+// them at the end of a step, all but those it is told to keep:
 //
 //	var s dtensor.Step
 //	h := s.Relu(s.Add(s.MatMul(x, w1), b1))
 //	loss := s.Mean(s.Mean(s.Mul(h, h), 1), 0)
 //	s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w1, b1), dtensor.Mean))
-//	l := s.Fetch(ctx, loss, point)           // waits: a failure on the procs is here
-//	s.Drop(w1, b1)                           // the step's tensors, but the parameters
-//	if err := s.Err(); err != nil { ... }    // the first error, named as the op's
+//	l, err := s.Fetch(ctx, loss, point)      // waits: the first error, named as the op's
+//	s.DropAllBut(w1, b1)                     // the step's tensors, but the parameters
+//	if err != nil { ... }
 //
 // A shape that does not fit is the step's error at once (the client
 // checks it); an op that fails on the procs is its error at the next
-// Fetch, as for the (T, error) calls.
+// Fetch (or FetchLater's Get), as for the (T, error) calls.
 //
 // The tensors cross the bus as msgpack: this is for correctness and
 // interactive work, not for speed; bulk data between procs belongs in

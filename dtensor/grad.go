@@ -110,6 +110,11 @@ func binaryNode(kind string) func(gradNode, []*gorgonia.Node) (*gorgonia.Node, e
 // depends on is a constant. A parameter the loss does not depend on is
 // ErrNoGradient.
 func Grad(ctx context.Context, loss *Tensor, params ...*Tensor) ([]*Tensor, error) {
+	for _, t := range append([]*Tensor{loss}, params...) {
+		if err := t.usable("grad"); err != nil {
+			return nil, err
+		}
+	}
 	if loss.shape.TotalSize() != 1 {
 		return nil, fmt.Errorf("%w: the loss of a gradient must have one element per proc, not %v (Sum or Mean it)", ErrShape, loss.shape)
 	}

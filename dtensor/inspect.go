@@ -12,6 +12,9 @@ import (
 // interactive debugging and tests, not for speed (the shards cross the
 // bus to this process).
 func Inspect(ctx context.Context, t *Tensor) ([]*tensor.Dense, error) {
+	if err := t.usable("fetch"); err != nil {
+		return nil, err
+	}
 	if err := t.mesh.flush(); err != nil {
 		return nil, err
 	}

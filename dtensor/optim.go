@@ -89,6 +89,9 @@ func NewOptimizer(rule Rule, params ...*Tensor) (*Optimizer, error) {
 		if p == nil {
 			return nil, fmt.Errorf("dtensor: optimizer: parameter %d is nil", i)
 		}
+		if p.err != nil {
+			return nil, p.err
+		}
 		if p.mesh.procs != params[0].mesh.procs {
 			return nil, fmt.Errorf("%w: optimizer: parameter %d on %v, parameter 0 on another mesh, %v", ErrMesh, i, p.mesh.Extent(), params[0].mesh.Extent())
 		}
@@ -116,6 +119,8 @@ func (o *Optimizer) Update(grads []*Tensor) error {
 		switch {
 		case g == nil:
 			return fmt.Errorf("dtensor: optimizer: gradient %d is nil", i)
+		case g.err != nil:
+			return g.err
 		case g.mesh.procs != o.mesh.procs:
 			return fmt.Errorf("%w: optimizer: gradient %d on %v, its parameter on another mesh, %v", ErrMesh, i, g.mesh.Extent(), o.mesh.Extent())
 		case !g.shape.Eq(p.shape) || g.dtype != p.dtype:

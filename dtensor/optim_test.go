@@ -110,7 +110,7 @@ func TestOptimizers(t *testing.T) {
 				res := s.Sub(s.Add(s.MatMul(x, w), b), y)
 				loss := s.Mean(s.Mean(s.Mul(res, res), 0), 0)
 				s.Update(opt, s.ReduceAll(ctx, s.Grad(ctx, loss, w, b), dtensor.Mean))
-				s.Drop(x, y, w, b)
+				s.DropAllBut(x, y, w, b)
 			}
 			if err := s.Err(); err != nil {
 				t.Fatal(err)

@@ -27,6 +27,9 @@ func ReduceEach(ctx context.Context, ts []*Tensor, dims []string, reduction stri
 		if t == nil {
 			return nil, fmt.Errorf("dtensor: reduce of a nil tensor (%d of %d)", i, len(ts))
 		}
+		if err := t.usable("reduce"); err != nil {
+			return nil, err
+		}
 		if t.mesh != ts[0].mesh {
 			return nil, fmt.Errorf("%w: reduce of tensors of two meshes (%v, %v)", ErrMesh, ts[0].mesh.Extent(), t.mesh.Extent())
 		}

@@ -27,6 +27,9 @@ var reductions = map[string]collective.Op{Sum: collective.Sum, Mean: collective.
 // shards move proc to proc, not through this process, and the result
 // stays where it is (FetchShard it if it is wanted here).
 func Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) (*Tensor, error) {
+	if err := t.usable("allreduce"); err != nil {
+		return nil, err
+	}
 	if _, ok := reductions[reduction]; !ok {
 		return nil, fmt.Errorf("dtensor: reduce op %q: want sum, mean, max or min", reduction)
 	}
@@ -47,6 +50,9 @@ func Reduce(ctx context.Context, t *Tensor, dims []string, reduction string) (*T
 // dim: the index-th of size equal slices of the first axis, which the
 // size of dim must divide. It runs on the procs, as a collective.
 func ReduceScatter(ctx context.Context, t *Tensor, dim string, reduction string) (*Tensor, error) {
+	if err := t.usable("reducescatter"); err != nil {
+		return nil, err
+	}
 	if _, ok := reductions[reduction]; !ok {
 		return nil, fmt.Errorf("dtensor: reduce op %q: want sum, mean, max or min", reduction)
 	}
@@ -102,8 +108,8 @@ func reduceScatter(ctx context.Context, o op, in []*tensor.Dense) (*tensor.Dense
 // is queued: each proc keeps it from that op on (comms), and the ops
 // after it need not carry it again.
 func (t *Tensor) collectiveOp(ctx context.Context, o op) (*Tensor, error) {
-	if t == nil {
-		return nil, fmt.Errorf("dtensor: %s of a nil tensor", o.Kind)
+	if err := t.usable(o.Kind); err != nil {
+		return nil, err
 	}
 	m := t.mesh
 	m.commMu.Lock()

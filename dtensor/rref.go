@@ -69,6 +69,9 @@ func (e *RRefEndpoint[A]) RRef(m *actorrt.ActorMesh[A], t *Tensor) (*Tensor, err
 	if e.err != nil {
 		return nil, e.err
 	}
+	if err := t.usable("rref"); err != nil {
+		return nil, err
+	}
 	if !m.Extent().Equal(t.mesh.Extent()) {
 		return nil, fmt.Errorf("%w: actors of extent %v for a tensor on %v", ErrShape, m.Extent(), t.mesh.Extent())
 	}

@@ -13,16 +13,21 @@ import (
 // own shard of t (no data crosses the bus); a Shard an endpoint makes from
 // a Dense (NewShard) travels as its data.
 type Shard struct {
-	T  *tensor.Dense // the shard's data, on the proc that holds it
-	id uint64        // a reference: the tensor whose shard this is, on the proc it is passed to
+	T   *tensor.Dense // the shard's data, on the proc that holds it
+	id  uint64        // a reference: the tensor whose shard this is, on the proc it is passed to
+	err error         // why it cannot be passed (a nil or failed tensor's): the call's error
 }
 
 // NewShard wraps a local tensor, for an endpoint's result.
 func NewShard(t *tensor.Dense) Shard { return Shard{T: t} }
 
 // Shard refers to the tensor's shard on each proc, as an endpoint
-// argument.
+// argument. A failed step's tensor makes a Shard whose call returns the
+// step's error.
 func (t *Tensor) Shard() Shard {
+	if err := t.usable("shard"); err != nil {
+		return Shard{err: err}
+	}
 	t.mesh.send() // the op that makes it goes now; an error shows at the next op
 	return Shard{id: t.id}
 }
@@ -39,6 +44,9 @@ func init() { actorrt.RegisterCodec(encodeShard, decodeShard) }
 // encodeShard sends a reference, or the data of a local shard: Shard's
 // codec (RegisterCodec keeps it off Shard's method set).
 func encodeShard(e *msgpack.Encoder, s Shard) error {
+	if s.err != nil {
+		return s.err
+	}
 	if s.id != 0 {
 		return e.Encode(&shardWire{ID: s.id})
 	}

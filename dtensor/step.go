@@ -2,6 +2,7 @@ package dtensor
 
 import (
 	"context"
+	"errors"
 
 	"github.com/monarch-go/monarch/actorrt"
 	"gorgonia.org/tensor"
@@ -9,10 +10,13 @@ import (
 
 // Step is a run of calls that keeps the first error, as bufio.Scanner
 // does: its methods are the ops of Tensor (and Grad, Reduce, the
-// constructors, Fetch, an Optimizer's Update) returning a *Tensor alone;
-// once one fails, every later call does nothing and returns nil, and Err
-// is that first error. A training step is written straight through and
-// checked once:
+// constructors, an Optimizer's Update) returning a *Tensor alone, and
+// Fetch, which waits. Once a call fails, every later one does nothing
+// and Err is that first error. What they return then is never nil but a
+// failed tensor (a slice of them as long as asked for: a gradient per
+// parameter) whose every use returns that error: in a Step, in a (T,
+// error) call, as an endpoint's Shard, at Fetch. A training step is
+// written straight through and checked once, at its fetch:
 //
 //	var s dtensor.Step
 //	h := s.Relu(s.Add(s.MatMul(x, w1), b1))     // b1 broadcasts over the rows
@@ -20,16 +24,16 @@ import (
 //	loss := s.Mean(s.Mean(s.Sub(s.Softplus(z), s.Mul(y, z)), 0), 0)
 //	grads := s.Grad(ctx, loss, w1, b1, w2, b2)
 //	s.Update(opt, s.ReduceAll(ctx, grads, dtensor.Mean)) // averaged across the procs
-//	l := s.Fetch(ctx, loss, point)
-//	s.Drop(w1, b1, w2, b2)                       // this step's tensors but the parameters
-//	if err := s.Err(); err != nil { ... }
+//	l, err := s.Fetch(ctx, loss, point)          // the first error, or the procs'
+//	s.DropAllBut(w1, b1, w2, b2)                 // this step's tensors but the parameters
+//	if err != nil { ... }
 //
 // The tensors a Step makes are ordinary tensors: the (T, error) methods
 // take them, and a Step takes tensors made anywhere. A Step is for one
 // goroutine; the zero Step is ready to use.
 type Step struct {
 	err  error
-	made []*Tensor // what it made, for Drop
+	made []*Tensor // what it made, for DropAllBut
 }
 
 // Err is the first error of the step's calls, or nil.
@@ -44,36 +48,53 @@ func (s *Step) Fail(err error) {
 }
 
 // Take keeps the result of a call of the (T, error) kind, an endpoint's
-// RRef say: t, or nil and err as the step's error. The call has run
-// already: after a failure its inputs may be nil, which it refuses with
-// an error, and the step keeps its first error.
+// RRef say: t, or err as the step's error. The call has run already:
+// after a failure its inputs are the step's failed tensors, whose error
+// it returns, and the step keeps its first error. A nil t with a nil
+// err fails the step too (DropAllBut would have nothing to free).
 //
 //	y := s.Take(forward.RRef(actors, x))
 func (s *Step) Take(t *Tensor, err error) *Tensor {
+	if t == nil && err == nil {
+		err = errors.New("dtensor: Take of a nil tensor and no error")
+	}
 	return s.do(func() (*Tensor, error) { return t, err })
 }
 
 // do runs f unless the step has failed, and keeps what f makes or its
-// error.
+// error; a failed tensor once the step has failed.
 func (s *Step) do(f func() (*Tensor, error)) *Tensor {
-	if s.err != nil {
-		return nil
-	}
-	t, err := f()
-	if err != nil {
-		s.err = err
-		return nil
-	}
-	s.made = append(s.made, t)
-	return t
+	return s.doAll(1, func() ([]*Tensor, error) {
+		t, err := f()
+		return []*Tensor{t}, err
+	})[0]
 }
 
-// Drop frees the shards of every tensor the step made, but those of keep
-// (the parameters, say; tensors sharing an id through Detach are kept
-// too), in one op per mesh, and forgets them: a training loop's step
-// calls it at its end, once the values it wants are fetched. It fails
-// the step if the ops cannot be sent.
-func (s *Step) Drop(keep ...*Tensor) {
+// doAll is do for a call that makes n tensors: n failed ones once the
+// step has failed, so that a caller may index or slice what it asked for.
+func (s *Step) doAll(n int, f func() ([]*Tensor, error)) []*Tensor {
+	if s.err == nil {
+		ts, err := f()
+		if err == nil {
+			s.made = append(s.made, ts...)
+			return ts
+		}
+		s.err = err
+	}
+	out := make([]*Tensor, n)
+	for i := range out {
+		out[i] = failed(s.err)
+	}
+	return out
+}
+
+// DropAllBut frees the shards of every tensor the step made but those
+// of keep (the parameters, say; tensors sharing an id through Detach are
+// kept too), in one op per mesh, and forgets them: a training loop's
+// step calls it at its end, once the values it wants are fetched (or
+// sent for). Tensors the step did not make are not its to drop. It
+// fails the step if the ops cannot be sent.
+func (s *Step) DropAllBut(keep ...*Tensor) {
 	kept := map[uint64]bool{}
 	for _, k := range keep {
 		if k != nil {
@@ -204,47 +225,25 @@ func (s *Step) Reduce(ctx context.Context, t *Tensor, dims []string, reduction s
 
 // ReduceAll is ReduceEach of ts over every dimension of their mesh (data
 // parallelism: ReduceAll(ctx, grads, Mean), one collective for all the
-// gradients); nil once the step has failed.
+// gradients): a result for each of ts, failed ones once the step has
+// failed.
 func (s *Step) ReduceAll(ctx context.Context, ts []*Tensor, reduction string) []*Tensor {
-	if s.err != nil {
-		return nil
-	}
-	out, err := ReduceEach(ctx, ts, nil, reduction)
-	if err != nil {
-		s.err = err
-		return nil
-	}
-	s.made = append(s.made, out...)
-	return out
+	return s.doAll(len(ts), func() ([]*Tensor, error) { return ReduceEach(ctx, ts, nil, reduction) })
 }
 
-// Grad is the package's Grad; nil once the step has failed.
+// Grad is the package's Grad: a gradient for each of params, failed ones
+// once the step has failed.
 func (s *Step) Grad(ctx context.Context, loss *Tensor, params ...*Tensor) []*Tensor {
-	if s.err != nil {
-		return nil
-	}
-	gs, err := Grad(ctx, loss, params...)
-	if err != nil {
-		s.err = err
-		return nil
-	}
-	s.made = append(s.made, gs...)
-	return gs
+	return s.doAll(len(params), func() ([]*Tensor, error) { return Grad(ctx, loss, params...) })
 }
 
-// Fetch is FetchShard; nil once the step has failed. It waits for the
-// ops before it on that proc, so a failure there (an endpoint's error,
-// say) becomes the step's error here.
-func (s *Step) Fetch(ctx context.Context, t *Tensor, p actorrt.Point) *tensor.Dense {
-	if s.err != nil {
-		return nil
-	}
-	d, err := FetchShard(ctx, t, p)
-	if err != nil {
-		s.err = err
-		return nil
-	}
-	return d
+// Fetch is FetchShard: the shard, or the step's first error (which a
+// failure on the procs before the shard, an endpoint's error say,
+// becomes). It waits for the ops before it on that proc.
+func (s *Step) Fetch(ctx context.Context, t *Tensor, p actorrt.Point) (*tensor.Dense, error) {
+	d, err := s.FetchLater(t, p).Get(ctx)
+	s.Fail(err)
+	return d, err
 }
 
 // FetchLater is FetchShardLater; once the step has failed, a future

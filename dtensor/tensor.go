@@ -48,7 +48,9 @@ func Activate(procs *actorrt.ProcMesh) *Mesh { return &Mesh{procs: procs} }
 func (m *Mesh) Extent() actorrt.Extent { return m.procs.Extent() }
 
 // Tensor is a distributed tensor: a shard of the same shape on every proc
-// of its mesh. It is a reference: ops on it run where the shards are.
+// of its mesh. It is a reference: ops on it run where the shards are. A
+// Step that has failed returns failed tensors: no mesh, no shape, and
+// the step's error at every use.
 type Tensor struct {
 	mesh  *Mesh
 	id    uint64
@@ -58,6 +60,25 @@ type Tensor struct {
 	// through.
 	src op
 	ins []*Tensor
+	// err, if not nil, makes it a result a failed Step could not make
+	// (failed): every use of it returns err.
+	err error
+}
+
+// failed is the tensor a Step returns once it has failed: no mesh, no
+// shards, and err at every use.
+func failed(err error) *Tensor { return &Tensor{err: err} }
+
+// usable is nil if t can be an input of the op kind: not nil, and not a
+// failed step's (whose error it is).
+func (t *Tensor) usable(kind string) error {
+	switch {
+	case t == nil:
+		return fmt.Errorf("dtensor: %s of a nil tensor", kind)
+	case t.err != nil:
+		return t.err
+	}
+	return nil
 }
 
 // ids are unique per client process; the client's job is the namespace.
@@ -70,7 +91,7 @@ func newID() uint64 { return uint64(time.Now().UnixNano())<<16 ^ nextID.Add(1) }
 // updates its parameters with ops, w = w - lr*g, should detach them each
 // step).
 func (t *Tensor) Detach() *Tensor {
-	return &Tensor{mesh: t.mesh, id: t.id, shape: t.shape, dtype: t.dtype}
+	return &Tensor{mesh: t.mesh, id: t.id, shape: t.shape, dtype: t.dtype, err: t.err}
 }
 
 // DType is the element type of the shards: Float64 or Float32.
@@ -82,8 +103,12 @@ func (t *Tensor) Shape() tensor.Shape { return t.shape.Clone() }
 // Mesh is the mesh the shards live on.
 func (t *Tensor) Mesh() *Mesh { return t.mesh }
 
-// String names the tensor by its shard shape and its mesh's extent.
+// String names the tensor by its shard shape and its mesh's extent (a
+// failed step's by its error).
 func (t *Tensor) String() string {
+	if t.err != nil {
+		return fmt.Sprintf("DTensor(failed: %v)", t.err)
+	}
 	return fmt.Sprintf("DTensor(shard %v on %v)", t.shape, t.mesh.Extent())
 }
 
@@ -108,8 +133,8 @@ func (m *Mesh) record(o op, in []*Tensor, each func(rank int, o *op)) (*Tensor, 
 		return nil, err
 	}
 	for i, u := range in {
-		if u == nil {
-			return nil, fmt.Errorf("dtensor: %s of a nil tensor", o.Kind)
+		if err := u.usable(o.Kind); err != nil {
+			return nil, err
 		}
 		if u.dtype != in[0].dtype && !k.refs {
 			return nil, fmt.Errorf("%w: %s of %s and %s tensors", ErrShape, o.Kind, in[0].dtype, u.dtype)
@@ -156,8 +181,8 @@ func withRank(r int, o *op) { o.Rank = r }
 
 // apply records o on t and more, on t's mesh, for every proc alike.
 func (t *Tensor) apply(o op, more ...*Tensor) (*Tensor, error) {
-	if t == nil {
-		return nil, fmt.Errorf("dtensor: %s of a nil tensor", o.Kind)
+	if err := t.usable(o.Kind); err != nil {
+		return nil, err
 	}
 	return t.mesh.record(o, append([]*Tensor{t}, more...), nil)
 }
@@ -286,8 +311,8 @@ type ShardFuture struct {
 // step's loss this way, and records the next step before it waits, keeps
 // the procs at work while it records.
 func FetchShardLater(t *Tensor, p actorrt.Point) *ShardFuture {
-	if t == nil {
-		return &ShardFuture{err: errors.New("dtensor: fetch of a nil tensor")}
+	if err := t.usable("fetch"); err != nil {
+		return &ShardFuture{err: err}
 	}
 	one := t.mesh.procs.SliceAt(p)
 	if err := one.Err(); err != nil {

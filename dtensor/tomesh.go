@@ -62,6 +62,9 @@ var awaitFn = actorrt.Remote1("monarch_dtensor_await", func(ctx context.Context,
 // rank r of t's mesh to rank r of dst, proc to proc. It returns once
 // every shard has arrived.
 func ToMesh(ctx context.Context, t *Tensor, dst *Mesh) (*Tensor, error) {
+	if err := t.usable("import"); err != nil {
+		return nil, err
+	}
 	if !t.mesh.Extent().Equal(dst.Extent()) {
 		return nil, fmt.Errorf("%w: to a mesh of %v from one of %v", ErrShape, dst.Extent(), t.mesh.Extent())
 	}

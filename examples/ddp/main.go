@@ -74,13 +74,10 @@ func (t *trainer) step(ctx context.Context) (*dtensor.ShardFuture, error) {
 	// Equal shares of rows: the mean of the procs' means is the mean over
 	// all rows, and the mean of their gradients its gradient. The
 	// gradients and the loss are averaged together, in one collective.
-	avg := s.ReduceAll(ctx, append(grads, loss), dtensor.Mean)
-	if err := s.Err(); err != nil {
-		return nil, err
-	}
+	avg := s.ReduceAll(ctx, append(grads, loss), dtensor.Mean) // one per tensor, even once the step has failed
 	s.Update(t.opt, avg[:len(grads)])
 	l := s.FetchLater(avg[len(grads)], t.first)
-	s.Drop(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...) // after the fetch, on the procs
+	s.DropAllBut(append([]*dtensor.Tensor{t.x, t.y}, t.params...)...) // after the fetch, on the procs
 	return l, s.Err()
 }
 
