@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,11 +93,15 @@ func monarch(t testing.TB, args ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(build(t), "monarch"), args...)
+	// Past the bound, SIGQUIT: the client writes every goroutine's stack
+	// to stderr, which says where it waits; SIGKILL 10 s later.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("monarch %v did not finish within 2 minutes", args)
+		t.Fatalf("monarch %v did not finish within 2 minutes\nstdout:\n%s\nstderr (with the stacks at SIGQUIT):\n%s", args, stdout.String(), stderr.String())
 	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
