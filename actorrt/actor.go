@@ -38,8 +38,10 @@ type actor struct {
 	msgCtx Context
 	last   *method
 	// slots counts the running calls of each concurrent endpoint
-	// (concurrent.go); the mailbox's alone.
+	// (concurrent.go); the mailbox's alone. calls lists them, with their
+	// start, for `monarch stacks`.
 	slots map[*method]*slots
+	calls concurrentCalls
 	// dead is set once the actor failed or stopped: the dispatcher then
 	// answers its messages with this error instead of queueing them.
 	dead atomic.Pointer[error]

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -112,10 +113,14 @@ func (a *actor) startConcurrent(m *method, e *envelope) {
 	s.running.Add(1)
 	ctx := &Context{Context: a.ctx, actor: a, view: e.view, msgIdx: e.msgIdx, reply: e.reply, method: m}
 	ev := *e // the mailbox reuses e's slot
+	start := monoNow()
+	// Listed before the mailbox goes on: what it runs next finds it.
+	call := a.calls.add(m, start)
 	a.goroutines.Add(1)
 	go func() {
 		defer a.goroutines.Done()
 		defer func() {
+			a.calls.remove(call)
 			s.running.Add(-1)
 			select {
 			case s.freed <- struct{}{}:
@@ -127,10 +132,60 @@ func (a *actor) startConcurrent(m *method, e *envelope) {
 			a.call(m, ctx, &ev)
 			return
 		}
-		start := monoNow()
 		failed := a.call(m, ctx, &ev)
 		a.countShared(m.stat, start, failed)
 	}()
+}
+
+// concurrentCalls lists an actor's concurrent calls running now, for
+// `monarch stacks` (inspect.go), which lists them beside the call its
+// mailbox runs. A call takes a slot and gives it back when it ends; a
+// slot given back is taken again first, so the list grows only to the
+// most calls that ran at once.
+type concurrentCalls struct {
+	mu    sync.Mutex
+	slots []callNow // a free slot has a nil method
+	free  []int
+}
+
+// callNow is a call running: its endpoint, since when (monoNow).
+type callNow struct {
+	method *method
+	since  int64
+}
+
+// add lists a call of m started at since; it returns its slot.
+func (c *concurrentCalls) add(m *method, since int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.free); n > 0 {
+		i := c.free[n-1]
+		c.free = c.free[:n-1]
+		c.slots[i] = callNow{m, since}
+		return i
+	}
+	c.slots = append(c.slots, callNow{m, since})
+	return len(c.slots) - 1
+}
+
+// remove takes the call in slot i off the list.
+func (c *concurrentCalls) remove(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slots[i] = callNow{}
+	c.free = append(c.free, i)
+}
+
+// appendRunning appends the calls running to dst.
+func (c *concurrentCalls) appendRunning(dst []callNow) []callNow {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, call := range c.slots {
+		if call.method != nil {
+			dst = append(dst, call)
+		}
+	}
+	return dst
 }
 
 // Go runs fn in a goroutine of its own, tied to the actor. fn gets a

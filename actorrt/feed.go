@@ -30,22 +30,15 @@ import (
 // its member's proc says how the member is (jobview.MemberDown) when asked
 // for its figures; no event tells of it.
 
-// meshCounts counts the calls a process sent to one actor mesh. A meshRef
-// finds its meshCounts once (sentTable.of) and keeps it.
-// Each call is one atomic add: every call is the sum of the three.
+// meshCounts counts the calls a process sent to one actor mesh, as its
+// members get them: a call to the whole mesh is one add to whole, which
+// every member got; a call to one member, or to a slice of several, one
+// add to each member's count in the slice. A member's count is whole plus
+// its own, and the mesh's the sum of its members' (jobview.Model). A
+// meshRef finds its meshCounts once (sentTable.of) and keeps it.
 type meshCounts struct {
 	whole atomic.Uint64   // calls to the whole mesh
-	part  atomic.Uint64   // calls to a slice of several members
-	one   []atomic.Uint64 // calls to one member, by base rank
-}
-
-// all is every call counted.
-func (mc *meshCounts) all() uint64 {
-	n := mc.whole.Load() + mc.part.Load()
-	for i := range mc.one {
-		n += mc.one[i].Load()
-	}
-	return n
+	one   []atomic.Uint64 // other calls, by base rank of a member they reached
 }
 
 // maxSentMeshes bounds the meshes a proc keeps counts of; the client's
@@ -73,13 +66,11 @@ func (t *sentTable) count(ref *meshRef, reg *region) {
 		mc.whole.Add(1)
 		return
 	}
-	if reg.numRanks() == 1 {
-		if b := reg.baseRank(0); b >= 0 && b < len(mc.one) {
+	for v := range reg.numRanks() {
+		if b := reg.baseRank(v); b >= 0 && b < len(mc.one) {
 			mc.one[b].Add(1)
-			return
 		}
 	}
-	mc.part.Add(1)
 }
 
 // of is the meshCounts of ref's mesh, made at its first use.
@@ -119,7 +110,7 @@ func (t *sentTable) to(id string) *jobview.Sent {
 	if mc == nil {
 		return nil
 	}
-	s := &jobview.Sent{All: mc.all(), Whole: mc.whole.Load(), One: make([]uint64, len(mc.one))}
+	s := &jobview.Sent{Whole: mc.whole.Load(), One: make([]uint64, len(mc.one))}
 	for i := range mc.one {
 		s.One[i] = mc.one[i].Load()
 	}

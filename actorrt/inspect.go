@@ -2,6 +2,7 @@ package actorrt
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -61,16 +62,27 @@ func (la *localActors) stacks() jobview.Stacks {
 	}
 	la.mu.Unlock()
 	var actors []jobview.ActorNow
+	var calls []callNow
 	for _, lm := range meshes {
 		for _, a := range lm.current() {
-			now := jobview.ActorNow{Actor: a.id}
+			// The call its mailbox runs, then its concurrent calls: an
+			// entry for each (an idle actor has one, with no endpoint).
+			calls = a.calls.appendRunning(calls[:0])
 			if m := a.running.Load(); m != nil {
-				now.Endpoint, now.Since = m.name, monoWall(a.since.Load())
+				calls = append(calls, callNow{m, a.since.Load()})
 			}
-			actors = append(actors, now)
+			if len(calls) == 0 {
+				actors = append(actors, jobview.ActorNow{Actor: a.id})
+			}
+			for _, c := range calls {
+				actors = append(actors, jobview.ActorNow{Actor: a.id, Endpoint: c.method.name, Since: monoWall(c.since)})
+			}
 		}
 	}
-	slices.SortFunc(actors, func(x, y jobview.ActorNow) int { return strings.Compare(x.Actor, y.Actor) })
+	// By actor, and an actor's calls oldest first.
+	slices.SortFunc(actors, func(x, y jobview.ActorNow) int {
+		return cmp.Or(strings.Compare(x.Actor, y.Actor), cmp.Compare(x.Since, y.Since))
+	})
 	return jobview.Stacks{Goroutines: text, Actors: actors}
 }
 

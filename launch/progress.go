@@ -12,7 +12,11 @@ import (
 )
 
 // progress shows hosts and procs coming up: a bar on a terminal, plain
-// lines otherwise (a log, a CI run).
+// lines otherwise (a log, a CI run). "procs up N" counts the procs the
+// job's program spawned that came up (its client, which the launcher
+// starts, is not one), as the job's record (`monarch status`, PROCS)
+// counts them; the last count shown is the true one, before the job's
+// end line.
 type progress struct {
 	mu     sync.Mutex
 	w      io.Writer
@@ -20,6 +24,7 @@ type progress struct {
 	nhosts int
 	hosts  int
 	procs  int
+	shown  int // the procs count printed last
 	start  time.Time
 	last   time.Time
 	ended  bool
@@ -58,8 +63,8 @@ func (p *progress) update(hosts, procs int) {
 			fmt.Fprintf(p.w, "monarch: hosts up %d/%d (%.1fs)\n", hosts, p.nhosts, time.Since(p.start).Seconds())
 		}
 	}
-	if procs != p.procs {
-		p.procs = procs
+	p.procs = procs
+	if p.procs != p.shown {
 		if p.bar == nil && hosts < p.nhosts {
 			return // hosts first: procs lines once they are all up
 		}
@@ -79,13 +84,13 @@ func (p *progress) printLate() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.late = nil
-	if !p.ended {
+	if !p.ended && p.procs != p.shown {
 		p.printProcs()
 	}
 }
 
 func (p *progress) printProcs() {
-	p.last = time.Now()
+	p.last, p.shown = time.Now(), p.procs
 	if p.bar != nil {
 		p.bar.Describe(fmt.Sprintf("hosts up, %d procs", p.procs))
 	} else {
@@ -100,6 +105,9 @@ func (p *progress) done(end string) {
 	p.ended = true
 	if p.late != nil {
 		p.late.Stop()
+	}
+	if p.procs != p.shown && p.bar == nil {
+		p.printProcs() // the count a burst left unprinted
 	}
 	if p.bar != nil {
 		p.bar.Finish()

@@ -63,6 +63,15 @@ func procMesh(s *jobctl.JobState, name string) *jobctl.ProcMeshState {
 	return nil
 }
 
+// sumSent is the sum of the Sent of am's members: what am's own Sent is.
+func sumSent(am *jobctl.ActorMeshState) uint64 {
+	var n uint64
+	for _, m := range am.Members {
+		n += m.Sent
+	}
+	return n
+}
+
 // startFeedJob runs the feed program under monarch local on 2 simulated
 // hosts and waits (bounded) until it has printed its members' pids (by
 // rank: they are the procs' of workers, rank for rank), member 1 failed
@@ -124,8 +133,10 @@ func TestFeed(t *testing.T) {
 	if m := am.Members[1]; m.State != "failed" || !strings.Contains(m.Reason, "feedTestFailure: failed on purpose") {
 		t.Errorf("member 1: %+v; want failed, with its reason", m)
 	}
-	if m := am.Members[2]; m.State != "running" || m.Sent < 2 {
-		t.Errorf("member 2: %+v; want running, sent PID and Ping", m)
+	for _, r := range []int{2, 3} {
+		if m := am.Members[r]; m.State != "running" || m.Sent != 3 {
+			t.Errorf("member %d: %+v; want running, sent PID, Ping and the Ping to host 1's members", r, m)
+		}
 	}
 	found := false
 	for _, e := range s.Events {
@@ -141,8 +152,8 @@ func TestFeed(t *testing.T) {
 		m := actorMesh(s, "pingers").Members[0]
 		return m.Sent > sent0 && m.Handled > handled0 && m.Handled > 2
 	})
-	if am := actorMesh(s, "pingers"); am.Sent < am.Members[0].Sent || am.Handled < am.Members[0].Handled {
-		t.Errorf("pingers: sent %d, handled %d: less than member 0's", am.Sent, am.Handled)
+	if am := actorMesh(s, "pingers"); am.Sent != sumSent(am) || am.Handled < am.Members[0].Handled {
+		t.Errorf("pingers: sent %d (its members' sum %d), handled %d (member 0's %d); want the sum, and at least member 0's", am.Sent, sumSent(am), am.Handled, am.Members[0].Handled)
 	}
 	if p := procMesh(s, "workers").Procs[0]; p.RSS <= 0 || p.FiguresAt.IsZero() || p.Bus == nil || p.Bus.InMsgs == 0 || p.Bus.OutBytes == 0 {
 		t.Errorf("proc 0: %+v; want its memory and bus traffic", p)

@@ -96,10 +96,16 @@ func TestStacks(t *testing.T) {
 		t.Errorf("the workers' shared stack is printed %d times, want once:\n%s", n, out)
 	}
 	for r := range 4 {
-		re := regexp.MustCompile(`(?m)^workers ` + strconv.Itoa(r) + ` \(\S+ on h[01]\): blockers\[` + strconv.Itoa(r) + `\] Block for \d`)
-		if !re.MatchString(out) {
-			t.Errorf("no running Block of blockers[%d] on workers %d:\n%s", r, r, out)
+		// Its mailbox's call, and its two concurrent calls, each with its time.
+		for endpoint, n := range map[string]int{"Block": 1, "Wait": 2} {
+			re := regexp.MustCompile(`(?m)^workers ` + strconv.Itoa(r) + ` \(\S+ on h[01]\): blockers\[` + strconv.Itoa(r) + `\] ` + endpoint + ` for \d`)
+			if got := len(re.FindAllString(out, -1)); got != n {
+				t.Errorf("%d running %s of blockers[%d] on workers %d, want %d:\n%s", got, endpoint, r, r, n, out)
+			}
 		}
+	}
+	if !strings.Contains(out, "== workers 0-3 (4 procs): 2 goroutines each [chan receive]\nmain.stacksTestWaitHere(") {
+		t.Errorf("stacks output lacks the concurrent calls' goroutines, 2 per worker:\n%s", out)
 	}
 
 	// Selections.

@@ -178,6 +178,10 @@ func TestTop(t *testing.T) {
 	if f := paneRow(out, "pingers: actor mesh", "1"); len(f) < 9 || f[3] != "failed" || !strings.Contains(strings.Join(f[8:], " "), "feedTestFailure: failed on purpose") {
 		t.Errorf("top without a terminal, member 1: %q\n%s", f, out)
 	}
+	// The mesh's sent is its members' SENT summed.
+	if m, sum := regexp.MustCompile(`\npingers: actor mesh .*; sent (\d+) \(`).FindStringSubmatch(out), memberSent(out, 0)+memberSent(out, 1)+memberSent(out, 2)+memberSent(out, 3); m == nil || m[1] != strconv.Itoa(sum) {
+		t.Errorf("top without a terminal: pingers' sent %q, its members' SENT sum to %d\n%s", m, sum, out)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string

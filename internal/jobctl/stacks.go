@@ -84,7 +84,8 @@ func (p *ProcInfo) Label() string {
 	return p.Mesh + " " + strconv.Itoa(p.Rank)
 }
 
-// ActorState is one actor of a proc and what it runs now.
+// ActorState is one actor of a proc and a call it runs now: an actor
+// running several calls (its concurrent endpoints') has one for each.
 type ActorState struct {
 	Actor    string    `json:"actor"`              // blockers[2]
 	Endpoint string    `json:"endpoint,omitempty"` // "" when idle

@@ -206,9 +206,9 @@ type ActorMeshState struct {
 	Owner string `json:"owner"`
 	// Stopped: the mesh was stopped (its members' State is "stopped").
 	Stopped bool `json:"stopped,omitempty"`
-	// Sent counts the calls this client sent to the mesh (every adverb:
-	// one per call, whatever the members reached); Handled the messages
-	// its members handled, as their procs said last.
+	// Sent counts the calls this client sent to the mesh's members: the
+	// sum of its members' Sent (a call to n members counts n); Handled
+	// the messages its members handled, as their procs said last.
 	Sent    uint64 `json:"sent"`
 	Handled uint64 `json:"handled"`
 	// Endpoints are what its members handled, endpoint by endpoint (and
@@ -274,8 +274,7 @@ type MemberState struct {
 	State  string `json:"state"`
 	Reason string `json:"reason,omitempty"`
 	// Sent counts this client's calls that reached the member: those to
-	// the whole mesh and those to the member alone (a call to a slice of
-	// several members counts in the mesh's Sent only). Handled counts the
+	// the whole mesh, to a slice it is in, and to it alone. Handled counts the
 	// messages it handled (endpoint calls and Supervise), as its proc
 	// said last: with a member a restart moved, the sum of what each of
 	// its procs said.

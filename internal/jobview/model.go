@@ -316,11 +316,13 @@ type Gone struct {
 	Stopped bool
 }
 
-// Sent is what the client sent to one mesh: calls in all, calls to the
-// whole mesh, and calls to one member by base rank.
+// Sent is what the client sent to one mesh: calls to the whole mesh, and
+// by base rank the other calls (to one member, or to a slice) that reached
+// that member. A member's Sent is Whole and its own; the mesh's the sum of
+// its members'.
 type Sent struct {
-	All, Whole uint64
-	One        []uint64
+	Whole uint64
+	One   []uint64
 }
 
 // Snapshot is the job's state as l and the model have it. The agents of
@@ -408,7 +410,7 @@ func (m *Model) Snapshot(l Live) *jobctl.JobState {
 		}
 		var whole uint64
 		if sent != nil {
-			as.Sent, whole = sent.All, sent.Whole
+			whole = sent.Whole
 		}
 		for b, p := range ms.Procs {
 			if moved, ok := ms.moved[b]; ok {
@@ -418,6 +420,7 @@ func (m *Model) Snapshot(l Live) *jobctl.JobState {
 			if sent != nil && b < len(sent.One) {
 				mem.Sent += sent.One[b]
 			}
+			as.Sent += mem.Sent
 			as.Handled += mem.Handled
 			switch mk, marked := ms.marks[b]; {
 			case ms.stopped:

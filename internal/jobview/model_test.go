@@ -149,10 +149,8 @@ func TestModel(t *testing.T) {
 				hostOf[str("proc")] = str("host")
 			case "sent":
 				s := &Sent{Whole: uint64(num("whole"))}
-				s.All = s.Whole
 				for _, n := range ranks("one") {
 					s.One = append(s.One, uint64(n))
-					s.All += uint64(n)
 				}
 				sent[str("id")] = s
 			case "log":

@@ -70,7 +70,9 @@ type Stacks struct {
 	Actors     []ActorNow `msgpack:"actors"`
 }
 
-// ActorNow is an actor and the endpoint its mailbox runs ("" idle).
+// ActorNow is an actor and a call it runs: its endpoint, since when. An
+// actor has one for each call running, its mailbox's and its concurrent
+// endpoints' (actorrt.Concurrent); an idle one, one with no endpoint.
 type ActorNow struct {
 	Actor    string `msgpack:"actor"`
 	Endpoint string `msgpack:"endpoint"`

@@ -15,7 +15,7 @@
 //	monarch_endpoint_messages_total{mesh,endpoint}       counter    calls handled
 //	monarch_endpoint_errors_total{mesh,endpoint}         counter    calls that ended in an error
 //	monarch_endpoint_duration_seconds{mesh,endpoint}     histogram  handler time of one call in 8 (jobctl.TimedEvery): 16 bounds, 50 µs doubling to 1.6384 s
-//	monarch_mesh_calls_sent_total{mesh}                  counter    calls the client sent to the mesh
+//	monarch_mesh_calls_sent_total{mesh}                  counter    calls the client sent to the mesh's members
 //	monarch_mesh_members{mesh,state}                     gauge      members running, failed, restarting, stopped
 //	monarch_failures_total                               counter    member failures
 //	monarch_restarts_total                               counter    members restarted by a restart policy

@@ -56,7 +56,7 @@ var (
 	descEndpointMessages = prometheus.NewDesc("monarch_endpoint_messages_total", "Calls of an actor mesh's endpoint its members handled.", epLabels, nil)
 	descEndpointErrors   = prometheus.NewDesc("monarch_endpoint_errors_total", "Calls of an actor mesh's endpoint that ended in an error (returned, a panic, arguments that did not decode).", epLabels, nil)
 	descEndpointDuration = prometheus.NewDesc("monarch_endpoint_duration_seconds", "How long an actor mesh's endpoint's handler ran, of one call in 8 of each member's (its first, then every 8th).", epLabels, nil)
-	descCallsSent        = prometheus.NewDesc("monarch_mesh_calls_sent_total", "Calls the job's client sent to an actor mesh (one per call, whatever the members reached).", []string{"mesh"}, nil)
+	descCallsSent        = prometheus.NewDesc("monarch_mesh_calls_sent_total", "Calls the job's client sent to an actor mesh's members (a call to n members counts n).", []string{"mesh"}, nil)
 	descMembers          = prometheus.NewDesc("monarch_mesh_members", "Members of an actor mesh, by state.", []string{"mesh", "state"}, nil)
 	descFailures         = prometheus.NewDesc("monarch_failures_total", "Member failures the client saw.", nil, nil)
 	descRestarts         = prometheus.NewDesc("monarch_restarts_total", "Members restarted by their mesh's restart policy.", nil, nil)

@@ -65,7 +65,7 @@ monarch_endpoint_messages_total{endpoint="Slow",mesh="pingers"} 3
 # TYPE monarch_endpoint_errors_total counter
 monarch_endpoint_errors_total{endpoint="Ping",mesh="pingers"} 1
 monarch_endpoint_errors_total{endpoint="Slow",mesh="pingers"} 0
-# HELP monarch_mesh_calls_sent_total Calls the job's client sent to an actor mesh (one per call, whatever the members reached).
+# HELP monarch_mesh_calls_sent_total Calls the job's client sent to an actor mesh's members (a call to n members counts n).
 # TYPE monarch_mesh_calls_sent_total counter
 monarch_mesh_calls_sent_total{mesh="pingers"} 8
 # HELP monarch_mesh_members Members of an actor mesh, by state.

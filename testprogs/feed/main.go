@@ -63,6 +63,11 @@ func main() {
 		if err := actorrt.VoidMethod((*Pinger).Ping).Broadcast(m); err != nil {
 			return err
 		}
+		// A call to a slice of several members (host 1's): it counts
+		// in each one's sent.
+		if err := actorrt.VoidMethod((*Pinger).Ping).Broadcast(m.At("hosts", 1)); err != nil {
+			return err
+		}
 		pt0, _ := m.Extent().Point(0)
 		pt1, _ := m.Extent().Point(1)
 		one := m.SliceAt(pt1)

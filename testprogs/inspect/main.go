@@ -4,7 +4,8 @@
 // command proc (sleepers) that runs sleep; then, as INSPECT_WORK says:
 //
 //   - block (the default): a mesh of Blocker actors (blockers) whose
-//     actors block in stacksTestBlockHere until the job is stopped; each
+//     actors block in stacksTestBlockHere until the job is stopped (and,
+//     beside, in two concurrent calls of Wait, in stacksTestWaitHere); each
 //     prints "blocking in stacksTestBlockHere pid=PID", and the program
 //     READY once the calls are sent;
 //   - burn: a mesh of Burner actors (burners); until the job is stopped
@@ -45,7 +46,7 @@ func main() {
 		}
 		gpus = n
 	}
-	for _, err := range []error{actorrt.Register[Blocker](), actorrt.Register[Burner](actorrt.Concurrent((*Burner).Spin))} {
+	for _, err := range []error{actorrt.Register[Blocker](actorrt.Concurrent((*Blocker).Wait)), actorrt.Register[Burner](actorrt.Concurrent((*Burner).Spin))} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
