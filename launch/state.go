@@ -57,8 +57,11 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 func startRecord(dir, jobID, sched, program string, stopGrace time.Duration) (*jobstate.Writer, error) {
 	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now(), StopGrace: stopGrace}
 	if old, err := jobstate.Load(dir, jobID); err == nil {
-		rec.Started, rec.Output = old.Started, old.Output
+		rec.Output, rec.After = old.Output, old.After
 		rec.MaxHosts, rec.MaxProcs = old.MaxHosts, old.MaxProcs
+		if old.State != StatePending {
+			rec.Started = old.Started // submitted then; a job that waited starts now
+		}
 	}
 	rec.Batch, rec.BatchID = enclosingBatch()
 	rec.Restarts = restarts()
@@ -108,6 +111,9 @@ func Status(ctx context.Context, dir string) ([]*JobState, error) {
 		case b.State == "finished" && s.State == StateSubmitted:
 			// Ended in the queue before its launcher ran.
 			s.State, s.End = StateStopped, b.Cause
+			if b.Reason == slurmNeverSatisfied {
+				s.End = neverSatisfied(s.After, jobs)
+			}
 			if s.End == "" {
 				s.End = "ended before it ran"
 			}

@@ -72,6 +72,8 @@ func stateText(j *launch.JobState) string {
 		if j.State == launch.StateLost && !strings.HasPrefix(j.End, "lost") {
 			text = "lost: " + j.End
 		}
+	case j.State == launch.StatePending && len(j.After) > 0:
+		text = "pending (" + launch.AfterText(j.After) + ")"
 	case j.State == launch.StateSubmitted && j.BatchState != "":
 		text = j.BatchState // pending (Resources), running: its launcher starts
 	}
