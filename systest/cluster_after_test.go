@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,43 @@ func TestSlurmAfterOKFails(t *testing.T) {
 	_, stderr, code := runMonarch(t, c, time.Minute, nil, "run", "--detach", "--after-ok", local, slurmShJob(t, c, "true"))
 	if want := "--after-ok " + local + ": the job runs with local, never in Slurm's queue, so Slurm cannot wait for it"; code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("--after-ok a local job on Slurm: exit %d, want %q:\n%s", code, want, stderr)
+	}
+}
+
+// TestSlurmForegroundAfter: in the foreground, outside an allocation, the
+// launcher waits for the dependency itself, then runs the job under
+// salloc under the id it waited as: one job, one record.
+func TestSlurmForegroundAfter(t *testing.T) {
+	c := testcluster.Get(t)
+	made := filepath.Join(t.TempDir(), "trained")
+	train, _ := detachSlurm(t, c, slurmShJob(t, c, "sleep 2; touch "+made))
+	out, stderr, code := runMonarch(t, c, 3*time.Minute, nil, "run", "--after-ok", train, slurmShJob(t, c, "test -e "+made+" && echo evaluated"))
+	m := regexp.MustCompile(`monarch: job (\S+) waits to start: after ok ` + regexp.QuoteMeta(train) + `\n`).FindStringSubmatch(stderr)
+	if code != 0 || out != "evaluated\n" || m == nil {
+		t.Fatalf("run --after-ok: exit %d, stdout %q\n%s", code, out, stderr)
+	}
+	status := waitSlurmState(t, c, m[1], "done")
+	if !strings.Contains(status, "scheduler:   slurm\n") || !strings.Contains(status, "slurm job:") {
+		t.Errorf("status %s: not the salloc'd job's record:\n%s", m[1], status)
+	}
+}
+
+// TestSSHAfterOK: with ssh hosts the launcher waits, and a dependency that
+// fails ends the job before any host is touched.
+func TestSSHAfterOK(t *testing.T) {
+	c := testcluster.Get(t)
+	t.Setenv("MONARCH_STATE_DIR", stateDir(t))
+	train, open := gate(t, "1")
+	job := heldJob(t, fmt.Sprintf("scheduler = \"ssh\"\n[ssh]\nhosts = [%q, %q]\nconfig_file = %q\n", c.Hosts[0], c.Hosts[1], c.SSHConfig), "gpus = 1")
+	out, stderr, code := runMonarch(t, c, time.Minute, nil, "run", "--detach", "--after-ok", train, job)
+	id := strings.TrimSpace(out)
+	if code != 0 || id == "" {
+		t.Fatalf("run --detach --after-ok: exit %d, stdout %q\n%s", code, out, stderr)
+	}
+	waitSlurmState(t, c, id, "pending (after ok "+train+")")
+	open()
+	status := waitSlurmState(t, c, id, "dependency never satisfied: job "+train+" failed (exit 1)")
+	if !strings.Contains(status, "hosts:       0 up (0 came up)") {
+		t.Errorf("status %s:\n%s", id, status)
 	}
 }
