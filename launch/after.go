@@ -58,8 +58,8 @@ func ParseAfter(deps []Dependency, kind string, values []string) ([]Dependency, 
 			switch {
 			case ref == "":
 				return nil, fmt.Errorf("%s %q: an empty job id; want IDs separated by commas (%s j1a2b3,8)", flag, v, flag)
-			case len(ref) > 64 || strings.Trim(ref, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != "":
-				return nil, fmt.Errorf("%s %q: want a job's id (letters, digits, '-' and '_', as monarch status shows it) or its Slurm job id", flag, clip(ref, 64))
+			case len(ref) > 64 || strings.Trim(ref, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:") != "":
+				return nil, fmt.Errorf("%s %q: want a job's id (letters, digits, '-', '_' and ':', as monarch status shows it) or its Slurm job id", flag, clip(ref, 64))
 			}
 			d := Dependency{Kind: kind, Job: ref}
 			if slices.Contains(deps, d) {
@@ -115,8 +115,8 @@ func resolveAfter(cfg *RunConfig, jobs []*JobState) error {
 
 // afterState says where dependency d stands among jobs: met, or never
 // to be met, and why ("job j1 failed (exit 1)"); neither while it may
-// still be. A job that is not in the store any more (monarch clean) can
-// never be met.
+// still be. A job no longer in the store (monarch clean) has ended, not
+// known how.
 func afterState(d Dependency, jobs []*JobState) (met bool, never string) {
 	var r *JobState
 	var tasks []*JobState
@@ -129,7 +129,11 @@ func afterState(d Dependency, jobs []*JobState) (met bool, never string) {
 		}
 	}
 	if r == nil && len(tasks) == 0 {
-		return false, fmt.Sprintf("job %s is no longer in the job store", d.Job)
+		// monarch clean removes only ended jobs: how it ended is lost.
+		if d.Kind == jobstate.AfterOK {
+			return false, fmt.Sprintf("job %s is no longer in the job store (monarch clean), so it cannot be known to have succeeded", d.Job)
+		}
+		return true, ""
 	}
 	if r == nil || r.Array != "" || len(tasks) > 0 {
 		return arrayState(d, r, tasks)

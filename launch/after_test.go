@@ -26,7 +26,8 @@ func TestParseAfter(t *testing.T) {
 	for _, tt := range []struct{ kind, value, want string }{
 		{jobstate.AfterOK, "j1,,j2", `--after-ok "j1,,j2": an empty job id`},
 		{jobstate.AfterStart, "", `--after "": an empty job id`},
-		{jobstate.AfterAny, "j1:3", `--after-any "j1:3": want a job's id`},
+		{jobstate.AfterAny, "j1.3", `--after-any "j1.3": want a job's id`},
+		{jobstate.AfterAny, "j1 j2", `--after-any "j1 j2": want a job's id`},
 		{jobstate.AfterAny, "../x", `--after-any "../x": want a job's id`},
 		{jobstate.AfterAny, strings.Repeat("a", 65), `want a job's id`},
 		{"afterburstbuffer", "j1", `no dependency kind "afterburstbuffer"`},
@@ -45,7 +46,8 @@ func TestParseAfter(t *testing.T) {
 }
 
 // FuzzParseAfter: whatever the flag's value, the jobs read are ids that
-// are safe in a file name and a NATS subject, and nothing panics.
+// are safe in a file name and a command line (Find then resolves them to
+// records' ids), and nothing panics.
 func FuzzParseAfter(f *testing.F) {
 	for _, s := range []string{"j1", "j1,j2", "8", "j1,,", " , ", "a.b", "j1:3", "x\x00y", "../../etc"} {
 		f.Add(s)
@@ -56,7 +58,7 @@ func FuzzParseAfter(f *testing.F) {
 			return
 		}
 		for _, d := range deps {
-			if d.Job == "" || len(d.Job) > 64 || strings.ContainsAny(d.Job, "./:,* \x00") {
+			if d.Job == "" || len(d.Job) > 64 || strings.ContainsAny(d.Job, "./,*= \x00") {
 				t.Fatalf("ParseAfter(%q) gave job %q", v, d.Job)
 			}
 		}
@@ -102,7 +104,9 @@ func TestAfterState(t *testing.T) {
 		{jobstate.AfterAny, "run", false, ""},
 		{jobstate.AfterAny, "bad", true, ""},
 		{jobstate.AfterAny, "lost", true, ""},
-		{jobstate.AfterOK, "gone", false, "job gone is no longer in the job store"},
+		{jobstate.AfterOK, "gone", false, "job gone is no longer in the job store (monarch clean), so it cannot be known to have succeeded"},
+		{jobstate.AfterAny, "gone", true, ""}, // clean removes only ended jobs
+		{jobstate.AfterStart, "gone", true, ""},
 		{jobstate.AfterStart, "arr", true, ""},
 		{jobstate.AfterOK, "arr", false, ""},
 		{jobstate.AfterAny, "arr", false, ""},
