@@ -301,6 +301,9 @@ func awaitAfter(ctx context.Context, cfg *RunConfig, sched string) (code int, ok
 				}
 			}
 			if left == 0 {
+				// Written now, and the writer stopped: the run's own
+				// writer takes the record over.
+				st.Finish(func(r *JobState) { r.State, r.Started = StateStarting, time.Now() })
 				return 0, true, nil
 			}
 		}

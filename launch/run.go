@@ -139,10 +139,10 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 
 // neverRan records the end of a job that waited here and then was to run
 // elsewhere (under salloc) but never ran: its record is still this
-// launcher's, Pending.
+// launcher's.
 func neverRan(dir, job string, err error) {
 	jobstate.Amend(dir, job, func(r *JobState) bool {
-		if r.State != StatePending || r.PID != os.Getpid() {
+		if !r.Active() || r.PID != os.Getpid() {
 			return false // the job's own launcher took it over
 		}
 		r.State, r.Exit, r.Ended, r.End = StateFailed, 1, time.Now(), "failed: it never ran"

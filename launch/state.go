@@ -57,11 +57,8 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 func startRecord(dir, jobID, sched, program string, stopGrace time.Duration) (*jobstate.Writer, error) {
 	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now(), StopGrace: stopGrace}
 	if old, err := jobstate.Load(dir, jobID); err == nil {
-		rec.Output, rec.After = old.Output, old.After
+		rec.Started, rec.Output, rec.After = old.Started, old.Output, old.After
 		rec.MaxHosts, rec.MaxProcs = old.MaxHosts, old.MaxProcs
-		if old.State != StatePending {
-			rec.Started = old.Started // submitted then; a job that waited starts now
-		}
 	}
 	rec.Batch, rec.BatchID = enclosingBatch()
 	rec.Restarts = restarts()
