@@ -284,28 +284,32 @@ func awaitAfter(ctx context.Context, cfg *RunConfig, sched string) (code int, ok
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if jobs, err := Status(ctx, cfg.StateDir); err == nil {
-			left := 0
-			for i, d := range cfg.After {
-				if met[i] {
-					continue // as in Slurm: once met, met for good
-				}
-				m, never := afterState(d, jobs)
-				if never != "" {
-					return end(StateStopped, 1, "dependency never satisfied: "+never)
-				}
-				if met[i] = m; m {
-					fmt.Fprintf(cfg.Progress, "monarch: job %s: %s is met\n", id, AfterText([]Dependency{d}))
-				} else {
-					left++
-				}
+		jobs, err := Status(ctx, cfg.StateDir)
+		if err != nil {
+			// The store is unreadable (not private, gone): nothing
+			// would ever say the dependencies are met.
+			return end(StateFailed, 1, "failed: "+strings.TrimPrefix(err.Error(), "launch: "))
+		}
+		left := 0
+		for i, d := range cfg.After {
+			if met[i] {
+				continue // as in Slurm: once met, met for good
 			}
-			if left == 0 {
-				// Written now, and the writer stopped: the run's own
-				// writer takes the record over.
-				st.Finish(func(r *JobState) { r.State, r.Started = StateStarting, time.Now() })
-				return 0, true, nil
+			m, never := afterState(d, jobs)
+			if never != "" {
+				return end(StateStopped, 1, "dependency never satisfied: "+never)
 			}
+			if met[i] = m; m {
+				fmt.Fprintf(cfg.Progress, "monarch: job %s: %s is met\n", id, AfterText([]Dependency{d}))
+			} else {
+				left++
+			}
+		}
+		if left == 0 {
+			// Written now, and the writer stopped: the run's own
+			// writer takes the record over.
+			st.Finish(func(r *JobState) { r.State, r.Started = StateStarting, time.Now() })
+			return 0, true, nil
 		}
 		select {
 		case <-tick.C:

@@ -201,3 +201,34 @@ func TestAfterLostDependency(t *testing.T) {
 		t.Errorf("the record: state %s, end %q", r.State, r.End)
 	}
 }
+
+// TestAfterStoreNotPrivate: a waiting launcher whose job store stops
+// being private (so nothing it reads there can be trusted) ends, saying
+// why, rather than wait on for good.
+func TestAfterStoreNotPrivate(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	first, _ := gate(t, "0")
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--after-ok", first, "--", "/bin/true")
+	var stderr testenv.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitUntil(t, 30*time.Second, "the job to say what it waits for", func() bool { return strings.Contains(stderr.String(), "waits to start") })
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(state, 0o700) })
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the waiting launcher did not end within 30s of its store turning writable by all:\n%s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "ended: failed: job state: ") {
+		t.Errorf("exit %d:\n%s", code, stderr.String())
+	}
+}
