@@ -12,10 +12,10 @@ import (
 	"github.com/monarch-go/monarch/logagg"
 )
 
-// readmeShapes: each monarch command line of the README, as written
-// there, and command lines of that shape. JOB.toml, HOSTS.toml and JOB
-// stand for a local job file, its hosts file and a job with a log,
-// MULTIHOST for the multihost example.
+// readmeShapes: each monarch command line of README.md and the docs/
+// pages, as written there, and command lines of that shape. JOB.toml,
+// HOSTS.toml and JOB stand for a local job file, its hosts file and a job
+// with a log, MULTIHOST for the multihost example.
 var readmeShapes = map[string][][]string{
 	"monarch run JOB.toml [--detach] [-N N] [-t TIME] [-p PART] [-J NAME] [-o FILE]": {
 		{"run", "JOB.toml"}, {"run", "JOB.toml", "--detach"}, {"run", "--detach", "JOB.toml", "-o", "/dev/null"},
@@ -67,42 +67,59 @@ var readmeShapes = map[string][][]string{
 	"monarch stop ID":                                            {{"stop", "JOB"}},
 }
 
-// readmeCommands returns the monarch command lines of README.md's code
-// blocks, without their comments and descriptions.
-func readmeCommands(t *testing.T) []string {
+// docPages are the pages whose command lines TestCLIReadmeCommands runs:
+// the front page and every page of docs/, so that a page added later is
+// covered without a change here.
+func docPages(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	pages, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cmds []string
-	inBlock := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "```") {
-			inBlock = !inBlock
-			continue
+	return append([]string{"README.md"}, pages...)
+}
+
+// readmeCommands returns the monarch command lines of the code blocks of
+// README.md and of every docs/*.md page, without their comments and
+// descriptions, each with the first page that shows it.
+func readmeCommands(t *testing.T) (cmds []string, page map[string]string) {
+	t.Helper()
+	page = map[string]string{}
+	for _, p := range docPages(t) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !inBlock {
-			continue
-		}
-		for _, part := range strings.Split(line, ";") {
-			part, _, _ = strings.Cut(part, "#")
-			part, _, _ = strings.Cut(strings.TrimSpace(part), "  ") // a description follows
-			if strings.HasPrefix(part, "monarch ") && !slices.Contains(cmds, part) {
-				cmds = append(cmds, part)
+		inBlock := false
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "```") {
+				inBlock = !inBlock
+				continue
+			}
+			if !inBlock {
+				continue
+			}
+			for _, part := range strings.Split(line, ";") {
+				part, _, _ = strings.Cut(part, "#")
+				part, _, _ = strings.Cut(strings.TrimSpace(part), "  ") // a description follows
+				if strings.HasPrefix(part, "monarch ") && !slices.Contains(cmds, part) {
+					cmds = append(cmds, part)
+					page[part] = p
+				}
 			}
 		}
 	}
-	return cmds
+	return cmds, page
 }
 
-// Every command line the README shows is accepted as written: the real
-// binary runs lines of its shape against a local job, and none is a usage
-// error; with --help added each shows its command's help.
+// Every command line README.md and the docs/ pages show is accepted as
+// written: the real binary runs lines of its shape against a local job,
+// and none is a usage error; with --help added each shows its command's
+// help.
 func TestCLIReadmeCommands(t *testing.T) {
-	cmds := readmeCommands(t)
+	cmds, page := readmeCommands(t)
 	if len(cmds) < 10 {
-		t.Fatalf("found only %d command lines in README.md: %q", len(cmds), cmds)
+		t.Fatalf("found only %d command lines in README.md and docs/*.md: %q", len(cmds), cmds)
 	}
 	dir := t.TempDir()
 	state := t.TempDir()
@@ -121,7 +138,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 	for _, c := range cmds {
 		shapes, ok := readmeShapes[c]
 		if !ok {
-			t.Errorf("README.md shows %q: add command lines of its shape to readmeShapes", c)
+			t.Errorf("%s shows %q: add command lines of its shape to readmeShapes", page[c], c)
 			continue
 		}
 		for _, shape := range shapes {
@@ -131,7 +148,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 			}
 			_, stderr, code := monarch(t, args...)
 			if code == 2 || strings.Contains(stderr, "usage:") {
-				t.Errorf("monarch %q (README: %s): a usage error: exit %d\n%s", args, c, code, stderr)
+				t.Errorf("monarch %q (%s: %s): a usage error: exit %d\n%s", args, page[c], c, code, stderr)
 			}
 			switch {
 			case args[0] == "local" && !slices.Contains(args, job), slices.Contains(args, "--"):
@@ -155,7 +172,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 	}
 	for shape := range readmeShapes {
 		if !slices.Contains(cmds, shape) {
-			t.Errorf("readmeShapes has %q, which README.md does not show", shape)
+			t.Errorf("readmeShapes has %q, which neither README.md nor a docs/*.md page shows", shape)
 		}
 	}
 }
