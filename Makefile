@@ -62,7 +62,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done < $(BIN)/fuzz-targets.txt
 
-# The README's picture of the dashboard: the screenshot systest's TestDashboardBrowser
+# docs/observability.md's picture of the dashboard: the screenshot systest's TestDashboardBrowser
 # takes of a real local job in headless Chromium (testdata/browser/setup.sh
 # installs it; without it this fails), written to docs/dashboard.png.
 docs-dashboard:

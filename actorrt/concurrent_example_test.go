@@ -8,7 +8,7 @@ import (
 	"github.com/monarch-go/monarch/actorrt"
 )
 
-// The README's concurrent endpoints sample, kept compiling.
+// The concurrent endpoints sample of docs/guide.md, kept compiling.
 
 type Generator struct {
 	mu     sync.Mutex // Generate runs beside the other endpoints: share state under a lock

@@ -146,7 +146,7 @@ func init() {
 }
 
 // TestActorSpawnsProcs: an endpoint may start procs of its own on its
-// host and spawn actors there, as the README says.
+// host and spawn actors there, as docs/guide.md says.
 func TestActorSpawnsProcs(t *testing.T) {
 	inProcess(t)
 	ctx := testCtx(t)

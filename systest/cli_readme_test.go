@@ -2,7 +2,9 @@ package systest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,10 +14,10 @@ import (
 	"github.com/monarch-go/monarch/logagg"
 )
 
-// readmeShapes: each monarch command line of the README, as written
-// there, and command lines of that shape. JOB.toml, HOSTS.toml and JOB
-// stand for a local job file, its hosts file and a job with a log,
-// MULTIHOST for the multihost example.
+// readmeShapes: each monarch command line of README.md and the docs/
+// pages, as written there, and command lines of that shape. JOB.toml,
+// HOSTS.toml and JOB stand for a local job file, its hosts file and a job
+// with a log, MULTIHOST for the multihost example.
 var readmeShapes = map[string][][]string{
 	"monarch run JOB.toml [--detach] [-N N] [-t TIME] [-p PART] [-J NAME] [-o FILE]": {
 		{"run", "JOB.toml"}, {"run", "JOB.toml", "--detach"}, {"run", "--detach", "JOB.toml", "-o", "/dev/null"},
@@ -67,42 +69,110 @@ var readmeShapes = map[string][][]string{
 	"monarch stop ID":                                            {{"stop", "JOB"}},
 }
 
-// readmeCommands returns the monarch command lines of README.md's code
-// blocks, without their comments and descriptions.
-func readmeCommands(t *testing.T) []string {
+// docPages are the pages whose command lines TestCLIReadmeCommands runs:
+// the front page and every page of docs/, so that a page added later is
+// covered without a change here.
+func docPages(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	pages, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cmds []string
-	inBlock := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "```") {
-			inBlock = !inBlock
-			continue
+	return append([]string{"README.md"}, pages...)
+}
+
+// docCommand is a command line a page shows, and where.
+type docCommand struct {
+	line string
+	page string // README.md or docs/NAME.md
+	sh   bool   // in a ```sh block: a command to run, not only to show
+}
+
+// readmeCommands returns the command lines of the code blocks of
+// README.md and of every docs/*.md page, without their comments and
+// descriptions: each monarch command line once, with the first page that
+// shows it, and every other line of a ```sh block.
+func readmeCommands(t *testing.T) []docCommand {
+	t.Helper()
+	var cmds []docCommand
+	shown := map[string]bool{}
+	for _, p := range docPages(t) {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !inBlock {
-			continue
-		}
-		for _, part := range strings.Split(line, ";") {
-			part, _, _ = strings.Cut(part, "#")
-			part, _, _ = strings.Cut(strings.TrimSpace(part), "  ") // a description follows
-			if strings.HasPrefix(part, "monarch ") && !slices.Contains(cmds, part) {
-				cmds = append(cmds, part)
+		inBlock, sh := false, false
+		for _, line := range strings.Split(string(data), "\n") {
+			if fence, ok := strings.CutPrefix(line, "```"); ok {
+				inBlock, sh = !inBlock, !inBlock && strings.TrimSpace(fence) == "sh"
+				continue
+			}
+			if !inBlock {
+				continue
+			}
+			line, _, _ = strings.Cut(line, "#") // a comment, which may hold a ';'
+			for _, part := range strings.Split(line, ";") {
+				part, _, _ = strings.Cut(strings.TrimSpace(part), "  ") // a description follows
+				switch {
+				case strings.HasPrefix(part, "monarch "):
+					if !shown[part] {
+						shown[part] = true
+						cmds = append(cmds, docCommand{part, p, sh})
+					}
+				case sh && part != "":
+					cmds = append(cmds, docCommand{part, p, sh})
+				}
 			}
 		}
 	}
 	return cmds
 }
 
-// Every command line the README shows is accepted as written: the real
-// binary runs lines of its shape against a local job, and none is a usage
-// error; with --help added each shows its command's help.
+// runDocShellLine runs a line of a ```sh block that is not a monarch
+// command: `go build -o OUT ./PKG` builds PKG (into a temporary OUT), and
+// `make TARGET...` is checked to name targets of the Makefile (make itself
+// would run this test again). Any other line is an error: show it in a
+// plain ``` block, or teach this function to run it.
+func runDocShellLine(t *testing.T, c docCommand) {
+	f := strings.Fields(c.line)
+	switch {
+	case len(f) == 5 && f[0] == "go" && f[1] == "build" && f[2] == "-o":
+		out := filepath.Join(t.TempDir(), filepath.Base(f[3]))
+		if b, err := exec.Command("go", "build", "-o", out, f[4]).CombinedOutput(); err != nil {
+			t.Errorf("%s: %s: %v\n%s", c.page, c.line, err, b)
+		}
+	case len(f) >= 2 && f[0] == "make":
+		mk, err := os.ReadFile("Makefile")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range f[1:] {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(target) + `:`).Match(mk) {
+				t.Errorf("%s: %s: the Makefile has no target %s", c.page, c.line, target)
+			}
+		}
+	default:
+		t.Errorf("%s shows %q in a ```sh block, a line TestCLIReadmeCommands cannot run: show it in a plain ``` block, or make runDocShellLine run it", c.page, c.line)
+	}
+}
+
+// Every command line README.md and the docs/ pages show is accepted as
+// written: the real binary runs lines of its shape against a local job,
+// and none is a usage error; with --help added each shows its command's
+// help. The other lines of their ```sh blocks run too (runDocShellLine).
 func TestCLIReadmeCommands(t *testing.T) {
-	cmds := readmeCommands(t)
+	var cmds []string
+	page := map[string]string{}
+	for _, c := range readmeCommands(t) {
+		if !strings.HasPrefix(c.line, "monarch ") {
+			runDocShellLine(t, c)
+			continue
+		}
+		cmds = append(cmds, c.line)
+		page[c.line] = c.page
+	}
 	if len(cmds) < 10 {
-		t.Fatalf("found only %d command lines in README.md: %q", len(cmds), cmds)
+		t.Fatalf("found only %d command lines in README.md and docs/*.md: %q", len(cmds), cmds)
 	}
 	dir := t.TempDir()
 	state := t.TempDir()
@@ -121,7 +191,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 	for _, c := range cmds {
 		shapes, ok := readmeShapes[c]
 		if !ok {
-			t.Errorf("README.md shows %q: add command lines of its shape to readmeShapes", c)
+			t.Errorf("%s shows %q: add command lines of its shape to readmeShapes", page[c], c)
 			continue
 		}
 		for _, shape := range shapes {
@@ -131,7 +201,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 			}
 			_, stderr, code := monarch(t, args...)
 			if code == 2 || strings.Contains(stderr, "usage:") {
-				t.Errorf("monarch %q (README: %s): a usage error: exit %d\n%s", args, c, code, stderr)
+				t.Errorf("monarch %q (%s: %s): a usage error: exit %d\n%s", args, page[c], c, code, stderr)
 			}
 			switch {
 			case args[0] == "local" && !slices.Contains(args, job), slices.Contains(args, "--"):
@@ -155,7 +225,7 @@ func TestCLIReadmeCommands(t *testing.T) {
 	}
 	for shape := range readmeShapes {
 		if !slices.Contains(cmds, shape) {
-			t.Errorf("readmeShapes has %q, which README.md does not show", shape)
+			t.Errorf("readmeShapes has %q, which neither README.md nor a docs/*.md page shows", shape)
 		}
 	}
 }

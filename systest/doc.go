@@ -6,7 +6,7 @@
 //
 // The tests run from the repository's root (TestMain changes to it), so
 // that the files they use are named as users name them: testdata/,
-// examples/, README.md, the go build paths ./testprogs/....
+// examples/, README.md and docs/, the go build paths ./testprogs/....
 //
 // The cluster tests skip where the cluster cannot start, with the reason;
 // MONARCH_REQUIRE_CLUSTER=1 (CI) turns the skip into a failure.

@@ -37,7 +37,7 @@ func commandPaths() []string {
 	return paths
 }
 
-// Flags may follow the arguments (#6): the README's own `monarch run
+// Flags may follow the arguments (#6): docs/cli.md's own `monarch run
 // job.toml --detach`, `monarch local job.toml --hosts 3`; while a
 // program's own arguments reach it untouched, with or without "--".
 func TestCLIFlagsAfterArguments(t *testing.T) {
