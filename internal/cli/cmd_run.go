@@ -31,9 +31,9 @@ func runCommand(a *app) *cli.Command {
 			"[slurm] keys for this run.\n" +
 			"\n" +
 			"--after-ok ID starts the job once job ID has ended with status 0 (sbatch's --dependency=afterok);\n" +
-			"--after-any once it has ended, --after once it has started. On Slurm the job waits in Slurm's\n" +
-			"queue; otherwise its launcher waits, and status shows it as pending (after ok ID). A dependency\n" +
-			"that fails ends the job before it runs, as Slurm does.",
+			"--after-any once it has ended, --after once it has started. Submitted to Slurm (--detach)\n" +
+			"it waits in Slurm's queue; otherwise its launcher waits, and status shows it as pending\n" +
+			"(after ok ID). A dependency that fails ends the job before it runs, as Slurm does.",
 		Flags: append(runFlags("leave the job to run (sbatch on Slurm, in the background here otherwise); print its id"),
 			&cli.IntFlag{Name: "nodes", Aliases: []string{"N"}, Usage: "allocate `N` nodes ([slurm] nodes)", Action: atLeast("nodes", 1, "nodes")},
 			&cli.StringFlag{Name: "time", Aliases: []string{"t"}, Usage: "time limit `TIME` in Slurm's formats: MM, HH:MM:SS, D-HH:MM ([slurm] time)"},
