@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -230,5 +231,36 @@ func TestAfterStoreNotPrivate(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "ended: failed: job state: ") {
 		t.Errorf("exit %d:\n%s", code, stderr.String())
+	}
+}
+
+// TestCtrlCPendingJob: Ctrl-C (SIGINT) of a launcher that waits ends its
+// job before it runs, recorded so, with 130, as Ctrl-C of a running job.
+func TestCtrlCPendingJob(t *testing.T) {
+	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
+	first, _ := gate(t, "0")
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--after-ok", first, "--", "/bin/true")
+	var stderr testenv.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	m := regexp.MustCompile(`monarch: job (\S+) waits to start`)
+	waitUntil(t, 30*time.Second, "the job to say what it waits for", func() bool { return m.MatchString(stderr.String()) })
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the waiting launcher did not end within 30s of SIGINT:\n%s", stderr.String())
+	}
+	id := m.FindStringSubmatch(stderr.String())[1]
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Errorf("exit %d, want 130:\n%s", code, stderr.String())
+	}
+	if r := record(t, id); r.State != jobstate.Stopped || r.End != "interrupted (Ctrl-C) before it ran" {
+		t.Errorf("the record: state %s, end %q", r.State, r.End)
 	}
 }
