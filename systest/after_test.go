@@ -62,6 +62,9 @@ func TestAfterOKTrainThenEvaluate(t *testing.T) {
 		t.Fatalf("local --detach --after-ok: exit %d, stdout %q\n%s", code, out, stderr)
 	}
 	waitStatus(t, eval, map[string]string{"STATE": "pending (after ok " + train + ")", "SCHEDULER": "local"})
+	if out, _, _ := monarch(t, "status", eval); !strings.Contains(out, "waits for:   after ok "+train+"\n") {
+		t.Errorf("status %s does not say what it waits for:\n%s", eval, out)
+	}
 	open()
 	waitStatus(t, train, map[string]string{"STATE": "done"})
 	waitStatus(t, eval, map[string]string{"STATE": "done"})

@@ -155,6 +155,9 @@ func printJob(w io.Writer, dir string, j *launch.JobState, dashboard string) {
 		}
 	}
 	row("program", "%s", j.Program)
+	if len(j.After) > 0 {
+		row("waits for", "%s", launch.AfterText(j.After))
+	}
 	if j.PID > 0 {
 		row("pid", "%d on %s", j.PID, j.Host)
 	}
