@@ -34,7 +34,8 @@ const detachedStart = 30 * time.Second
 
 // detach submits or starts the job, prints its id on cfg.Stdout and
 // what to do next on cfg.Progress.
-func detach(ctx context.Context, cfg *RunConfig, k kind) error {
+// jobs are the store's, for the dependencies (cfg.After).
+func detach(ctx context.Context, cfg *RunConfig, k kind, jobs []*JobState) error {
 	if len(cfg.Rerun) == 0 {
 		return errors.New("launch: --detach: no command line to run the job with")
 	}
@@ -47,14 +48,18 @@ func detach(ctx context.Context, cfg *RunConfig, k kind) error {
 		out = OutputPath(cfg.StateDir, id)
 	}
 	rec := &JobState{Job: id, Scheduler: k.name, Program: programOf(cfg.Job), State: StateSubmitted,
-		Started: time.Now(), Host: hostname(), Output: out, StopGrace: cfg.Job.StopGrace}
+		Started: time.Now(), Host: hostname(), Output: out, StopGrace: cfg.Job.StopGrace, After: cfg.After}
 	rerun := withJobID(cfg.Rerun, id)
 	if k.queue != nil && k.queue.current() == "" {
 		rec.Batch = k.name
+		dep, err := queueDependency(k, cfg.After, jobs)
+		if err != nil {
+			return err
+		}
 		if err := jobstate.Save(cfg.StateDir, rec); err != nil {
 			return err
 		}
-		bid, err := k.queue.submit(ctx, cfg, batchJob{rerun: rerun, name: cfg.jobName(), output: out})
+		bid, err := k.queue.submit(ctx, cfg, batchJob{rerun: rerun, name: cfg.jobName(), output: out, dependency: dep})
 		if err != nil {
 			os.Remove(jobstate.Path(cfg.StateDir, id))
 			return err
@@ -76,6 +81,8 @@ func detach(ctx context.Context, cfg *RunConfig, k kind) error {
 	if err := jobstate.Save(cfg.StateDir, rec); err != nil {
 		return err
 	}
+	// The launcher started here waits for the dependencies itself.
+	rerun = slices.Insert(rerun, 1, afterArgs(cfg.After)...)
 	pid, err := startDetached(ctx, cfg, id, rerun, out)
 	if err != nil {
 		os.Remove(jobstate.Path(cfg.StateDir, id))

@@ -65,6 +65,19 @@
 // with [bus] hubs = K it is the first of K servers, the others in the
 // agents of the first K-1 hosts.
 //
+// # Jobs that wait on jobs
+//
+// A job may wait for others (RunConfig.After: --after, --after-ok,
+// --after-any, with Slurm's meanings; after.go). Submitted to a queue
+// (--detach on Slurm) it waits there: sbatch gets --dependency with the
+// other jobs' ids in the queue and --kill-on-invalid-dep=yes. Otherwise
+// its launcher waits before it starts anything (a detached one in the
+// background, a foreground one before salloc, which cannot end a job
+// whose dependency failed): it records the job Pending with what it
+// waits for, reads the job store about once a second, and runs the job
+// once every dependency is met, or ends it, stopped before it ran, once
+// one never can be (the job failed, was stopped, or is lost).
+//
 // # Teardown
 //
 // Every process the launcher starts (client, local agents, srun, ssh,

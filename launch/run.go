@@ -42,6 +42,9 @@ type RunConfig struct {
 	// (monarch run --job-id), whose record the run takes over; "" for a
 	// new one.
 	JobID string
+	// After are the jobs this one waits for before it starts (--after,
+	// --after-ok, --after-any; see after.go).
+	After []Dependency
 	// JobName names the job in the scheduler's queue (Slurm's job name);
 	// default the job file's name without .toml, else the program's.
 	JobName string
@@ -101,13 +104,53 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 			cfg.Self = exe
 		}
 	}
-	switch {
-	case cfg.Detach:
-		return 0, detach(ctx, &cfg, k)
-	case p.elsewhere != nil:
-		return p.elsewhere(ctx, &cfg)
+	var jobs []*JobState
+	if len(cfg.After) > 0 {
+		if jobs, err = Status(ctx, cfg.StateDir); err != nil {
+			return 0, err
+		}
+		if err := resolveAfter(&cfg, jobs); err != nil {
+			return 0, err
+		}
+	}
+	if cfg.Detach {
+		return 0, detach(ctx, &cfg, k, jobs)
+	}
+	if len(cfg.After) > 0 {
+		// Here, the launcher waits: salloc has no --kill-on-invalid-dep,
+		// and ssh and local hosts no queue.
+		if code, ok, err := awaitAfter(ctx, &cfg, k.name); !ok {
+			return code, err
+		}
+		if p.elsewhere != nil {
+			// The job runs under its id in the allocation.
+			cfg.Rerun = withJobID(cfg.rerun(), cfg.JobID)
+		}
+	}
+	if p.elsewhere != nil {
+		code, err := p.elsewhere(ctx, &cfg)
+		if len(cfg.After) > 0 {
+			neverRan(cfg.StateDir, cfg.JobID, err)
+		}
+		return code, err
 	}
 	return runJob(ctx, &cfg, k, s, p)
+}
+
+// neverRan records the end of a job that waited here and then was to run
+// elsewhere (under salloc) but never ran: its record is still this
+// launcher's.
+func neverRan(dir, job string, err error) {
+	jobstate.Amend(dir, job, func(r *JobState) bool {
+		if !r.Active() || r.PID != os.Getpid() {
+			return false // the job's own launcher took it over
+		}
+		r.State, r.Exit, r.Ended, r.End = StateFailed, 1, time.Now(), "failed: it never ran"
+		if err != nil {
+			r.End = "failed: " + strings.TrimPrefix(err.Error(), "launch: ")
+		}
+		return true
+	})
 }
 
 // jobName is the job's name in a scheduler's queue: JobName, else the
@@ -123,6 +166,15 @@ func (cfg *RunConfig) jobName() string {
 		return filepath.Base(f[0])
 	}
 	return "monarch"
+}
+
+// rerun is the command line that runs the job in the foreground:
+// Rerun, else monarch run of its job file.
+func (cfg *RunConfig) rerun() []string {
+	if len(cfg.Rerun) == 0 {
+		return []string{"run", cfg.JobPath}
+	}
+	return cfg.Rerun
 }
 
 func (cfg *RunConfig) defaults() {

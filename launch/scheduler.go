@@ -46,11 +46,13 @@ type queue interface {
 }
 
 // batchJob is what a queue is given to run: the job's monarch command
-// line, its name in the queue, where its output goes.
+// line, its name in the queue, where its output goes, and the batch jobs
+// it waits for, in the queue's terms (Slurm's --dependency; "" for none).
 type batchJob struct {
-	rerun  []string
-	name   string
-	output string
+	rerun      []string
+	name       string
+	output     string
+	dependency string
 }
 
 // batchState is what a queue says of a batch job.

@@ -209,11 +209,7 @@ func (s slurmHosts) allocate(ctx context.Context, cfg *RunConfig, parts []partit
 		fmt.Fprintf(cfg.Progress, "monarch: %s: %d of them can run jobs now; salloc waits for the others at most %s\n",
 			part, part.usable(), s.immediateIs())
 	}
-	rerun := cfg.Rerun
-	if len(rerun) == 0 {
-		rerun = []string{"run", cfg.JobPath}
-	}
-	return s.salloc(ctx, cfg, append(args, immediate(s.cfg), "--job-name="+cfg.jobName()), rerun)
+	return s.salloc(ctx, cfg, append(args, immediate(s.cfg), "--job-name="+cfg.jobName()), cfg.rerun())
 }
 
 // allocationNodes lists the nodes of the current allocation.

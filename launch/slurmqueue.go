@@ -33,6 +33,11 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig, b batchJob) (strin
 		// The output of every run, not the last run's alone.
 		args = append(args, "--requeue", "--open-mode=append")
 	}
+	if b.dependency != "" {
+		// A dependency that fails ends the job, as monarch's own
+		// launchers end theirs, rather than leave it pending for good.
+		args = append(args, "--dependency="+b.dependency, "--kill-on-invalid-dep=yes")
+	}
 	// exec: monarch run is the batch shell, which Slurm signals.
 	args = append(args, "--parsable", "--job-name="+b.name, "--output="+b.output,
 		"--wrap=exec "+shellQuote(cfg.Monarch)+" "+shellJoin(b.rerun))
@@ -115,6 +120,10 @@ func parseSlurmJob(line string) batchState {
 	return b
 }
 
+// slurmNeverSatisfied is Slurm's Reason for a job whose dependency
+// failed: pending for good, or, with --kill-on-invalid-dep, cancelled.
+const slurmNeverSatisfied = "DependencyNeverSatisfied"
+
 // slurmCause names the end of a job in Slurm's state st (for reason), as
 // a user would say it; "" for an end that is no cause of ours (COMPLETED).
 func slurmCause(st, reason string) string {
@@ -131,6 +140,8 @@ func slurmCause(st, reason string) string {
 		return "out of memory (Slurm: OUT_OF_MEMORY)"
 	case st == "BOOT_FAIL":
 		return "a node failed to boot (Slurm: BOOT_FAIL)"
+	case reason == slurmNeverSatisfied:
+		return "dependency never satisfied"
 	case st == "CANCELLED":
 		return "cancelled by scancel"
 	case st == "FAILED":

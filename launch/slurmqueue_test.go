@@ -29,6 +29,11 @@ func TestParseSlurmJob(t *testing.T) {
 		{"JobId=6 JobState=TIMEOUT Reason=TimeLimit PreemptTime=None", batchState{State: "finished", Reason: "TimeLimit", Cause: "time limit"}},
 		{"JobId=4 JobState=PREEMPTED Reason=None PreemptTime=2026-12-03T23:33:17", batchState{State: "finished", Cause: "preempted"}},
 		{"JobId=5 JobState=COMPLETED Reason=None PreemptTime=None", batchState{State: "finished"}},
+		// Waiting for another job, and ended by --kill-on-invalid-dep
+		// when that one failed.
+		{"JobId=8 JobState=PENDING Reason=Dependency Dependency=afterok:7(unfulfilled) PreemptTime=None", batchState{State: "pending", Reason: "Dependency"}},
+		{"JobId=8 JobState=CANCELLED Reason=DependencyNeverSatisfied Dependency=afterok:7(failed) PreemptTime=None",
+			batchState{State: "finished", Reason: "DependencyNeverSatisfied", Cause: "dependency never satisfied"}},
 		{"", batchState{}},
 	}
 	for _, tt := range tests {
@@ -45,6 +50,8 @@ func FuzzParseSlurmJob(f *testing.F) {
 		"JobId=6 JobState=COMPLETING Reason=None PreemptTime=None Restarts=1",
 		"JobId=6 JobState=PENDING Reason=BeginTime Restarts=99999999999999999999",
 		"Restarts=-1 JobState=REQUEUED", "JobState= Reason=", "",
+		"JobId=8 JobState=PENDING Reason=Dependency Dependency=afterok:7(unfulfilled)",
+		"JobId=8 JobState=CANCELLED Reason=DependencyNeverSatisfied Dependency=afterok:7_*(failed)",
 	} {
 		f.Add(s)
 	}

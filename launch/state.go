@@ -57,7 +57,7 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 func startRecord(dir, jobID, sched, program string, stopGrace time.Duration) (*jobstate.Writer, error) {
 	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now(), StopGrace: stopGrace}
 	if old, err := jobstate.Load(dir, jobID); err == nil {
-		rec.Started, rec.Output = old.Started, old.Output
+		rec.Started, rec.Output, rec.After = old.Started, old.Output, old.After
 		rec.MaxHosts, rec.MaxProcs = old.MaxHosts, old.MaxProcs
 	}
 	rec.Batch, rec.BatchID = enclosingBatch()
@@ -108,6 +108,9 @@ func Status(ctx context.Context, dir string) ([]*JobState, error) {
 		case b.State == "finished" && s.State == StateSubmitted:
 			// Ended in the queue before its launcher ran.
 			s.State, s.End = StateStopped, b.Cause
+			if b.Reason == slurmNeverSatisfied {
+				s.End = neverSatisfied(s.After, jobs)
+			}
 			if s.End == "" {
 				s.End = "ended before it ran"
 			}

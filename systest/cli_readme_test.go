@@ -58,15 +58,19 @@ var readmeShapes = map[string][][]string{
 	"monarch exec [JOB] (--host H | --all) [--timeout D] -- COMMAND [ARGS...]": {{"exec", "JOB", "--all", "--", "true"}, {"exec", "--host", "h", "--timeout", "5s", "--", "true"}},
 	"monarch top [JOB] [--interval D] [--once]":                                {{"top"}, {"top", "JOB", "--interval", "2s", "--once"}},
 	"monarch top": {{"top"}},
-	"monarch local --hosts 2 -- bin/multihost -gpus 2 -hold 10m": {{"local", "--hosts", "2", "--", "MULTIHOST", "-gpus", "1", "-hold", "1ms"}},
-	"monarch config check FILE":                                  {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
-	"monarch version":                                            {{"version"}, {"--version"}},
-	"monarch help [COMMAND]":                                     {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},
-	"monarch config check job.toml":                              {{"config", "check", "JOB.toml"}},
-	"monarch run job.toml":                                       {{"run", "JOB.toml"}},
-	"monarch run job.toml --detach":                              {{"run", "JOB.toml", "--detach"}},
-	"monarch status":                                             {{"status"}},
-	"monarch stop ID":                                            {{"stop", "JOB"}},
+	// docs/sweeps.md
+	"monarch local --detach -- sh -c 'sleep 2 && echo trained'":         {{"local", "--detach", "--", "/bin/sh", "-c", "true"}},
+	"monarch local --detach --after-ok j163a5fPTNIL3 -- echo evaluated": {{"local", "--detach", "--after-ok", "JOB", "--", "/bin/echo", "x"}},
+	"monarch status j163a5fYG2TDY":                                      {{"status", "JOB"}},
+	"monarch local --hosts 2 -- bin/multihost -gpus 2 -hold 10m":        {{"local", "--hosts", "2", "--", "MULTIHOST", "-gpus", "1", "-hold", "1ms"}},
+	"monarch config check FILE":                                         {{"config", "check", "JOB.toml"}, {"config", "check", "HOSTS.toml"}},
+	"monarch version":                                                   {{"version"}, {"--version"}},
+	"monarch help [COMMAND]":                                            {{"help"}, {"help", "run"}, {"help", "config", "check"}, {"run", "--help"}, {"config", "check", "--help"}},
+	"monarch config check job.toml":                                     {{"config", "check", "JOB.toml"}},
+	"monarch run job.toml":                                              {{"run", "JOB.toml"}},
+	"monarch run job.toml --detach":                                     {{"run", "JOB.toml", "--detach"}},
+	"monarch status":                                                    {{"status"}},
+	"monarch stop ID":                                                   {{"stop", "JOB"}},
 }
 
 // docPages are the pages whose command lines TestCLIReadmeCommands runs:

@@ -29,7 +29,9 @@ func localCommand(a *app) *cli.Command {
 			"starts every proc again, with a new MASTER_PORT, up to N times (torchrun's --max-restarts).\n" +
 			"--nnodes MIN:MAX runs the procs on at most MAX of the hosts and, when hosts are lost, starts\n" +
 			"them again on those left, down to MIN, renumbered (torchrun's elastic --nnodes); each such\n" +
-			"restart counts against --max-restarts, as under torchrun.",
+			"restart counts against --max-restarts, as under torchrun.\n" +
+			"\n" +
+			"--after-ok ID (--after, --after-any) waits for job ID first, as monarch run does.",
 		Flags: append(runFlags("leave the job to run in the background; print its id"),
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/monarch-go/monarch/hostsconfig"
 	"github.com/monarch-go/monarch/internal/jobenv"
+	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/launch"
 	"github.com/urfave/cli/v2"
 )
@@ -27,7 +28,12 @@ func runCommand(a *app) *cli.Command {
 			"With --detach it prints the job's id and returns: a Slurm job is submitted with sbatch, any\n" +
 			"other runs on here in the background. monarch logs -f ID, status ID and stop ID take the id\n" +
 			"(or Slurm's job id). --nodes, --time, --partition and --job-name override the hosts file's\n" +
-			"[slurm] keys for this run.",
+			"[slurm] keys for this run.\n" +
+			"\n" +
+			"--after-ok ID starts the job once job ID has ended with status 0 (sbatch's --dependency=afterok);\n" +
+			"--after-any once it has ended, --after once it has started. Submitted to Slurm (--detach)\n" +
+			"it waits in Slurm's queue; otherwise its launcher waits, and status shows it as pending\n" +
+			"(after ok ID). A dependency that fails ends the job before it runs, as Slurm does.",
 		Flags: append(runFlags("leave the job to run (sbatch on Slurm, in the background here otherwise); print its id"),
 			&cli.IntFlag{Name: "nodes", Aliases: []string{"N"}, Usage: "allocate `N` nodes ([slurm] nodes)", Action: atLeast("nodes", 1, "nodes")},
 			&cli.StringFlag{Name: "time", Aliases: []string{"t"}, Usage: "time limit `TIME` in Slurm's formats: MM, HH:MM:SS, D-HH:MM ([slurm] time)"},
@@ -56,6 +62,7 @@ func runCommand(a *app) *cli.Command {
 
 // runFlags are the flags of every command that runs a job, which
 // detachOptions reads: --detach (detach says what it does there),
+// --after, --after-ok and --after-any (afterOptions),
 // --output, and the id a detached job's launcher takes (hidden: --detach
 // gives it).
 func runFlags(detach string) []cli.Flag {
@@ -63,7 +70,23 @@ func runFlags(detach string) []cli.Flag {
 		&cli.BoolFlag{Name: "detach", Usage: detach},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --detach, write the launcher's output to `FILE` (default: ID.out in the job store)"},
 		&cli.StringFlag{Name: "job-id", Hidden: true, Usage: "run as job `ID`, submitted before"},
+		&cli.StringSliceFlag{Name: "after", Usage: "start once job `ID` has started, or ended without starting (IDs separated by commas; repeat for more)"},
+		&cli.StringSliceFlag{Name: "after-ok", Usage: "start once job `ID` has ended with status 0; if it fails, this job never runs"},
+		&cli.StringSliceFlag{Name: "after-any", Usage: "start once job `ID` has ended, however it ended"},
 	}
+}
+
+// afterOptions sets cfg.After from --after, --after-ok and --after-any.
+func afterOptions(c *cli.Context, cfg *launch.RunConfig) error {
+	var err error
+	for _, k := range []struct{ flag, kind string }{
+		{"after", jobstate.AfterStart}, {"after-ok", jobstate.AfterOK}, {"after-any", jobstate.AfterAny},
+	} {
+		if cfg.After, err = launch.ParseAfter(cfg.After, k.kind, c.StringSlice(k.flag)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // jobIDPattern is what jobstate.NewID makes.
@@ -71,8 +94,12 @@ var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // detachOptions sets cfg's detach fields from c's flags: the job id a
 // submit gave this run, --detach, and the command line that runs the job
-// again (rerun, then its arguments: under salloc, or detached).
+// again (rerun, then its arguments: under salloc, or detached); and the
+// jobs it waits for.
 func detachOptions(c *cli.Context, cfg *launch.RunConfig, rerun []string, args ...string) error {
+	if err := afterOptions(c, cfg); err != nil {
+		return err
+	}
 	if id := c.String("job-id"); id != "" {
 		if !jobIDPattern.MatchString(id) {
 			return fmt.Errorf("--job-id %q: want letters, digits, '-' or '_'", id)

@@ -72,6 +72,8 @@ func stateText(j *launch.JobState) string {
 		if j.State == launch.StateLost && !strings.HasPrefix(j.End, "lost") {
 			text = "lost: " + j.End
 		}
+	case j.State == launch.StatePending && len(j.After) > 0:
+		text = "pending (" + launch.AfterText(j.After) + ")"
 	case j.State == launch.StateSubmitted && j.BatchState != "":
 		text = j.BatchState // pending (Resources), running: its launcher starts
 	}
@@ -153,6 +155,9 @@ func printJob(w io.Writer, dir string, j *launch.JobState, dashboard string) {
 		}
 	}
 	row("program", "%s", j.Program)
+	if len(j.After) > 0 {
+		row("waits for", "%s", launch.AfterText(j.After))
+	}
 	if j.PID > 0 {
 		row("pid", "%d on %s", j.PID, j.Host)
 	}
