@@ -50,6 +50,8 @@ func TestLayering(t *testing.T) {
 
 		// The did-you-mean of hostsconfig's keys and the command line's words.
 		"internal/didyoumean": {},
+		// sbatch's --array syntax, for hostsconfig's [array] and the CLI.
+		"internal/arrayspec": {},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {
