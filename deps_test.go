@@ -13,7 +13,7 @@ func TestLayering(t *testing.T) {
 	const mod = "github.com/monarch-go/monarch"
 	allowed := map[string][]string{
 		"bus":         {"internal/dropnames"},
-		"hostsconfig": {"internal/didyoumean"},
+		"hostsconfig": {"internal/didyoumean", "internal/arrayspec"},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv", "internal/door"},
 		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge"},

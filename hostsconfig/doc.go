@@ -6,8 +6,9 @@
 // them strictly, applies the defaults, checks every value, and says in
 // words what a launcher would do with them (Describe).
 //
-// The package imports nothing else of monarch, so the launcher, the SDK
-// and the command line can all use it.
+// The package imports nothing else of monarch but two leaf packages,
+// internal/didyoumean and internal/arrayspec (the [array] spec), so the
+// launcher, the SDK and the command line can all use it.
 //
 // # Usage
 //
