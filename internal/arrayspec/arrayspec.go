@@ -32,12 +32,12 @@ func ParseMax(s string, maxSize int) (Spec, error) {
 	if hasLimit {
 		n, err := number(limit)
 		if err != nil || n < 1 {
-			return Spec{}, fmt.Errorf("array %q: %%%s: the limit after %% must be a number of tasks >= 1", s, limit)
+			return Spec{}, fmt.Errorf("array %s: %%%s: the limit after %% must be a number of tasks >= 1", quote(s), clip(limit))
 		}
 		sp.Limit = n
 	}
 	if strings.TrimSpace(list) == "" {
-		return Spec{}, fmt.Errorf("array %q: no indices (want e.g. 0-15, 1,3,7, 0-15:2)", s)
+		return Spec{}, fmt.Errorf("array %s: no indices (want e.g. 0-15, 1,3,7, 0-15:2)", quote(s))
 	}
 	// A bitmap bounded by maxSize, as sbatch's: overlapping parts merge
 	// and no input makes it bigger.
@@ -45,7 +45,7 @@ func ParseMax(s string, maxSize int) (Spec, error) {
 	for part := range strings.SplitSeq(list, ",") {
 		first, last, step, err := readPart(part, maxSize)
 		if err != nil {
-			return Spec{}, fmt.Errorf("array %q: part %q: %w", s, part, err)
+			return Spec{}, fmt.Errorf("array %s: part %s: %w", quote(s), quote(part), err)
 		}
 		for i := first; i <= last; i += step {
 			in[i] = true
@@ -66,12 +66,12 @@ func readPart(part string, maxSize int) (first, last, step int, err error) {
 	if hasStep {
 		step, err = number(stepText)
 		if err != nil || step < 1 {
-			return 0, 0, 0, fmt.Errorf("step %q must be a number >= 1", stepText)
+			return 0, 0, 0, fmt.Errorf("step %s must be a number >= 1", quote(stepText))
 		}
 	}
 	a, b, isRange := strings.Cut(rng, "-")
 	if hasStep && !isRange {
-		return 0, 0, 0, fmt.Errorf("a step needs a range, as in 0-15:%s", stepText)
+		return 0, 0, 0, fmt.Errorf("a step needs a range, as in 0-15:%s", clip(stepText))
 	}
 	if first, err = index(a, maxSize); err != nil {
 		return 0, 0, 0, err
@@ -92,11 +92,11 @@ func readPart(part string, maxSize int) (first, last, step int, err error) {
 func index(s string, maxSize int) (int, error) {
 	i, err := number(s)
 	if err != nil && !isDigits(s) {
-		return 0, fmt.Errorf("index %q is not a number", s)
+		return 0, fmt.Errorf("index %s is not a number", quote(s))
 	}
 	if err != nil || i >= maxSize { // err: too many digits for an int
 		if err != nil {
-			return 0, fmt.Errorf("index %s is past the largest, %d (MaxArraySize %d)", s, maxSize-1, maxSize)
+			return 0, fmt.Errorf("index %s is past the largest, %d (MaxArraySize %d)", clip(s), maxSize-1, maxSize)
 		}
 		return 0, fmt.Errorf("index %d is past the largest, %d (MaxArraySize %d)", i, maxSize-1, maxSize)
 	}
@@ -107,10 +107,23 @@ func index(s string, maxSize int) (int, error) {
 // spaces), as sbatch does; it fails rather than overflow.
 func number(s string) (int, error) {
 	if !isDigits(s) {
-		return 0, fmt.Errorf("%q is not a number", s)
+		return 0, fmt.Errorf("%s is not a number", quote(s))
 	}
 	return strconv.Atoi(s)
 }
+
+// clip shortens what an error repeats of its input: a spec is short,
+// and a long one is a mistake whose first bytes say enough.
+func clip(s string) string {
+	const most = 40
+	if len(s) > most {
+		return s[:most] + "..."
+	}
+	return s
+}
+
+// quote is clip, quoted.
+func quote(s string) string { return strconv.Quote(clip(s)) }
 
 func isDigits(s string) bool { return s != "" && strings.TrimLeft(s, "0123456789") == "" }
 

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/monarch-go/monarch/internal/testenv/alloc"
 )
 
 func seq(first, last, step int) []int {
@@ -73,6 +75,7 @@ func TestParseErrors(t *testing.T) {
 		{" 1", `index " 1" is not a number`},
 		{"1-2-3", `index "2-3" is not a number`},
 		{"1%2%3", `%2%3: the limit`},
+		{strings.Repeat("x", 100), `array "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...": part "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...": index "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx..." is not a number`},
 	} {
 		_, err := Parse(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -91,6 +94,14 @@ func TestParseMax(t *testing.T) {
 	}
 	if _, err := ParseMax("0", 0); err == nil {
 		t.Fatal("ParseMax with size 0: no error")
+	}
+}
+
+// TestParseHugeAllocates: a range far past the bound is refused before
+// anything its size is allocated.
+func TestParseHugeAllocates(t *testing.T) {
+	if n := alloc.By(func() { _, _ = Parse("0-4000000000") }); n > 16<<10 {
+		t.Errorf("Parse(0-4000000000) allocated %d bytes, want at most 16 KiB", n)
 	}
 }
 
@@ -114,7 +125,13 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		sp, err := Parse(s)
+		var sp Spec
+		var err error
+		// The bitmap and the indices are bounded by MaxArraySize and the
+		// error quotes at most 40 bytes of the input.
+		if n, most := alloc.By(func() { sp, err = Parse(s) }), uint64(64<<10); n > most {
+			t.Fatalf("Parse(%q) allocated %d bytes, want at most %d", s, n, most)
+		}
 		if err != nil {
 			return
 		}
