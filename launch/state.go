@@ -22,6 +22,7 @@ const (
 	StateFailed    = jobstate.Failed
 	StateStopped   = jobstate.Stopped
 	StateLost      = jobstate.Lost
+	StatePending   = jobstate.Pending
 )
 
 // JobState is what the job store records about a job.

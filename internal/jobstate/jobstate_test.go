@@ -37,7 +37,9 @@ func TestListMarksGoneProcessesLost(t *testing.T) {
 	gone.PID, gone.PIDStart = dead.Process.Pid, "42"
 	other := record("elsewhere", jobstate.Running)
 	other.Host = "another-host"
-	for _, r := range []*jobstate.Record{alive, reused, gone, other, record("done", jobstate.Done)} {
+	waiter := record("waiter", jobstate.Pending) // a launcher waiting for its dependency, killed
+	waiter.PID, waiter.PIDStart = dead.Process.Pid, "42"
+	for _, r := range []*jobstate.Record{alive, reused, gone, other, waiter, record("done", jobstate.Done)} {
 		if err := jobstate.Save(dir, r); err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +52,7 @@ func TestListMarksGoneProcessesLost(t *testing.T) {
 	for _, r := range recs {
 		got[r.Job] = r.State
 	}
-	want := map[string]string{"alive": "running", "reused": "lost", "gone": "lost", "elsewhere": "running", "done": "done"}
+	want := map[string]string{"alive": "running", "reused": "lost", "gone": "lost", "elsewhere": "running", "waiter": "lost", "done": "done"}
 	for job, st := range want {
 		if got[job] != st {
 			t.Errorf("%s: %q, want %q", job, got[job], st)
@@ -60,6 +62,17 @@ func TestListMarksGoneProcessesLost(t *testing.T) {
 	sleep.Wait()
 	if r, err := jobstate.Load(dir, "alive"); err != nil || r.State != jobstate.Lost {
 		t.Errorf("after kill: %v, %v", r, err)
+	}
+}
+
+// A task's id joins its array's and its index as Slurm does; a pending
+// job may still run, an ended one not.
+func TestTaskIDAndPending(t *testing.T) {
+	if got := jobstate.TaskID("j1a2b3ABCDEF", 7); got != "j1a2b3ABCDEF_7" {
+		t.Errorf("TaskID: %q", got)
+	}
+	if !record("p", jobstate.Pending).Active() || record("d", jobstate.Done).Active() {
+		t.Error("Active: a pending job may run, a done one not")
 	}
 }
 

@@ -40,6 +40,10 @@ const (
 	Failed    = "failed"  // ended with another status, or could not start
 	Stopped   = "stopped" // ended because it was asked to (monarch stop, Ctrl-C, scancel)
 	Lost      = "lost"    // its process is gone without recording how the job ended (killed)
+	// Pending waits to start, in a launcher of this host: for the jobs it
+	// runs after (After), or for a place under its array's bound. A job
+	// that waits in a scheduler's queue is Submitted.
+	Pending = "pending"
 )
 
 // Direct is the Scheduler of a program run without a launcher.
@@ -91,6 +95,17 @@ type Record struct {
 	// StopGrace is the job's stop_grace: how long a stop waits for its
 	// program before its procs are stopped; 0 in older records.
 	StopGrace time.Duration `json:"stop_grace,omitempty"`
+	// After are the jobs this one waits for before it starts (monarch
+	// run --after, --after-ok, --after-any).
+	After []Dependency `json:"after,omitempty"`
+	// Array, on an array's own record, is its spec in sbatch's --array
+	// syntax ("0-15%4"); each of its tasks is a job of its own, with a
+	// record of its own under TaskID(Job, index).
+	Array string `json:"array,omitempty"`
+	// ArrayJob and ArrayIndex, on a task's record, are the array it is a
+	// task of and its index there.
+	ArrayJob   string `json:"array_job,omitempty"`
+	ArrayIndex int    `json:"array_index,omitempty"`
 
 	// BatchState is what the Batch scheduler says of a submitted job
 	// ("pending", "finished", "" when unknown); set by whoever lists,
@@ -130,13 +145,31 @@ type SPMDRestart struct {
 	Time    time.Time `json:"time"`
 }
 
+// Dependency is a job another waits for, and what it waits for, in
+// Slurm's words (sbatch --dependency).
+type Dependency struct {
+	Kind string `json:"kind"` // AfterStart, AfterOK or AfterAny
+	Job  string `json:"job"`
+}
+
+// Dependency kinds.
+const (
+	AfterStart = "after"    // once Job has started (or ended without starting)
+	AfterOK    = "afterok"  // once Job has ended with status 0; never if it failed
+	AfterAny   = "afterany" // once Job has ended, however it ended
+)
+
+// TaskID is the id of the task of an array: the array's id and the
+// task's index, joined as Slurm joins them (8_3).
+func TaskID(array string, index int) string { return fmt.Sprintf("%s_%d", array, index) }
+
 // MaxTail bounds Failure.Tail.
 const MaxTail = 20
 
 // Active reports whether the job may still run.
 func (r *Record) Active() bool {
 	switch r.State {
-	case Starting, Running:
+	case Starting, Running, Pending:
 		return true
 	case Submitted:
 		return r.BatchState != "finished"
@@ -285,7 +318,7 @@ func List(dir string) ([]*Record, error) {
 
 // refresh marks a running job of this host lost when its process is gone.
 func (r *Record) refresh(host string) {
-	if (r.State == Starting || r.State == Running) && r.Host == host && r.PID > 0 && procid.Gone(r.PID, r.PIDStart) {
+	if (r.State == Starting || r.State == Running || r.State == Pending) && r.Host == host && r.PID > 0 && procid.Gone(r.PID, r.PIDStart) {
 		r.State = Lost
 		r.Hosts, r.Procs = 0, 0
 	}
