@@ -16,7 +16,7 @@ func TestLayering(t *testing.T) {
 		"hostsconfig": {"internal/didyoumean", "internal/arrayspec"},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv", "internal/door"},
-		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge"},
+		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge", "internal/arrayspec"},
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery", "internal/jobctl", "internal/jobview"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
 		"spmd":        {"actorrt"},

@@ -12,6 +12,7 @@ import (
 //
 //	[array]
 //	spec = "0-3%2"
+//	fail_fast = false
 //	env.LR = ["0.1", "0.01", "0.001", "0.0001"]
 //	args = [["--seed", "1"], ["--seed", "2"], ["--seed", "3"], ["--seed", "4"]]
 //
@@ -22,6 +23,10 @@ type Array struct {
 	Spec arrayspec.Spec
 	// Tasks are the tasks, one per index of Spec, in the same order.
 	Tasks []ArrayTask
+	// FailFast stops the array when a task fails: the running tasks are
+	// stopped and the pending ones never start (fail_fast = true). By
+	// default a failed task leaves its siblings to run.
+	FailFast bool
 }
 
 // ArrayTask is one task of an array and its own parameters.
@@ -40,7 +45,7 @@ func readArray(t *table, spmd bool) *Array {
 	if t == nil {
 		return nil
 	}
-	t.unknown("spec", "env", "args")
+	t.unknown("spec", "env", "args", "fail_fast")
 	var s string
 	switch {
 	case !t.has("spec"):
@@ -55,6 +60,7 @@ func readArray(t *table, spmd bool) *Array {
 		return nil
 	}
 	a := &Array{Spec: sp, Tasks: make([]ArrayTask, len(sp.Indices))}
+	t.boolean("fail_fast", &a.FailFast)
 	for k, i := range sp.Indices {
 		a.Tasks[k].Index = i
 	}
@@ -152,5 +158,45 @@ func (a *Array) describe() string {
 	if len(own) > 0 {
 		s += "; each with its own " + strings.Join(own, ", ")
 	}
+	if a.FailFast {
+		s += "; a failed task stops the rest (fail_fast)"
+	}
 	return s
+}
+
+// WithSpec is the array that --array SPEC makes of a job whose file has
+// a (nil: no [array]): the file's columns, with the flag's spec in place
+// of the file's, which must then give as many tasks as the columns have
+// entries. FailFast stays the file's.
+func (a *Array) WithSpec(sp arrayspec.Spec, path string) (*Array, error) {
+	out := &Array{Spec: sp, Tasks: make([]ArrayTask, len(sp.Indices))}
+	if a != nil {
+		if len(a.Tasks) != len(sp.Indices) && a.hasColumns() {
+			return nil, fmt.Errorf("--array %s gives %d tasks, but [array] in %s has parameters for %d (spec %q): give as many tasks as its columns have entries",
+				sp, len(sp.Indices), path, len(a.Tasks), a.Spec.String())
+		}
+		out.FailFast = a.FailFast
+	}
+	for k, i := range sp.Indices {
+		out.Tasks[k].Index = i
+		if a != nil && a.hasColumns() {
+			out.Tasks[k].Env, out.Tasks[k].Args = a.Tasks[k].Env, a.Tasks[k].Args
+		}
+	}
+	return out, nil
+}
+
+// hasColumns reports whether the array gives its tasks parameters.
+func (a *Array) hasColumns() bool {
+	return len(a.Tasks) > 0 && (len(a.Tasks[0].Env) > 0 || a.Tasks[0].Args != nil)
+}
+
+// Task returns the task of index i; false when i is not one of the spec's.
+func (a *Array) Task(i int) (ArrayTask, bool) {
+	for _, t := range a.Tasks {
+		if t.Index == i {
+			return t, true
+		}
+	}
+	return ArrayTask{}, false
 }

@@ -42,6 +42,11 @@ type RunConfig struct {
 	// (monarch run --job-id), whose record the run takes over; "" for a
 	// new one.
 	JobID string
+	// ArrayJob, when set, makes this run task ArrayIndex of the array
+	// ArrayJob (see array.go): its id is jobstate.TaskID(ArrayJob,
+	// ArrayIndex), its env and args the job's with the task's own.
+	ArrayJob   string
+	ArrayIndex int
 	// JobName names the job in the scheduler's queue (Slurm's job name);
 	// default the job file's name without .toml, else the program's.
 	JobName string
@@ -80,6 +85,13 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 	k, err := kindOf(cfg.Hosts)
 	if err != nil {
 		return 0, err
+	}
+	if cfg.ArrayJob != "" {
+		if err := asTask(&cfg); err != nil {
+			return 0, err
+		}
+	} else if cfg.Job.Array != nil {
+		return startArray(ctx, &cfg, k)
 	}
 	s := k.open(cfg.Hosts)
 	p, err := s.prepare(ctx)
@@ -174,7 +186,7 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		sampleNow, stop = jb.watchInterest(cfg.Progress, jobID)
 		defer stop()
 	}
-	st, err := startRecord(cfg.StateDir, jobID, k.name, programOf(cfg.Job), cfg.Job.StopGrace)
+	st, err := startRecord(cfg, jobID, k.name)
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}

@@ -33,6 +33,9 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig, b batchJob) (strin
 		// The output of every run, not the last run's alone.
 		args = append(args, "--requeue", "--open-mode=append")
 	}
+	if b.array != "" {
+		args = append(args, "--array="+b.array)
+	}
 	// exec: monarch run is the batch shell, which Slurm signals.
 	args = append(args, "--parsable", "--job-name="+b.name, "--output="+b.output,
 		"--wrap=exec "+shellQuote(cfg.Monarch)+" "+shellJoin(b.rerun))
@@ -150,6 +153,20 @@ func (slurmQueue) cancel(ctx context.Context, id string, graceful bool) error {
 	}
 	if out, err := exec.CommandContext(ctx, "scancel", args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("scancel %s: %v: %s", id, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// cancelArray cancels batch array id: its tasks that wait in the queue,
+// and the batch shells of those that run, with SIGTERM, as cancel does
+// gracefully.
+func (slurmQueue) cancelArray(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{{"--state=PENDING", id}, {"--state=RUNNING", "--batch", "--signal=TERM", id}} {
+		if out, err := exec.CommandContext(ctx, "scancel", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("scancel %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
 	}
 	return nil
 }

@@ -109,7 +109,13 @@ func localCommand(a *app) *cli.Command {
 		if sp := cfg.Job.SPMD; sp != nil && sp.MaxHosts > max(nhosts, 1) {
 			return usagef(c, "nnodes %d:%d: MAX is more than the %d hosts of the job (--hosts)", sp.MinHosts, sp.MaxHosts, max(nhosts, 1))
 		}
+		if err := arrayOptions(c, &cfg, &rerun); err != nil {
+			return err
+		}
 		if err := detachOptions(c, &cfg, rerun, rest...); err != nil {
+			return err
+		}
+		if err := taskOptions(c, &cfg); err != nil {
 			return err
 		}
 		// This machine, as nhosts simulated hosts whatever the file says,

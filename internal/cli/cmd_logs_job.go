@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/monarch-go/monarch/launch"
@@ -27,6 +28,12 @@ func logsJob(ctx context.Context, dir, ref string, follow bool) (string, *launch
 	}
 	if ref != "" {
 		j, err := launch.Find(jobs, dir, ref)
+		if err == nil && j.Array != "" {
+			// Each task writes a log of its own; one of them, named.
+			tasks := launch.ArrayTasks(jobs, j.Job)
+			return "", nil, fmt.Errorf("logs: job %s is an array of %d tasks (%s), each with a log of its own: monarch logs %[1]s_I (or %[1]s:I) shows task I's, I one of %[3]s",
+				j.Job, len(tasks), strings.Split(j.Array, "%")[0])
+		}
 		if err == nil {
 			return j.Job, j, nil
 		}

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/arrayspec"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/launch"
 	"github.com/urfave/cli/v2"
@@ -43,7 +45,14 @@ func runCommand(a *app) *cli.Command {
 			if err := applyOverrides(c, &cfg); err != nil {
 				return err
 			}
-			if err := detachOptions(c, &cfg, append([]string{"run"}, overrideArgs(c)...), cfg.JobPath); err != nil {
+			rerun := append([]string{"run"}, overrideArgs(c)...)
+			if err := arrayOptions(c, &cfg, &rerun); err != nil {
+				return err
+			}
+			if err := detachOptions(c, &cfg, rerun, cfg.JobPath); err != nil {
+				return err
+			}
+			if err := taskOptions(c, &cfg); err != nil {
 				return err
 			}
 			cfg.Stdout, cfg.Stderr, cfg.Progress = c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
@@ -63,7 +72,64 @@ func runFlags(detach string) []cli.Flag {
 		&cli.BoolFlag{Name: "detach", Usage: detach},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --detach, write the launcher's output to `FILE` (default: ID.out in the job store)"},
 		&cli.StringFlag{Name: "job-id", Hidden: true, Usage: "run as job `ID`, submitted before"},
+		&cli.StringFlag{Name: "array", Usage: "run the job as an array of tasks, as sbatch --array: `SPEC` is 0-15, 1,3,7, 0-15:2, with %N for at most N at once ([array] spec)"},
+		&cli.BoolFlag{Name: "fail-fast", Usage: "an array: when a task fails, stop the others ([array] fail_fast)"},
+		&cli.StringFlag{Name: "array-index", Hidden: true, Usage: "run as task `I` of the array --job-id names (slurm: SLURM_ARRAY_TASK_ID)"},
 	}
+}
+
+// arrayOptions sets cfg's job's array from --array and --fail-fast, and
+// adds --array to rerun (the command line that runs the job, or its
+// tasks, again).
+func arrayOptions(c *cli.Context, cfg *launch.RunConfig, rerun *[]string) error {
+	job := cfg.Job
+	if c.IsSet("array") {
+		sp, err := arrayspec.Parse(c.String("array"))
+		if err != nil {
+			return usagef(c, "--array: %v", err)
+		}
+		if job.Array, err = job.Array.WithSpec(sp, cfg.JobPath); err != nil {
+			return err
+		}
+		*rerun = append(*rerun, "--array="+sp.String())
+	}
+	if c.Bool("fail-fast") {
+		if job.Array == nil {
+			return usagef(c, "--fail-fast stops an array's tasks when one fails: give --array, or a job file with [array]")
+		}
+		job.Array.FailFast = true
+	}
+	if job.Array != nil && c.IsSet("output") {
+		return usagef(c, "--output: each task of an array writes its own output (ID_I.out in the job store)")
+	}
+	return nil
+}
+
+// taskOptions sets cfg's task from --array-index, once detachOptions has
+// read --job-id: a local array's launcher names the task's own id
+// (ID_I), Slurm's batch array the array's.
+func taskOptions(c *cli.Context, cfg *launch.RunConfig) error {
+	if !c.IsSet("array-index") {
+		return nil
+	}
+	text := c.String("array-index")
+	if text == launch.SlurmArrayIndex {
+		if text = os.Getenv("SLURM_ARRAY_TASK_ID"); text == "" {
+			return errors.New("--array-index=slurm: SLURM_ARRAY_TASK_ID is not set (not a task of a Slurm batch array)")
+		}
+	}
+	i, err := strconv.Atoi(text)
+	switch {
+	case err != nil || i < 0:
+		return fmt.Errorf("--array-index %q: want a task's index", text)
+	case cfg.Job.Array == nil:
+		return errors.New("--array-index: the job is no array (no --array, no [array])")
+	case cfg.JobID == "":
+		return errors.New("--array-index: give the array's --job-id")
+	}
+	cfg.ArrayIndex = i
+	cfg.ArrayJob = strings.TrimSuffix(cfg.JobID, "_"+strconv.Itoa(i))
+	return nil
 }
 
 // jobIDPattern is what jobstate.NewID makes.

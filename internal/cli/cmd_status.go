@@ -37,13 +37,20 @@ func statusCommand() *cli.Command {
 					return fmt.Errorf("status: %w", err)
 				}
 				printJob(c.App.Writer, dir, j, dashboardText(c.Context, dir, j))
+				if j.Array != "" {
+					printArray(c.App.Writer, j, jobs)
+				}
 				return nil
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULER\tHOSTS\tPROCS\tPID\tSTARTED\tPROGRAM")
-			for _, j := range jobs {
+			for _, j := range listedJobs(jobs) {
 				hosts, procs := jobCounts(j)
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.Job, clipText(stateText(j), 60), schedulerText(j), hosts, procs, pidText(j),
+				state := clipText(stateText(j), 60)
+				if j.Array != "" {
+					state = clipText(arrayStateText(j, jobs), 90)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.Job, state, schedulerText(j), hosts, procs, pidText(j),
 					j.Started.Format(time.DateTime), j.Program)
 			}
 			if err := w.Flush(); err != nil {
