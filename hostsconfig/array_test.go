@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/monarch-go/monarch/internal/arrayspec"
 )
 
 // TestJobArray: [array] gives the spec's indices and bound, and task k
@@ -61,5 +63,34 @@ func TestJobArrayMinimal(t *testing.T) {
 	}
 	if j := loadSPMD(t, ""); j.Array != nil {
 		t.Errorf("a job without [array] has %+v", j.Array)
+	}
+}
+
+// TestJobArrayWithSpec: --array's spec replaces the file's, its tasks
+// taking the file's columns in order, only with as many tasks; fail_fast
+// is read and kept; Task finds a task by index.
+func TestJobArrayWithSpec(t *testing.T) {
+	j := loadSPMD(t, "[array]\nspec = \"0-1\"\nfail_fast = true\nenv.P = [\"a\", \"b\"]")
+	if !j.Array.FailFast || !strings.Contains(j.Array.describe(), "a failed task stops the rest (fail_fast)") {
+		t.Errorf("fail_fast: %+v, %q", j.Array, j.Array.describe())
+	}
+	sp, _ := arrayspec.Parse("5,9%1")
+	a, err := j.Array.WithSpec(sp, "job.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task, ok := a.Task(9); !ok || !slices.Equal(task.Env, []string{"P=b"}) || !a.FailFast || a.Spec.Limit != 1 {
+		t.Errorf("WithSpec(5,9%%1): %+v", a)
+	}
+	if _, ok := a.Task(0); ok {
+		t.Error("Task(0) of 5,9")
+	}
+	sp, _ = arrayspec.Parse("0-2")
+	if _, err := j.Array.WithSpec(sp, "job.toml"); err == nil || !strings.Contains(err.Error(), `--array 0-2 gives 3 tasks, but [array] in job.toml has parameters for 2 (spec "0-1")`) {
+		t.Errorf("a count mismatch: %v", err)
+	}
+	var none *Array
+	if a, err := none.WithSpec(sp, ""); err != nil || len(a.Tasks) != 3 || a.Tasks[2].Index != 2 {
+		t.Errorf("no [array]: %+v, %v", a, err)
 	}
 }
