@@ -187,19 +187,22 @@ func Find(jobs []*JobState, dir, ref string) (*JobState, error) {
 	return nil, NoJobError{Ref: ref, Dir: dir, Jobs: jobs}
 }
 
-// find is the job whose id, or batch job's id, is ref; nil for none.
+// find is the job whose id, or batch job's id, is ref; nil for none. A
+// batch array's id names the array, though Slurm gives one of its tasks
+// the same id.
 func find(jobs []*JobState, ref string) *JobState {
 	for _, j := range jobs {
 		if j.Job == ref {
 			return j
 		}
 	}
+	var found *JobState
 	for _, j := range jobs {
-		if j.BatchID != "" && (j.BatchID == ref || j.Batch+"-"+j.BatchID == ref) {
-			return j
+		if j.BatchID != "" && (j.BatchID == ref || j.Batch+"-"+j.BatchID == ref) && (found == nil || j.Array != "") {
+			found = j
 		}
 	}
-	return nil
+	return found
 }
 
 // NoJobError is a reference to a job that is not in the job store.
