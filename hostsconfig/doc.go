@@ -3,7 +3,7 @@
 // (scheduler = "slurm", "ssh" or "local"), and the job file that
 // `monarch run job.toml` reads (the program, its arguments and
 // environment, its procs per host, logging, its hosts, and for a sweep
-// its [array]: the indices and each task's own env and args). It decodes
+// its [array]: the indices, each task's own env and args, and fail_fast). It decodes
 // them strictly, applies the defaults, checks every value, and says in
 // words what a launcher would do with them (Describe).
 //

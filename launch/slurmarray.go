@@ -53,7 +53,7 @@ func submitArray(ctx context.Context, cfg *RunConfig, k kind) (int, error) {
 	}
 	setBatchIDs(cfg, id, bid)
 	if cfg.Detach {
-		printDetached(cfg, id, fmt.Sprintf("%s array %s, %d tasks", k.title, bid, len(cfg.Job.Array.Tasks)), OutputPath(cfg.StateDir, jobstate.TaskID(id, cfg.Job.Array.Tasks[0].Index))+" and its siblings")
+		printDetached(cfg, id, fmt.Sprintf("%s array %s, %d tasks", k.title, bid, len(cfg.Job.Array.Tasks)), "")
 		return 0, nil
 	}
 	fmt.Fprintf(cfg.Progress, "monarch: array %s: %s array %s, %d tasks (%s); Ctrl-C cancels it\n", id, k.title, bid, len(cfg.Job.Array.Tasks), cfg.Job.Array.Spec)

@@ -2,6 +2,7 @@ package systest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -147,22 +148,30 @@ func waitTask(t *testing.T, dir, task, state string) *jobstate.Record {
 	}
 }
 
+// sleepingArray starts a detached local array of spec whose tasks sleep,
+// in a state dir of the test's own, and waits until its task running
+// runs; it returns the state dir and the array's id.
+func sleepingArray(t *testing.T, spec string, running int) (state, id string) {
+	t.Helper()
+	state = t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	out, stderr, code := monarch(t, "local", "--detach", "--array", spec, "--", "/bin/sh", "-c", "exec sleep 60")
+	id = strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("local --detach --array: exit %d: %s", code, stderr)
+	}
+	t.Cleanup(func() { monarch(t, "stop", id) })
+	waitTask(t, state, jobstate.TaskID(id, running), jobstate.Running)
+	return state, id
+}
+
 // TestArrayLocalStop: monarch local --array --detach with no job file;
 // stop of a pending task ends it before it runs, stop of a running one
 // ends that one while the array goes on with the next, stop of the array
 // ends its running task and the rest before they run.
 func TestArrayLocalStop(t *testing.T) {
-	state := t.TempDir()
-	t.Setenv("MONARCH_STATE_DIR", state)
-	out, stderr, code := monarch(t, "local", "--detach", "--array", "0-3%1", "--", "/bin/sh", "-c", "exec sleep 60")
-	id := strings.TrimSpace(out)
-	if code != 0 {
-		t.Fatalf("local --detach --array: exit %d: %s", code, stderr)
-	}
-	t.Cleanup(func() { monarch(t, "stop", id) })
-	waitTask(t, state, jobstate.TaskID(id, 0), jobstate.Running)
-
-	out, stderr, code = monarch(t, "stop", id+":1")
+	state, id := sleepingArray(t, "0-3%1", 0)
+	out, stderr, code := monarch(t, "stop", id+":1")
 	if code != 0 || !strings.Contains(out, "stopped job "+id+"_1 before it ran") {
 		t.Errorf("stop %s:1 (pending): exit %d: %s%s", id, code, out, stderr)
 	}
@@ -238,5 +247,38 @@ func TestArrayRefused(t *testing.T) {
 	// The flag's spec in place of the file's, with as many tasks.
 	if _, stderr, code := monarch(t, "run", job, "--array", "4-7%2"); code != 0 || !strings.Contains(stderr, "4 tasks: 0 pending, 0 running, 4 done, 0 failed") {
 		t.Errorf("run --array 4-7%%2: exit %d:\n%s", code, stderr)
+	}
+}
+
+// TestSweepsDocCommands: every command of docs/sweeps.md's sh blocks runs
+// as written, through sh, with the docs' job id standing for a running
+// array's, and exits 0.
+func TestSweepsDocCommands(t *testing.T) {
+	t.Setenv("PATH", build(t)+":"+os.Getenv("PATH"))
+	_, id := sleepingArray(t, "0-3", 3)
+	data, err := os.ReadFile("docs/sweeps.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	inSh := false
+	for l := range strings.Lines(string(data)) {
+		switch {
+		case strings.HasPrefix(l, "```"):
+			inSh = strings.TrimSpace(l) == "```sh"
+		case inSh:
+			lines = append(lines, strings.ReplaceAll(strings.TrimSpace(l), "j11e76fGPENLH", id))
+		}
+	}
+	if len(lines) < 5 {
+		t.Fatalf("docs/sweeps.md has %d commands", len(lines))
+	}
+	for _, l := range lines {
+		cmd := exec.Command("sh", "-c", l)
+		cmd.Dir = t.TempDir()
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("%s: %v\n%s", l, err, b)
+		}
 	}
 }

@@ -130,3 +130,26 @@ func TestSSHArray(t *testing.T) {
 		}
 	}
 }
+
+// TestSlurmArrayInAllocation: inside an allocation (salloc) the array's
+// tasks run as they do over ssh, from the array's launcher, each as
+// steps of the allocation, at most %1 at once.
+func TestSlurmArrayInAllocation(t *testing.T) {
+	c := testcluster.Get(t)
+	job := arrayJob(t, slurmHosts(1), "echo task=$MONARCH_ARRAY_INDEX in=$SLURM_JOB_ID", "0-1%1")
+	_, stderr, code := runOnCluster(t, c, 2*time.Minute, nil, "salloc", "-N1", "--immediate=20", filepath.Join(build(t), "monarch"), "run", job)
+	if code != 0 || !strings.Contains(stderr, "2 tasks: 0 pending, 0 running, 2 done, 0 failed") {
+		t.Fatalf("salloc monarch run: exit %d:\n%s", code, stderr)
+	}
+	id := arrayID(t, stderr)
+	tasks := taskRecords(t, stateDir(t), id)
+	if len(tasks) != 2 || mostAtOnce(tasks) != 1 {
+		t.Fatalf("tasks %+v", tasks)
+	}
+	for i, r := range tasks {
+		b, _ := os.ReadFile(filepath.Join(stateDir(t), jobstate.TaskID(id, i)+".out"))
+		if r.Batch != "slurm" || r.BatchID == "" || !strings.Contains(string(b), fmt.Sprintf("task=%d in=%s\n", i, r.BatchID)) {
+			t.Errorf("task %d: in %s job %q, output:\n%s", i, r.Batch, r.BatchID, b)
+		}
+	}
+}

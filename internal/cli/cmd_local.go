@@ -29,7 +29,10 @@ func localCommand(a *app) *cli.Command {
 			"starts every proc again, with a new MASTER_PORT, up to N times (torchrun's --max-restarts).\n" +
 			"--nnodes MIN:MAX runs the procs on at most MAX of the hosts and, when hosts are lost, starts\n" +
 			"them again on those left, down to MIN, renumbered (torchrun's elastic --nnodes); each such\n" +
-			"restart counts against --max-restarts, as under torchrun.",
+			"restart counts against --max-restarts, as under torchrun.\n" +
+			"\n" +
+			"With --array SPEC (0-15, 1,3,7, 0-15:2, %N for at most N at once) the job runs as an array of\n" +
+			"tasks, each with MONARCH_ARRAY_INDEX, its output in the job store's ID_I.out.",
 		Flags: append(runFlags("leave the job to run in the background; print its id"),
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},

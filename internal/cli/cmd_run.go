@@ -29,7 +29,13 @@ func runCommand(a *app) *cli.Command {
 			"With --detach it prints the job's id and returns: a Slurm job is submitted with sbatch, any\n" +
 			"other runs on here in the background. monarch logs -f ID, status ID and stop ID take the id\n" +
 			"(or Slurm's job id). --nodes, --time, --partition and --job-name override the hosts file's\n" +
-			"[slurm] keys for this run.",
+			"[slurm] keys for this run.\n" +
+			"\n" +
+			"With --array SPEC (sbatch's syntax: 0-15, 1,3,7, 0-15:2, %N for at most N at once) or [array] in\n" +
+			"the job file, the job runs as an array of tasks ID_I, each with MONARCH_ARRAY_INDEX (and, under\n" +
+			"Slurm, SLURM_ARRAY_TASK_ID): one sbatch --array outside an allocation, else run from here. A\n" +
+			"failed task leaves the others running unless --fail-fast. status, logs and stop take the array's\n" +
+			"id or a task's (ID_3, ID:3).",
 		Flags: append(runFlags("leave the job to run (sbatch on Slurm, in the background here otherwise); print its id"),
 			&cli.IntFlag{Name: "nodes", Aliases: []string{"N"}, Usage: "allocate `N` nodes ([slurm] nodes)", Action: atLeast("nodes", 1, "nodes")},
 			&cli.StringFlag{Name: "time", Aliases: []string{"t"}, Usage: "time limit `TIME` in Slurm's formats: MM, HH:MM:SS, D-HH:MM ([slurm] time)"},
