@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,7 +129,11 @@ func runArray(ctx context.Context, cfg *RunConfig, k kind) (int, error) {
 	}
 	fmt.Fprintf(cfg.Progress, "monarch: array %s: %d tasks (%s), %s; monarch status %[1]s shows them\n", id, len(a.Tasks), a.Spec, at)
 
+	ctx, stop := interruptible(ctx)
+	defer stop()
 	r := &arrayRun{cfg: cfg, id: id}
+	// The tasks start in r.run, the first at once: what the array waits
+	// for before its first task goes before this.
 	r.run(ctx)
 	tasks := r.tasks()
 	state, code := arrayEnd(tasks)
@@ -197,7 +202,7 @@ func (r *arrayRun) run(ctx context.Context) {
 			}
 		case <-done:
 			done = nil
-			why := "stopped by " + context.Cause(ctx).Error()
+			why := context.Cause(ctx).Error() // "stopped by SIGTERM"
 			if stopRequested(r.cfg.StateDir, r.id) {
 				why = "stopped by monarch stop"
 				for _, tr := range r.running {
@@ -369,4 +374,25 @@ func startArray(ctx context.Context, cfg *RunConfig, k kind) (int, error) {
 		return 0, detach(ctx, cfg, k)
 	}
 	return runArray(ctx, cfg, k)
+}
+
+// interruptible is ctx, also cancelled by Ctrl-C (SIGINT), as SIGTERM
+// cancels it (with a StopSignal): an array's launcher stops its tasks
+// then, which run in process groups of their own (or in Slurm's queue)
+// and do not see the terminal's SIGINT. stop ends the watch.
+func interruptible(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(StopSignal{Signal: sig})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		cancel(nil)
+	}
 }

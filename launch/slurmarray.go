@@ -95,6 +95,8 @@ const followInterval = time.Second
 // until all have, then the summary; it returns 0 only if every task is
 // done. Ctrl-C (ctx) cancels the array and waits, bounded, for its end.
 func followArray(ctx context.Context, cfg *RunConfig, id string) (int, error) {
+	ctx, stop := interruptible(ctx)
+	defer stop()
 	seen := map[string]string{}
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()

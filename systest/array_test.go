@@ -282,3 +282,46 @@ func TestSweepsDocCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestArrayLocalInterrupt: Ctrl-C (SIGINT) of an array's launcher in the
+// foreground stops its running tasks and ends the pending ones before
+// they run; nothing of the tasks is left running.
+func TestArrayLocalInterrupt(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	marker := "sleep 61.25" // a command line of this test's own
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--array", "0-3%2", "--", "/bin/sh", "-c", "exec "+marker)
+	var stderr testenv.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	var id string
+	waitUntil(t, time.Minute, "the array's tasks 0 and 1 to run", func() bool {
+		s := stderr.String()
+		if !strings.Contains(s, "monarch: array ") {
+			return false
+		}
+		id = arrayID(t, s)
+		r0, err0 := jobstate.Load(state, jobstate.TaskID(id, 0))
+		r1, err1 := jobstate.Load(state, jobstate.TaskID(id, 1))
+		return err0 == nil && err1 == nil && r0.State == jobstate.Running && r1.State == jobstate.Running
+	})
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the array's launcher still runs a minute after Ctrl-C:\n%s", stderr.String())
+	}
+	for _, want := range []string{id + "_2 stopped by Ctrl-C (SIGINT) of the array, before it ran", "4 tasks: 0 pending, 0 running, 0 done, 0 failed, 4 stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the launcher does not say %q:\n%s", want, stderr.String())
+		}
+	}
+	if left := leftOf(t, marker, 10*time.Second); len(left) > 0 {
+		t.Errorf("tasks still running after Ctrl-C: %v", left)
+	}
+}
