@@ -179,7 +179,7 @@ func TestArrayLocalStop(t *testing.T) {
 		t.Errorf("stop %s_0 (running): exit %d: %s%s", id, code, out, stderr)
 	}
 	waitTask(t, state, jobstate.TaskID(id, 2), jobstate.Running) // 1 was stopped: 2 is next
-	if out, stderr, code = monarch(t, "stop", id); code != 0 || !strings.Contains(out, id) {
+	if out, stderr, code = monarch(t, "stop", id); code != 0 || out != "stopped array "+id+": 4 tasks: 0 pending, 0 running, 0 done, 0 failed, 4 stopped\n" {
 		t.Errorf("stop %s (the array): exit %d: %s%s", id, code, out, stderr)
 	}
 	out, _, _ = monarch(t, "status", id)

@@ -92,7 +92,7 @@ func TestSlurmArrayStop(t *testing.T) {
 	t.Cleanup(func() { c.Command(t.Context(), "scancel", m[1]).Run() })
 	waitTask(t, stateDir(t), jobstate.TaskID(id, 0), jobstate.Running)
 	waitSlurmStatus(t, c, id, "running: 3 tasks: 2 pending, 1 running, 0 done, 0 failed")
-	if out, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id); code != 0 {
+	if out, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id); code != 0 || !strings.HasPrefix(out, "asked slurm to cancel array "+id+" (batch array "+m[1]+")") {
 		t.Fatalf("stop %s: exit %d: %s%s", id, code, out, stderr)
 	}
 	waitSlurmStatus(t, c, id, "stopped: 3 tasks: 0 pending, 0 running, 0 done, 0 failed, 3 stopped")

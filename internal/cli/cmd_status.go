@@ -271,8 +271,12 @@ func stoppedText(j *launch.JobState, ref string) string {
 	switch {
 	case j == nil:
 		return "stopped job " + ref
+	case j.Active() && j.Array != "":
+		return fmt.Sprintf("asked %s to cancel array %s (batch array %s); monarch status %[2]s shows how its tasks end", j.Batch, j.Job, j.BatchID)
 	case j.Active():
 		return fmt.Sprintf("asked %s to stop job %s (batch job %s); monarch status %s shows how it ends", j.Batch, j.Job, j.BatchID, j.Job)
+	case j.Array != "":
+		return fmt.Sprintf("stopped array %s: %s", j.Job, j.End) // its tasks' summary
 	case j.End == stoppedByStop:
 		return fmt.Sprintf("stopped job %s: %s", j.Job, strings.Join(endDetails(j), ", "))
 	case strings.HasPrefix(j.End, stoppedByStop+" "): // "... before it ran": no procs, no client
