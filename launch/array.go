@@ -265,6 +265,16 @@ func (r *arrayRun) start(t hostsconfig.ArrayTask) (*taskRun, bool) {
 	if err != nil {
 		return fail(err)
 	}
+	// Its launcher's now, until it takes the record over: monarch stop
+	// signals it from here on.
+	jobstate.Amend(cfg.StateDir, id, func(r *JobState) bool {
+		if r.State != StatePending {
+			return false
+		}
+		r.State = StateStarting
+		r.Of(p.Pid())
+		return true
+	})
 	fmt.Fprintf(cfg.Progress, "monarch: %s started (pid %d), output in %s\n", id, p.Pid(), out)
 	return &taskRun{index: t.Index, id: id, proc: p}, false
 }
