@@ -3,6 +3,7 @@ package systest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -152,4 +153,45 @@ func TestSlurmArrayInAllocation(t *testing.T) {
 			t.Errorf("task %d: in %s job %q, output:\n%s", i, r.Batch, r.BatchID, b)
 		}
 	}
+}
+
+// TestSlurmArrayInterrupt: Ctrl-C of monarch run following a Slurm array
+// cancels the array: its running task stops, the pending one ends before
+// it runs, and monarch run says so and exits.
+func TestSlurmArrayInterrupt(t *testing.T) {
+	c := testcluster.Get(t)
+	hosts := fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 1\npartition = %q\n", c.Partition)
+	job := arrayJob(t, hosts, "exec sleep 120", "0-1%1")
+	cmd := exec.Command(filepath.Join(build(t), "monarch"), "run", job)
+	cmd.Env = append(append(os.Environ(), c.Env...), "MONARCH_STATE_DIR="+stateDir(t))
+	var stderr testenv.SyncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	var bid string
+	waitUntil(t, 2*time.Minute, "task 0 to start", func() bool {
+		m := regexp.MustCompile(`Slurm array (\d+),`).FindStringSubmatch(stderr.String())
+		if m != nil && bid == "" {
+			bid = m[1]
+			t.Cleanup(func() { c.Command(t.Context(), "scancel", bid).Run() })
+		}
+		return strings.Contains(stderr.String(), "_0 started")
+	})
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("monarch run still follows the array 2 minutes after Ctrl-C:\n%s", stderr.String())
+	}
+	if s := stderr.String(); !strings.Contains(s, "cancelling it") || !strings.Contains(s, "2 tasks: 0 pending, 0 running, 0 done, 0 failed, 2 stopped") {
+		t.Errorf("monarch run after Ctrl-C: exit %d:\n%s", cmd.ProcessState.ExitCode(), s)
+	}
+	waitUntil(t, time.Minute, "Slurm to forget the array's tasks", func() bool {
+		b, _ := c.Command(t.Context(), "squeue", "-h", "-j", bid).Output()
+		return strings.TrimSpace(string(b)) == ""
+	})
 }
