@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -224,9 +225,10 @@ func (e NoJobError) Error() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, " in %s; known jobs:", e.Dir)
-	for i, j := range e.Jobs {
+	jobs := slices.DeleteFunc(slices.Clone(e.Jobs), func(j *JobState) bool { return j.ArrayJob != "" }) // an array's row stands for its tasks
+	for i, j := range jobs {
 		if i == 10 {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Jobs)-i)
+			fmt.Fprintf(&b, "\n  ... and %d more", len(jobs)-i)
 			break
 		}
 		fmt.Fprintf(&b, "\n  %s", j.Job)

@@ -126,6 +126,12 @@ args = [["a0"], ["a1"], ["a2", "x"], ["a3"]]
 	if _, stderr, code := monarch(t, "logs", id); code != 1 || !strings.Contains(stderr, "monarch logs "+id+"_I (or "+id+":I) shows task I's, I one of 0-3") {
 		t.Errorf("logs %s: exit %d: %s", id, code, stderr)
 	}
+	if _, stderr, code := monarch(t, "logs", id+"_2"); code != 1 || !strings.Contains(stderr, "its own output is in "+filepath.Join(state, id+"_2.out")) {
+		t.Errorf("logs %s_2: exit %d: %s", id, code, stderr)
+	}
+	if _, stderr, _ := monarch(t, "status", "nosuch"); !strings.Contains(stderr, "\n  "+id+"  ") || strings.Contains(stderr, id+"_") {
+		t.Errorf("status nosuch: want the array among the known jobs, not its tasks:\n%s", stderr)
+	}
 	if out, _, _ := monarch(t, "clean"); !strings.Contains(out, "removed "+id+" ") || strings.Contains(out, "removed "+id+"_") {
 		t.Errorf("clean: want the array removed as one:\n%s", out)
 	}

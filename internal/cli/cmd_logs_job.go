@@ -119,6 +119,10 @@ func noLogYet(rec *launch.JobState, w io.Writer) error {
 		fmt.Fprintf(w, "monarch: job %s is %s and has no output yet (monarch logs -f %[1]s waits for it)\n", rec.Job, stateText(rec))
 		return nil
 	}
+	if _, err := os.Stat(rec.Output); rec.ArrayJob != "" && err == nil {
+		// A task's program writes its stdout and stderr there.
+		return fmt.Errorf("logs: job %s ended (%s) with no output in its log; its own output is in %s", rec.Job, stateText(rec), rec.Output)
+	}
 	return fmt.Errorf("logs: job %s ended (%s) with no output", rec.Job, stateText(rec))
 }
 
