@@ -93,6 +93,21 @@ func TestSlurmArrayStop(t *testing.T) {
 	t.Cleanup(func() { c.Command(t.Context(), "scancel", m[1]).Run() })
 	waitTask(t, stateDir(t), jobstate.TaskID(id, 0), jobstate.Running)
 	waitSlurmStatus(t, c, id, "running: 3 tasks: 2 pending, 1 running, 0 done, 0 failed")
+	// Status asks Slurm about the array once, not about each task: the
+	// real scontrol, behind a script that notes each call.
+	real, err := exec.LookPath("scontrol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrap, calls := t.TempDir(), filepath.Join(t.TempDir(), "calls")
+	testenv.WriteFile(t, wrap, "scontrol", fmt.Sprintf("#!/bin/sh\necho \"$*\" >> %s\nexec %s \"$@\"\n", calls, real))
+	os.Chmod(filepath.Join(wrap, "scontrol"), 0o755)
+	if out, _, code := runMonarch(t, c, 30*time.Second, []string{"PATH=" + wrap + ":" + os.Getenv("PATH")}, "status"); code != 0 || !strings.Contains(out, "2 pending, 1 running") {
+		t.Fatalf("status: exit %d:\n%s", code, out)
+	}
+	if b, _ := os.ReadFile(calls); string(b) != "-o show job "+m[1]+"\n" {
+		t.Errorf("status ran scontrol so, want once for the array (%s):\n%s", m[1], b)
+	}
 	if out, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id); code != 0 || !strings.HasPrefix(out, "asked slurm to cancel array "+id+" (batch array "+m[1]+")") {
 		t.Fatalf("stop %s: exit %d: %s%s", id, code, out, stderr)
 	}
