@@ -77,9 +77,10 @@ func TestSlurmArray(t *testing.T) {
 	}
 }
 
-// TestSlurmArrayStop: monarch stop of a detached Slurm array cancels it:
-// its running task stops (its program gets its stop grace) and the
-// pending ones end before they run; Slurm is left with none of them.
+// TestSlurmArrayStop: monarch stop of a queued task (by Slurm's name for
+// it) ends it before it runs; of a detached Slurm array, cancels it: its
+// running task stops (its program gets its stop grace) and the pending
+// ones end before they run; Slurm is left with none of them.
 func TestSlurmArrayStop(t *testing.T) {
 	c := testcluster.Get(t)
 	hosts := fmt.Sprintf("scheduler = \"slurm\"\n[slurm]\nnodes = 1\npartition = %q\n", c.Partition)
@@ -108,12 +109,15 @@ func TestSlurmArrayStop(t *testing.T) {
 	if b, _ := os.ReadFile(calls); string(b) != "-o show job "+m[1]+"\n" {
 		t.Errorf("status ran scontrol so, want once for the array (%s):\n%s", m[1], b)
 	}
+	if out, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", m[1]+"_1"); code != 0 || out != "stopped job "+id+"_1 before it ran\n" {
+		t.Errorf("stop %s_1 (a queued task, by Slurm's name): exit %d: %s%s", m[1], code, out, stderr)
+	}
 	if out, stderr, code := runMonarch(t, c, time.Minute, nil, "stop", id); code != 0 || !strings.HasPrefix(out, "asked slurm to cancel array "+id+" (batch array "+m[1]+")") {
 		t.Fatalf("stop %s: exit %d: %s%s", id, code, out, stderr)
 	}
 	waitSlurmStatus(t, c, id, "stopped: 3 tasks: 0 pending, 0 running, 0 done, 0 failed, 3 stopped")
 	out, _, _ = runMonarch(t, c, 30*time.Second, nil, "status", id)
-	for _, want := range []string{id + "_0  0      stopped by monarch stop", id + "_2  2      stopped by monarch stop before it ran"} {
+	for _, want := range []string{id + "_0  0      stopped by monarch stop", id + "_1  1      stopped by monarch stop before it ran", id + "_2  2      stopped by monarch stop before it ran"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status %s does not say %q:\n%s", id, want, out)
 		}
