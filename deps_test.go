@@ -13,10 +13,10 @@ func TestLayering(t *testing.T) {
 	const mod = "github.com/monarch-go/monarch"
 	allowed := map[string][]string{
 		"bus":         {"internal/dropnames"},
-		"hostsconfig": {"internal/didyoumean"},
+		"hostsconfig": {"internal/didyoumean", "internal/arrayspec"},
 		"logagg":      {"bus", "internal/privfs", "internal/procid"},
 		"ibverbs":     {"bus", "internal/jobenv", "internal/door"},
-		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge"},
+		"launch":      {"hostsconfig", "bus", "logagg", "internal/jobstate", "internal/jobenv", "internal/child", "internal/procstat", "internal/hostlink", "internal/bincache", "internal/jobca", "internal/munge", "internal/arrayspec"},
 		"actorrt":     {"bus", "hostsconfig", "logagg", "internal/jobstate", "internal/jobenv", "internal/wire", "internal/hostagent", "internal/delivery", "internal/jobctl", "internal/jobview"},
 		"dtensor":     {"actorrt", "ibverbs", "bus", "hostsconfig", "logagg", "collective"},
 		"spmd":        {"actorrt"},
@@ -50,6 +50,8 @@ func TestLayering(t *testing.T) {
 
 		// The did-you-mean of hostsconfig's keys and the command line's words.
 		"internal/didyoumean": {},
+		// sbatch's --array syntax, for hostsconfig's [array] and the CLI.
+		"internal/arrayspec": {},
 	}
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}:{{join .Imports \" \"}}", "./...").Output()
 	if err != nil {

@@ -243,6 +243,9 @@ func (j *Job) Describe() string {
 	default:
 		lines = append(lines, "dashboard: served on "+d.Address+", behind the job's token ("+d.At+")")
 	}
+	if j.Array != nil {
+		lines = append(lines, "array: "+j.Array.describe())
+	}
 	return strings.Join(lines, "\n")
 }
 

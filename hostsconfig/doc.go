@@ -2,12 +2,14 @@
 // MONARCH_HOSTS file, which says where the hosts of a job come from
 // (scheduler = "slurm", "ssh" or "local"), and the job file that
 // `monarch run job.toml` reads (the program, its arguments and
-// environment, its procs per host, logging, and its hosts). It decodes
+// environment, its procs per host, logging, its hosts, and for a sweep
+// its [array]: the indices, each task's own env and args, and fail_fast). It decodes
 // them strictly, applies the defaults, checks every value, and says in
 // words what a launcher would do with them (Describe).
 //
-// The package imports nothing else of monarch, so the launcher, the SDK
-// and the command line can all use it.
+// The package imports nothing else of monarch but two leaf packages,
+// internal/didyoumean and internal/arrayspec (the [array] spec), so the
+// launcher, the SDK and the command line can all use it.
 //
 // # Usage
 //

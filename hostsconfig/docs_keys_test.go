@@ -35,6 +35,7 @@ var readerTables = map[string][]keyTable{
 	"readSPMD":      {{"job", "spmd"}},
 	"readLog":       {{"job", "log"}},
 	"readDashboard": {{"job", "dashboard"}},
+	"readArray":     {{"job", "array"}},
 	"offAt":         {{"job", "exec"}, {"job", "feed"}}, // readExec, readFeed
 }
 

@@ -62,6 +62,9 @@ type Job struct {
 	// Dashboard is the [dashboard] table: where the job's live dashboard
 	// listens, or that it is off; zero when the file says nothing.
 	Dashboard Dashboard
+	// Array is the [array] table: the job runs as a job array, each task
+	// with its own parameters; nil when the job is one run.
+	Array *Array
 }
 
 // DefaultStopGrace is a job's stop_grace by default.
@@ -195,7 +198,7 @@ func Load(path string) (any, error) {
 
 // jobKeys and hostsKeys are the top-level keys of each kind of file.
 func jobKeys() []string {
-	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec", "feed", "dashboard"}
+	return []string{"program", "spmd", "args", "dir", "env", "hosts", "procs", "log", "stop_grace", "exec", "feed", "dashboard", "array"}
 }
 
 func hostsKeys() []string {
@@ -271,6 +274,9 @@ func readJob(t *table) *Job {
 	}
 	if sub := t.sub("dashboard"); sub != nil {
 		j.Dashboard = readDashboard(sub)
+	}
+	if t.has("array") {
+		j.Array = readArray(t.sub("array"), j.SPMD != nil)
 	}
 	return j
 }
@@ -376,14 +382,22 @@ func readEnv(t *table) []string {
 	for _, k := range t.children() {
 		var v string
 		switch {
-		case !t.has(k):
-		case k == "" || strings.ContainsAny(k, "=\x00"):
-			t.fail(k, `want a variable name without "="`)
+		case !t.has(k), !t.envName(k):
 		case t.str(k, &v):
 			env = append(env, k+"="+v)
 		}
 	}
 	return env
+}
+
+// envName reports whether k is a valid environment variable name,
+// recording the error when it is not.
+func (t *table) envName(k string) bool {
+	if k == "" || strings.ContainsAny(k, "=\x00") {
+		t.fail(k, `want a variable name without "="`)
+		return false
+	}
+	return true
 }
 
 // readJobHosts reads the hosts key: the name of a hosts file, relative to

@@ -152,6 +152,13 @@ func startDetached(ctx context.Context, cfg *RunConfig, id string, rerun []strin
 // id=$(monarch run --detach job.toml)) and the next steps on Progress.
 func printDetached(cfg *RunConfig, id, where, out string) {
 	fmt.Fprintln(cfg.Stdout, id)
+	if a := cfg.Job.Array; a != nil {
+		fmt.Fprintf(cfg.Progress, "monarch: array %s of %d tasks submitted (%s); task I's output goes to %s\n"+
+			"  monarch status %[1]s     see its tasks\n"+
+			"  monarch logs -f %[1]s_I  follow task I's log\n"+
+			"  monarch stop %[1]s       stop it (stop %[1]s_I: task I alone)\n", id, len(a.Tasks), where, OutputPath(cfg.StateDir, id+"_I"))
+		return
+	}
 	fmt.Fprintf(cfg.Progress, "monarch: job %s submitted (%s); its output goes to %s\n"+
 		"  monarch logs -f %[1]s    follow its output\n"+
 		"  monarch status %[1]s     see its state\n"+

@@ -94,6 +94,21 @@
 // no signal on, they go to the monarch run it runs. If an agent cannot start, the launcher says why (with
 // the scheduler's or ssh's own words), stops the job and exits 1.
 //
+// # Arrays
+//
+// A job with an array ([array], --array) runs as tasks, each a job of its
+// own, ID_I (jobstate.TaskID), with MONARCH_ARRAY_INDEX, MONARCH_ARRAY_JOB
+// and its own env and args (array.go). Every task's record is written
+// when the array starts. Here, over ssh and inside an allocation, the
+// array's launcher runs each task as a child launcher (monarch run
+// --job-id=ID_I --array-index=I, through internal/child), at most %N at
+// once, its output in ID_I.out; it stops them on SIGINT/SIGTERM and, with
+// fail_fast, when one fails. Outside an allocation, Slurm takes the array
+// as one sbatch --array, whose batch jobs run --array-index=slurm (the
+// task SLURM_ARRAY_TASK_ID names); monarch run follows it (slurmarray.go)
+// and status asks scontrol once per array (arraystatus.go). Find takes
+// ID:I and Slurm's ARRAYID_I for a task.
+//
 // # State
 //
 // Each run records its job in the state directory (DefaultStateDir), which

@@ -45,6 +45,11 @@ type RunConfig struct {
 	// After are the jobs this one waits for before it starts (--after,
 	// --after-ok, --after-any; see after.go).
 	After []Dependency
+	// ArrayJob, when set, makes this run task ArrayIndex of the array
+	// ArrayJob (see array.go): its id is jobstate.TaskID(ArrayJob,
+	// ArrayIndex), its env and args the job's with the task's own.
+	ArrayJob   string
+	ArrayIndex int
 	// JobName names the job in the scheduler's queue (Slurm's job name);
 	// default the job file's name without .toml, else the program's.
 	JobName string
@@ -84,6 +89,22 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	var jobs []*JobState
+	if len(cfg.After) > 0 {
+		if jobs, err = Status(ctx, cfg.StateDir); err != nil {
+			return 0, err
+		}
+		if err := resolveAfter(&cfg, jobs); err != nil {
+			return 0, err
+		}
+	}
+	if cfg.ArrayJob != "" {
+		if err := asTask(&cfg); err != nil {
+			return 0, err
+		}
+	} else if cfg.Job.Array != nil {
+		return startArray(ctx, &cfg, k, jobs)
+	}
 	s := k.open(cfg.Hosts)
 	p, err := s.prepare(ctx)
 	if err != nil {
@@ -102,15 +123,6 @@ func Run(ctx context.Context, cfg RunConfig) (int, error) {
 		}
 		if cfg.Self == "" {
 			cfg.Self = exe
-		}
-	}
-	var jobs []*JobState
-	if len(cfg.After) > 0 {
-		if jobs, err = Status(ctx, cfg.StateDir); err != nil {
-			return 0, err
-		}
-		if err := resolveAfter(&cfg, jobs); err != nil {
-			return 0, err
 		}
 	}
 	if cfg.Detach {
@@ -226,7 +238,7 @@ func runJob(ctx context.Context, cfg *RunConfig, k kind, s scheduler, p *placeme
 		sampleNow, stop = jb.watchInterest(cfg.Progress, jobID)
 		defer stop()
 	}
-	st, err := startRecord(cfg.StateDir, jobID, k.name, programOf(cfg.Job), cfg.Job.StopGrace)
+	st, err := startRecord(cfg, jobID, k.name)
 	if err != nil {
 		return 0, fmt.Errorf("launch: %w", err)
 	}

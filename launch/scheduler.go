@@ -39,20 +39,29 @@ type queue interface {
 	submit(ctx context.Context, cfg *RunConfig, b batchJob) (string, error)
 	// state is what the queue says of batch job id.
 	state(ctx context.Context, id string) batchState
+	// arrayStates is what the queue says of each task of batch array id,
+	// by index, asked once; nil when it cannot say.
+	arrayStates(ctx context.Context, id string) map[int]batchState
 	// cancel ends batch job id, queued or running; graceful: by asking
 	// the job's own monarch run to stop (SIGTERM), so that its program
 	// gets its stop grace.
 	cancel(ctx context.Context, id string, graceful bool) error
+	// cancelArray ends every task of batch array id: those queued, and
+	// the running ones gracefully.
+	cancelArray(ctx context.Context, id string) error
 }
 
 // batchJob is what a queue is given to run: the job's monarch command
 // line, its name in the queue, where its output goes, and the batch jobs
-// it waits for, in the queue's terms (Slurm's --dependency; "" for none).
+// it waits for, in the queue's terms (Slurm's --dependency; "" for none);
+// for a batch array, its spec in sbatch's --array syntax (output then
+// holds %a, each task's index).
 type batchJob struct {
 	rerun      []string
 	name       string
 	output     string
 	dependency string
+	array      string
 }
 
 // batchState is what a queue says of a batch job.

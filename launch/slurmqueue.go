@@ -38,6 +38,9 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig, b batchJob) (strin
 		// launchers end theirs, rather than leave it pending for good.
 		args = append(args, "--dependency="+b.dependency, "--kill-on-invalid-dep=yes")
 	}
+	if b.array != "" {
+		args = append(args, "--array="+b.array)
+	}
 	// exec: monarch run is the batch shell, which Slurm signals.
 	args = append(args, "--parsable", "--job-name="+b.name, "--output="+b.output,
 		"--wrap=exec "+shellQuote(cfg.Monarch)+" "+shellJoin(b.rerun))
@@ -64,17 +67,30 @@ func (slurmQueue) submit(ctx context.Context, cfg *RunConfig, b batchJob) (strin
 // state asks scontrol, which knows a job for MinJobAge after it ends
 // (squeue forgets it sooner and says less).
 func (slurmQueue) state(ctx context.Context, id string) batchState {
+	out, known, err := showJob(ctx, id)
+	switch {
+	case err != nil:
+		return batchState{}
+	case !known:
+		return batchState{State: "finished"} // too old for Slurm to know
+	}
+	return parseSlurmJob(out)
+}
+
+// showJob runs `scontrol -o show job id`; known is false when Slurm no
+// longer knows the job (it ended more than MinJobAge ago).
+func showJob(ctx context.Context, id string) (out string, known bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "scontrol", "-o", "show", "job", id).Output()
+	b, err := exec.CommandContext(ctx, "scontrol", "-o", "show", "job", id).Output()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee) && strings.Contains(string(ee.Stderr), "Invalid job id"):
-		return batchState{State: "finished"} // too old for Slurm to know
+		return "", false, nil
 	case err != nil:
-		return batchState{}
+		return "", false, err
 	}
-	return parseSlurmJob(string(out))
+	return string(b), true, nil
 }
 
 // parseSlurmJob reads the JobState, Reason, PreemptTime and Restarts of
@@ -161,6 +177,20 @@ func (slurmQueue) cancel(ctx context.Context, id string, graceful bool) error {
 	}
 	if out, err := exec.CommandContext(ctx, "scancel", args...).CombinedOutput(); err != nil {
 		return fmt.Errorf("scancel %s: %v: %s", id, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// cancelArray cancels batch array id: its tasks that wait in the queue,
+// and the batch shells of those that run, with SIGTERM, as cancel does
+// gracefully.
+func (slurmQueue) cancelArray(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, args := range [][]string{{"--state=PENDING", id}, {"--state=RUNNING", "--batch", "--signal=TERM", id}} {
+		if out, err := exec.CommandContext(ctx, "scancel", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("scancel %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -54,10 +55,17 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 // it runs in, if any, and keeps the record as the job runs. A job
 // submitted detached has its record already, under the same id: the run
 // takes it over (a requeued batch job's run too, counting the restart).
-func startRecord(dir, jobID, sched, program string, stopGrace time.Duration) (*jobstate.Writer, error) {
-	rec := JobState{Job: jobID, Scheduler: sched, Program: program, State: StateStarting, Started: time.Now(), StopGrace: stopGrace}
+// A task of an array takes over the record its array wrote, but starts
+// now.
+func startRecord(cfg *RunConfig, jobID, sched string) (*jobstate.Writer, error) {
+	dir := cfg.StateDir
+	rec := JobState{Job: jobID, Scheduler: sched, Program: programOf(cfg.Job), State: StateStarting, Started: time.Now(), StopGrace: cfg.Job.StopGrace,
+		ArrayJob: cfg.ArrayJob, ArrayIndex: cfg.ArrayIndex}
 	if old, err := jobstate.Load(dir, jobID); err == nil {
-		rec.Started, rec.Output, rec.After = old.Started, old.Output, old.After
+		if cfg.ArrayJob == "" {
+			rec.Started = old.Started
+		}
+		rec.Output, rec.After = old.Output, old.After
 		rec.MaxHosts, rec.MaxProcs = old.MaxHosts, old.MaxProcs
 	}
 	rec.Batch, rec.BatchID = enclosingBatch()
@@ -95,12 +103,16 @@ func Status(ctx context.Context, dir string) ([]*JobState, error) {
 	if err != nil {
 		return nil, err
 	}
+	arrays := newArrayQueue(jobs)
 	for _, s := range jobs {
 		q := batchQueue(s)
-		if q == nil || !(s.State == StateSubmitted || s.Active() && s.Host != hostname()) {
-			continue
+		if q == nil || s.Array != "" || !(s.State == StateSubmitted || s.Active() && s.Host != hostname()) {
+			continue // a batch array's own record: its tasks say (settle)
 		}
-		b := q.state(ctx, s.BatchID)
+		b, ok := arrays.state(ctx, s)
+		if !ok {
+			b = q.state(ctx, s.BatchID)
+		}
 		s.BatchState = b.State
 		switch {
 		case b.State == "pending" && b.Reason != "":
@@ -144,6 +156,7 @@ func Status(ctx context.Context, dir string) ([]*JobState, error) {
 			})
 		}
 	}
+	arrays.settle(dir, jobs)
 	return jobs, nil
 }
 
@@ -160,18 +173,40 @@ func batchQueue(r *JobState) queue {
 // (Slurm's job id), or the batch job's id as earlier versions named
 // submitted jobs (slurm-8). A ref that names no job is an error that
 // lists the jobs there are.
+//
+// A task of an array is named by its id (ID_3), as ID:3, or by Slurm's
+// name for it (ARRAYID_3, the batch array's id and the index).
 func Find(jobs []*JobState, dir, ref string) (*JobState, error) {
-	for _, j := range jobs {
-		if j.Job == ref {
-			return j, nil
-		}
+	if j := find(jobs, ref); j != nil {
+		return j, nil
 	}
-	for _, j := range jobs {
-		if j.BatchID != "" && (j.BatchID == ref || j.Batch+"-"+j.BatchID == ref) {
-			return j, nil
+	if array, i, ok := taskRef(ref); ok {
+		if a := find(jobs, array); a != nil && a.Array != "" {
+			if j := find(jobs, jobstate.TaskID(a.Job, i)); j != nil {
+				return j, nil
+			}
+			return nil, fmt.Errorf("no task %d in array %s (%s); monarch status %[2]s lists its tasks", i, a.Job, a.Array)
 		}
 	}
 	return nil, NoJobError{Ref: ref, Dir: dir, Jobs: jobs}
+}
+
+// find is the job whose id, or batch job's id, is ref; nil for none. A
+// batch array's id names the array, though Slurm gives one of its tasks
+// the same id.
+func find(jobs []*JobState, ref string) *JobState {
+	for _, j := range jobs {
+		if j.Job == ref {
+			return j
+		}
+	}
+	var found *JobState
+	for _, j := range jobs {
+		if j.BatchID != "" && (j.BatchID == ref || j.Batch+"-"+j.BatchID == ref) && (found == nil || j.Array != "") {
+			found = j
+		}
+	}
+	return found
 }
 
 // NoJobError is a reference to a job that is not in the job store.
@@ -193,9 +228,10 @@ func (e NoJobError) Error() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, " in %s; known jobs:", e.Dir)
-	for i, j := range e.Jobs {
+	jobs := slices.DeleteFunc(slices.Clone(e.Jobs), func(j *JobState) bool { return j.ArrayJob != "" }) // an array's row stands for its tasks
+	for i, j := range jobs {
 		if i == 10 {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Jobs)-i)
+			fmt.Fprintf(&b, "\n  ... and %d more", len(jobs)-i)
 			break
 		}
 		fmt.Fprintf(&b, "\n  %s", j.Job)
@@ -224,6 +260,14 @@ func Stop(ctx context.Context, dir, ref string, grace time.Duration) error {
 	}
 	if !s.Active() {
 		return fmt.Errorf("stop %s: the job is not running (%s)", ref, s.State)
+	}
+	if s.ArrayJob != "" && s.State == StatePending {
+		// It waits in its array's launcher, which will not start it now.
+		endTask(dir, s.Job, StatePending, StateStopped, 0, "stopped by monarch stop before it ran")
+		return nil
+	}
+	if q := batchQueue(s); q != nil && s.Array != "" {
+		return stopBatchArray(ctx, dir, s, jobs, q)
 	}
 	if q := batchQueue(s); q != nil && (s.State == StateSubmitted || s.Host != hostname()) {
 		// A running batch job's monarch run is asked to stop, as
@@ -259,6 +303,9 @@ func Stop(ctx context.Context, dir, ref string, grace time.Duration) error {
 		return fmt.Errorf("stop %s: signal process %d: %w", ref, s.PID, err)
 	}
 	wait := s.StopGrace + grace + 5*time.Second
+	if s.Array != "" {
+		wait += grace + 5*time.Second // its tasks' launchers stop first
+	}
 	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if !s.Alive() {
 			return nil

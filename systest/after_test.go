@@ -267,3 +267,36 @@ func TestCtrlCPendingJob(t *testing.T) {
 		t.Errorf("the record: state %s, end %q", r.State, r.End)
 	}
 }
+
+// TestArrayAfterOK: an array waits as one job: detached with --after-ok
+// train, it is pending while train runs, and none of its tasks starts
+// before train is done; a job --after-ok the array starts once every task
+// is done.
+func TestArrayAfterOK(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	train, open := gate(t, "0")
+	out, stderr, code := monarch(t, "local", "--detach", "--array", "0-2%2", "--after-ok", train, "--", "/bin/sh", "-c", "echo task $MONARCH_ARRAY_INDEX")
+	sweep := strings.TrimSpace(out)
+	if code != 0 || sweep == "" {
+		t.Fatalf("local --detach --array --after-ok: exit %d, stdout %q\n%s", code, out, stderr)
+	}
+	waitStatus(t, sweep, map[string]string{"STATE": "pending (after ok " + train + ")"})
+	out, stderr, code = monarch(t, "local", "--detach", "--after-ok", sweep, "--", "/bin/echo", "evaluated")
+	eval := strings.TrimSpace(out)
+	if code != 0 || eval == "" {
+		t.Fatalf("local --detach --after-ok ARRAY: exit %d, stdout %q\n%s", code, out, stderr)
+	}
+	open()
+	waitStatus(t, eval, map[string]string{"STATE": "done"})
+	tr, ev := record(t, train), record(t, eval)
+	for i := range 3 {
+		task := record(t, jobstate.TaskID(sweep, i))
+		if task.State != "done" || task.Started.Before(tr.Ended) || ev.Started.Before(task.Ended) {
+			t.Errorf("task %d: %s, ran %v to %v; train ended %v, evaluate started %v", i, task.State, task.Started, task.Ended, tr.Ended, ev.Started)
+		}
+	}
+	if a := record(t, sweep); a.State != "done" || len(a.After) != 1 || a.Array != "0-2%2" {
+		t.Errorf("the array's record: %s, after %+v, array %q", a.State, a.After, a.Array)
+	}
+}

@@ -31,7 +31,9 @@ func localCommand(a *app) *cli.Command {
 			"them again on those left, down to MIN, renumbered (torchrun's elastic --nnodes); each such\n" +
 			"restart counts against --max-restarts, as under torchrun.\n" +
 			"\n" +
-			"--after-ok ID (--after, --after-any) waits for job ID first, as monarch run does.",
+			"--after-ok ID (--after, --after-any) waits for job ID first, as monarch run does.\n" +
+			"With --array SPEC (0-15, 1,3,7, 0-15:2, %N for at most N at once) the job runs as an array of\n" +
+			"tasks, each with MONARCH_ARRAY_INDEX, its output in the job store's ID_I.out.",
 		Flags: append(runFlags("leave the job to run in the background; print its id"),
 			&cli.IntFlag{Name: "hosts", Usage: "start `N` simulated hosts", Action: atLeast("hosts", 1, "simulated hosts"),
 				DefaultText: "none for a program; for a job file, the local hosts of its hosts file"},
@@ -111,7 +113,13 @@ func localCommand(a *app) *cli.Command {
 		if sp := cfg.Job.SPMD; sp != nil && sp.MaxHosts > max(nhosts, 1) {
 			return usagef(c, "nnodes %d:%d: MAX is more than the %d hosts of the job (--hosts)", sp.MinHosts, sp.MaxHosts, max(nhosts, 1))
 		}
+		if err := arrayOptions(c, &cfg, &rerun); err != nil {
+			return err
+		}
 		if err := detachOptions(c, &cfg, rerun, rest...); err != nil {
+			return err
+		}
+		if err := taskOptions(c, &cfg); err != nil {
 			return err
 		}
 		// This machine, as nhosts simulated hosts whatever the file says,

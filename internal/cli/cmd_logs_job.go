@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/monarch-go/monarch/launch"
@@ -27,6 +28,12 @@ func logsJob(ctx context.Context, dir, ref string, follow bool) (string, *launch
 	}
 	if ref != "" {
 		j, err := launch.Find(jobs, dir, ref)
+		if err == nil && j.Array != "" {
+			// Each task writes a log of its own; one of them, named.
+			tasks := launch.ArrayTasks(jobs, j.Job)
+			return "", nil, fmt.Errorf("logs: job %s is an array of %d tasks (%s), each with a log of its own: monarch logs %[1]s_I (or %[1]s:I) shows task I's, I one of %[3]s",
+				j.Job, len(tasks), strings.Split(j.Array, "%")[0])
+		}
 		if err == nil {
 			return j.Job, j, nil
 		}
@@ -111,6 +118,10 @@ func noLogYet(rec *launch.JobState, w io.Writer) error {
 	if rec.Active() {
 		fmt.Fprintf(w, "monarch: job %s is %s and has no output yet (monarch logs -f %[1]s waits for it)\n", rec.Job, stateText(rec))
 		return nil
+	}
+	if _, err := os.Stat(rec.Output); rec.ArrayJob != "" && err == nil {
+		// A task's program writes its stdout and stderr there.
+		return fmt.Errorf("logs: job %s ended (%s) with no output in its log; its own output is in %s", rec.Job, stateText(rec), rec.Output)
 	}
 	return fmt.Errorf("logs: job %s ended (%s) with no output", rec.Job, stateText(rec))
 }

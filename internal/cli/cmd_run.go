@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/monarch-go/monarch/hostsconfig"
+	"github.com/monarch-go/monarch/internal/arrayspec"
 	"github.com/monarch-go/monarch/internal/jobenv"
 	"github.com/monarch-go/monarch/internal/jobstate"
 	"github.com/monarch-go/monarch/launch"
@@ -33,7 +35,13 @@ func runCommand(a *app) *cli.Command {
 			"--after-ok ID starts the job once job ID has ended with status 0 (sbatch's --dependency=afterok);\n" +
 			"--after-any once it has ended, --after once it has started. Submitted to Slurm (--detach)\n" +
 			"it waits in Slurm's queue; otherwise its launcher waits, and status shows it as pending\n" +
-			"(after ok ID). A dependency that fails ends the job before it runs, as Slurm does.",
+			"(after ok ID). A dependency that fails ends the job before it runs, as Slurm does.\n" +
+			"\n" +
+			"With --array SPEC (sbatch's syntax: 0-15, 1,3,7, 0-15:2, %N for at most N at once) or [array] in\n" +
+			"the job file, the job runs as an array of tasks ID_I, each with MONARCH_ARRAY_INDEX (and, under\n" +
+			"Slurm, SLURM_ARRAY_TASK_ID): one sbatch --array outside an allocation, else run from here. A\n" +
+			"failed task leaves the others running unless --fail-fast. status, logs and stop take the array's\n" +
+			"id or a task's (ID_3, ID:3).",
 		Flags: append(runFlags("leave the job to run (sbatch on Slurm, in the background here otherwise); print its id"),
 			&cli.IntFlag{Name: "nodes", Aliases: []string{"N"}, Usage: "allocate `N` nodes ([slurm] nodes)", Action: atLeast("nodes", 1, "nodes")},
 			&cli.StringFlag{Name: "time", Aliases: []string{"t"}, Usage: "time limit `TIME` in Slurm's formats: MM, HH:MM:SS, D-HH:MM ([slurm] time)"},
@@ -49,7 +57,14 @@ func runCommand(a *app) *cli.Command {
 			if err := applyOverrides(c, &cfg); err != nil {
 				return err
 			}
-			if err := detachOptions(c, &cfg, append([]string{"run"}, overrideArgs(c)...), cfg.JobPath); err != nil {
+			rerun := append([]string{"run"}, overrideArgs(c)...)
+			if err := arrayOptions(c, &cfg, &rerun); err != nil {
+				return err
+			}
+			if err := detachOptions(c, &cfg, rerun, cfg.JobPath); err != nil {
+				return err
+			}
+			if err := taskOptions(c, &cfg); err != nil {
 				return err
 			}
 			cfg.Stdout, cfg.Stderr, cfg.Progress = c.App.Writer, c.App.ErrWriter, c.App.ErrWriter
@@ -73,6 +88,9 @@ func runFlags(detach string) []cli.Flag {
 		&cli.StringSliceFlag{Name: "after", Usage: "start once job `ID` has started, or ended without starting (IDs separated by commas; repeat for more)"},
 		&cli.StringSliceFlag{Name: "after-ok", Usage: "start once job `ID` has ended with status 0; if it fails, this job never runs"},
 		&cli.StringSliceFlag{Name: "after-any", Usage: "start once job `ID` has ended, however it ended"},
+		&cli.StringFlag{Name: "array", Usage: "run the job as an array of tasks, as sbatch --array: `SPEC` is 0-15, 1,3,7, 0-15:2, with %N for at most N at once ([array] spec)"},
+		&cli.BoolFlag{Name: "fail-fast", Usage: "an array: when a task fails, stop the others ([array] fail_fast)"},
+		&cli.StringFlag{Name: "array-index", Hidden: true, Usage: "run as task `I` of the array --job-id names (slurm: SLURM_ARRAY_TASK_ID)"},
 	}
 }
 
@@ -86,6 +104,60 @@ func afterOptions(c *cli.Context, cfg *launch.RunConfig) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// arrayOptions sets cfg's job's array from --array and --fail-fast, and
+// adds --array to rerun (the command line that runs the job, or its
+// tasks, again).
+func arrayOptions(c *cli.Context, cfg *launch.RunConfig, rerun *[]string) error {
+	job := cfg.Job
+	if c.IsSet("array") {
+		sp, err := arrayspec.Parse(c.String("array"))
+		if err != nil {
+			return usagef(c, "--array: %v", err)
+		}
+		if job.Array, err = job.Array.WithSpec(sp, cfg.JobPath); err != nil {
+			return err
+		}
+		*rerun = append(*rerun, "--array="+sp.String())
+	}
+	if c.Bool("fail-fast") {
+		if job.Array == nil {
+			return usagef(c, "--fail-fast stops an array's tasks when one fails: give --array, or a job file with [array]")
+		}
+		job.Array.FailFast = true
+	}
+	if job.Array != nil && c.IsSet("output") {
+		return usagef(c, "--output: each task of an array writes its own output (ID_I.out in the job store)")
+	}
+	return nil
+}
+
+// taskOptions sets cfg's task from --array-index, once detachOptions has
+// read --job-id: a local array's launcher names the task's own id
+// (ID_I), Slurm's batch array the array's.
+func taskOptions(c *cli.Context, cfg *launch.RunConfig) error {
+	if !c.IsSet("array-index") {
+		return nil
+	}
+	text := c.String("array-index")
+	if text == launch.SlurmArrayIndex {
+		if text = os.Getenv("SLURM_ARRAY_TASK_ID"); text == "" {
+			return errors.New("--array-index=slurm: SLURM_ARRAY_TASK_ID is not set (not a task of a Slurm batch array)")
+		}
+	}
+	i, err := strconv.Atoi(text)
+	switch {
+	case err != nil || i < 0:
+		return fmt.Errorf("--array-index %q: want a task's index", text)
+	case cfg.Job.Array == nil:
+		return errors.New("--array-index: the job is no array (no --array, no [array])")
+	case cfg.JobID == "":
+		return errors.New("--array-index: give the array's --job-id")
+	}
+	cfg.ArrayIndex = i
+	cfg.ArrayJob = strings.TrimSuffix(cfg.JobID, "_"+strconv.Itoa(i))
 	return nil
 }
 

@@ -37,13 +37,20 @@ func statusCommand() *cli.Command {
 					return fmt.Errorf("status: %w", err)
 				}
 				printJob(c.App.Writer, dir, j, dashboardText(c.Context, dir, j))
+				if j.Array != "" {
+					printArray(c.App.Writer, j, jobs)
+				}
 				return nil
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "JOB\tSTATE\tSCHEDULER\tHOSTS\tPROCS\tPID\tSTARTED\tPROGRAM")
-			for _, j := range jobs {
+			for _, j := range listedJobs(jobs) {
 				hosts, procs := jobCounts(j)
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.Job, clipText(stateText(j), 60), schedulerText(j), hosts, procs, pidText(j),
+				state := clipText(stateText(j), 60)
+				if j.Array != "" {
+					state = clipText(arrayStateText(j, jobs), 90)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", j.Job, state, schedulerText(j), hosts, procs, pidText(j),
 					j.Started.Format(time.DateTime), j.Program)
 			}
 			if err := w.Flush(); err != nil {
@@ -269,8 +276,12 @@ func stoppedText(j *launch.JobState, ref string) string {
 	switch {
 	case j == nil:
 		return "stopped job " + ref
+	case j.Active() && j.Array != "":
+		return fmt.Sprintf("asked %s to cancel array %s (batch array %s); monarch status %[2]s shows how its tasks end", j.Batch, j.Job, j.BatchID)
 	case j.Active():
 		return fmt.Sprintf("asked %s to stop job %s (batch job %s); monarch status %s shows how it ends", j.Batch, j.Job, j.BatchID, j.Job)
+	case j.Array != "":
+		return fmt.Sprintf("stopped array %s: %s", j.Job, j.End) // its tasks' summary
 	case j.End == stoppedByStop:
 		return fmt.Sprintf("stopped job %s: %s", j.Job, strings.Join(endDetails(j), ", "))
 	case strings.HasPrefix(j.End, stoppedByStop+" "): // "... before it ran": no procs, no client

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -22,16 +23,36 @@ type Removed struct {
 // host whose record does not say it ended, a submitted job its scheduler
 // has not finished (the caller sets BatchState). Removal stops at the
 // first error.
+//
+// An array goes with its tasks, once it has ended (and so have they): a
+// task whose array has a record is removed with it, never alone.
 func Clean(recs []*Record, dir string, olderThan time.Duration, now time.Time, files func(job string) []string) ([]Removed, error) {
+	tasks := map[string][]*Record{}
+	for _, r := range recs {
+		if r.ArrayJob != "" {
+			tasks[r.ArrayJob] = append(tasks[r.ArrayJob], r)
+		}
+	}
 	var out []Removed
 	for _, r := range recs {
 		if r.Active() || now.Sub(r.EndTime()) < olderThan {
 			continue
 		}
+		if r.ArrayJob != "" && slices.ContainsFunc(recs, func(a *Record) bool { return a.Job == r.ArrayJob }) {
+			continue // with its array
+		}
+		if slices.ContainsFunc(tasks[r.Job], (*Record).Active) {
+			continue // a task its array's launcher did not see end (killed)
+		}
 		rm := Removed{Record: r}
+		var paths []string
+		for _, t := range tasks[r.Job] {
+			paths = append(paths, files(t.Job)...)
+			paths = append(paths, Path(dir, t.Job))
+		}
 		// The logs first: a record left behind by a failed removal still
 		// lists the job.
-		for _, p := range append(files(r.Job), Path(dir, r.Job)) {
+		for _, p := range append(append(paths, files(r.Job)...), Path(dir, r.Job)) {
 			n, err := removeFile(p)
 			if err != nil {
 				return out, err

@@ -255,3 +255,56 @@ func TestRecordCompatibility(t *testing.T) {
 		t.Errorf("new record read back as %+v, %v", back, err)
 	}
 }
+
+// TestCleanArray: an ended array goes with its tasks, as one; a task is
+// never removed alone while its array has a record, nor an array while a
+// task may still run.
+func TestCleanArray(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	ended := record("arr", jobstate.Failed)
+	ended.Array, ended.Ended = "0-1", now.Add(-time.Minute)
+	running := record("run", jobstate.Running)
+	running.Array = "0-1"
+	recs := []*jobstate.Record{ended, running}
+	for _, a := range []*jobstate.Record{ended, running} {
+		for i := range 2 {
+			task := record(jobstate.TaskID(a.Job, i), jobstate.Done)
+			task.ArrayJob, task.ArrayIndex, task.Ended = a.Job, i, now.Add(-time.Minute)
+			recs = append(recs, task)
+		}
+	}
+	lastTask := record(jobstate.TaskID("lone", 1), jobstate.Running)
+	lone := record("lone", jobstate.Done)
+	lone.Array, lone.Ended = "1", now.Add(-time.Minute)
+	lastTask.ArrayJob, lastTask.ArrayIndex = "lone", 1
+	lastTask.Host = "another-host"
+	recs = append(recs, lone, lastTask)
+	for _, r := range recs {
+		if err := jobstate.Save(dir, r); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, r.Job+".log"), []byte("0123456789"), 0o600)
+	}
+	list, err := jobstate.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := jobstate.Clean(list, dir, 0, now, func(job string) []string { return []string{filepath.Join(dir, job+".log")} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0].Job != "arr" || removed[0].Files != 6 {
+		t.Fatalf("removed %+v, want arr alone with its 2 tasks (6 files)", removed)
+	}
+	for _, job := range []string{"arr_0", "arr_1"} {
+		if _, err := os.Stat(jobstate.Path(dir, job)); err == nil {
+			t.Errorf("%s is left", job)
+		}
+	}
+	for _, job := range []string{"run", "run_0", "run_1", "lone", "lone_1"} {
+		if _, err := os.Stat(jobstate.Path(dir, job)); err != nil {
+			t.Errorf("%s was removed: %v", job, err)
+		}
+	}
+}
