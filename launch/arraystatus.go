@@ -1,9 +1,11 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,16 +22,8 @@ func ArrayTasks(jobs []*JobState, id string) []*JobState {
 			tasks = append(tasks, j)
 		}
 	}
-	sortByIndex(tasks)
+	slices.SortFunc(tasks, func(a, b *JobState) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
 	return tasks
-}
-
-func sortByIndex(tasks []*JobState) {
-	for i := 1; i < len(tasks); i++ { // few, and mostly in order
-		for k := i; k > 0 && tasks[k].ArrayIndex < tasks[k-1].ArrayIndex; k-- {
-			tasks[k], tasks[k-1] = tasks[k-1], tasks[k]
-		}
-	}
 }
 
 // ArraySummary counts an array's tasks by state: "4 tasks: 1 pending,

@@ -110,7 +110,7 @@ args = [["a0"], ["a1"], ["a2", "x"], ["a3"]]
 		t.Errorf("status: want the array as one row with its summary, no task rows:\n%s", out)
 	}
 	out, _, _ = monarch(t, "status", id)
-	for _, want := range []string{"array:  0-3%2", "task 2 failed: failed (exit 1)", id + "_3  3      done"} {
+	for _, want := range []string{"array:  0-3%2", "  task 2: failed (exit 1)\n", id + "_3  3      done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status %s does not say %q:\n%s", id, want, out)
 		}

@@ -162,14 +162,20 @@ func printJob(w io.Writer, dir string, j *launch.JobState, dashboard string) {
 		}
 	}
 	row("program", "%s", j.Program)
+	if j.ArrayJob != "" {
+		row("array", "task %d of %s", j.ArrayIndex, j.ArrayJob)
+	}
 	if len(j.After) > 0 {
 		row("waits for", "%s", launch.AfterText(j.After))
 	}
 	if j.PID > 0 {
 		row("pid", "%d on %s", j.PID, j.Host)
 	}
-	row("hosts", "%d up (%d came up)", j.Hosts, j.MaxHosts)
-	row("procs", "%d up (%d came up)", j.Procs, j.MaxProcs)
+	array := j.Array != "" // its tasks have the hosts, procs and logs
+	if !array {
+		row("hosts", "%d up (%d came up)", j.Hosts, j.MaxHosts)
+		row("procs", "%d up (%d came up)", j.Procs, j.MaxProcs)
+	}
 	row("started", "%s", j.Started.Format(time.DateTime))
 	if !j.Ended.IsZero() {
 		row("ended", "%s (after %v)", j.Ended.Format(time.DateTime), j.Ended.Sub(j.Started).Round(time.Second))
@@ -189,11 +195,15 @@ func printJob(w io.Writer, dir string, j *launch.JobState, dashboard string) {
 		row("dashboard", "%s", dashboard)
 	}
 	row("record", "%s", jobstate.Path(dir, j.Job))
-	row("log", "%s", logagg.LogFiles(dir, j.Job)[0])
+	if !array {
+		row("log", "%s", logagg.LogFiles(dir, j.Job)[0])
+	}
 	if j.Output != "" {
 		row("output", "%s (the launcher's own)", j.Output)
 	}
-	row("system logs", "%s", logagg.SystemLogPath(logagg.SystemLogDir(), j.Job, "*"))
+	if !array {
+		row("system logs", "%s", logagg.SystemLogPath(logagg.SystemLogDir(), j.Job, "*"))
+	}
 	tw.Flush()
 	if f := j.Failure; f != nil && len(f.Tail) > 0 {
 		fmt.Fprintf(w, "last lines of its stderr:\n")

@@ -44,7 +44,7 @@ func printArray(w io.Writer, j *launch.JobState, jobs []*launch.JobState) {
 	fmt.Fprintf(w, "array:  %s\ntasks:  %s\n", j.Array, launch.ArraySummary(tasks))
 	for _, t := range tasks {
 		if t.State == launch.StateFailed || t.State == launch.StateLost {
-			fmt.Fprintf(w, "  task %d failed: %s\n", t.ArrayIndex, stateText(t))
+			fmt.Fprintf(w, "  task %d: %s\n", t.ArrayIndex, stateText(t))
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
