@@ -140,7 +140,7 @@ func runArray(ctx context.Context, cfg *RunConfig, k kind) (int, error) {
 	r := &arrayRun{cfg: cfg, id: id}
 	r.run(ctx)
 	tasks := r.tasks()
-	state, code := arrayEnd(tasks)
+	state, code := arrayEnd(tasks, context.Cause(ctx))
 	summary := ArraySummary(tasks)
 	st.Finish(func(rec *JobState) { rec.State, rec.Exit, rec.End = state, code, summary })
 	fmt.Fprintf(cfg.Progress, "monarch: array %s: %s\n", id, summary)
@@ -340,8 +340,9 @@ func (r *arrayRun) tasks() []*JobState {
 
 // arrayEnd is the state and exit status of an array whose tasks ended so:
 // done (0) only if every task is; failed, with the first failed task's
-// status, if one failed; else stopped.
-func arrayEnd(tasks []*JobState) (string, int) {
+// status, if one failed; else stopped, with the status of the signal that
+// stopped it (cause, a StopSignal: 130 for Ctrl-C), else SIGTERM's.
+func arrayEnd(tasks []*JobState, cause error) (string, int) {
 	for _, t := range tasks {
 		if t.State == StateFailed || t.State == StateLost {
 			return StateFailed, max(t.Exit, 1)
@@ -349,7 +350,14 @@ func arrayEnd(tasks []*JobState) (string, int) {
 	}
 	for _, t := range tasks {
 		if t.State != StateDone {
-			return StateStopped, 128 + int(syscall.SIGTERM)
+			sig := syscall.SIGTERM
+			var stop StopSignal
+			if errors.As(cause, &stop) {
+				if s, ok := stop.Signal.(syscall.Signal); ok {
+					sig = s
+				}
+			}
+			return StateStopped, 128 + int(sig)
 		}
 	}
 	return StateDone, 0

@@ -136,7 +136,7 @@ func (a *arrayQueue) settle(dir string, jobs []*JobState) {
 		case active > 0:
 			continue
 		default:
-			arr.State, arr.Exit = arrayEnd(tasks)
+			arr.State, arr.Exit = arrayEnd(tasks, nil)
 			arr.End = ArraySummary(tasks)
 			arr.Ended = time.Now()
 		}

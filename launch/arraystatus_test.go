@@ -1,6 +1,8 @@
 package launch
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -99,11 +101,18 @@ func TestArraySummary(t *testing.T) {
 	if got := ArraySummary(tasks); got != want {
 		t.Errorf("ArraySummary = %q, want %q", got, want)
 	}
-	state, code := arrayEnd(tasks[:2])
+	state, code := arrayEnd(tasks[:2], nil)
 	if state != StateFailed || code != 1 {
 		t.Errorf("arrayEnd of a done and a failed task: %s %d", state, code)
 	}
-	if state, code := arrayEnd(tasks[:1]); state != StateDone || code != 0 {
+	if state, code := arrayEnd(tasks[:1], nil); state != StateDone || code != 0 {
 		t.Errorf("arrayEnd of a done task: %s %d", state, code)
+	}
+	stopped := []*JobState{{State: StateDone}, {State: StateStopped}}
+	if state, code := arrayEnd(stopped, StopSignal{Signal: os.Interrupt}); state != StateStopped || code != 130 {
+		t.Errorf("arrayEnd of an array stopped by Ctrl-C: %s %d, want stopped 130", state, code)
+	}
+	if state, code := arrayEnd(stopped, context.Canceled); state != StateStopped || code != 143 {
+		t.Errorf("arrayEnd of an array stopped otherwise: %s %d, want stopped 143", state, code)
 	}
 }

@@ -132,7 +132,7 @@ func followArray(ctx context.Context, cfg *RunConfig, id string) (int, error) {
 			}
 		}
 		if active == 0 {
-			state, code := arrayEnd(tasks)
+			state, code := arrayEnd(tasks, context.Cause(ctx))
 			summary := ArraySummary(tasks)
 			jobstate.Amend(cfg.StateDir, id, func(r *JobState) bool {
 				r.State, r.Exit, r.End, r.Ended = state, code, summary, time.Now()

@@ -311,7 +311,9 @@ func TestArrayLocalInterrupt(t *testing.T) {
 		return err0 == nil && err1 == nil && r0.State == jobstate.Running && r1.State == jobstate.Running
 	})
 	cmd.Process.Signal(os.Interrupt)
-	waitExit(t, cmd, time.Minute, stderr)
+	if code := waitExit(t, cmd, time.Minute, stderr); code != 130 {
+		t.Errorf("the array's launcher exited %d after Ctrl-C, want 130", code)
+	}
 	for _, want := range []string{id + "_2 stopped by Ctrl-C (SIGINT) of the array, before it ran", "4 tasks: 0 pending, 0 running, 0 done, 0 failed, 4 stopped"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("the launcher does not say %q:\n%s", want, stderr.String())
