@@ -56,12 +56,18 @@ func recordCounts(st *jobstate.Writer, data []byte) {
 // submitted detached has its record already, under the same id: the run
 // takes it over (a requeued batch job's run too, counting the restart).
 // A task of an array takes over the record its array wrote, but starts
-// now.
+// now; one of this host's arrays that was stopped meanwhile does not
+// start.
 func startRecord(cfg *RunConfig, jobID, sched string) (*jobstate.Writer, error) {
 	dir := cfg.StateDir
 	rec := JobState{Job: jobID, Scheduler: sched, Program: programOf(cfg.Job), State: StateStarting, Started: time.Now(), StopGrace: cfg.Job.StopGrace,
 		ArrayJob: cfg.ArrayJob, ArrayIndex: cfg.ArrayIndex}
 	if old, err := jobstate.Load(dir, jobID); err == nil {
+		if cfg.ArrayJob != "" && old.Batch == "" && (old.State == StateStopped || old.State == StateDone) {
+			// Stopped while its array's launcher was starting it: it
+			// does not run. (A queue's task may run again: a requeue.)
+			return nil, fmt.Errorf("task %s: %s", jobID, old.End)
+		}
 		if cfg.ArrayJob == "" {
 			rec.Started = old.Started
 		}

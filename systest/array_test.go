@@ -323,3 +323,24 @@ func TestArrayLocalInterrupt(t *testing.T) {
 		t.Errorf("tasks still running after Ctrl-C: %v", left)
 	}
 }
+
+// TestArrayTaskStoppedWhileStarting: a task of a local array whose record
+// was ended by monarch stop while its array's launcher started it does
+// not run: its launcher says so and leaves the record as stop left it.
+func TestArrayTaskStoppedWhileStarting(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
+	id := "jstopped_1"
+	rec := &jobstate.Record{Job: id, Scheduler: "local", Program: "/bin/echo", State: jobstate.Stopped, Started: time.Now(),
+		Ended: time.Now(), End: "stopped by monarch stop before it ran", ArrayJob: "jstopped", ArrayIndex: 1}
+	if err := jobstate.Save(state, rec); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := monarch(t, "local", "--job-id="+id, "--array-index=1", "--array", "0-1", "--", "/bin/echo", "ran")
+	if code != 1 || strings.Contains(out, "ran") || !strings.Contains(stderr, "task "+id+": stopped by monarch stop before it ran") {
+		t.Errorf("the stopped task's launcher: exit %d, stdout %q, stderr:\n%s", code, out, stderr)
+	}
+	if r := record(t, id); r.State != jobstate.Stopped || r.End != rec.End {
+		t.Errorf("its record: %s, %q", r.State, r.End)
+	}
+}
