@@ -122,7 +122,7 @@ func (c *Cluster) Kill(procs *actorrt.ProcMesh) error {
 	}
 	var errs []error
 	for _, id := range ids {
-		sp := c.proc(id)
+		sp := c.recorded(id)
 		if sp == nil || sp.p.Exited() {
 			errs = append(errs, fmt.Errorf("actortest: Kill: proc %s is not running in this cluster", id))
 			continue
@@ -185,10 +185,22 @@ func (c *Cluster) DelayHost(i int, d time.Duration) error {
 	return err
 }
 
-func (c *Cluster) proc(id string) *simProc {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.procs[id]
+// recordWait bounds how long recorded waits for a proc to be recorded.
+const recordWait = 10 * time.Second
+
+// recorded is proc id once the cluster has recorded it: a proc's runtime
+// serves calls a moment before the starter that started it returns and
+// records it, so a proc that has answered may not be recorded yet. nil
+// when it is not within recordWait (no proc of this cluster).
+func (c *Cluster) recorded(id string) *simProc {
+	for end := time.Now().Add(recordWait); ; time.Sleep(5 * time.Millisecond) {
+		c.mu.Lock()
+		sp := c.procs[id]
+		c.mu.Unlock()
+		if sp != nil || time.Now().After(end) {
+			return sp
+		}
+	}
 }
 
 // host finds simulated host i.

@@ -287,8 +287,7 @@ func TestRemoteWhileSlotReplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Both answer first: SpawnProcs may return a moment before the
-	// cluster has recorded the procs its agent started (Kill finds them).
+	// Both answer first: the slot is up before it is killed.
 	if _, err := slotReached.Call(procs).Get(ctx); err != nil {
 		t.Fatal(err)
 	}
