@@ -72,7 +72,7 @@ func TestSlurmArray(t *testing.T) {
 		t.Errorf("status %s_1:\n%s", bid, out)
 	}
 	out, _, _ = runMonarch(t, c, 30*time.Second, nil, "status", id)
-	if !strings.Contains(out, "  task 1: failed (exit 1)\n") || !strings.Contains(out, "slurm job:   "+bid) {
+	if !strings.Contains(out, "  task 1: failed (exit 1)\n") || !regexp.MustCompile(`(?m)^slurm job: +`+bid+`$`).MatchString(out) {
 		t.Errorf("status %s:\n%s", id, out)
 	}
 }
