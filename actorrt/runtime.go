@@ -363,9 +363,11 @@ func (rt *core) announceGone(n wire.GoneNotice, agent string) {
 
 // announce sends a notice (op, body) about proc on agent's deaths
 // subject, which every holder of that agent's procs watches; what says
-// in the log what could not be sent.
+// in the log what could not be sent, unless the runtime is shutting down
+// (its link closing under the send is no news, as announceAgain's later
+// sends hold).
 func (rt *core) announce(agent, op string, body any, proc, what string) {
-	if err := rt.sendControlOn(rt.subjects.Deaths(agent), op, 0, body); err != nil && !errors.Is(err, ErrStopped) {
+	if err := rt.sendControlOn(rt.subjects.Deaths(agent), op, 0, body); err != nil && !errors.Is(err, ErrStopped) && !rt.closing.Load() {
 		rt.log.Warn().Err(err).Str("proc", proc).Msg(what)
 	}
 }
