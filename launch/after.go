@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
@@ -271,9 +270,8 @@ func awaitAfter(ctx context.Context, cfg *RunConfig, sched string) (code int, ok
 	if err != nil {
 		return 0, false, fmt.Errorf("launch: %w", err)
 	}
-	ints := make(chan os.Signal, 1)
-	signal.Notify(ints, os.Interrupt)
-	defer signal.Stop(ints)
+	ctx, stop := interruptible(ctx)
+	defer stop()
 	end := func(state string, code int, text string) (int, bool, error) {
 		st.Finish(func(r *JobState) { r.State, r.Exit, r.End, r.Ended = state, code, text, time.Now() })
 		fmt.Fprintf(cfg.Progress, "monarch: job %s ended: %s\n", id, text)
@@ -313,14 +311,14 @@ func awaitAfter(ctx context.Context, cfg *RunConfig, sched string) (code int, ok
 		}
 		select {
 		case <-tick.C:
-		case <-ints:
-			return end(StateStopped, 130, "interrupted (Ctrl-C) before it ran")
 		case <-ctx.Done():
 			text := "stopped before it ran"
 			var sig StopSignal
 			switch {
 			case stopRequested(cfg.StateDir, id):
 				text = "stopped by monarch stop before it ran"
+			case errors.As(context.Cause(ctx), &sig) && sig.Signal == os.Interrupt:
+				return end(StateStopped, 130, "interrupted (Ctrl-C) before it ran")
 			case errors.As(context.Cause(ctx), &sig):
 				text = sig.Error() + " before it ran"
 			}

@@ -213,26 +213,13 @@ func TestAfterStoreNotPrivate(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("MONARCH_STATE_DIR", state)
 	first, _ := gate(t, "0")
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--after-ok", first, "--", "/bin/true")
-	var stderr testenv.SyncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan error, 1)
-	go func() { ended <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
+	cmd, _, stderr := startMonarch(t, []string{"MONARCH_STATE_DIR=" + state}, "local", "--after-ok", first, "--", "/bin/true")
 	waitUntil(t, 30*time.Second, "the job to say what it waits for", func() bool { return strings.Contains(stderr.String(), "waits to start") })
 	if err := os.Chmod(state, 0o777); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Chmod(state, 0o700) })
-	select {
-	case <-ended:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the waiting launcher did not end within 30s of its store turning writable by all:\n%s", stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr.String(), "ended: failed: job state: ") {
+	if code := waitExit(t, cmd, 30*time.Second, stderr); code != 1 || !strings.Contains(stderr.String(), "ended: failed: job state: ") {
 		t.Errorf("exit %d:\n%s", code, stderr.String())
 	}
 }
@@ -240,27 +227,16 @@ func TestAfterStoreNotPrivate(t *testing.T) {
 // TestCtrlCPendingJob: Ctrl-C (SIGINT) of a launcher that waits ends its
 // job before it runs, recorded so, with 130, as Ctrl-C of a running job.
 func TestCtrlCPendingJob(t *testing.T) {
-	t.Setenv("MONARCH_STATE_DIR", t.TempDir())
+	state := t.TempDir()
+	t.Setenv("MONARCH_STATE_DIR", state)
 	first, _ := gate(t, "0")
-	cmd := exec.Command(filepath.Join(build(t), "monarch"), "local", "--after-ok", first, "--", "/bin/true")
-	var stderr testenv.SyncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ended := make(chan error, 1)
-	go func() { ended <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
+	cmd, _, stderr := startMonarch(t, []string{"MONARCH_STATE_DIR=" + state}, "local", "--after-ok", first, "--", "/bin/true")
 	m := regexp.MustCompile(`monarch: job (\S+) waits to start`)
 	waitUntil(t, 30*time.Second, "the job to say what it waits for", func() bool { return m.MatchString(stderr.String()) })
 	cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-ended:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the waiting launcher did not end within 30s of SIGINT:\n%s", stderr.String())
-	}
+	code := waitExit(t, cmd, 30*time.Second, stderr)
 	id := m.FindStringSubmatch(stderr.String())[1]
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
+	if code != 130 {
 		t.Errorf("exit %d, want 130:\n%s", code, stderr.String())
 	}
 	if r := record(t, id); r.State != jobstate.Stopped || r.End != "interrupted (Ctrl-C) before it ran" {
