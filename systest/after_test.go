@@ -20,7 +20,9 @@ import (
 
 // gate is a job that runs, here, in the background, until the test
 // opens it (or 2 minutes pass), then exits with status exit. open opens
-// it; it is opened at the end of the test in any case.
+// it; it is opened at the end of the test in any case, and the test waits
+// for it to end before its dirs go (else it would not see its door open,
+// and would write its end into a dir removed).
 func gate(t *testing.T, exit string) (id string, open func()) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "open")
@@ -35,7 +37,14 @@ func gate(t *testing.T, exit string) (id string, open func()) {
 			t.Error(err)
 		}
 	}
-	t.Cleanup(open)
+	state := os.Getenv("MONARCH_STATE_DIR")
+	t.Cleanup(func() {
+		open()
+		waitUntil(t, 30*time.Second, "the gate job "+id+" to end", func() bool {
+			r, err := jobstate.Load(state, id)
+			return err != nil || !r.Active()
+		})
+	})
 	waitStatus(t, id, map[string]string{"STATE": "running"})
 	return id, open
 }
